@@ -1,0 +1,40 @@
+# Two commands do all the set-up: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+
+.PHONY: demo test lint bench soak function-zip clean
+
+$(PY_STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required; set PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	@command -v node >/dev/null || { echo "Node.js 20+ is required for the Azurite emulator"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+demo: $(PY_STAMP) $(NODE_STAMP)
+	$(BIN)/safetynet demo
+
+lint: $(PY_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint $(NODE_STAMP)
+	$(BIN)/pytest
+
+bench: $(PY_STAMP) $(NODE_STAMP)
+	$(BIN)/python -m benchmarks
+
+function-zip: $(PY_STAMP)
+	$(BIN)/safetynet build-function --output build/sweeper-function.zip
+
+clean:
+	rm -rf $(VENV) node_modules build .pytest_cache .mypy_cache .ruff_cache

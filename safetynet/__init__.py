@@ -1,0 +1,1 @@
+"""The `safetynet` command line, the local Azurite stack and the constants every part shares."""

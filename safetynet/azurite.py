@@ -1,0 +1,136 @@
+"""The local Azurite emulator as a managed component: started on a free port, stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+# Azurite's published development account; it exists only inside the emulator.
+DEV_ACCOUNT = "devstoreaccount1"
+DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+AZURITE_BIN_ENV = "SAFETYNET_AZURITE_BIN"
+
+
+class AzuriteError(RuntimeError):
+    """Azurite could not be found, started or reached."""
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def find_azurite_bin() -> Path:
+    """Locate `azurite-blob` from the project's `npm ci`, or from SAFETYNET_AZURITE_BIN."""
+    override = os.environ.get(AZURITE_BIN_ENV)
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise AzuriteError(f"{AZURITE_BIN_ENV}={override} does not name a file")
+        return path
+    if shutil.which("node") is None:
+        raise AzuriteError("Node.js 20+ is required to run Azurite, and `node` is not on PATH")
+    path = PROJECT_ROOT / "node_modules" / ".bin" / "azurite-blob"
+    if not path.is_file():
+        raise AzuriteError(f"Azurite is not installed: run `npm ci` in {PROJECT_ROOT}")
+    return path
+
+
+class Azurite:
+    """One Azurite blob endpoint on 127.0.0.1, in memory, for the lifetime of a `with` block."""
+
+    def __init__(self, start_timeout_s: float = 30.0) -> None:
+        self._start_timeout_s = start_timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self._workdir: tempfile.TemporaryDirectory[str] | None = None
+        self.port = 0
+
+    @property
+    def blob_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}/{DEV_ACCOUNT}"
+
+    @property
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};"
+            f"AccountKey={DEV_KEY};BlobEndpoint={self.blob_endpoint};"
+        )
+
+    def start(self) -> Azurite:
+        binary = find_azurite_bin()
+        self.port = _free_loopback_port()
+        self._workdir = tempfile.TemporaryDirectory(prefix="safetynet-azurite-")
+        log = Path(self._workdir.name) / "azurite.log"
+        command = [
+            str(binary),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(self.port),
+            "--inMemoryPersistence",
+            "--skipApiVersionCheck",
+            "--disableTelemetry",
+            "--location",
+            self._workdir.name,
+        ]
+        with log.open("wb") as log_file:
+            self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+                command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        self._wait_until_ready(log)
+        return self
+
+    def _wait_until_ready(self, log: Path) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + self._start_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                output = log.read_text(errors="replace")[-2000:]
+                self.stop()
+                raise AzuriteError(f"Azurite exited during start-up:\n{output}")
+            try:
+                urllib.request.urlopen(f"{self.blob_endpoint}?comp=list", timeout=1)  # noqa: S310
+            except urllib.error.HTTPError:
+                return  # any HTTP answer (403 without a signature) means it is serving
+            except OSError:
+                time.sleep(0.1)
+            else:
+                return
+        self.stop()
+        raise AzuriteError(f"Azurite did not answer on port {self.port} in {self._start_timeout_s}s")
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+        if self._workdir is not None:
+            self._workdir.cleanup()
+            self._workdir = None
+
+    def __enter__(self) -> Azurite:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

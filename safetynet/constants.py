@@ -1,0 +1,18 @@
+"""Names every part agrees on: the protocol's tag, its values, and the default container.
+
+`infra/`, `policies/` and `sweeper/` may all import this module and nothing else of each other.
+"""
+
+from typing import Final
+
+DEFAULT_CONTAINER: Final = "documents"
+STATE_TAG: Final = "state"
+PENDING: Final = "pending"
+COMMITTED: Final = "committed"
+RETIRED: Final = "retired"
+"""A replaced or deleted document's old blob, tagged so its delete can be guarded too."""
+
+
+def tag_condition(value: str) -> str:
+    """The `x-ms-if-tags` expression that holds only while the state tag equals `value`."""
+    return f"\"{STATE_TAG}\" = '{value}'"

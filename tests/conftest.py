@@ -1,0 +1,100 @@
+"""Shared fixtures: one Azurite per session, a fresh container per test, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from azure.storage.blob import BlobServiceClient, ContainerClient
+
+from safetynet.azurite import Azurite
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "SAFETYNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+REQUIRE_POSTGRES = os.environ.get("SAFETYNET_REQUIRE_POSTGRES") == "1"
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Azurite]:
+    with Azurite() as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope="session")
+def blob_service(azurite: Azurite) -> BlobServiceClient:
+    return BlobServiceClient.from_connection_string(azurite.connection_string)
+
+
+@pytest.fixture
+def container_factory(blob_service: BlobServiceClient) -> Iterator[Callable[[], ContainerClient]]:
+    """Makes empty containers with unique names and deletes them after the test."""
+    made: list[ContainerClient] = []
+
+    def make() -> ContainerClient:
+        container = blob_service.create_container(f"t{uuid.uuid4().hex}")
+        made.append(container)
+        return container
+
+    yield make
+    for container in made:
+        container.delete_container()
+
+
+@pytest.fixture
+def container(container_factory: Callable[[], ContainerClient]) -> ContainerClient:
+    return container_factory()
+
+
+def _postgres_reachable() -> str | None:
+    """None when the server answers, else the reason it does not."""
+    engine = sa.create_engine(POSTGRES_ADMIN_URL)
+    try:
+        with engine.connect():
+            return None
+    except sa.exc.OperationalError as error:
+        return str(error.orig).strip().splitlines()[0]
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """A database of its own for this test session, dropped at the end."""
+    reason = _postgres_reachable()
+    if reason is not None:
+        message = f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable: {reason}"
+        if REQUIRE_POSTGRES:
+            pytest.fail(message)
+        pytest.skip(message)
+    name = f"safetynet_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.make_url(POSTGRES_ADMIN_URL).set(database=name)
+    yield url.render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database URL: a SQLite file, or a PostgreSQL schema of its own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'documents.db'}"
+        return
+    database_url: str = request.getfixturevalue("postgres_database")
+    schema = f"t{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    url = sa.make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    yield url.render_as_string(hide_password=False)
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+    engine.dispose()
