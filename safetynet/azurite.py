@@ -82,12 +82,15 @@ class Azurite:
             "--inMemoryPersistence",
             "--skipApiVersionCheck",
             "--disableTelemetry",
-            "--location",
-            self._workdir.name,
         ]
         with log.open("wb") as log_file:
+            # cwd: Azurite drops its debug and extent files in the working directory.
             self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-                command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                command,
+                cwd=self._workdir.name,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
         self._wait_until_ready(log)
         return self
