@@ -112,7 +112,9 @@ class Azurite:
             else:
                 return
         self.stop()
-        raise AzuriteError(f"Azurite did not answer on port {self.port} in {self._start_timeout_s}s")
+        raise AzuriteError(
+            f"Azurite did not answer on port {self.port} in {self._start_timeout_s}s"
+        )
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:

@@ -82,11 +82,10 @@ def seal(blob: BlobClient) -> None:
     transition(blob, PENDING, COMMITTED)
 
 
-def retire_and_delete(blob: BlobClient) -> bool:
-    """Delete a committed blob that no row references any more; True when it was deleted.
+def retire(blob: BlobClient) -> bool:
+    """committed -> retired, so the coming delete can be tag-guarded too (invariant I3).
 
-    Re-tagging it `retired` first lets the delete itself be tag-guarded (invariant I3). A blob
-    already gone is fine: the caller is retrying.
+    False when the blob is already gone: the caller is retrying.
     """
     try:
         transition(blob, COMMITTED, RETIRED)
@@ -94,8 +93,16 @@ def retire_and_delete(blob: BlobClient) -> bool:
         if state_of(blob) is None:
             return False
         raise
+    return True
+
+
+def delete_guarded(blob: BlobClient, state: str) -> bool:
+    """Delete with its snapshots only while the state tag is `state`; False when already gone.
+
+    A 412 (ConditionNotMet) propagates: the blob is not in the state the caller believed.
+    """
     try:
-        blob.delete_blob(delete_snapshots="include", if_tags_match_condition=tag_condition(RETIRED))
+        blob.delete_blob(delete_snapshots="include", if_tags_match_condition=tag_condition(state))
     except ResourceNotFoundError:
         return False
     return True

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from azure.storage.blob import ContainerClient
 
+from safetynet.constants import RETIRED
 from sweeper import blobs
 from sweeper.store import Document, DocumentStore, Status, new_document_id
 
@@ -21,6 +22,12 @@ MAX_NAME_LENGTH = 1024
 _EXTENSION = re.compile(r"(\.[A-Za-z0-9]{1,16})?")
 
 Clock = Callable[[], datetime]
+Checkpoint = Callable[[str], None]
+"""Called with the step's name after each durable step; crash tests raise from it."""
+
+
+def no_checkpoint(step: str) -> None:
+    """The default: steps run straight through."""
 
 
 def utc_now() -> datetime:
@@ -47,7 +54,9 @@ def validate_name(name: str) -> str:
     if not name or not name.strip():
         raise InvalidNameError("document name must not be empty")
     if len(name) > MAX_NAME_LENGTH:
-        raise InvalidNameError(f"document name is {len(name)} characters; at most {MAX_NAME_LENGTH}")
+        raise InvalidNameError(
+            f"document name is {len(name)} characters; at most {MAX_NAME_LENGTH}"
+        )
     if any(ord(ch) < 32 for ch in name):
         raise InvalidNameError("document name must not contain control characters")
     return name
@@ -71,6 +80,7 @@ class UploadProtocol:
     store: DocumentStore
     container: ContainerClient
     clock: Clock = utc_now
+    checkpoint: Checkpoint = no_checkpoint
 
     def reserve(self, name: str, extension: str = "", document_id: str | None = None) -> Document:
         """Step 1: a Pending row with its blob name; the name's uniqueness is the DB's to decide."""
@@ -81,11 +91,16 @@ class UploadProtocol:
             status=Status.PENDING,
             created_utc=self.clock(),
         )
-        return self.store.reserve(document)
+        reserved = self.store.reserve(document)
+        self.checkpoint("reserve")
+        return reserved
 
     def upload(self, document: Document, data: blobs.UploadData, length: int | None = None) -> bool:
         """Step 2: create-only upload tagged pending; False when the blob already existed."""
-        return blobs.upload_create_only(self.container.get_blob_client(document.blob_name), data, length)
+        blob = self.container.get_blob_client(document.blob_name)
+        created = blobs.upload_create_only(blob, data, length)
+        self.checkpoint("upload")
+        return created
 
     def seal(self, document: Document) -> None:
         """Step 3: pending -> committed, before the row may say Ready (the order rule)."""
@@ -93,6 +108,7 @@ class UploadProtocol:
             blobs.seal(self.container.get_blob_client(document.blob_name))
         except blobs.TagTransitionError as error:
             raise ReservationExpiredError(f"document {document.id}: cannot seal: {error}") from None
+        self.checkpoint("seal")
 
     def publish(self, document: Document) -> Document:
         """Step 4: the row turns Ready only if it is still Pending; Ready already is success."""
@@ -102,9 +118,12 @@ class UploadProtocol:
                 raise ReservationExpiredError(f"document {document.id} was swept before publish")
             if current.status is not Status.READY:
                 raise ProtocolError(f"document {document.id} is {current.status}, cannot publish")
+        self.checkpoint("publish")
         return replace(document, status=Status.READY)
 
-    def complete(self, document_id: str, data: blobs.UploadData, length: int | None = None) -> Document:
+    def complete(
+        self, document_id: str, data: blobs.UploadData, length: int | None = None
+    ) -> Document:
         """Steps 2-4 for a reserved document, resuming after a crash at any point."""
         document = self.store.get(document_id)
         if document is None:
@@ -128,17 +147,28 @@ class UploadProtocol:
         return self.complete(document.id, data, length)
 
     def replace(
-        self, document_id: str, data: blobs.UploadData, extension: str = "", length: int | None = None
+        self,
+        document_id: str,
+        data: blobs.UploadData,
+        extension: str = "",
+        length: int | None = None,
     ) -> Document:
-        """New bytes under a new name, sealed, row switched, and only then the old blob deleted."""
+        """New bytes under a new name, sealed, row switched, and only then the old blob deleted.
+
+        A crash before the switch leaves an unreferenced new blob, a crash after it the old
+        one: `reconcile` finds and removes both, each under its tag guard.
+        """
         current = self._ready(document_id)
         new_blob = self.container.get_blob_client(new_blob_name(extension))
         blobs.upload_create_only(new_blob, data, length)
+        self.checkpoint("replace.upload")
         blobs.seal(new_blob)
+        self.checkpoint("replace.seal")
         if not self.store.switch_blob(document_id, current.blob_name, new_blob.blob_name):
-            blobs.retire_and_delete(new_blob)
+            self._drop(new_blob.blob_name)
             raise ConcurrentReplaceError(f"document {document_id} changed during replace; retry")
-        blobs.retire_and_delete(self.container.get_blob_client(current.blob_name))
+        self.checkpoint("replace.switch")
+        self._drop(current.blob_name, "replace")
         return replace(current, blob_name=new_blob.blob_name)
 
     def delete(self, document_id: str) -> None:
@@ -146,7 +176,15 @@ class UploadProtocol:
         current = self._ready(document_id)
         if not self.store.delete_row(document_id, current.blob_name):
             raise ConcurrentReplaceError(f"document {document_id} changed during delete; retry")
-        blobs.retire_and_delete(self.container.get_blob_client(current.blob_name))
+        self.checkpoint("delete.row")
+        self._drop(current.blob_name, "delete")
+
+    def _drop(self, blob_name: str, step: str | None = None) -> None:
+        """Retire then delete a committed blob no row references any more."""
+        blob = self.container.get_blob_client(blob_name)
+        if blobs.retire(blob) and step is not None:
+            self.checkpoint(f"{step}.retire")
+        blobs.delete_guarded(blob, RETIRED)
 
     def read(self, name: str) -> bytes:
         """Readers see Ready documents only."""

@@ -55,7 +55,9 @@ class DocumentTable:
             metadata,
             sa.Column(self.id, sa.String(36), primary_key=True, key="id"),
             sa.Column(self.name, sa.String(1024), nullable=False, unique=True, key="name"),
-            sa.Column(self.blob_name, sa.String(1024), nullable=False, unique=True, key="blob_name"),
+            sa.Column(
+                self.blob_name, sa.String(1024), nullable=False, unique=True, key="blob_name"
+            ),
             sa.Column(self.status, sa.String(16), nullable=False, key="status"),
             sa.Column(self.created_utc, sa.DateTime(timezone=True), nullable=False, key="created"),
             # Serves the sweeper's only query: Pending rows older than the cutoff.
@@ -148,15 +150,17 @@ class DocumentStore:
                     f"{self.engine.url.render_as_string(hide_password=True)}; "
                     "create it with `safetynet db init --db URL`"
                 )
-            present = {c["name"] for c in inspector.get_columns(self.layout.table, self.layout.schema)}
+            present = {
+                c["name"] for c in inspector.get_columns(self.layout.table, self.layout.schema)
+            }
         missing = [c.name for c in self.table.columns if c.name not in present]
         if missing:
             raise StoreError(f"table {self.layout.table!r} lacks column(s): {', '.join(missing)}")
 
-    def _to_document(self, row: sa.Row[tuple[str, str, str, str, datetime]]) -> Document:
+    def _to_document(self, row: sa.Row[str, str, str, str, datetime]) -> Document:
         return Document(row[0], row[1], row[2], Status(row[3]), _utc(row[4]))
 
-    def _select(self) -> sa.Select[tuple[str, str, str, str, datetime]]:
+    def _select(self) -> sa.Select[str, str, str, str, datetime]:
         c = self.table.c
         return sa.select(c.id, c.name, c.blob_name, c.status, c.created)
 
@@ -249,7 +253,10 @@ class DocumentStore:
         query = self._select().where(c.status == Status.PENDING.value, c.created < cutoff)
         if after is not None:
             query = query.where(
-                sa.or_(c.created > after.created_utc, sa.and_(c.created == after.created_utc, c.id > after.id))
+                sa.or_(
+                    c.created > after.created_utc,
+                    sa.and_(c.created == after.created_utc, c.id > after.id),
+                )
             )
         query = query.order_by(c.created, c.id).limit(limit)
         if self.supports_skip_locked:

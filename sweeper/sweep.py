@@ -163,7 +163,9 @@ class Sweeper:
             if not todo:
                 break
         for name in todo:
-            log.warning("blob %s: still failing after %d attempts", name, self.settings.max_attempts)
+            log.warning(
+                "blob %s: still failing after %d attempts", name, self.settings.max_attempts
+            )
             outcomes[name] = BlobOutcome.FAILED
         return outcomes
 

@@ -1,0 +1,134 @@
+"""`safetynet sweep`: remove abandoned uploads once. Exit 0 ok, 1 a row failed, 2 bad usage."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from azure.core.exceptions import AzureError, ResourceNotFoundError
+
+from sweeper.clients import blob_service
+from sweeper.lease import SweepLeaseHeldError
+from sweeper.settings import SettingsError, SweepSettings, parse_duration
+from sweeper.store import DocumentStore, StoreError
+from sweeper.sweep import Sweeper, SweepReport
+
+EXIT_OK, EXIT_FAILED_ROWS, EXIT_USAGE = 0, 1, 2
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line, the shape log collectors ingest without parsing rules."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        if hasattr(record, "sweep"):
+            entry["sweep"] = record.sweep
+        return json.dumps(entry)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    env = os.environ.get
+    parser = subparsers.add_parser("sweep", help="delete abandoned uploads under the tag guard")
+    parser.add_argument(
+        "--db", default=env("SAFETYNET_DB_URL"), help="SQLAlchemy URL (env SAFETYNET_DB_URL)"
+    )
+    parser.add_argument(
+        "--account-url",
+        default=env("SAFETYNET_ACCOUNT_URL"),
+        help="https blob endpoint, DefaultAzureCredential (env SAFETYNET_ACCOUNT_URL)",
+    )
+    parser.add_argument(
+        "--connection-string",
+        default=env("SAFETYNET_CONNECTION_STRING"),
+        help="Azurite only (env SAFETYNET_CONNECTION_STRING)",
+    )
+    parser.add_argument("--container", default=env("SAFETYNET_CONTAINER", "documents"))
+    parser.add_argument(
+        "--cutoff",
+        default=env("SAFETYNET_CUTOFF", "15m"),
+        help="age after which a Pending row is abandoned: 90s, 15m, 2h, 1d (env SAFETYNET_CUTOFF)",
+    )
+    parser.add_argument("--concurrency", type=int, default=int(env("SAFETYNET_CONCURRENCY", "4")))
+    parser.add_argument(
+        "--lease",
+        action="store_true",
+        default=env("SAFETYNET_LEASE", "false").lower() == "true",
+        help="hold a blob lease so one sweeper runs at a time (for databases without SKIP LOCKED)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="report what would change; change nothing"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    _configure_logging()
+    try:
+        if not args.db:
+            raise SettingsError("--db URL (or SAFETYNET_DB_URL) is required")
+        settings = SweepSettings(
+            cutoff=parse_duration(args.cutoff, "--cutoff"),
+            container=args.container,
+            concurrency=args.concurrency,
+            dry_run=args.dry_run,
+            use_lease=args.lease,
+        )
+        store = DocumentStore.from_url(args.db)
+        store.check_schema()
+        service = blob_service(args.account_url, args.connection_string)
+        container = service.get_container_client(settings.container)
+        progress = _print_progress if sys.stderr.isatty() and not args.json else None
+        report = Sweeper(store, container, settings, on_progress=progress).run()
+    except (SettingsError, StoreError) as error:
+        return _usage_error(str(error))
+    except ResourceNotFoundError:
+        return _usage_error(f"container {args.container!r} does not exist")
+    except SweepLeaseHeldError as error:
+        print(f"safetynet sweep: {error}", file=sys.stderr)
+        return EXIT_OK
+    except AzureError as error:
+        return _usage_error(f"blob endpoint unusable: {type(error).__name__}: {error.message}")
+    _print_report(report, args.json)
+    return EXIT_FAILED_ROWS if report.errors else EXIT_OK
+
+
+def _usage_error(message: str) -> int:
+    print(f"safetynet sweep: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _configure_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if not sys.stderr.isatty():
+        handler.setFormatter(JsonLogFormatter())
+    logger = logging.getLogger("safetynet")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO if not sys.stderr.isatty() else logging.WARNING)
+
+
+def _print_progress(report: SweepReport) -> None:
+    print(
+        f"\rexamined {report.examined}  deleted {report.deleted_blobs}  "
+        f"rolled forward {report.rolled_forward}  errors {len(report.errors)}",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _print_report(report: SweepReport, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report.as_dict()))
+        return
+    prefix = "dry run, would have: " if report.dry_run else ""
+    print(
+        f"{prefix}examined {report.examined} stale rows: deleted {report.deleted_blobs} blobs, "
+        f"{report.missing_blobs} never landed, rolled forward {report.rolled_forward}, "
+        f"deleted {report.deleted_rows} rows, {len(report.errors)} errors"
+    )
+    for error in report.errors:
+        print(f"  error: {error}")

@@ -1,0 +1,45 @@
+"""Blob clients built once per process: DefaultAzureCredential for Azure, a connection string
+only for the local emulator."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from azure.storage.blob import BlobServiceClient
+
+from sweeper.settings import SettingsError
+
+# Fail fast on an unreachable endpoint instead of the SDK's default minutes of retries.
+RETRY_TOTAL = 3
+CONNECTION_TIMEOUT_S = 10
+
+
+def blob_service(
+    account_url: str | None = None, connection_string: str | None = None
+) -> BlobServiceClient:
+    if bool(account_url) == bool(connection_string):
+        raise SettingsError(
+            "give exactly one of --account-url (Azure) or --connection-string (Azurite)"
+        )
+    if connection_string:
+        try:
+            return BlobServiceClient.from_connection_string(
+                connection_string, retry_total=RETRY_TOTAL, connection_timeout=CONNECTION_TIMEOUT_S
+            )
+        except ValueError as error:
+            raise SettingsError(f"connection string is malformed: {error}") from None
+    assert account_url is not None
+    parsed = urlparse(account_url)
+    if parsed.scheme != "https" or not parsed.netloc:
+        raise SettingsError(
+            f"account URL {account_url!r} must be https://<account>.blob.core.windows.net "
+            "(tokens are never sent over plain HTTP)"
+        )
+    from azure.identity import DefaultAzureCredential  # heavy import, only for Azure targets
+
+    return BlobServiceClient(
+        account_url,
+        credential=DefaultAzureCredential(),
+        retry_total=RETRY_TOTAL,
+        connection_timeout=CONNECTION_TIMEOUT_S,
+    )
