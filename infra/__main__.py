@@ -1,0 +1,9 @@
+"""Pulumi entry point (`main: infra/` in Pulumi.yaml): load the config, build, export."""
+
+import pulumi
+
+from infra.config import load
+from infra.program import provision
+
+for _name, _value in provision(load()).items():
+    pulumi.export(_name, _value)

@@ -1,0 +1,278 @@
+"""The stack's configuration: every key, its default, its allowed range, validated in one place.
+
+`parse` is pure (a mapping of raw values in, a `StackConfig` out) so it can be tested without
+Pulumi; `load` is the thin adapter that reads the same keys from `pulumi.Config`. A value that is
+missing, malformed or out of range stops the program with a `ConfigError` naming the key and what
+is allowed; nothing is clamped, because a silently "corrected" retention or expiry is exactly
+the kind of drift a safety net must not have.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from safetynet.constants import DEFAULT_CONTAINER
+
+NAMESPACE: Final = "blob-safetynet"
+"""The Pulumi project name, and so the namespace of every key (`blob-safetynet:<key>`)."""
+
+DATABASE_URL_KEY: Final = "sweeperDatabaseUrl"
+
+DEFAULTS: Final[Mapping[str, object]] = {
+    "location": "westeurope",
+    "storageSku": "Standard_ZRS",
+    "containerName": DEFAULT_CONTAINER,
+    "blobSoftDeleteDays": 14,
+    "containerSoftDeleteDays": 14,
+    "versioning": False,
+    "versionExpiryDays": 30,
+    "pendingExpiryDays": 1,
+    "uploaderPrincipalIds": [],
+    "readerPrincipalIds": [],
+    "sweeperSchedule": "0 */5 * * * *",
+    "sweeperCutoff": "15m",
+    "sweeperPackagePath": "build/sweeper-function.zip",
+}
+"""Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
+
+ALLOWED: Final[Mapping[str, str]] = {
+    "location": "an Azure region name: lowercase letters and digits, e.g. westeurope",
+    "storageSku": "one of Standard_LRS, Standard_ZRS, Standard_GRS, Standard_RAGRS, "
+    "Standard_GZRS, Standard_RAGZRS",
+    "containerName": "3-63 characters: lowercase letters, digits and single hyphens, "
+    "starting and ending with a letter or digit",
+    "blobSoftDeleteDays": "an integer from 1 to 365",
+    "containerSoftDeleteDays": "an integer from 1 to 365",
+    "versioning": "true or false",
+    "versionExpiryDays": "an integer from 1 to 365",
+    "pendingExpiryDays": "an integer from 1 to 365",
+    "uploaderPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty",
+    "readerPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty",
+    "sweeperSchedule": "an NCRONTAB expression with 6 fields "
+    "(second minute hour day month weekday), e.g. 0 */5 * * * *",
+    "sweeperCutoff": "a duration such as 15m, 2h or 1d: at least 1m and shorter than "
+    "pendingExpiryDays",
+    DATABASE_URL_KEY: "a database URL with a scheme (e.g. postgresql+psycopg://...), "
+    "set with `pulumi config set --secret`",
+    "sweeperPackagePath": "a path to the zip built by `make function-zip`",
+}
+"""What each key accepts, in words: the docs table and every `ConfigError` quote these."""
+
+KEYS: Final = (*DEFAULTS, DATABASE_URL_KEY)
+
+_SKUS: Final = frozenset(
+    {
+        "Standard_LRS",
+        "Standard_ZRS",
+        "Standard_GRS",
+        "Standard_RAGRS",
+        "Standard_GZRS",
+        "Standard_RAGZRS",
+    }
+)
+_LOCATION: Final = re.compile(r"[a-z][a-z0-9]{1,49}")
+_CONTAINER: Final = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
+_GUID: Final = re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_NCRONTAB_FIELD: Final = re.compile(r"[0-9A-Za-z*/,\-]+")
+_DURATION: Final = re.compile(r"([1-9][0-9]*)([smhd])")
+_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://\S+")
+_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class ConfigError(ValueError):
+    """A stack configuration value is missing or not allowed; the message names key and range."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key = key
+        default = DEFAULTS.get(key)
+        shown_default = "" if default is None else f" (default {json.dumps(default)})"
+        allowed = ALLOWED.get(key, "one of the keys in docs/provisioning.md")
+        super().__init__(f"{NAMESPACE}:{key}: {problem}; allowed: {allowed}{shown_default}")
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """The validated configuration the program is built from."""
+
+    location: str
+    storage_sku: str
+    container_name: str
+    blob_soft_delete_days: int
+    container_soft_delete_days: int
+    versioning: bool
+    version_expiry_days: int
+    pending_expiry_days: int
+    uploader_principal_ids: tuple[str, ...]
+    reader_principal_ids: tuple[str, ...]
+    sweeper_schedule: str
+    sweeper_cutoff: str
+    sweeper_package_path: Path
+    database_url: str = field(repr=False)
+
+    @property
+    def sweeper_cutoff_seconds(self) -> int:
+        return duration_seconds(self.sweeper_cutoff)
+
+
+def duration_seconds(text: str) -> int:
+    """`15m` -> 900. Raises ValueError for anything but a positive integer and one unit."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(text)
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig:
+    """Validates `raw` (key -> value as typed or as the string Pulumi stores) against the table.
+
+    Keys missing from `raw` take their default; unknown keys are refused, so a typo cannot leave
+    a safety setting at a value nobody chose. A relative package path is resolved against `root`.
+    """
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown key (known keys: {', '.join(KEYS)})")
+    values = {**DEFAULTS, **raw}
+    pending_days = _integer(values, "pendingExpiryDays", 1, 365)
+    cutoff = _text(values, "sweeperCutoff")
+    try:
+        cutoff_seconds = duration_seconds(cutoff)
+    except ValueError:
+        raise ConfigError("sweeperCutoff", f"{cutoff!r} is not a duration") from None
+    if cutoff_seconds < 60:
+        raise ConfigError("sweeperCutoff", f"{cutoff!r} is shorter than 1m")
+    if cutoff_seconds >= pending_days * 86400:
+        raise ConfigError(
+            "sweeperCutoff",
+            f"{cutoff!r} is not shorter than pendingExpiryDays={pending_days}: the lifecycle "
+            "rule is the backstop and must act after the sweeper",
+        )
+
+    package = Path(_text(values, "sweeperPackagePath"))
+    if root is not None and not package.is_absolute():
+        package = root / package
+
+    return StackConfig(
+        location=_matching(values, "location", _LOCATION),
+        storage_sku=_choice(values, "storageSku", _SKUS),
+        container_name=_matching(values, "containerName", _CONTAINER),
+        blob_soft_delete_days=_integer(values, "blobSoftDeleteDays", 1, 365),
+        container_soft_delete_days=_integer(values, "containerSoftDeleteDays", 1, 365),
+        versioning=_boolean(values, "versioning"),
+        version_expiry_days=_integer(values, "versionExpiryDays", 1, 365),
+        pending_expiry_days=pending_days,
+        uploader_principal_ids=_guids(values, "uploaderPrincipalIds"),
+        reader_principal_ids=_guids(values, "readerPrincipalIds"),
+        sweeper_schedule=_ncrontab(values, "sweeperSchedule"),
+        sweeper_cutoff=cutoff,
+        sweeper_package_path=package,
+        database_url=_database_url(values),
+    )
+
+
+def load() -> StackConfig:
+    """Reads every key from the stack's configuration (namespace `blob-safetynet`) and parses it."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    prefix = f"{NAMESPACE}:"
+    present = {
+        *runtime_config.CONFIG.get(),
+        *runtime_config.get_config_env(),
+    }
+    raw: dict[str, object] = {key[len(prefix) :]: None for key in present if key.startswith(prefix)}
+    for key in list(raw):
+        # The raw value, read without Config.get so reading the secret logs no warning; it is
+        # wrapped back into a secret Output wherever the program uses it.
+        raw[key] = runtime_config.get_config(f"{prefix}{key}")
+    db_key = f"{prefix}{DATABASE_URL_KEY}"
+    if raw.get(DATABASE_URL_KEY) is not None and not runtime_config.is_config_secret(db_key):
+        raise ConfigError(DATABASE_URL_KEY, "is stored in plain text")
+    root_directory = pulumi.runtime.get_root_directory()
+    return parse(raw, root=Path(root_directory) if root_directory else Path.cwd())
+
+
+def _text(values: Mapping[str, object], key: str) -> str:
+    value = values.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ConfigError(key, "is missing")
+    if not isinstance(value, str):
+        shown = "the value" if key == DATABASE_URL_KEY else repr(value)
+        raise ConfigError(key, f"{shown} is not a string")
+    return value.strip()
+
+
+def _matching(values: Mapping[str, object], key: str, pattern: re.Pattern[str]) -> str:
+    value = _text(values, key)
+    if pattern.fullmatch(value) is None:
+        raise ConfigError(key, f"{value!r} is not allowed")
+    return value
+
+
+def _choice(values: Mapping[str, object], key: str, choices: frozenset[str]) -> str:
+    value = _text(values, key)
+    if value not in choices:
+        raise ConfigError(key, f"{value!r} is not allowed")
+    return value
+
+
+def _integer(values: Mapping[str, object], key: str, low: int, high: int) -> int:
+    value = values.get(key)
+    if value is None:
+        raise ConfigError(key, "is missing")
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+        number = int(value.strip())
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        raise ConfigError(key, f"{value!r} is not an integer")
+    if not low <= number <= high:
+        raise ConfigError(key, f"{number} is out of range")
+    return number
+
+
+def _boolean(values: Mapping[str, object], key: str) -> bool:
+    value = values.get(key)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"true", "false"}:
+        return value.strip().lower() == "true"
+    raise ConfigError(key, f"{value!r} is not true or false")
+
+
+def _guids(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+    value = values.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else []
+        except json.JSONDecodeError:
+            raise ConfigError(key, f"{value!r} is not a JSON list") from None
+    if not isinstance(value, list | tuple):
+        raise ConfigError(key, f"{value!r} is not a list")
+    ids: list[str] = []
+    for item in value:
+        if not isinstance(item, str) or _GUID.fullmatch(item) is None:
+            raise ConfigError(key, f"{item!r} is not a GUID")
+        if item.lower() in ids:
+            raise ConfigError(key, f"{item!r} is listed twice")
+        ids.append(item.lower())
+    return tuple(ids)
+
+
+def _ncrontab(values: Mapping[str, object], key: str) -> str:
+    value = _text(values, key)
+    fields = value.split()
+    if len(fields) != 6 or not all(_NCRONTAB_FIELD.fullmatch(part) for part in fields):
+        raise ConfigError(key, f"{value!r} does not have 6 NCRONTAB fields")
+    return " ".join(fields)
+
+
+def _database_url(values: Mapping[str, object]) -> str:
+    value = _text(values, DATABASE_URL_KEY)
+    if _URL.fullmatch(value) is None:
+        raise ConfigError(DATABASE_URL_KEY, "is not a URL with a scheme")
+    return value

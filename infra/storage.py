@@ -1,0 +1,170 @@
+"""The data account and its safety nets, as one component whose children are parented to it."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import pulumi
+from pulumi_azure_native import monitor, storage
+
+from infra.config import StackConfig
+from safetynet.constants import PENDING, STATE_TAG
+
+PENDING_RULE: Final = "delete-abandoned-uploads"
+VERSIONS_RULE: Final = "expire-old-versions"
+AUDITED_LOGS: Final = ("StorageWrite", "StorageDelete")
+"""Blob logs sent to the workspace: who wrote and who deleted what, the questions after a loss."""
+
+
+def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArgs]:
+    """The backstop of seed 000, plus version expiry when versioning is on."""
+    prefix = [f"{config.container_name}/"]
+    rules = [
+        storage.ManagementPolicyRuleArgs(
+            name=PENDING_RULE,
+            enabled=True,
+            type=storage.RuleType.LIFECYCLE,
+            definition=storage.ManagementPolicyDefinitionArgs(
+                filters=storage.ManagementPolicyFilterArgs(
+                    blob_types=["blockBlob"],
+                    prefix_match=prefix,
+                    blob_index_match=[
+                        storage.TagFilterArgs(name=STATE_TAG, op="==", value=PENDING)
+                    ],
+                ),
+                actions=storage.ManagementPolicyActionArgs(
+                    base_blob=storage.ManagementPolicyBaseBlobArgs(
+                        delete=storage.DateAfterModificationArgs(
+                            days_after_creation_greater_than=config.pending_expiry_days
+                        )
+                    )
+                ),
+            ),
+        )
+    ]
+    if config.versioning:
+        # Every overwrite or delete keeps a version; without expiry they are kept (and billed)
+        # forever.
+        rules.append(
+            storage.ManagementPolicyRuleArgs(
+                name=VERSIONS_RULE,
+                enabled=True,
+                type=storage.RuleType.LIFECYCLE,
+                definition=storage.ManagementPolicyDefinitionArgs(
+                    filters=storage.ManagementPolicyFilterArgs(
+                        blob_types=["blockBlob"], prefix_match=prefix
+                    ),
+                    actions=storage.ManagementPolicyActionArgs(
+                        version=storage.ManagementPolicyVersionArgs(
+                            delete=storage.DateAfterCreationArgs(
+                                days_after_creation_greater_than=config.version_expiry_days
+                            )
+                        )
+                    ),
+                ),
+            )
+        )
+    return rules
+
+
+class DataAccount(pulumi.ComponentResource):
+    """A StorageV2 account hardened for the pending-upload protocol.
+
+    Flat namespace (blob index tags and `blobIndexMatch` need it), HTTPS and TLS 1.2 only, no
+    anonymous access, no shared keys (Entra ID only), blob and container soft delete without
+    permanent delete, one private container, and the lifecycle backstop for pending blobs.
+    """
+
+    account: storage.StorageAccount
+    container: storage.BlobContainer
+    blob_endpoint: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        config: StackConfig,
+        *,
+        resource_group_name: pulumi.Input[str],
+        workspace_id: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("safetynet:storage:DataAccount", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.account = storage.StorageAccount(
+            name,
+            resource_group_name=resource_group_name,
+            location=config.location,
+            kind=storage.Kind.STORAGE_V2,
+            sku=storage.SkuArgs(name=storage.SkuName(config.storage_sku)),
+            is_hns_enabled=False,
+            enable_https_traffic_only=True,
+            minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
+            allow_blob_public_access=False,
+            allow_shared_key_access=False,
+            default_to_o_auth_authentication=True,
+            allow_cross_tenant_replication=False,
+            opts=child,
+        )
+        account_name = self.account.name
+
+        self.blob_service = storage.BlobServiceProperties(
+            f"{name}-blob-service",
+            blob_services_name="default",
+            account_name=account_name,
+            resource_group_name=resource_group_name,
+            delete_retention_policy=storage.DeleteRetentionPolicyArgs(
+                enabled=True,
+                days=config.blob_soft_delete_days,
+                # Permanent delete would let a caller skip the retention window: the one
+                # undo this account offers.
+                allow_permanent_delete=False,
+            ),
+            container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(
+                enabled=True, days=config.container_soft_delete_days
+            ),
+            is_versioning_enabled=config.versioning,
+            opts=child,
+        )
+
+        self.container = storage.BlobContainer(
+            f"{name}-container",
+            container_name=config.container_name,
+            account_name=account_name,
+            resource_group_name=resource_group_name,
+            public_access=storage.PublicAccess.NONE,
+            opts=child,
+        )
+
+        self.lifecycle = storage.ManagementPolicy(
+            f"{name}-lifecycle",
+            # ARM knows only this name; any other 404s.
+            management_policy_name="default",
+            account_name=account_name,
+            resource_group_name=resource_group_name,
+            policy=storage.ManagementPolicySchemaArgs(rules=lifecycle_rules(config)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container]),
+        )
+
+        self.audit = monitor.DiagnosticSetting(
+            f"{name}-blob-audit",
+            resource_uri=self.account.id.apply(
+                lambda account_id: f"{account_id}/blobServices/default"
+            ),
+            workspace_id=workspace_id,
+            logs=[
+                monitor.DiagnosticsLogSettingsArgs(category=category, enabled=True)
+                for category in AUDITED_LOGS
+            ],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service]),
+        )
+
+        self.blob_endpoint = self.account.primary_endpoints.apply(lambda ends: ends.blob)
+        self.register_outputs(
+            {
+                "accountName": account_name,
+                "accountId": self.account.id,
+                "blobEndpoint": self.blob_endpoint,
+                "containerName": self.container.name,
+            }
+        )

@@ -1,0 +1,284 @@
+"""Runs the Pulumi program under mocks and returns what it registered, as a policy pack sees it.
+
+This is the only module that calls `pulumi.runtime.set_mocks`; it does so before importing the
+program, and again (fresh mocks, fresh root stack) at the start of every run, so one pytest
+process can run the program many times with different configuration.
+
+API
+---
+`run_program(overrides=None, mutate=None) -> list[RegisteredResource]`
+    Builds the stack from `RAW_DEFAULTS` updated with `overrides` (raw config values keyed by
+    the Pulumi config key, e.g. `{"blobSoftDeleteDays": 3}`; validated by `infra.config.parse`,
+    so a bad value raises `ConfigError`) and returns every registered resource, components
+    included, in registration order.
+`run_stack(overrides=None, mutate=None) -> StackRun`
+    The same, plus the resolved stack outputs (`StackRun.outputs`).
+`mutate(type_, name, inputs)`
+    Optional callback invoked for each resource before its inputs are captured; edit `inputs`
+    in place to break one setting (the edited value is also what the mock returns as state).
+    `set_input(type_, path, value, name=None)` builds such a callback: `path` is dotted, list
+    indices are numbers (`"policy.rules.0.enabled"`), a missing key is created, and the value
+    `DELETE` removes the key.
+`RegisteredResource`
+    `type` (e.g. `azure-native:storage:StorageAccount`), `name` (logical name), `inputs` (the
+    camelCase property dict CrossGuard would see, secrets unwrapped), `parent_type` and
+    `parent_name` (`pulumi:pulumi:Stack` for top-level resources), `secret_inputs` (top-level
+    input keys that were secret), `custom` (False for components).
+`RAW_DEFAULTS`
+    The raw configuration a run starts from: `infra.config.DEFAULTS`, a test database URL, and
+    a throwaway zip as the sweeper package. Copy it to build "one setting broken" variants.
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import shutil
+import tempfile
+import uuid
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+SUBSCRIPTION_ID: Final = "00000000-0000-0000-0000-0000000000aa"
+TENANT_ID: Final = "00000000-0000-0000-0000-0000000000bb"
+DEPLOYER_OBJECT_ID: Final = "00000000-0000-0000-0000-0000000000cc"
+TEST_DATABASE_URL: Final = "postgresql+psycopg://sweeper@db.example.test:5432/documents"
+STACK_TYPE: Final = "pulumi:pulumi:Stack"
+DELETE: Final = object()
+"""Pass as the value of `set_input` to remove a key."""
+
+_SECRET_SIG: Final = "4dabf18193072939515e22adb298388d"
+_NAMESPACE: Final = uuid.UUID("6f1c2f4e-8a51-4d0e-9d6e-2b7b1b0c5a10")
+
+Mutate = Callable[[str, str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class RegisteredResource:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    parent_type: str
+    parent_name: str
+    secret_inputs: frozenset[str] = frozenset()
+    custom: bool = True
+
+
+@dataclass
+class StackRun:
+    resources: list[RegisteredResource]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, type_: str) -> list[RegisteredResource]:
+        return [res for res in self.resources if res.type == type_]
+
+    def one(self, type_: str, name: str | None = None) -> RegisteredResource:
+        found = [res for res in self.of_type(type_) if name is None or res.name == name]
+        if len(found) != 1:
+            raise LookupError(f"{len(found)} resources of type {type_} named {name}")
+        return found[0]
+
+
+def _fake_package() -> Path:
+    directory = Path(tempfile.mkdtemp(prefix="safetynet-infra-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    path = directory / "sweeper-function.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("function_app.py", "# stands in for the sweeper's build output\n")
+    return path
+
+
+def set_input(type_: str, path: str, value: object, name: str | None = None) -> Mutate:
+    """A `mutate` callback that sets `path` in the inputs of resources of `type_` (and `name`)."""
+    keys = path.split(".")
+
+    def mutate(res_type: str, res_name: str, inputs: dict[str, Any]) -> None:
+        if res_type != type_ or (name is not None and res_name != name):
+            return
+        node: Any = inputs
+        for key in keys[:-1]:
+            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        last = keys[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        elif value is DELETE:
+            node.pop(last, None)
+        else:
+            node[last] = value
+
+    return mutate
+
+
+def _unwrap(value: Any) -> tuple[Any, bool]:
+    """Secret values arrive wrapped in a signature dict: unwrap and say whether any was secret."""
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG) is not None and "value" in value:
+            inner, _ = _unwrap(value["value"])
+            return inner, True
+        secret = False
+        out = {}
+        for key, item in value.items():
+            out[key], item_secret = _unwrap(item)
+            secret = secret or item_secret
+        return out, secret
+    if isinstance(value, list):
+        pairs = [_unwrap(item) for item in value]
+        return [item for item, _ in pairs], any(flag for _, flag in pairs)
+    return value, False
+
+
+def _uuid(*parts: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, "/".join(parts)))
+
+
+def _storage_name(logical: str) -> str:
+    return "".join(ch for ch in logical.lower() if ch.isalnum())[:18] + "mock"
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    """Answers like ARM would: ids, names, endpoints and identities for the outputs we read."""
+
+    def __init__(self, mutate: Mutate | None) -> None:
+        self.mutate = mutate
+        self.captured: dict[tuple[str, str], tuple[dict[str, Any], frozenset[str]]] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        secret_keys: set[str] = set()
+        inputs: dict[str, Any] = {}
+        for key, value in args.inputs.items():
+            inputs[key], is_secret = _unwrap(value)
+            if is_secret:
+                secret_keys.add(key)
+        if self.mutate is not None:
+            self.mutate(args.typ, args.name, inputs)
+        self.captured[(args.typ, args.name)] = (copy.deepcopy(inputs), frozenset(secret_keys))
+        return self._state(args.typ, args.name, inputs)
+
+    def _state(self, typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        group = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{inputs.get('resourceGroupName', 'rg')}"
+        state = dict(inputs)
+        state.setdefault("name", name)
+        if typ == "azure-native:resources:ResourceGroup":
+            state["name"] = f"{name}-rg"
+            return f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{name}-rg", state
+        if typ == "azure-native:storage:StorageAccount":
+            account = inputs.get("accountName") or _storage_name(name)
+            state["name"] = account
+            state["primaryEndpoints"] = {"blob": f"https://{account}.blob.core.windows.net/"}
+            return f"{group}/providers/Microsoft.Storage/storageAccounts/{account}", state
+        if typ == "azure-native:storage:BlobContainer":
+            state["name"] = inputs.get("containerName", name)
+            account_id = f"{group}/providers/Microsoft.Storage/storageAccounts/{inputs['accountName']}"
+            return f"{account_id}/blobServices/default/containers/{state['name']}", state
+        if typ == "azure-native:authorization:RoleDefinition":
+            role = _uuid("role", name)
+            return f"{inputs['scope']}/providers/Microsoft.Authorization/roleDefinitions/{role}", state
+        if typ == "azure-native:web:WebApp":
+            identity = dict(inputs.get("identity") or {})
+            identity.update(principalId=_uuid("principal", name), tenantId=TENANT_ID)
+            state["identity"] = identity
+            return f"{group}/providers/Microsoft.Web/sites/{name}", state
+        if typ == "azure-native:applicationinsights:Component":
+            key = _uuid("instrumentation", name)
+            state["connectionString"] = (
+                f"InstrumentationKey={key};IngestionEndpoint=https://ingest.example.test/"
+            )
+            return f"{group}/providers/Microsoft.Insights/components/{name}", state
+        return f"{group}/providers/{typ.replace(':', '/')}/{name}", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        if args.token == "azure-native:authorization:getClientConfig":
+            return {
+                "clientId": _uuid("client"),
+                "objectId": DEPLOYER_OBJECT_ID,
+                "subscriptionId": SUBSCRIPTION_ID,
+                "tenantId": TENANT_ID,
+            }
+        raise NotImplementedError(f"the program made an unexpected call: {args.token}")
+
+
+class _Monitor(pulumi_mocks.MockMonitor):
+    """Records each registration's parent, which MockResourceArgs does not carry."""
+
+    def __init__(self, mocks: _Mocks) -> None:
+        super().__init__(mocks)
+        self.order: list[tuple[str, str, str, bool]] = []
+        self.by_urn: dict[str, tuple[str, str]] = {}
+        self.parents: dict[str, str] = {}
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        self.by_urn[response.urn] = (request.type, request.name)
+        self.parents[response.urn] = request.parent
+        if request.type != STACK_TYPE:
+            self.order.append((response.urn, request.type, request.name, bool(request.custom)))
+        return response
+
+
+# Mocks first, then the program: pulumi_azure_native and infra are imported only now.
+pulumi.runtime.set_mocks(_Mocks(None), project="blob-safetynet", stack="test", preview=False)
+
+from infra import config as infra_config  # noqa: E402
+from infra.program import provision  # noqa: E402
+
+RAW_DEFAULTS: Final[Mapping[str, object]] = {
+    **infra_config.DEFAULTS,
+    infra_config.DATABASE_URL_KEY: TEST_DATABASE_URL,
+    "sweeperPackagePath": str(_fake_package()),
+}
+
+
+def run_stack(
+    overrides: Mapping[str, object] | None = None, mutate: Mutate | None = None
+) -> StackRun:
+    """Runs the program once under fresh mocks; see the module docstring."""
+    stack_config = infra_config.parse({**RAW_DEFAULTS, **(overrides or {})})
+    mocks = _Mocks(mutate)
+    monitor = _Monitor(mocks)
+    # A fresh root stack per run: set_mocks creates one only when none exists.
+    pulumi_settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(
+        mocks, project=infra_config.NAMESPACE, stack="test", preview=False, monitor=monitor
+    )
+    outputs: dict[str, Any] = {}
+
+    async def program() -> None:
+        declared = provision(stack_config)
+        resolved = await pulumi.Output.all(**declared).future()
+        outputs.update(resolved or {})
+
+    _sync_await(run_pulumi_func(program))
+
+    registered = []
+    for urn, typ, name, custom in monitor.order:
+        parent_urn = monitor.parents.get(urn, "")
+        parent_type, parent_name = monitor.by_urn.get(parent_urn, (STACK_TYPE, ""))
+        inputs, secret_keys = mocks.captured.get((typ, name), ({}, frozenset()))
+        registered.append(
+            RegisteredResource(
+                type=typ,
+                name=name,
+                inputs=inputs,
+                parent_type=parent_type,
+                parent_name=parent_name,
+                secret_inputs=secret_keys,
+                custom=custom,
+            )
+        )
+    return StackRun(resources=registered, outputs=outputs)
+
+
+def run_program(
+    overrides: Mapping[str, object] | None = None, mutate: Mutate | None = None
+) -> list[RegisteredResource]:
+    """Every resource the program registers with this configuration; see the module docstring."""
+    return run_stack(overrides, mutate).resources

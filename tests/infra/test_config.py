@@ -1,0 +1,164 @@
+"""Stack configuration: defaults, one message per bad value, and the loader over pulumi.Config."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from infra.config import ALLOWED, DATABASE_URL_KEY, DEFAULTS, KEYS, NAMESPACE, ConfigError, load, parse
+from safetynet.constants import DEFAULT_CONTAINER
+from tests.infra.harness import RAW_DEFAULTS, TEST_DATABASE_URL
+
+GUID = "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"
+
+
+def parse_with(**overrides: object) -> object:
+    return parse({**RAW_DEFAULTS, **overrides})
+
+
+def test_defaults_are_the_documented_safe_values() -> None:
+    """With only the required database URL set, every key takes the default the issue names."""
+    config = parse({DATABASE_URL_KEY: TEST_DATABASE_URL})
+    assert config.container_name == DEFAULT_CONTAINER
+    assert config.blob_soft_delete_days == 14
+    assert config.versioning is False
+    assert config.pending_expiry_days == 1
+    assert config.uploader_principal_ids == ()
+    assert config.sweeper_cutoff_seconds == 15 * 60
+    assert config.sweeper_package_path == Path(str(DEFAULTS["sweeperPackagePath"]))
+
+
+def test_every_key_has_an_allowed_range_in_words() -> None:
+    """Each key (and only those) has a description of what it accepts, used by every message."""
+    assert set(ALLOWED) == set(KEYS)
+
+
+BAD_VALUES = [
+    ("location", "West Europe"),
+    ("storageSku", "Premium_LRS"),
+    ("containerName", "Documents"),
+    ("containerName", "ab"),
+    ("containerName", "two--hyphens"),
+    ("blobSoftDeleteDays", 0),
+    ("blobSoftDeleteDays", 366),
+    ("blobSoftDeleteDays", "fourteen"),
+    ("blobSoftDeleteDays", True),
+    ("containerSoftDeleteDays", 0),
+    ("versioning", "yes"),
+    ("versionExpiryDays", 0),
+    ("pendingExpiryDays", 0),
+    ("pendingExpiryDays", "1.5"),
+    ("uploaderPrincipalIds", ["not-a-guid"]),
+    ("uploaderPrincipalIds", [GUID, GUID.upper()]),
+    ("readerPrincipalIds", "not json"),
+    ("readerPrincipalIds", {"id": GUID}),
+    ("sweeperSchedule", "*/5 * * * *"),
+    ("sweeperSchedule", "0 */5 * * * * *"),
+    ("sweeperCutoff", "15"),
+    ("sweeperCutoff", "30s"),
+    ("sweeperCutoff", "1d"),
+    (DATABASE_URL_KEY, "sweeper@db"),
+    (DATABASE_URL_KEY, ""),
+    ("sweeperPackagePath", "   "),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), BAD_VALUES)
+def test_a_bad_value_stops_with_a_message_naming_the_key_and_range(key: str, value: object) -> None:
+    """A bad value raises ConfigError naming `blob-safetynet:<key>` and its allowed range."""
+    with pytest.raises(ConfigError) as caught:
+        parse_with(**{key: value})
+    assert caught.value.key == key
+    message = str(caught.value)
+    assert message.startswith(f"{NAMESPACE}:{key}: ")
+    assert ALLOWED[key] in message
+
+
+def test_a_missing_database_url_stops_the_program() -> None:
+    """The database URL has no default: leaving it out names the key."""
+    raw = {key: value for key, value in RAW_DEFAULTS.items() if key != DATABASE_URL_KEY}
+    with pytest.raises(ConfigError, match=f"{DATABASE_URL_KEY}: is missing"):
+        parse(raw)
+
+
+def test_the_database_url_never_appears_in_a_message() -> None:
+    """A malformed database URL is reported without echoing the secret."""
+    secret = "sweeper:hunter2@db"
+    with pytest.raises(ConfigError) as caught:
+        parse_with(**{DATABASE_URL_KEY: secret})
+    assert "hunter2" not in str(caught.value)
+
+
+def test_an_unknown_key_is_refused_rather_than_ignored() -> None:
+    """A misspelt key would leave a safety setting at its default, so it stops the program."""
+    with pytest.raises(ConfigError, match="blobSoftDeletDays: unknown key"):
+        parse_with(blobSoftDeletDays=30)
+
+
+def test_values_are_not_clamped() -> None:
+    """An in-range value is kept exactly; nothing is rounded towards a limit."""
+    config = parse_with(blobSoftDeleteDays=365, pendingExpiryDays="7", sweeperCutoff="2h")
+    assert (config.blob_soft_delete_days, config.pending_expiry_days) == (365, 7)
+    assert config.sweeper_cutoff_seconds == 2 * 3600
+
+
+def test_the_cutoff_must_be_shorter_than_the_lifecycle_backstop() -> None:
+    """A cutoff of a day or more with a one-day backstop names both keys; two days accepts it."""
+    with pytest.raises(ConfigError, match="pendingExpiryDays=1"):
+        parse_with(sweeperCutoff="24h")
+    assert parse_with(sweeperCutoff="1d", pendingExpiryDays=2).sweeper_cutoff == "1d"
+
+
+def test_principal_ids_accept_the_json_list_pulumi_stores() -> None:
+    """`pulumi config set --path` stores lists as JSON text; ids are normalized to lowercase."""
+    config = parse_with(uploaderPrincipalIds=f'["{GUID.upper()}"]', readerPrincipalIds="")
+    assert config.uploader_principal_ids == (GUID,)
+    assert config.reader_principal_ids == ()
+
+
+def test_a_relative_package_path_is_resolved_against_the_project_root(tmp_path: Path) -> None:
+    """The default `build/...` path means the same file whatever directory Pulumi runs in."""
+    raw = {**RAW_DEFAULTS, "sweeperPackagePath": "build/sweeper-function.zip"}
+    assert parse(raw, root=tmp_path).sweeper_package_path == tmp_path / "build/sweeper-function.zip"
+
+
+@pytest.fixture
+def stack_config() -> Iterator[None]:
+    """Leaves the process-wide Pulumi config empty again after a loader test."""
+    yield
+    pulumi.runtime.set_all_config({}, [])
+
+
+def set_stack_config(values: Mapping[str, str], secret: bool = True) -> None:
+    full = {f"{NAMESPACE}:{key}": value for key, value in values.items()}
+    secrets = [f"{NAMESPACE}:{DATABASE_URL_KEY}"] if secret else []
+    pulumi.runtime.set_all_config(full, secrets)
+
+
+@pytest.mark.usefixtures("stack_config")
+def test_load_reads_the_stack_configuration() -> None:
+    """Values set with `pulumi config set` reach the parsed config under their keys."""
+    set_stack_config({DATABASE_URL_KEY: TEST_DATABASE_URL, "blobSoftDeleteDays": "30", "versioning": "true"})
+    config = load()
+    assert config.blob_soft_delete_days == 30
+    assert config.versioning is True
+    assert config.database_url == TEST_DATABASE_URL
+
+
+@pytest.mark.usefixtures("stack_config")
+def test_load_refuses_a_database_url_stored_in_plain_text() -> None:
+    """The database URL must be set with --secret, or it would sit readable in the stack file."""
+    set_stack_config({DATABASE_URL_KEY: TEST_DATABASE_URL}, secret=False)
+    with pytest.raises(ConfigError, match="plain text"):
+        load()
+
+
+@pytest.mark.usefixtures("stack_config")
+def test_load_refuses_unknown_keys_in_the_project_namespace() -> None:
+    """A typo in the stack file stops `pulumi up` instead of being ignored."""
+    set_stack_config({DATABASE_URL_KEY: TEST_DATABASE_URL, "pendingExpiryDay": "3"})
+    with pytest.raises(ConfigError, match="pendingExpiryDay: unknown key"):
+        load()
