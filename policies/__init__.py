@@ -1,0 +1,1 @@
+"""Policy as code: one rule set before deploy (CrossGuard), after deploy (audit), in every format."""

@@ -1,0 +1,126 @@
+"""Fill the model from ARM response bodies (the REST JSON shape, `properties` nested).
+
+The audit reads with azure-mgmt-storage / azure-mgmt-authorization and hands the bodies here as
+plain dicts, so this adapter is tested on recorded documents and imports no SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.adapters import common
+from policies.model import (
+    UNKNOWN,
+    Account,
+    AccountSettings,
+    Facet,
+    Maybe,
+    RoleAssignment,
+)
+
+
+def _properties(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    props = common.mapping(body.get("properties"))
+    return {} if props is UNKNOWN else props
+
+
+def settings(body: Mapping[str, Any]) -> AccountSettings:
+    """From a storage account body. Absent values take the REST API's documented defaults."""
+    props = common.mapping(body.get("properties"))
+    if props is UNKNOWN:
+        return AccountSettings(UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
+    tls = common.get_str(props, "minimumTlsVersion")
+    return AccountSettings(
+        kind=common.get_str(body, "kind"),
+        is_hns_enabled=common.get_bool(props, "isHnsEnabled", False),
+        allow_shared_key_access=common.get_bool(props, "allowSharedKeyAccess", True),
+        allow_blob_public_access=common.get_bool(props, "allowBlobPublicAccess", False),
+        https_only=common.get_bool(props, "supportsHttpsTrafficOnly", True),
+        minimum_tls_version="TLS1_0" if tls is None else tls,
+    )
+
+
+def role_assignment(
+    body: Mapping[str, Any], definitions: Mapping[str, Mapping[str, Any]]
+) -> RoleAssignment:
+    """From a role assignment body and the role definition bodies read so far (by lower-case id)."""
+    props = _properties(body)
+    definition_id = common.get_str(props, "roleDefinitionId")
+    definition = definitions.get(definition_id.lower()) if isinstance(definition_id, str) else None
+    if definition is None:
+        perms: tuple[Maybe[tuple[str, ...]], ...] = (UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
+        role: Maybe[str] = definition_id if isinstance(definition_id, str) else UNKNOWN
+    else:
+        definition_props = _properties(definition)
+        perms = common.permissions(definition_props.get("permissions"))
+        name = common.get_str(definition_props, "roleName")
+        role = name if isinstance(name, str) else str(definition_id)
+    principal, scope = common.get_str(props, "principalId"), common.get_str(props, "scope")
+    actions, not_actions, data_actions, not_data_actions = perms
+    return RoleAssignment(
+        principal_id=UNKNOWN if principal is None else principal,
+        principal_type=common.get_str(props, "principalType"),
+        role=role,
+        scope=UNKNOWN if scope is None else scope,
+        actions=actions,
+        not_actions=not_actions,
+        data_actions=data_actions,
+        not_data_actions=not_data_actions,
+    )
+
+
+@dataclass
+class ArmReads:
+    """What the audit read for one account; a facet left UNKNOWN says why in `reasons`."""
+
+    account: Mapping[str, Any]
+    blob_service: Maybe[Mapping[str, Any]] = UNKNOWN
+    containers: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
+    management_policy: Maybe[Mapping[str, Any] | None] = UNKNOWN
+    """None: the account has no management policy (ARM answered 404)."""
+    role_assignments: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
+    role_definitions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    reasons: dict[Facet, str] = field(default_factory=dict)
+
+
+def account(reads: ArmReads) -> Account:
+    """The model of one account from what was read."""
+    body = reads.account
+    name = common.get_str(body, "name")
+    resource_id = common.get_str(body, "id")
+    containers: Maybe[tuple[Any, ...]] = UNKNOWN
+    if reads.containers is not UNKNOWN:
+        containers = tuple(
+            common.container(_name(item), _properties(item)) for item in reads.containers
+        )
+    lifecycle: Maybe[tuple[Any, ...]] = UNKNOWN
+    if reads.management_policy is None:
+        lifecycle = ()
+    elif reads.management_policy is not UNKNOWN:
+        lifecycle = common.lifecycle_rules(_properties(reads.management_policy).get("policy"))
+    roles: Maybe[tuple[RoleAssignment, ...]] = UNKNOWN
+    if reads.role_assignments is not UNKNOWN:
+        roles = tuple(
+            role_assignment(item, reads.role_definitions) for item in reads.role_assignments
+        )
+    return Account(
+        name=name if isinstance(name, str) else "<unnamed>",
+        resource_id=resource_id if isinstance(resource_id, str) else None,
+        settings=settings(body),
+        blob_service=(
+            UNKNOWN
+            if reads.blob_service is UNKNOWN
+            else common.blob_service(_properties(reads.blob_service))
+        ),
+        containers=containers,
+        lifecycle_rules=lifecycle,
+        role_assignments=roles,
+        unknown_reasons=dict(reads.reasons),
+    )
+
+
+def _name(body: Mapping[str, Any]) -> Maybe[str]:
+    name = common.get_str(body, "name")
+    return UNKNOWN if name is None else name

@@ -1,0 +1,194 @@
+"""Parsers shared by both adapters: ARM bodies and azure-native inputs use the same camelCase
+shapes for retention policies, lifecycle rules and role definitions.
+
+Every getter is total: a missing key gives the documented Azure default, UNKNOWN stays UNKNOWN,
+and a value of an unexpected type becomes UNKNOWN (an audit must judge odd documents, not crash).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from policies.model import (
+    UNKNOWN,
+    BlobService,
+    Container,
+    LifecycleRule,
+    Maybe,
+    Retention,
+    TagFilter,
+)
+
+
+def mapping(value: object) -> Maybe[Mapping[str, Any]]:
+    """`value` as a mapping; None and absent are an empty one."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return value
+    return UNKNOWN
+
+
+def get_bool(data: Mapping[str, Any], key: str, default: bool) -> Maybe[bool]:
+    value = data.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return UNKNOWN
+
+
+def get_int(data: Mapping[str, Any], key: str) -> Maybe[int | None]:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return UNKNOWN
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return UNKNOWN
+
+
+def get_str(data: Mapping[str, Any], key: str) -> Maybe[str | None]:
+    value = data.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    return UNKNOWN
+
+
+def get_strs(data: Mapping[str, Any], key: str) -> Maybe[tuple[str, ...]]:
+    value = data.get(key)
+    if value is None:
+        return ()
+    is_list = isinstance(value, Sequence) and not isinstance(value, str)
+    if is_list and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    return UNKNOWN
+
+
+def retention(value: object, *, with_permanent_delete: bool) -> Retention:
+    data = mapping(value)
+    if data is UNKNOWN:
+        return Retention(enabled=UNKNOWN, days=UNKNOWN, allow_permanent_delete=UNKNOWN)
+    return Retention(
+        enabled=get_bool(data, "enabled", False),
+        days=get_int(data, "days"),
+        allow_permanent_delete=(
+            get_bool(data, "allowPermanentDelete", False) if with_permanent_delete else False
+        ),
+    )
+
+
+def blob_service(props: Mapping[str, Any]) -> BlobService:
+    """From blob service properties (ARM `properties` or azure-native inputs)."""
+    return BlobService(
+        delete_retention=retention(props.get("deleteRetentionPolicy"), with_permanent_delete=True),
+        container_delete_retention=retention(
+            props.get("containerDeleteRetentionPolicy"), with_permanent_delete=False
+        ),
+        versioning_enabled=get_bool(props, "isVersioningEnabled", False),
+    )
+
+
+def container(name: Maybe[str], props: Mapping[str, Any]) -> Container:
+    return Container(name=name, public_access=get_str(props, "publicAccess"))
+
+
+def _delete_days(action: object) -> Maybe[int | None]:
+    """The smallest day count of a delete action; None when there is no delete action."""
+    data = mapping(action)
+    if data is UNKNOWN:
+        return UNKNOWN
+    delete = mapping(data.get("delete"))
+    if delete is UNKNOWN:
+        return UNKNOWN
+    days: list[int] = []
+    for key in (
+        "daysAfterCreationGreaterThan",
+        "daysAfterModificationGreaterThan",
+        "daysAfterLastAccessTimeGreaterThan",
+    ):
+        value = get_int(delete, key)
+        if value is UNKNOWN:
+            return UNKNOWN
+        if value is not None:
+            days.append(value)
+    return min(days) if days else None
+
+
+def _tag_filters(value: object) -> Maybe[tuple[TagFilter, ...]]:
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        return UNKNOWN
+    filters: list[TagFilter] = []
+    for item in value:
+        data = mapping(item)
+        if data is UNKNOWN:
+            return UNKNOWN
+        name, op, val = get_str(data, "name"), get_str(data, "op"), get_str(data, "value")
+        filters.append(
+            TagFilter(
+                name=UNKNOWN if name is None else name,
+                op=UNKNOWN if op is None else op,
+                value=UNKNOWN if val is None else val,
+            )
+        )
+    return tuple(filters)
+
+
+def lifecycle_rule(value: object) -> LifecycleRule:
+    data = mapping(value)
+    if data is UNKNOWN:
+        data = {"enabled": UNKNOWN, "definition": UNKNOWN}
+    name = get_str(data, "name")
+    definition = mapping(data.get("definition"))
+    filters = UNKNOWN if definition is UNKNOWN else mapping(definition.get("filters"))
+    actions = UNKNOWN if definition is UNKNOWN else mapping(definition.get("actions"))
+    return LifecycleRule(
+        name=UNKNOWN if name is None else name,
+        enabled=get_bool(data, "enabled", True),
+        blob_types=UNKNOWN if filters is UNKNOWN else get_strs(filters, "blobTypes"),
+        prefixes=UNKNOWN if filters is UNKNOWN else get_strs(filters, "prefixMatch"),
+        tag_filters=UNKNOWN if filters is UNKNOWN else _tag_filters(filters.get("blobIndexMatch")),
+        delete_after_days=UNKNOWN if actions is UNKNOWN else _delete_days(actions.get("baseBlob")),
+        version_delete_after_days=(
+            UNKNOWN if actions is UNKNOWN else _delete_days(actions.get("version"))
+        ),
+    )
+
+
+def lifecycle_rules(policy: object) -> Maybe[tuple[LifecycleRule, ...]]:
+    """From a management policy's `policy` object ({"rules": [...]})."""
+    data = mapping(policy)
+    if data is UNKNOWN:
+        return UNKNOWN
+    rules = data.get("rules")
+    if rules is None:
+        return ()
+    if not isinstance(rules, Sequence) or isinstance(rules, str):
+        return UNKNOWN
+    return tuple(lifecycle_rule(rule) for rule in rules)
+
+
+def permissions(value: object) -> tuple[Maybe[tuple[str, ...]], ...]:
+    """(actions, notActions, dataActions, notDataActions), each the union over permission blocks."""
+    keys = ("actions", "notActions", "dataActions", "notDataActions")
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        return (UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
+    merged: dict[str, list[str]] = {key: [] for key in keys}
+    for block in value:
+        data = mapping(block)
+        if data is UNKNOWN:
+            return (UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
+        for key in keys:
+            items = get_strs(data, key)
+            if items is UNKNOWN:
+                return (UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
+            merged[key].extend(items)
+    return tuple(tuple(merged[key]) for key in keys)

@@ -1,0 +1,157 @@
+"""The normalized account model that every rule judges.
+
+Adapters fill it once, from Pulumi inputs (before deploy) or from ARM reads (after deploy), so
+the rules cannot drift between the two moments. A value that is not known yet (a Pulumi output
+during preview, a read that failed, a field of an unexpected type) is `UNKNOWN`, never a guess:
+a rule that needs it answers UNKNOWN, not PASS.
+
+This module imports no SDK.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final, TypeAlias, TypeGuard, TypeVar
+
+from safetynet.constants import DEFAULT_CONTAINER
+
+T = TypeVar("T")
+
+
+class Unknown(enum.Enum):
+    """The one value that says "not known": compare with `is UNKNOWN`."""
+
+    UNKNOWN = "unknown"
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Final = Unknown.UNKNOWN
+
+Maybe: TypeAlias = T | Unknown
+"""A value of type T, or UNKNOWN."""
+
+
+def is_known(value: Maybe[T]) -> TypeGuard[T]:
+    """True when `value` is an actual value (None included), not UNKNOWN."""
+    return value is not UNKNOWN
+
+
+class Facet(enum.Enum):
+    """The separately read parts of an account; a rule names the facets it reads."""
+
+    SETTINGS = "account settings"
+    BLOB_SERVICE = "blob service properties"
+    CONTAINERS = "containers"
+    LIFECYCLE = "lifecycle management policy"
+    ROLES = "role assignments"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The numbers a deployment may tune; the pack's config schema and the audit's options."""
+
+    min_blob_soft_delete_days: int = 7
+    max_pending_days: int = 7
+    container: str = DEFAULT_CONTAINER
+
+
+@dataclass(frozen=True)
+class AccountSettings:
+    """Properties of the storage account resource itself."""
+
+    kind: Maybe[str | None]
+    is_hns_enabled: Maybe[bool]
+    allow_shared_key_access: Maybe[bool]
+    allow_blob_public_access: Maybe[bool]
+    https_only: Maybe[bool]
+    minimum_tls_version: Maybe[str]
+
+
+@dataclass(frozen=True)
+class Retention:
+    """A soft delete (delete retention) policy."""
+
+    enabled: Maybe[bool]
+    days: Maybe[int | None]
+    allow_permanent_delete: Maybe[bool] = False
+
+
+@dataclass(frozen=True)
+class BlobService:
+    """The account's blob service properties (`blobServices/default`)."""
+
+    delete_retention: Retention
+    container_delete_retention: Retention
+    versioning_enabled: Maybe[bool]
+
+
+@dataclass(frozen=True)
+class Container:
+    name: Maybe[str]
+    public_access: Maybe[str | None]
+    """None or "None" for private; "Blob" or "Container" for anonymous read access."""
+
+
+@dataclass(frozen=True)
+class TagFilter:
+    name: Maybe[str]
+    op: Maybe[str]
+    value: Maybe[str]
+
+
+@dataclass(frozen=True)
+class LifecycleRule:
+    name: Maybe[str]
+    enabled: Maybe[bool]
+    blob_types: Maybe[tuple[str, ...]]
+    prefixes: Maybe[tuple[str, ...]]
+    """Empty means the rule applies to every container."""
+    tag_filters: Maybe[tuple[TagFilter, ...]]
+    delete_after_days: Maybe[int | None]
+    """The base blob delete action's day count (the smallest given); None: no delete action."""
+    version_delete_after_days: Maybe[int | None]
+    """The previous-versions delete action's day count; None: no such action."""
+
+
+@dataclass(frozen=True)
+class RoleAssignment:
+    principal_id: Maybe[str]
+    principal_type: Maybe[str | None]
+    role: Maybe[str]
+    """The role's name when known, else its definition id."""
+    scope: Maybe[str]
+    actions: Maybe[tuple[str, ...]]
+    not_actions: Maybe[tuple[str, ...]]
+    data_actions: Maybe[tuple[str, ...]]
+    not_data_actions: Maybe[tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Account:
+    """One storage account and everything the rules judge about it."""
+
+    name: str
+    resource_id: str | None = None
+    settings: Maybe[AccountSettings] = UNKNOWN
+    blob_service: Maybe[BlobService] = UNKNOWN
+    containers: Maybe[tuple[Container, ...]] = UNKNOWN
+    lifecycle_rules: Maybe[tuple[LifecycleRule, ...]] = UNKNOWN
+    """An empty tuple: the account has no lifecycle policy (known)."""
+    role_assignments: Maybe[tuple[RoleAssignment, ...]] = UNKNOWN
+    unknown_reasons: Mapping[Facet, str] = field(default_factory=dict)
+    """Why a facet is UNKNOWN, when there is more to say than "not known yet"."""
+
+    def facet(self, facet: Facet) -> object:
+        """The value of one facet (UNKNOWN when it was not read)."""
+        values: dict[Facet, object] = {
+            Facet.SETTINGS: self.settings,
+            Facet.BLOB_SERVICE: self.blob_service,
+            Facet.CONTAINERS: self.containers,
+            Facet.LIFECYCLE: self.lifecycle_rules,
+            Facet.ROLES: self.role_assignments,
+        }
+        return values[facet]

@@ -1,0 +1,69 @@
+"""The rule registry: every rule, in catalogue order."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from policies.model import Account, Thresholds
+from policies.rules.access import NO_BROAD_APP_ROLES, TAG_WRITE_ROLE
+from policies.rules.account import (
+    ACCOUNT_KIND,
+    FLAT_NAMESPACE,
+    HTTPS_TLS,
+    NO_PUBLIC_ACCESS,
+    SHARED_KEY_OFF,
+)
+from policies.rules.base import Finding, Outcome, Rule, Severity, Verdict
+from policies.rules.containers import CONTAINERS_PRIVATE
+from policies.rules.data_protection import (
+    BLOB_SOFT_DELETE,
+    CONTAINER_SOFT_DELETE,
+    NO_PERMANENT_DELETE,
+    VERSION_EXPIRY,
+)
+from policies.rules.lifecycle import PENDING_LIFECYCLE
+
+RULES: Final[tuple[Rule, ...]] = (
+    BLOB_SOFT_DELETE,
+    CONTAINER_SOFT_DELETE,
+    NO_PERMANENT_DELETE,
+    PENDING_LIFECYCLE,
+    FLAT_NAMESPACE,
+    ACCOUNT_KIND,
+    SHARED_KEY_OFF,
+    NO_PUBLIC_ACCESS,
+    CONTAINERS_PRIVATE,
+    HTTPS_TLS,
+    TAG_WRITE_ROLE,
+    NO_BROAD_APP_ROLES,
+    VERSION_EXPIRY,
+)
+
+RULES_BY_ID: Final[dict[str, Rule]] = {rule.id: rule for rule in RULES}
+
+
+def evaluate(
+    account: Account,
+    thresholds: Thresholds,
+    *,
+    rules: tuple[Rule, ...] = RULES,
+    every_rule: bool = False,
+) -> list[Finding]:
+    """Judge one account by every rule that applies to it (all of them with `every_rule`)."""
+    return [
+        rule.evaluate(account, thresholds)
+        for rule in rules
+        if every_rule or rule.applies_to(account, thresholds)
+    ]
+
+
+__all__ = [
+    "RULES",
+    "RULES_BY_ID",
+    "Finding",
+    "Outcome",
+    "Rule",
+    "Severity",
+    "Verdict",
+    "evaluate",
+]
