@@ -28,7 +28,9 @@ def stack() -> StackRun:
 def run() -> RunFactory:
     """Runs the program with `WITH_PRINCIPALS` updated by the given overrides."""
 
-    def make(overrides: Mapping[str, object] | None = None, mutate: Mutate | None = None) -> StackRun:
+    def make(
+        overrides: Mapping[str, object] | None = None, mutate: Mutate | None = None
+    ) -> StackRun:
         return run_stack({**WITH_PRINCIPALS, **(overrides or {})}, mutate)
 
     return make

@@ -151,7 +151,9 @@ class _Mocks(pulumi.runtime.Mocks):
         self.mutate = mutate
         self.captured: dict[tuple[str, str], tuple[dict[str, Any], frozenset[str]]] = {}
 
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+    def new_resource(
+        self, args: pulumi.runtime.MockResourceArgs
+    ) -> tuple[str | None, dict[str, Any]]:
         secret_keys: set[str] = set()
         inputs: dict[str, Any] = {}
         for key, value in args.inputs.items():
@@ -177,11 +179,16 @@ class _Mocks(pulumi.runtime.Mocks):
             return f"{group}/providers/Microsoft.Storage/storageAccounts/{account}", state
         if typ == "azure-native:storage:BlobContainer":
             state["name"] = inputs.get("containerName", name)
-            account_id = f"{group}/providers/Microsoft.Storage/storageAccounts/{inputs['accountName']}"
+            account_id = (
+                f"{group}/providers/Microsoft.Storage/storageAccounts/{inputs['accountName']}"
+            )
             return f"{account_id}/blobServices/default/containers/{state['name']}", state
         if typ == "azure-native:authorization:RoleDefinition":
             role = _uuid("role", name)
-            return f"{inputs['scope']}/providers/Microsoft.Authorization/roleDefinitions/{role}", state
+            return (
+                f"{inputs['scope']}/providers/Microsoft.Authorization/roleDefinitions/{role}",
+                state,
+            )
         if typ == "azure-native:web:WebApp":
             identity = dict(inputs.get("identity") or {})
             identity.update(principalId=_uuid("principal", name), tenantId=TENANT_ID)
@@ -215,7 +222,7 @@ class _Monitor(pulumi_mocks.MockMonitor):
         self.by_urn: dict[str, tuple[str, str]] = {}
         self.parents: dict[str, str] = {}
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+    def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         self.by_urn[response.urn] = (request.type, request.name)
         self.parents[response.urn] = request.parent

@@ -8,7 +8,16 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from infra.config import ALLOWED, DATABASE_URL_KEY, DEFAULTS, KEYS, NAMESPACE, ConfigError, load, parse
+from infra.config import (
+    ALLOWED,
+    DATABASE_URL_KEY,
+    DEFAULTS,
+    KEYS,
+    NAMESPACE,
+    ConfigError,
+    load,
+    parse,
+)
 from safetynet.constants import DEFAULT_CONTAINER
 from tests.infra.harness import RAW_DEFAULTS, TEST_DATABASE_URL
 
@@ -141,7 +150,9 @@ def set_stack_config(values: Mapping[str, str], secret: bool = True) -> None:
 @pytest.mark.usefixtures("stack_config")
 def test_load_reads_the_stack_configuration() -> None:
     """Values set with `pulumi config set` reach the parsed config under their keys."""
-    set_stack_config({DATABASE_URL_KEY: TEST_DATABASE_URL, "blobSoftDeleteDays": "30", "versioning": "true"})
+    set_stack_config(
+        {DATABASE_URL_KEY: TEST_DATABASE_URL, "blobSoftDeleteDays": "30", "versioning": "true"}
+    )
     config = load()
     assert config.blob_soft_delete_days == 30
     assert config.versioning is True

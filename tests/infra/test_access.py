@@ -1,0 +1,117 @@
+"""Least-privilege RBAC: custom roles on the account, assignments on the container."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.access import NEVER_GRANTED, ROLES, SWEEPER, SWEEPER_LEASE_BLOB, RoleSpec
+from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
+from tests.infra.harness import RegisteredResource, StackRun
+
+DEFINITION = "azure-native:authorization:RoleDefinition"
+ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+ROLES_COMPONENT = "safetynet:access:Roles"
+
+
+def definition(stack: StackRun, spec: RoleSpec) -> RegisteredResource:
+    return stack.one(DEFINITION, f"access-{spec.key}")
+
+
+def data_assignments(stack: StackRun) -> list[RegisteredResource]:
+    return [res for res in stack.of_type(ASSIGNMENT) if res.parent_type == ROLES_COMPONENT]
+
+
+def account_id(stack: StackRun) -> str:
+    return str(stack.outputs["accountId"])
+
+
+@pytest.mark.parametrize("spec", ROLES, ids=lambda spec: spec.key)
+def test_each_role_grants_exactly_its_documented_data_actions(
+    stack: StackRun, spec: RoleSpec
+) -> None:
+    """A role's permissions are its data actions and nothing else: no control-plane actions."""
+    [permission] = definition(stack, spec).inputs["permissions"]
+    assert sorted(permission["dataActions"]) == sorted(spec.data_actions)
+    assert permission["actions"] == []
+    assert permission["notDataActions"] == []
+
+
+@pytest.mark.parametrize("spec", ROLES, ids=lambda spec: spec.key)
+def test_no_role_holds_a_dangerous_action(stack: StackRun, spec: RoleSpec) -> None:
+    """No role can skip soft delete, delete versions, query tags, or read account keys."""
+    [permission] = definition(stack, spec).inputs["permissions"]
+    granted = set(permission["dataActions"]) | set(permission["actions"])
+    assert not granted & set(NEVER_GRANTED)
+    assert not any("*" in action for action in granted)
+
+
+@pytest.mark.parametrize("spec", ROLES, ids=lambda spec: spec.key)
+def test_roles_are_custom_and_assignable_only_on_the_account(
+    stack: StackRun, spec: RoleSpec
+) -> None:
+    """Each role is defined on the data account and cannot be assigned anywhere else."""
+    role = definition(stack, spec)
+    assert role.inputs["roleType"] == "CustomRole"
+    assert role.inputs["scope"] == account_id(stack)
+    assert role.inputs["assignableScopes"] == [account_id(stack)]
+    # Role names are unique per tenant: the account's name keeps two stacks apart.
+    assert role.inputs["roleName"] == f"safetynet {spec.key} ({stack.outputs['accountName']})"
+
+
+def test_the_uploader_can_write_tags_and_the_others_cannot_overreach() -> None:
+    """Only the uploader writes tags; the reader only reads; the sweeper deletes but never tags."""
+    by_key = {spec.key: set(spec.data_actions) for spec in ROLES}
+    tags_write = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags/write"
+    assert tags_write in by_key["uploader"]
+    assert tags_write not in by_key["sweeper"] | by_key["reader"]
+    assert by_key["reader"] == {
+        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read"
+    }
+
+
+def test_configured_principals_get_their_role_on_the_container_only(stack: StackRun) -> None:
+    """Each configured uploader and reader holds its custom role, scoped to the container."""
+    container_id = stack.one("azure-native:storage:BlobContainer", "safetynet-container")
+    by_principal = {res.inputs["principalId"]: res for res in data_assignments(stack)}
+    for principal, spec_key in ((UPLOADER_ID, "uploader"), (READER_ID, "reader")):
+        assignment = by_principal[principal]
+        assert assignment.inputs["roleDefinitionId"] == stack.outputs[f"{spec_key}RoleDefinitionId"]
+        assert assignment.inputs["scope"].endswith(
+            f"/containers/{container_id.inputs['containerName']}"
+        )
+
+
+def test_one_assignment_per_configured_principal(run: RunFactory) -> None:
+    """Two uploaders and no readers give two uploader assignments and the sweeper's."""
+    ids = ["aaaaaaaa-0000-0000-0000-000000000001", "aaaaaaaa-0000-0000-0000-000000000002"]
+    result = run({"uploaderPrincipalIds": ids, "readerPrincipalIds": []})
+    principals = sorted(res.inputs["principalId"] for res in data_assignments(result))
+    assert principals == sorted([*ids, str(result.outputs["sweeperPrincipalId"])])
+
+
+def test_the_sweeper_identity_holds_the_sweeper_role_with_a_lease_path_condition(
+    stack: StackRun,
+) -> None:
+    """The app's identity gets the sweeper role; its writes are limited to the lock blob."""
+    [assignment] = [
+        res
+        for res in data_assignments(stack)
+        if res.inputs["principalId"] == stack.outputs["sweeperPrincipalId"]
+    ]
+    assert assignment.inputs["roleDefinitionId"] == stack.outputs["sweeperRoleDefinitionId"]
+    assert assignment.inputs["principalType"] == "ServicePrincipal"
+    assert assignment.inputs["conditionVersion"] == "2.0"
+    condition = assignment.inputs["condition"]
+    assert f"StringEquals '{SWEEPER_LEASE_BLOB}'" in condition
+    writes = [grant.data_action for grant in SWEEPER.grants if "write" in grant.data_action]
+    writes += [grant.data_action for grant in SWEEPER.grants if "add/action" in grant.data_action]
+    assert all(f"ActionMatches{{'{action}'}}" in condition for action in writes)
+
+
+def test_no_builtin_role_is_granted_on_the_data_account(stack: StackRun) -> None:
+    """Every assignment on the data account uses one of the three custom roles."""
+    custom = {str(stack.outputs[f"{spec.key}RoleDefinitionId"]) for spec in ROLES}
+    account = account_id(stack)
+    on_data = [res for res in stack.of_type(ASSIGNMENT) if res.inputs["scope"].startswith(account)]
+    assert on_data
+    assert {res.inputs["roleDefinitionId"] for res in on_data} <= custom

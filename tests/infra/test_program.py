@@ -1,0 +1,112 @@
+"""The program as a whole: its documented tables, outputs, Pulumi.yaml, and the harness itself."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.access import ROLES
+from infra.config import ALLOWED, DEFAULTS, KEYS, NAMESPACE
+from infra.program import OUTPUT_NAMES
+from tests.infra.conftest import RunFactory
+from tests.infra.harness import DELETE, STACK_TYPE, StackRun, set_input
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "provisioning.md"
+
+
+def table(marker: str) -> list[list[str]]:
+    """The body rows of the table between `<!-- marker:start -->` and `<!-- marker:end -->`."""
+    text = DOC.read_text(encoding="utf-8")
+    match = re.search(rf"<!-- {marker}:start -->\n(.*?)<!-- {marker}:end -->", text, re.S)
+    assert match, f"docs/provisioning.md has no {marker} table"
+    rows = [line for line in match.group(1).splitlines() if line.startswith("|")]
+    return [[_unquote(cell.strip()) for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def _unquote(cell: str) -> str:
+    wrapped = cell.count("`") == 2 and cell.startswith("`") and cell.endswith("`")
+    return cell[1:-1] if wrapped else cell
+
+
+def test_the_documented_resources_are_what_the_program_registers(stack: StackRun) -> None:
+    """Every (type, parent type) pair in the docs is registered, and nothing else is."""
+    documented = {(type_, parent) for type_, parent in table("resources")}
+    registered = {(res.type, res.parent_type) for res in stack.resources}
+    assert registered == documented
+
+
+def test_every_custom_resource_lives_inside_a_component(stack: StackRun) -> None:
+    """Only the resource group and the components sit at the top; the rest are parented."""
+    top = {res.type for res in stack.resources if res.parent_type == STACK_TYPE}
+    assert {res.type for res in stack.resources if not res.custom} <= top
+    assert {type_ for type_ in top if type_.startswith("azure-native:")} == {
+        "azure-native:resources:ResourceGroup"
+    }
+
+
+def test_the_documented_config_table_matches_the_code() -> None:
+    """The docs list every key with the default and range that infra/config.py enforces."""
+    rows = {key: (default, allowed) for key, default, allowed in table("config-table")}
+    assert list(rows) == list(KEYS)
+    for key, (default, allowed) in rows.items():
+        assert allowed == ALLOWED[key]
+        if key in DEFAULTS:
+            assert json.loads(default) == DEFAULTS[key]
+        else:
+            assert default == "(required)"
+
+
+def test_the_documented_rbac_table_matches_the_roles() -> None:
+    """Each role's data actions, with their reasons, appear in the docs exactly as granted."""
+    documented = [tuple(row) for row in table("rbac")]
+    granted = [(spec.key, grant.data_action, grant.why) for spec in ROLES for grant in spec.grants]
+    assert documented == granted
+
+
+def test_the_outputs_pipelines_use_are_exported_and_documented(stack: StackRun) -> None:
+    """Every documented output is returned by the program with a resolved, non-empty value."""
+    assert [row[0] for row in table("outputs")] == list(OUTPUT_NAMES)
+    assert list(stack.outputs) == list(OUTPUT_NAMES)
+    assert all(isinstance(value, str) and value for value in stack.outputs.values())
+    assert stack.outputs["blobEndpoint"].startswith(f"https://{stack.outputs['accountName']}.")
+    assert stack.outputs["containerName"] == DEFAULTS["containerName"]
+
+
+def test_pulumi_yaml_runs_the_python_program_in_infra() -> None:
+    """Pulumi.yaml names the project after the config namespace and points at infra/."""
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text(encoding="utf-8"))
+    assert project["name"] == NAMESPACE
+    assert project["runtime"]["name"] == "python"
+    assert project["main"] == "infra/"
+    assert (ROOT / project["main"] / "__main__.py").is_file()
+
+
+def test_set_input_breaks_exactly_one_setting(run: RunFactory) -> None:
+    """The harness's mutation changes the captured inputs of the named resource type only."""
+    account = "azure-native:storage:StorageAccount"
+    broken = run(mutate=set_input(account, "allowSharedKeyAccess", True, name="safetynet"))
+    assert broken.one(account, "safetynet").inputs["allowSharedKeyAccess"] is True
+    assert broken.one(account, "sweeper-runtime").inputs["allowSharedKeyAccess"] is False
+
+
+def test_set_input_reaches_into_lists_and_can_delete(run: RunFactory) -> None:
+    """Dotted paths with list indices edit nested inputs; DELETE removes a key."""
+    policy = "azure-native:storage:ManagementPolicy"
+    result = run(
+        mutate=set_input(policy, "policy.rules.0.definition.filters.blobIndexMatch", DELETE)
+    )
+    filters = result.one(policy).inputs["policy"]["rules"][0]["definition"]["filters"]
+    assert "blobIndexMatch" not in filters
+    assert filters["blobTypes"] == ["blockBlob"]
+
+
+@pytest.mark.parametrize("days", [2, 30])
+def test_overrides_change_one_setting_between_runs(run: RunFactory, days: int) -> None:
+    """Config overrides reach the registered inputs, run after run in one process."""
+    props = run({"blobSoftDeleteDays": days}).one("azure-native:storage:BlobServiceProperties")
+    assert props.inputs["deleteRetentionPolicy"]["days"] == days

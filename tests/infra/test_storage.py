@@ -1,0 +1,132 @@
+"""The data account's safety-relevant inputs, as registered under mocks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.storage import AUDITED_LOGS, PENDING_RULE, VERSIONS_RULE
+from safetynet.constants import PENDING, STATE_TAG
+from tests.infra.conftest import RunFactory
+from tests.infra.harness import RAW_DEFAULTS, RegisteredResource, StackRun
+
+ACCOUNT = "azure-native:storage:StorageAccount"
+DATA_COMPONENT = "safetynet:storage:DataAccount"
+
+
+def data_account(run: StackRun) -> RegisteredResource:
+    [account] = [res for res in run.of_type(ACCOUNT) if res.parent_type == DATA_COMPONENT]
+    return account
+
+
+def rules(run: StackRun) -> dict[str, dict[str, Any]]:
+    policy = run.one("azure-native:storage:ManagementPolicy").inputs["policy"]
+    return {rule["name"]: rule for rule in policy["rules"]}
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("kind", "StorageV2"),
+        ("isHnsEnabled", False),
+        ("enableHttpsTrafficOnly", True),
+        ("minimumTlsVersion", "TLS1_2"),
+        ("allowBlobPublicAccess", False),
+        ("allowSharedKeyAccess", False),
+        ("defaultToOAuthAuthentication", True),
+        ("allowCrossTenantReplication", False),
+    ],
+)
+def test_the_data_account_is_hardened(stack: StackRun, key: str, expected: object) -> None:
+    """Each hardening input of the data account is set explicitly to its safe value."""
+    assert data_account(stack).inputs[key] == expected
+
+
+def test_the_account_sku_comes_from_the_config(run: RunFactory) -> None:
+    """The configured redundancy reaches the account's SKU unchanged."""
+    assert data_account(run({"storageSku": "Standard_GZRS"})).inputs["sku"] == {
+        "name": "Standard_GZRS"
+    }
+
+
+def test_soft_delete_covers_blobs_and_containers_without_permanent_delete(
+    run: RunFactory,
+) -> None:
+    """Blob and container soft delete are on for the configured days; permanent delete is off."""
+    props = run({"blobSoftDeleteDays": 21, "containerSoftDeleteDays": 9}).one(
+        "azure-native:storage:BlobServiceProperties"
+    )
+    assert props.inputs["blobServicesName"] == "default"
+    assert props.inputs["deleteRetentionPolicy"] == {
+        "enabled": True,
+        "days": 21,
+        "allowPermanentDelete": False,
+    }
+    assert props.inputs["containerDeleteRetentionPolicy"] == {"enabled": True, "days": 9}
+
+
+def test_the_container_is_private_and_named_from_the_config(run: RunFactory) -> None:
+    """The protocol's container is created with no public access under the configured name."""
+    container = run({"containerName": "invoices"}).one(
+        "azure-native:storage:BlobContainer", "safetynet-container"
+    )
+    assert container.inputs["containerName"] == "invoices"
+    assert container.inputs["publicAccess"] == "None"
+
+
+def test_the_lifecycle_rule_deletes_only_pending_block_blobs_of_the_container(
+    run: RunFactory,
+) -> None:
+    """The seed-000 rule: block blobs under `<container>/` tagged state == pending, N days."""
+    result = run({"containerName": "invoices", "pendingExpiryDays": 3})
+    assert result.one("azure-native:storage:ManagementPolicy").inputs["managementPolicyName"] == (
+        "default"
+    )
+    rule = rules(result)[PENDING_RULE]
+    assert rule["enabled"] is True
+    assert rule["type"] == "Lifecycle"
+    filters = rule["definition"]["filters"]
+    assert filters["blobTypes"] == ["blockBlob"]
+    assert filters["prefixMatch"] == ["invoices/"]
+    assert filters["blobIndexMatch"] == [{"name": STATE_TAG, "op": "==", "value": PENDING}]
+    assert rule["definition"]["actions"] == {
+        "baseBlob": {"delete": {"daysAfterCreationGreaterThan": 3}}
+    }
+
+
+def test_versioning_is_off_by_default_and_then_no_version_rule_exists(stack: StackRun) -> None:
+    """Without versioning there are no versions to expire, so only the pending rule exists."""
+    props = stack.one("azure-native:storage:BlobServiceProperties")
+    assert props.inputs["isVersioningEnabled"] is False
+    assert set(rules(stack)) == {PENDING_RULE}
+
+
+def test_versioning_on_adds_a_rule_that_expires_old_versions(run: RunFactory) -> None:
+    """Turning versioning on also expires previous versions after the configured days."""
+    result = run({"versioning": True, "versionExpiryDays": 45})
+    assert result.one("azure-native:storage:BlobServiceProperties").inputs["isVersioningEnabled"]
+    rule = rules(result)[VERSIONS_RULE]
+    assert rule["enabled"] is True
+    assert rule["definition"]["filters"]["prefixMatch"] == [f"{RAW_DEFAULTS['containerName']}/"]
+    assert rule["definition"]["actions"] == {
+        "version": {"delete": {"daysAfterCreationGreaterThan": 45}}
+    }
+
+
+def test_blob_writes_and_deletes_are_logged_to_the_workspace(stack: StackRun) -> None:
+    """The blob service's write and delete logs go to the Log Analytics workspace."""
+    setting = stack.one("azure-native:monitor:DiagnosticSetting")
+    workspace = stack.one("azure-native:operationalinsights:Workspace")
+    assert setting.inputs["resourceUri"].endswith("/blobServices/default")
+    assert setting.inputs["workspaceId"].endswith(f"/{workspace.name}")
+    assert {log["category"] for log in setting.inputs["logs"] if log["enabled"]} == set(
+        AUDITED_LOGS
+    )
+
+
+def test_repeated_runs_do_not_leak_into_each_other(run: RunFactory) -> None:
+    """A run with other settings does not change what a later default run registers."""
+    first = data_account(run()).inputs
+    run({"storageSku": "Standard_LRS", "blobSoftDeleteDays": 2})
+    assert data_account(run()).inputs == first
