@@ -81,7 +81,7 @@ class ArmReads:
     management_policy: Maybe[Mapping[str, Any] | None] = UNKNOWN
     """None: the account has no management policy (ARM answered 404)."""
     role_assignments: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
-    role_definitions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    role_definitions: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     reasons: dict[Facet, str] = field(default_factory=dict)
 
 

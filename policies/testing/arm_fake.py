@@ -1,0 +1,381 @@
+"""A fake Azure Resource Manager on loopback HTTPS, serving recorded-shape JSON.
+
+It answers the GETs the audit makes (storage accounts, blob services, containers, management
+policies, role assignments and definitions) with bodies in the REST shape, pages lists through
+`nextLink`, checks the bearer token, and can answer any route with a chosen status or a
+malformed body. An optional per-request delay models a cloud round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from policies.testing.tls import make_tls_files
+from safetynet.constants import DEFAULT_CONTAINER, PENDING, STATE_TAG
+
+SUBSCRIPTION = "00000000-0000-0000-0000-00000000a0d1"
+TOKEN = "fake-arm-token"  # noqa: S105 (a test double's token, checked by the fake itself)
+PROVIDER = "/providers/Microsoft.Storage/storageAccounts"
+ROLE_DEFINITIONS = "/providers/Microsoft.Authorization/roleDefinitions"
+BLOB_OWNER = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
+OWNER = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
+APP_PRINCIPAL = "11111111-2222-3333-4444-555555555555"
+
+MALFORMED = object()
+"""Pass as a failure body to answer 200 with a body that is not JSON."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    status: int
+    body: object = None
+    """A dict (sent as JSON), MALFORMED, or None for ARM's error envelope for `status`."""
+
+
+ERROR_CODES = {401: "InvalidAuthenticationToken", 403: "AuthorizationFailed", 404: "NotFound"}
+
+
+def error_body(status: int) -> dict[str, Any]:
+    code = ERROR_CODES.get(status, "InternalError")
+    return {"error": {"code": code, "message": f"The fake ARM server answers {status} {code}."}}
+
+
+@dataclass
+class FakeAccount:
+    """One account's ARM documents; `failures` maps an operation name to a forced answer."""
+
+    name: str
+    resource_group: str
+    body: dict[str, Any]
+    blob_service: dict[str, Any]
+    containers: list[dict[str, Any]]
+    management_policy: dict[str, Any] | None
+    role_assignments: list[dict[str, Any]]
+    failures: dict[str, Failure] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{self.resource_group}{PROVIDER}/{self.name}"
+
+
+def role_definition_id(guid: str) -> str:
+    return f"/subscriptions/{SUBSCRIPTION}{ROLE_DEFINITIONS}/{guid}"
+
+
+def built_in_definitions() -> dict[str, dict[str, Any]]:
+    """Role definition bodies by lower-case id, as ARM returns them."""
+    blob_owner = {
+        "roleName": "Storage Blob Data Owner",
+        "type": "BuiltInRole",
+        "permissions": [
+            {
+                "actions": ["Microsoft.Storage/storageAccounts/blobServices/containers/*"],
+                "notActions": [],
+                "dataActions": [
+                    "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/*"
+                ],
+                "notDataActions": [],
+            }
+        ],
+    }
+    owner = {
+        "roleName": "Owner",
+        "type": "BuiltInRole",
+        "permissions": [
+            {"actions": ["*"], "notActions": [], "dataActions": [], "notDataActions": []}
+        ],
+    }
+    bodies = {}
+    for guid, props in ((BLOB_OWNER, blob_owner), (OWNER, owner)):
+        rid = role_definition_id(guid)
+        bodies[rid.lower()] = {
+            "id": rid,
+            "name": guid,
+            "type": "Microsoft.Authorization/roleDefinitions",
+            "properties": props,
+        }
+    return bodies
+
+
+def assignment(account_id: str, principal: str, role_guid: str, number: int = 1) -> dict[str, Any]:
+    name = f"{number:08d}-0000-0000-0000-{abs(hash((account_id, principal))) % 10**12:012d}"
+    return {
+        "id": f"{account_id}/providers/Microsoft.Authorization/roleAssignments/{name}",
+        "name": name,
+        "type": "Microsoft.Authorization/roleAssignments",
+        "properties": {
+            "roleDefinitionId": role_definition_id(role_guid),
+            "principalId": principal,
+            "principalType": "ServicePrincipal",
+            "scope": account_id,
+        },
+    }
+
+
+def compliant_account(name: str, resource_group: str = "rg-docs") -> FakeAccount:
+    """An account every rule passes: the shape the infra program deploys."""
+    account_id = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{resource_group}{PROVIDER}/{name}"
+    body = {
+        "id": account_id,
+        "name": name,
+        "type": "Microsoft.Storage/storageAccounts",
+        "location": "westeurope",
+        "kind": "StorageV2",
+        "sku": {"name": "Standard_ZRS", "tier": "Standard"},
+        "properties": {
+            "isHnsEnabled": False,
+            "allowSharedKeyAccess": False,
+            "allowBlobPublicAccess": False,
+            "supportsHttpsTrafficOnly": True,
+            "minimumTlsVersion": "TLS1_2",
+            "provisioningState": "Succeeded",
+        },
+    }
+    blob_service = {
+        "id": f"{account_id}/blobServices/default",
+        "name": "default",
+        "type": "Microsoft.Storage/storageAccounts/blobServices",
+        "properties": {
+            "deleteRetentionPolicy": {"enabled": True, "days": 14, "allowPermanentDelete": False},
+            "containerDeleteRetentionPolicy": {"enabled": True, "days": 14},
+            "isVersioningEnabled": False,
+        },
+    }
+    container = {
+        "id": f"{account_id}/blobServices/default/containers/{DEFAULT_CONTAINER}",
+        "name": DEFAULT_CONTAINER,
+        "type": "Microsoft.Storage/storageAccounts/blobServices/containers",
+        "properties": {"publicAccess": "None"},
+    }
+    policy = {
+        "id": f"{account_id}/managementPolicies/default",
+        "name": "DefaultManagementPolicy",
+        "type": "Microsoft.Storage/storageAccounts/managementPolicies",
+        "properties": {
+            "policy": {
+                "rules": [
+                    {
+                        "enabled": True,
+                        "name": "delete-abandoned-uploads",
+                        "type": "Lifecycle",
+                        "definition": {
+                            "filters": {
+                                "blobTypes": ["blockBlob"],
+                                "prefixMatch": [f"{DEFAULT_CONTAINER}/"],
+                                "blobIndexMatch": [
+                                    {"name": STATE_TAG, "op": "==", "value": PENDING}
+                                ],
+                            },
+                            "actions": {
+                                "baseBlob": {"delete": {"daysAfterCreationGreaterThan": 1}}
+                            },
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    return FakeAccount(
+        name=name,
+        resource_group=resource_group,
+        body=body,
+        blob_service=blob_service,
+        containers=[container],
+        management_policy=policy,
+        role_assignments=[assignment(account_id, APP_PRINCIPAL, BLOB_OWNER)],
+    )
+
+
+def set_path(document: dict[str, Any], path: str, value: object) -> None:
+    """Sets a dotted path (list indices as numbers) in `document`, creating dicts on the way."""
+    keys = path.split(".")
+    node: Any = document
+    for key in keys[:-1]:
+        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+    last = keys[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+class FakeArm:
+    """The server's state; mutate `accounts` between requests as a test needs."""
+
+    def __init__(self, *, page_size: int = 100, latency_seconds: float = 0.0) -> None:
+        self.accounts: dict[str, FakeAccount] = {}
+        self.definitions = built_in_definitions()
+        self.page_size = page_size
+        self.latency_seconds = latency_seconds
+        self.token = TOKEN
+        self.requests = 0
+        self._lock = threading.Lock()
+        self._tmp = tempfile.TemporaryDirectory(prefix="safetynet-arm-")
+        self.tls = make_tls_files(Path(self._tmp.name))
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def add(self, account: FakeAccount) -> FakeAccount:
+        self.accounts[account.name] = account
+        return account
+
+    @property
+    def endpoint(self) -> str:
+        assert self._server is not None
+        return f"https://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def ca_file(self) -> str:
+        return str(self.tls.ca)
+
+    def __enter__(self) -> FakeArm:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.tls.cert, self.tls.key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._tmp.cleanup()
+
+    # Routing ---------------------------------------------------------------------------------
+
+    def answer(self, path: str, query: Mapping[str, list[str]]) -> tuple[int, object]:
+        with self._lock:
+            self.requests += 1
+        sub = f"/subscriptions/{SUBSCRIPTION}".lower()
+        lowered = path.lower()
+        definition = self.definitions.get(lowered)
+        if ROLE_DEFINITIONS.lower() in lowered:
+            return (200, definition) if definition else (404, error_body(404))
+        if lowered == f"{sub}{PROVIDER}".lower():
+            return self._page(path, query, list(self.accounts.values()))
+        match = re.fullmatch(
+            rf"{re.escape(sub)}/resourcegroups/([^/]+){re.escape(PROVIDER.lower())}(/.*)?",
+            lowered,
+        )
+        if match is None:
+            return 404, error_body(404)
+        group, rest = match.group(1), match.group(2) or ""
+        if not rest:
+            members = [a for a in self.accounts.values() if a.resource_group.lower() == group]
+            return self._page(path, query, members)
+        name, _, tail = rest.strip("/").partition("/")
+        account = self._account(group, name)
+        if account is None:
+            return 404, error_body(404)
+        operation = {
+            "": "get",
+            "blobservices/default": "blobServices",
+            "blobservices/default/containers": "containers",
+            "managementpolicies/default": "managementPolicies",
+            "providers/microsoft.authorization/roleassignments": "roleAssignments",
+        }.get(tail)
+        if operation is None:
+            return 404, error_body(404)
+        failure = account.failures.get(operation)
+        if failure is not None:
+            return failure.status, (
+                failure.body if failure.body is not None else error_body(failure.status)
+            )
+        if operation == "get":
+            return 200, account.body
+        if operation == "blobServices":
+            return 200, account.blob_service
+        if operation == "containers":
+            return self._page(path, query, account.containers)
+        if operation == "managementPolicies":
+            if account.management_policy is None:
+                return 404, {
+                    "error": {
+                        "code": "ManagementPolicyNotFound",
+                        "message": "No ManagementPolicy found for account " + account.name,
+                    }
+                }
+            return 200, account.management_policy
+        return self._page(path, query, account.role_assignments)
+
+    def _account(self, group: str, name: str) -> FakeAccount | None:
+        account = self.accounts.get(name)
+        if account is None or account.resource_group.lower() != group:
+            return None
+        return account
+
+    def _page(
+        self, path: str, query: Mapping[str, list[str]], items: list[Any]
+    ) -> tuple[int, object]:
+        start = int(query.get("page", ["0"])[0])
+        documents = [i.body if isinstance(i, FakeAccount) else i for i in items]
+        body: dict[str, Any] = {"value": documents[start : start + self.page_size]}
+        if start + self.page_size < len(documents):
+            params = {k: v[0] for k, v in query.items() if k != "page"}
+            params["page"] = str(start + self.page_size)
+            body["nextLink"] = f"{self.endpoint}{path}?{urlencode(params)}"
+        return 200, body
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeArm
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        if self.fake.latency_seconds:
+            time.sleep(self.fake.latency_seconds)
+        if self.headers.get("Authorization") != f"Bearer {self.fake.token}":
+            self._send(401, error_body(401))
+            return
+        url = urlsplit(self.path)
+        status, body = self.fake.answer(url.path, parse_qs(url.query))
+        self._send(status, body)
+
+    def _send(self, status: int, body: object) -> None:
+        data = b'{"value": [ {"id": ' if body is MALFORMED else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-ms-request-id", "fake")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def fleet(count: int, resource_group: str = "rg-fleet") -> Iterator[FakeAccount]:
+    """`count` compliant accounts, for the benchmark and paging tests."""
+    for number in range(count):
+        yield compliant_account(f"fleet{number:04d}", resource_group)
+
+
+__all__ = [
+    "MALFORMED",
+    "SUBSCRIPTION",
+    "TOKEN",
+    "Failure",
+    "FakeAccount",
+    "FakeArm",
+    "compliant_account",
+    "fleet",
+    "set_path",
+]
