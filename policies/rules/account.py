@@ -29,7 +29,7 @@ def _check_flat_namespace(account: Account, _: Thresholds) -> Verdict:
 FLAT_NAMESPACE = Rule(
     id="SN-FLAT-NAMESPACE",
     title="The account has a flat namespace",
-    severity=Severity.HIGH,
+    severity=Severity.CRITICAL,
     rationale=(
         "Blob index tags and lifecycle blobIndexMatch filters work only on a flat namespace: "
         "with a hierarchical namespace the tag guard and the pending backstop cannot exist."
@@ -55,7 +55,7 @@ def _check_kind(account: Account, _: Thresholds) -> Verdict:
 ACCOUNT_KIND = Rule(
     id="SN-ACCOUNT-KIND",
     title="The account kind supports blob index tags",
-    severity=Severity.HIGH,
+    severity=Severity.CRITICAL,
     rationale=(
         "Only general-purpose v2 and premium block blob accounts support blob index tags; on "
         "other kinds the protocol's state tag cannot be written."
