@@ -12,7 +12,11 @@ API
     so a bad value raises `ConfigError`) and returns every registered resource, components
     included, in registration order.
 `run_stack(overrides=None, mutate=None) -> StackRun`
-    The same, plus the resolved stack outputs (`StackRun.outputs`).
+    The same, plus the resolved stack outputs (`StackRun.outputs`); `StackRun.one(type_, name)`
+    and `StackRun.of_type(type_)` look resources up.
+`run_main(stack_config, secret_keys=()) -> StackRun`
+    Runs `infra/__main__.py` itself, reading raw string values through `pulumi.Config` (the
+    path `pulumi up` takes); outputs are what it exported.
 `mutate(type_, name, inputs)`
     Optional callback invoked for each resource before its inputs are captured; edit `inputs`
     in place to break one setting (the edited value is also what the mock returns as state).
@@ -23,7 +27,8 @@ API
     `type` (e.g. `azure-native:storage:StorageAccount`), `name` (logical name), `inputs` (the
     camelCase property dict CrossGuard would see, secrets unwrapped), `parent_type` and
     `parent_name` (`pulumi:pulumi:Stack` for top-level resources), `secret_inputs` (top-level
-    input keys that were secret), `custom` (False for components).
+    input keys that were secret), `custom` (False for components). Numbers arrive as floats
+    (`1.0`), as they do over Pulumi's wire format.
 `RAW_DEFAULTS`
     The raw configuration a run starts from: `infra.config.DEFAULTS`, a test database URL, and
     a throwaway zip as the sweeper package. Copy it to build "one setting broken" variants.
@@ -33,11 +38,12 @@ from __future__ import annotations
 
 import atexit
 import copy
+import runpy
 import shutil
 import tempfile
 import uuid
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -234,6 +240,7 @@ class _Monitor(pulumi_mocks.MockMonitor):
 # Mocks first, then the program: pulumi_azure_native and infra are imported only now.
 pulumi.runtime.set_mocks(_Mocks(None), project="blob-safetynet", stack="test", preview=False)
 
+import infra  # noqa: E402
 from infra import config as infra_config  # noqa: E402
 from infra.program import provision  # noqa: E402
 
@@ -249,6 +256,33 @@ def run_stack(
 ) -> StackRun:
     """Runs the program once under fresh mocks; see the module docstring."""
     stack_config = infra_config.parse({**RAW_DEFAULTS, **(overrides or {})})
+    return _run(lambda: provision(stack_config), mutate)
+
+
+def run_main(stack_config: Mapping[str, str], secret_keys: Iterable[str] = ()) -> StackRun:
+    """Runs `infra/__main__.py` as `pulumi up` would, reading `stack_config` via pulumi.Config.
+
+    Keys are given without the namespace (`{"sweeperDatabaseUrl": "..."}`); `secret_keys`
+    lists those that `pulumi config set --secret` would mark. Outputs are the exported values.
+    """
+    full = {f"{infra_config.NAMESPACE}:{key}": value for key, value in stack_config.items()}
+    secrets = [f"{infra_config.NAMESPACE}:{key}" for key in secret_keys]
+    pulumi.runtime.set_all_config(full, secrets)
+    try:
+
+        def main() -> Mapping[str, pulumi.Output[Any]]:
+            runpy.run_path(str(Path(infra.__file__).parent / "__main__.py"), run_name="__main__")
+            root = pulumi_settings.get_root_resource()
+            return dict(getattr(root, "outputs", {}))
+
+        return _run(main, None)
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+
+
+def _run(
+    program: Callable[[], Mapping[str, pulumi.Output[Any]]], mutate: Mutate | None
+) -> StackRun:
     mocks = _Mocks(mutate)
     monitor = _Monitor(mocks)
     # A fresh root stack per run: set_mocks creates one only when none exists.
@@ -258,12 +292,12 @@ def run_stack(
     )
     outputs: dict[str, Any] = {}
 
-    async def program() -> None:
-        declared = provision(stack_config)
+    async def body() -> None:
+        declared = program()
         resolved = await pulumi.Output.all(**declared).future()
         outputs.update(resolved or {})
 
-    _sync_await(run_pulumi_func(program))
+    _sync_await(run_pulumi_func(body))
 
     registered = []
     for urn, typ, name, custom in monitor.order:

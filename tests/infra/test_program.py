@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from infra.access import ROLES
-from infra.config import ALLOWED, DEFAULTS, KEYS, NAMESPACE
+from infra.config import ALLOWED, DATABASE_URL_KEY, DEFAULTS, KEYS, NAMESPACE
 from infra.program import OUTPUT_NAMES
-from tests.infra.conftest import RunFactory
-from tests.infra.harness import DELETE, STACK_TYPE, StackRun, set_input
+from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
+from tests.infra.harness import DELETE, RAW_DEFAULTS, STACK_TYPE, StackRun, run_main, set_input
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "provisioning.md"
@@ -110,3 +110,20 @@ def test_overrides_change_one_setting_between_runs(run: RunFactory, days: int) -
     """Config overrides reach the registered inputs, run after run in one process."""
     props = run({"blobSoftDeleteDays": days}).one("azure-native:storage:BlobServiceProperties")
     assert props.inputs["deleteRetentionPolicy"]["days"] == days
+
+
+def test_the_entry_point_reads_the_stack_config_and_exports_the_outputs(
+    stack: StackRun,
+) -> None:
+    """`infra/__main__.py` builds the same resources from `pulumi config` and exports them all."""
+    config = {
+        key: value if isinstance(value, str) else json.dumps(value)
+        for key, value in RAW_DEFAULTS.items()
+    }
+    config["uploaderPrincipalIds"] = json.dumps([UPLOADER_ID])
+    config["readerPrincipalIds"] = json.dumps([READER_ID])
+    result = run_main(config, secret_keys=[DATABASE_URL_KEY])
+    assert sorted((res.type, res.name) for res in result.resources) == sorted(
+        (res.type, res.name) for res in stack.resources
+    )
+    assert result.outputs == stack.outputs
