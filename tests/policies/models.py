@@ -1,0 +1,105 @@
+"""Factories for normalized account models: a compliant account, then one thing changed."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from policies.model import (
+    UNKNOWN,
+    Account,
+    AccountSettings,
+    BlobService,
+    Container,
+    LifecycleRule,
+    Retention,
+    RoleAssignment,
+    TagFilter,
+)
+from policies.roles import BUILT_IN_ROLES
+from safetynet.constants import DEFAULT_CONTAINER, PENDING, STATE_TAG
+
+ACCOUNT_ID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/docs"
+BLOB_OWNER = BUILT_IN_ROLES["b7e6dc6d-f1e8-4753-8033-0f276bb0955b"]
+OWNER = BUILT_IN_ROLES["8e3af657-a8ff-443c-a75c-2fe8c4bcb635"]
+
+
+def settings(**changes: Any) -> AccountSettings:
+    base = AccountSettings(
+        kind="StorageV2",
+        is_hns_enabled=False,
+        allow_shared_key_access=False,
+        allow_blob_public_access=False,
+        https_only=True,
+        minimum_tls_version="TLS1_2",
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def blob_service(
+    delete: dict[str, Any] | None = None, containers: dict[str, Any] | None = None, **changes: Any
+) -> BlobService:
+    return BlobService(
+        delete_retention=Retention(
+            **{"enabled": True, "days": 14, "allow_permanent_delete": False, **(delete or {})}
+        ),
+        container_delete_retention=Retention(**{"enabled": True, "days": 14, **(containers or {})}),
+        versioning_enabled=changes.get("versioning_enabled", False),
+    )
+
+
+def pending_rule(**changes: Any) -> LifecycleRule:
+    base = LifecycleRule(
+        name="delete-abandoned-uploads",
+        enabled=True,
+        blob_types=("blockBlob",),
+        prefixes=(f"{DEFAULT_CONTAINER}/",),
+        tag_filters=(TagFilter(STATE_TAG, "==", PENDING),),
+        delete_after_days=1,
+        version_delete_after_days=None,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def version_rule(**changes: Any) -> LifecycleRule:
+    base = LifecycleRule(
+        name="expire-old-versions",
+        enabled=True,
+        blob_types=("blockBlob",),
+        prefixes=(f"{DEFAULT_CONTAINER}/",),
+        tag_filters=(),
+        delete_after_days=None,
+        version_delete_after_days=30,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def assignment(role: Any = BLOB_OWNER, **changes: Any) -> RoleAssignment:
+    base = RoleAssignment(
+        principal_id="app",
+        principal_type="ServicePrincipal",
+        role=role.name,
+        scope=f"{ACCOUNT_ID}/blobServices/default/containers/{DEFAULT_CONTAINER}",
+        actions=role.actions,
+        not_actions=role.not_actions,
+        data_actions=role.data_actions,
+        not_data_actions=role.not_data_actions,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def account(**changes: Any) -> Account:
+    """A compliant account; keyword arguments replace whole facets."""
+    base = Account(
+        name="docs",
+        resource_id=ACCOUNT_ID,
+        settings=settings(),
+        blob_service=blob_service(),
+        containers=(Container(DEFAULT_CONTAINER, None),),
+        lifecycle_rules=(pending_rule(),),
+        role_assignments=(assignment(),),
+    )
+    return dataclasses.replace(base, **changes)
+
+
+__all__ = ["UNKNOWN"]

@@ -1,0 +1,115 @@
+"""The adapters: recorded ARM documents and Pulumi inputs become the same normalized model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from policies.adapters import arm, pulumi_props
+from policies.model import UNKNOWN, Facet, Thresholds
+from policies.rules import Outcome, evaluate
+from policies.testing.arm_fake import compliant_account
+
+DATA = Path(__file__).parent / "data"
+
+
+def load(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((DATA / name).read_text())
+    return document
+
+
+def outcomes(reads: arm.ArmReads) -> dict[str, Outcome]:
+    findings = evaluate(arm.account(reads), Thresholds(), every_rule=True)
+    return {f.rule.id: f.outcome for f in findings}
+
+
+def test_recorded_arm_examples_are_judged_without_crashing() -> None:
+    """The REST spec's own example account (GPv1, HNS, HTTP allowed) fails the rules it breaks."""
+    reads = arm.ArmReads(
+        account=load("StorageAccountGetProperties.json"),
+        blob_service=load("BlobServicesGet.json"),
+        containers=[],
+        management_policy=load("StorageAccountGetManagementPolicy.json"),
+        role_assignments=[],
+    )
+    judged = outcomes(reads)
+    failing = {rule for rule, outcome in judged.items() if outcome is Outcome.FAIL}
+    assert failing == {
+        "SN-CONTAINER-SOFT-DELETE",
+        "SN-PENDING-LIFECYCLE",
+        "SN-FLAT-NAMESPACE",
+        "SN-ACCOUNT-KIND",
+        "SN-SHARED-KEY-OFF",
+        "SN-HTTPS-TLS",
+        "SN-TAG-WRITE-ROLE",
+        "SN-VERSION-EXPIRY",
+    }
+    assert judged["SN-BLOB-SOFT-DELETE"] is Outcome.PASS
+
+
+def test_absent_account_properties_take_documented_defaults() -> None:
+    """No allowSharedKeyAccess means allowed; no minimumTlsVersion means TLS1_0."""
+    settings = arm.settings(load("StorageAccountGetProperties.json"))
+    assert settings.allow_shared_key_access is True
+    assert settings.minimum_tls_version == "TLS1_0"
+
+
+def test_values_of_unexpected_type_become_unknown() -> None:
+    """A malformed field is UNKNOWN, not a crash and not a pass."""
+    body = {"name": "odd", "kind": 7, "properties": {"isHnsEnabled": "maybe"}}
+    settings = arm.settings(body)
+    assert settings.kind is UNKNOWN
+    assert settings.is_hns_enabled is UNKNOWN
+
+
+def test_missing_management_policy_means_no_rules() -> None:
+    """A 404 management policy is known to be absent: the backstop rule fails, not unknown."""
+    fake = compliant_account("docs")
+    reads = arm.ArmReads(
+        account=fake.body,
+        blob_service=fake.blob_service,
+        containers=fake.containers,
+        management_policy=None,
+        role_assignments=[],
+    )
+    assert outcomes(reads)["SN-PENDING-LIFECYCLE"] is Outcome.FAIL
+
+
+def test_unread_facets_stay_unknown_with_reasons() -> None:
+    """Facets the audit could not read are UNKNOWN and keep the reason given."""
+    reads = arm.ArmReads(account=compliant_account("docs").body)
+    reads.reasons[Facet.ROLES] = "forbidden"
+    model = arm.account(reads)
+    assert model.role_assignments is UNKNOWN
+    assert model.unknown_reasons[Facet.ROLES] == "forbidden"
+
+
+def test_pulumi_unknown_sentinels_become_unknown() -> None:
+    """A preview-time unknown (Pulumi's sentinel string) is UNKNOWN in the model."""
+    sentinel = next(iter(pulumi_props.UNKNOWN_SENTINELS))
+    settings = pulumi_props.settings({"kind": "StorageV2", "allowSharedKeyAccess": sentinel})
+    assert settings.allow_shared_key_access is UNKNOWN
+    assert settings.kind == "StorageV2"
+
+
+def test_arm_and_pulumi_shapes_give_the_same_model() -> None:
+    """One account described as ARM JSON and as azure-native inputs is one model."""
+    fake = compliant_account("docs")
+    from_arm = arm.account(
+        arm.ArmReads(
+            account=fake.body,
+            blob_service=fake.blob_service,
+            containers=fake.containers,
+            management_policy=fake.management_policy,
+            role_assignments=[],
+        )
+    )
+    props = dict(fake.body["properties"])
+    props["enableHttpsTrafficOnly"] = props.pop("supportsHttpsTrafficOnly")
+    assert pulumi_props.settings({**props, "kind": fake.body["kind"]}) == from_arm.settings
+    assert pulumi_props.blob_service(fake.blob_service["properties"]) == from_arm.blob_service
+    assert (
+        pulumi_props.lifecycle_rules(fake.management_policy["properties"])
+        == from_arm.lifecycle_rules
+    )

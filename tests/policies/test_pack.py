@@ -1,0 +1,245 @@
+"""The CrossGuard pack over what the real infra program registers under Pulumi mocks.
+
+The policies' validate functions are called directly with CrossGuard's own argument objects
+(props wrapped in its unknown-checking proxy); the pack's gRPC server is never started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+
+from policies.adapters.pulumi_props import UNKNOWN_SENTINELS
+from policies.pack import POLICIES, is_resource_rule
+from policies.rules import RULES, RULES_BY_ID
+from tests.infra.harness import DELETE, Mutate, StackRun, run_stack, set_input
+
+UPLOADER = "11111111-2222-3333-4444-555555555555"
+BASE: Mapping[str, object] = {"uploaderPrincipalIds": [UPLOADER]}
+ACCOUNT = "azure-native:storage:StorageAccount"
+DATA_ACCOUNT = "safetynet"
+OWNER_ROLE = (
+    "/providers/Microsoft.Authorization/roleDefinitions/8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
+)
+
+
+@dataclass
+class PackResult:
+    violations: dict[str, list[str]] = field(default_factory=dict)
+    unknown: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failing(self) -> set[str]:
+        return {name for name, messages in self.violations.items() if messages}
+
+
+def _options(parent: str | None) -> PolicyResourceOptions:
+    return PolicyResourceOptions(
+        protect=False,
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+        parent=parent,
+    )
+
+
+def _urn(type_: str, name: str) -> str:
+    return f"urn:pulumi:test::blob-safetynet::{type_}::{name}"
+
+
+def policy_resources(run: StackRun) -> list[PolicyResource]:
+    """The run's resources as CrossGuard's stack view; role definitions carry their id."""
+    ids = {
+        f"access-{key}": run.outputs[f"{key}RoleDefinitionId"]
+        for key in ("uploader", "sweeper", "reader")
+    }
+    parents: dict[str, PolicyResource] = {}
+    resources = []
+    for res in run.resources:
+        if not res.custom:
+            continue
+        parent_urn = _urn(res.parent_type, res.parent_name)
+        parent = parents.setdefault(
+            parent_urn,
+            PolicyResource(
+                res.parent_type, {}, parent_urn, res.parent_name, _options(None), None, None, [], {}
+            ),
+        )
+        props = dict(res.inputs)
+        if res.name in ids:
+            props["id"] = ids[res.name]
+        resources.append(
+            PolicyResource(
+                res.type,
+                unknown_checking_proxy(props),
+                _urn(res.type, res.name),
+                res.name,
+                _options(parent_urn),
+                None,
+                parent,
+                [],
+                {},
+            )
+        )
+    return resources
+
+
+def run_pack(
+    resources: Sequence[PolicyResource], config: Mapping[str, Any] | None = None
+) -> PackResult:
+    """Every policy of the pack over the stack, as the CLI would run them."""
+    result = PackResult()
+    for policy in POLICIES:
+        messages = result.violations.setdefault(policy.name, [])
+
+        def report(message: str, urn: str | None = None, sink: list[str] = messages) -> None:
+            sink.append(message)
+
+        try:
+            if isinstance(policy, ResourceValidationPolicy):
+                for res in resources:
+                    args = ResourceValidationArgs(
+                        res.resource_type, res.props, res.urn, res.name, res.opts, None, config
+                    )
+                    policy.validate(args, report)
+            else:
+                assert isinstance(policy, StackValidationPolicy)
+                policy.validate(StackValidationArgs(list(resources), config), report)
+        except UnknownValueError as error:
+            result.unknown[policy.name] = error.message
+    return result
+
+
+@pytest.fixture(scope="module")
+def compliant() -> PackResult:
+    return run_pack(policy_resources(run_stack(BASE)))
+
+
+def test_pack_has_one_policy_per_rule() -> None:
+    """The pack holds one policy per rule, named by rule id, critical rules mandatory."""
+    assert [p.name for p in POLICIES] == [r.id for r in RULES]
+    for policy in POLICIES:
+        rule = RULES_BY_ID[policy.name]
+        assert policy.enforcement_level is not None
+        assert policy.enforcement_level.value == rule.enforcement
+    assert any(isinstance(p, StackValidationPolicy) for p in POLICIES)
+    assert any(isinstance(p, ResourceValidationPolicy) for p in POLICIES)
+
+
+def test_spanning_rules_are_stack_policies() -> None:
+    """The lifecycle and role assignment rules span resources, so they are stack policies."""
+    assert not is_resource_rule(RULES_BY_ID["SN-PENDING-LIFECYCLE"])
+    assert not is_resource_rule(RULES_BY_ID["SN-TAG-WRITE-ROLE"])
+
+
+def test_infra_program_passes_every_policy(compliant: PackResult) -> None:
+    """The resources the infra program registers violate no policy and leave none unknown."""
+    assert compliant.failing == set()
+    assert compliant.unknown == {}
+
+
+# rule id -> (config overrides, input mutation, rules allowed to fail with it)
+MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
+    "SN-BLOB-SOFT-DELETE": ({"blobSoftDeleteDays": 3}, None, set()),
+    "SN-CONTAINER-SOFT-DELETE": (
+        {},
+        set_input(
+            "azure-native:storage:BlobServiceProperties",
+            "containerDeleteRetentionPolicy.enabled",
+            False,
+        ),
+        set(),
+    ),
+    "SN-NO-PERMANENT-DELETE": (
+        {},
+        set_input(
+            "azure-native:storage:BlobServiceProperties",
+            "deleteRetentionPolicy.allowPermanentDelete",
+            True,
+        ),
+        set(),
+    ),
+    "SN-PENDING-LIFECYCLE": (
+        {},
+        set_input(
+            "azure-native:storage:ManagementPolicy",
+            "policy.rules.0.definition.filters.blobIndexMatch.0.value",
+            "committed",
+        ),
+        set(),
+    ),
+    "SN-FLAT-NAMESPACE": ({}, set_input(ACCOUNT, "isHnsEnabled", True, DATA_ACCOUNT), set()),
+    "SN-ACCOUNT-KIND": ({}, set_input(ACCOUNT, "kind", "Storage", DATA_ACCOUNT), set()),
+    "SN-SHARED-KEY-OFF": ({}, set_input(ACCOUNT, "allowSharedKeyAccess", DELETE), set()),
+    "SN-NO-PUBLIC-ACCESS": (
+        {},
+        set_input(ACCOUNT, "allowBlobPublicAccess", True, DATA_ACCOUNT),
+        set(),
+    ),
+    "SN-CONTAINERS-PRIVATE": (
+        {},
+        set_input("azure-native:storage:BlobContainer", "publicAccess", "Blob"),
+        set(),
+    ),
+    "SN-HTTPS-TLS": ({}, set_input(ACCOUNT, "minimumTlsVersion", "TLS1_0", DATA_ACCOUNT), set()),
+    "SN-TAG-WRITE-ROLE": ({"uploaderPrincipalIds": []}, None, set()),
+    "SN-NO-BROAD-APP-ROLES": (
+        {},
+        set_input(
+            "azure-native:authorization:RoleAssignment",
+            "roleDefinitionId",
+            f"/subscriptions/s{OWNER_ROLE}",
+            "sweeper-host-storage",
+        ),
+        set(),
+    ),
+    "SN-VERSION-EXPIRY": (
+        {"versioning": True},
+        set_input("azure-native:storage:ManagementPolicy", "policy.rules.1.enabled", False),
+        set(),
+    ),
+}
+
+
+def test_mutation_matrix_covers_every_rule() -> None:
+    """Each rule has a one-setting mutation of the program's inputs."""
+    assert set(MUTATIONS) == set(RULES_BY_ID)
+
+
+@pytest.mark.parametrize("rule_id", list(MUTATIONS))
+def test_breaking_one_setting_fails_that_rule_only(rule_id: str) -> None:
+    """With one setting broken, that rule fails and no rule outside its dependents does."""
+    overrides, mutate, dependents = MUTATIONS[rule_id]
+    result = run_pack(policy_resources(run_stack({**BASE, **overrides}, mutate)))
+    assert rule_id in result.failing, result.unknown
+    assert result.failing <= {rule_id, *dependents}
+
+
+def test_thresholds_come_from_policy_config() -> None:
+    """A policy config raising minBlobSoftDeleteDays above the program's 14 makes it fail."""
+    result = run_pack(policy_resources(run_stack(BASE)), {"minBlobSoftDeleteDays": 30})
+    assert result.failing == {"SN-BLOB-SOFT-DELETE"}
+
+
+def test_unknown_inputs_are_reported_as_unknown_not_passed() -> None:
+    """A preview-time unknown makes the policy a CrossGuard 'cannot run during preview' note."""
+    sentinel = sorted(UNKNOWN_SENTINELS)[0]
+    mutate = set_input(ACCOUNT, "allowSharedKeyAccess", sentinel, DATA_ACCOUNT)
+    result = run_pack(policy_resources(run_stack(BASE, mutate)))
+    assert "SN-SHARED-KEY-OFF" in result.unknown
+    assert "SN-SHARED-KEY-OFF" not in result.failing

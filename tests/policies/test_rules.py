@@ -1,0 +1,268 @@
+"""Every rule over fixtures named by outcome: one model that passes, fails, or cannot be judged."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.model import UNKNOWN, Account, Container, Facet, TagFilter, Thresholds
+from policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
+from tests.policies import models as m
+
+THRESHOLDS = Thresholds()
+
+CASES: dict[str, dict[Outcome, list[Account]]] = {
+    "SN-BLOB-SOFT-DELETE": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [
+            m.account(blob_service=m.blob_service(delete={"enabled": False})),
+            m.account(blob_service=m.blob_service(delete={"days": 3})),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(blob_service=m.blob_service(delete={"days": UNKNOWN})),
+            m.account(blob_service=UNKNOWN),
+        ],
+    },
+    "SN-CONTAINER-SOFT-DELETE": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [m.account(blob_service=m.blob_service(containers={"enabled": False}))],
+        Outcome.UNKNOWN: [m.account(blob_service=m.blob_service(containers={"enabled": UNKNOWN}))],
+    },
+    "SN-NO-PERMANENT-DELETE": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [
+            m.account(blob_service=m.blob_service(delete={"allow_permanent_delete": True}))
+        ],
+        Outcome.UNKNOWN: [
+            m.account(blob_service=m.blob_service(delete={"allow_permanent_delete": UNKNOWN}))
+        ],
+    },
+    "SN-PENDING-LIFECYCLE": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(lifecycle_rules=(m.pending_rule(prefixes=()),)),
+            m.account(lifecycle_rules=(m.version_rule(), m.pending_rule(prefixes=("doc",)))),
+        ],
+        Outcome.FAIL: [
+            m.account(lifecycle_rules=()),
+            m.account(lifecycle_rules=(m.pending_rule(enabled=False),)),
+            m.account(lifecycle_rules=(m.pending_rule(blob_types=("appendBlob",)),)),
+            m.account(lifecycle_rules=(m.pending_rule(prefixes=("other/",)),)),
+            m.account(lifecycle_rules=(m.pending_rule(prefixes=("documents/sub",)),)),
+            m.account(lifecycle_rules=(m.pending_rule(tag_filters=()),)),
+            m.account(
+                lifecycle_rules=(
+                    m.pending_rule(tag_filters=(TagFilter("state", "==", "committed"),)),
+                )
+            ),
+            m.account(lifecycle_rules=(m.pending_rule(delete_after_days=None),)),
+            m.account(lifecycle_rules=(m.pending_rule(delete_after_days=30),)),
+            m.account(lifecycle_rules=(m.pending_rule(delete_after_days=0),)),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(lifecycle_rules=(m.pending_rule(enabled=UNKNOWN),)),
+            m.account(
+                lifecycle_rules=(m.pending_rule(tag_filters=(TagFilter(UNKNOWN, "==", "x"),)),)
+            ),
+            m.account(lifecycle_rules=UNKNOWN),
+        ],
+    },
+    "SN-FLAT-NAMESPACE": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [m.account(settings=m.settings(is_hns_enabled=True))],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(is_hns_enabled=UNKNOWN))],
+    },
+    "SN-ACCOUNT-KIND": {
+        Outcome.PASS: [m.account(), m.account(settings=m.settings(kind="BlockBlobStorage"))],
+        Outcome.FAIL: [
+            m.account(settings=m.settings(kind="Storage")),
+            m.account(settings=m.settings(kind="BlobStorage")),
+        ],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(kind=UNKNOWN))],
+    },
+    "SN-SHARED-KEY-OFF": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [m.account(settings=m.settings(allow_shared_key_access=True))],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(allow_shared_key_access=UNKNOWN))],
+    },
+    "SN-NO-PUBLIC-ACCESS": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [m.account(settings=m.settings(allow_blob_public_access=True))],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(allow_blob_public_access=UNKNOWN))],
+    },
+    "SN-CONTAINERS-PRIVATE": {
+        Outcome.PASS: [m.account(), m.account(containers=(Container("documents", "None"),))],
+        Outcome.FAIL: [
+            m.account(containers=(Container("documents", None), Container("web", "Blob"))),
+            m.account(containers=(Container("documents", "Container"),)),
+        ],
+        Outcome.UNKNOWN: [m.account(containers=(Container("documents", UNKNOWN),))],
+    },
+    "SN-HTTPS-TLS": {
+        Outcome.PASS: [m.account(), m.account(settings=m.settings(minimum_tls_version="TLS1_3"))],
+        Outcome.FAIL: [
+            m.account(settings=m.settings(https_only=False)),
+            m.account(settings=m.settings(minimum_tls_version="TLS1_1")),
+            m.account(settings=m.settings(minimum_tls_version="SSL3")),
+        ],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(minimum_tls_version=UNKNOWN))],
+    },
+    "SN-TAG-WRITE-ROLE": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(role_assignments=(m.assignment(scope=m.ACCOUNT_ID),)),
+            m.account(role_assignments=(m.assignment(scope="/subscriptions/s"),)),
+            m.account(
+                resource_id=None,
+                role_assignments=(m.assignment(scope="anything/containers/documents"),),
+            ),
+        ],
+        Outcome.FAIL: [
+            m.account(role_assignments=()),
+            m.account(
+                role_assignments=(
+                    m.assignment(
+                        data_actions=(
+                            "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write",
+                        )
+                    ),
+                )
+            ),
+            m.account(
+                role_assignments=(
+                    m.assignment(
+                        not_data_actions=(
+                            "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags/*",
+                        )
+                    ),
+                )
+            ),
+            m.account(
+                role_assignments=(
+                    m.assignment(scope=f"{m.ACCOUNT_ID}/blobServices/default/containers/other"),
+                )
+            ),
+            m.account(
+                role_assignments=(
+                    m.assignment(scope="/subscriptions/s/resourceGroups/rg/providers/X/y/z"),
+                )
+            ),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(role_assignments=(m.assignment(scope=UNKNOWN),)),
+            m.account(role_assignments=(m.assignment(data_actions=UNKNOWN),)),
+        ],
+    },
+    "SN-NO-BROAD-APP-ROLES": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(role_assignments=(m.assignment(m.OWNER, principal_type="User"),)),
+        ],
+        Outcome.FAIL: [
+            m.account(role_assignments=(m.assignment(), m.assignment(m.OWNER))),
+            m.account(
+                role_assignments=(
+                    m.assignment(
+                        m.OWNER,
+                        actions=("Microsoft.Authorization/roleAssignments/*",),
+                    ),
+                )
+            ),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
+            m.account(role_assignments=(m.assignment(actions=UNKNOWN),)),
+        ],
+    },
+    "SN-VERSION-EXPIRY": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(
+                blob_service=m.blob_service(versioning_enabled=True),
+                lifecycle_rules=(m.pending_rule(), m.version_rule()),
+            ),
+        ],
+        Outcome.FAIL: [
+            m.account(blob_service=m.blob_service(versioning_enabled=True)),
+            m.account(
+                blob_service=m.blob_service(versioning_enabled=True),
+                lifecycle_rules=(m.version_rule(enabled=False),),
+            ),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(blob_service=m.blob_service(versioning_enabled=UNKNOWN)),
+            m.account(
+                blob_service=m.blob_service(versioning_enabled=True),
+                lifecycle_rules=(m.version_rule(version_delete_after_days=UNKNOWN),),
+            ),
+        ],
+    },
+}
+
+PARAMS = [
+    pytest.param(rule_id, outcome, number, id=f"{rule_id}-{outcome.value.lower()}-{number}")
+    for rule_id, by_outcome in CASES.items()
+    for outcome, accounts in by_outcome.items()
+    for number in range(len(accounts))
+]
+
+
+def test_every_rule_has_a_fixture_for_each_outcome() -> None:
+    """The fixture table covers every registered rule with a pass, a fail and an unknown case."""
+    assert set(CASES) == {rule.id for rule in RULES}
+    assert all(set(by_outcome) == set(Outcome) for by_outcome in CASES.values())
+
+
+@pytest.mark.parametrize(("rule_id", "outcome", "number"), PARAMS)
+def test_rule_outcome(rule_id: str, outcome: Outcome, number: int) -> None:
+    """The rule judges its fixture with the outcome the fixture is named after."""
+    finding = RULES_BY_ID[rule_id].evaluate(CASES[rule_id][outcome][number], THRESHOLDS)
+    assert finding.outcome is outcome, finding.message
+
+
+def test_compliant_account_passes_every_rule() -> None:
+    """The compliant factory account passes all rules, so each variant isolates one change."""
+    assert {f.outcome for f in evaluate(m.account(), THRESHOLDS)} == {Outcome.PASS}
+
+
+def test_failure_message_is_built_from_rule_metadata() -> None:
+    """A FAIL message carries the rule's title and its remediation."""
+    rule = RULES_BY_ID["SN-SHARED-KEY-OFF"]
+    finding = rule.evaluate(
+        m.account(settings=m.settings(allow_shared_key_access=True)), THRESHOLDS
+    )
+    assert finding.message.startswith(rule.title)
+    assert rule.remediation in finding.message
+
+
+def test_unread_facet_names_the_reason() -> None:
+    """A facet left unread makes its rules UNKNOWN with the reader's reason in the message."""
+    reason = "role assignments not read (permission: roleAssignments/list)"
+    model = m.account(role_assignments=UNKNOWN, unknown_reasons={Facet.ROLES: reason})
+    finding = RULES_BY_ID["SN-TAG-WRITE-ROLE"].evaluate(model, THRESHOLDS)
+    assert finding.outcome is Outcome.UNKNOWN
+    assert reason in finding.message
+
+
+def test_thresholds_change_the_verdict() -> None:
+    """A stricter minimum soft delete turns a passing 14-day retention into a failure."""
+    finding = RULES_BY_ID["SN-BLOB-SOFT-DELETE"].evaluate(
+        m.account(), Thresholds(min_blob_soft_delete_days=30)
+    )
+    assert finding.outcome is Outcome.FAIL
+
+
+def test_protocol_rules_skip_accounts_without_the_container() -> None:
+    """An account known not to hold the protocol's container gets only the hygiene rules."""
+    helper = m.account(containers=(Container("deployments", None),), lifecycle_rules=())
+    judged = {f.rule.id for f in evaluate(helper, THRESHOLDS)}
+    assert "SN-PENDING-LIFECYCLE" not in judged
+    assert "SN-SHARED-KEY-OFF" in judged
+    assert "SN-PENDING-LIFECYCLE" in {
+        f.rule.id for f in evaluate(helper, THRESHOLDS, every_rule=True)
+    }
+
+
+def test_rule_ids_are_unique_and_metadata_complete() -> None:
+    """Each rule has a unique id and non-empty title, rationale and remediation."""
+    assert len(RULES_BY_ID) == len(RULES)
+    assert all(rule.title and rule.rationale and rule.remediation for rule in RULES)
