@@ -71,17 +71,28 @@ class FunctionSettings:
     """The Azure Function's app settings (names documented in the README)."""
 
     db_url: str
-    account_url: str
+    account_url: str | None
     sweep: SweepSettings
+    connection_string: str | None = None
+    """Azurite only (tests); on Azure the account URL and the app's identity are used."""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> FunctionSettings:
-        missing = [k for k in ("SAFETYNET_DB_URL", "SAFETYNET_ACCOUNT_URL") if not env.get(k)]
-        if missing:
-            raise SettingsError(f"missing app setting(s): {', '.join(missing)}")
+        if not env.get("SAFETYNET_DB_URL"):
+            raise SettingsError("missing app setting(s): SAFETYNET_DB_URL")
+        if bool(env.get("SAFETYNET_ACCOUNT_URL")) == bool(env.get("SAFETYNET_CONNECTION_STRING")):
+            raise SettingsError(
+                "set exactly one of SAFETYNET_ACCOUNT_URL (Azure) or "
+                "SAFETYNET_CONNECTION_STRING (Azurite only)"
+            )
         sweep = SweepSettings(
             cutoff=parse_duration(env.get("SAFETYNET_CUTOFF", "15m"), "SAFETYNET_CUTOFF"),
             container=env.get("SAFETYNET_CONTAINER", DEFAULT_CONTAINER),
             use_lease=env.get("SAFETYNET_LEASE", "false").lower() == "true",
         )
-        return cls(env["SAFETYNET_DB_URL"], env["SAFETYNET_ACCOUNT_URL"], sweep)
+        return cls(
+            env["SAFETYNET_DB_URL"],
+            env.get("SAFETYNET_ACCOUNT_URL") or None,
+            sweep,
+            env.get("SAFETYNET_CONNECTION_STRING") or None,
+        )

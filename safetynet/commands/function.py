@@ -1,0 +1,56 @@
+"""`safetynet build-function`: the sweeper's deployment zip. Exit 0 built, 2 could not build."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from sweeper.build import DEFAULT_OUTPUT, DEFAULT_PYTHON_VERSION, BuildError, build_zip
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "build-function",
+        help="build the sweeper's Azure Functions zip with Linux x86-64 wheels",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_OUTPUT,
+        help=f"zip to write (default {DEFAULT_OUTPUT})",
+    )
+    parser.add_argument(
+        "--python-version",
+        default=DEFAULT_PYTHON_VERSION,
+        help=f"the function app's Python version, as the infra program sets it "
+        f"(default {DEFAULT_PYTHON_VERSION})",
+    )
+    parser.add_argument(
+        "--skip-dependencies",
+        action="store_true",
+        help="code only, no wheels: for inspecting the layout, not for deploying",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        result = build_zip(
+            args.output,
+            python_version=args.python_version,
+            with_dependencies=not args.skip_dependencies,
+        )
+    except (BuildError, OSError) as error:
+        print(f"safetynet build-function: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    contents = "code only, NOT deployable" if not result.with_dependencies else "code and wheels"
+    print(
+        f"wrote {result.path} ({result.entries} files, {result.size / 2**20:.1f} MiB, {contents}) "
+        f"for Python {args.python_version} on Linux x86-64 in {time.monotonic() - started:.0f} s"
+    )
+    return EXIT_OK

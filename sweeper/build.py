@@ -1,0 +1,176 @@
+"""Builds the sweeper function's deployment zip: code at the root, Linux wheels pre-installed.
+
+The infra program uploads the zip as is (Flex Consumption's blob-container deployment, no remote
+build), so the dependencies must already be inside it, built for the platform the app runs on
+(Linux x86-64, CPython of the infra program's version) rather than for this machine. pip's
+`--platform/--python-version/--only-binary=:all:` downloads exactly those wheels and installs them
+under `.python_packages/lib/site-packages`, the folder the Python worker adds to `sys.path`.
+
+The zip is reproducible: entries sorted, timestamps fixed, no bytecode or machine-specific
+scripts, so the same sources and wheels give the same bytes (and the same hash, which the infra
+program uses to decide whether to redeploy).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import safetynet
+
+DEFAULT_PYTHON_VERSION: Final = "3.11"
+"""Must equal the runtime version the infra program sets (a test compares the two)."""
+DEFAULT_OUTPUT: Final = Path("build/sweeper-function.zip")
+SITE_PACKAGES: Final = ".python_packages/lib/site-packages"
+PLATFORMS: Final = ("manylinux2014_x86_64", "manylinux_2_17_x86_64")
+RUNTIME_REQUIREMENTS: Final = (
+    "azure-functions~=1.26",
+    "azure-identity~=1.27",
+    "azure-storage-blob~=12.31",
+    "psycopg[binary]~=3.3",
+    "sqlalchemy~=2.1",
+)
+"""What `sweeper` and function_app.py import at run time; not pulumi, not azure-mgmt-*."""
+ROOT_FILES: Final = ("function_app.py", "host.json")
+"""Taken from sweeper/ but placed at the zip root, where the Functions host looks for them."""
+BUILD_ONLY: Final = frozenset({"build.py", *ROOT_FILES})
+"""sweeper/ modules that must not be shipped inside the package itself."""
+SHARED_MODULES: Final = ("__init__.py", "constants.py")
+"""The only part of `safetynet` the sweeper imports (the shared constants)."""
+ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
+"""The earliest time a zip entry can hold; any fixed value makes builds byte-identical."""
+_SKIPPED_PARTS: Final = frozenset({"__pycache__", "bin"})
+"""Bytecode depends on the build machine; `bin/` holds console scripts with local shebangs."""
+_PYTHON_VERSION = re.compile(r"3\.\d{1,2}")
+
+PipRunner = Callable[[Sequence[str]], None]
+"""Runs a pip command line; raises BuildError when pip fails."""
+
+
+class BuildError(RuntimeError):
+    """The zip could not be built; the message says why and what to check."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    path: Path
+    entries: int
+    size: int
+    with_dependencies: bool
+
+
+def pip_command(target: Path, python_version: str, requirements: Path) -> list[str]:
+    """The pip invocation that installs Linux x86-64 wheels for `python_version` into `target`."""
+    platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--no-compile",
+        "--target",
+        str(target),
+        *platforms,
+        "--implementation",
+        "cp",
+        "--python-version",
+        python_version,
+        "--only-binary=:all:",
+        "--requirement",
+        str(requirements),
+    ]
+
+
+def run_pip(argv: Sequence[str]) -> None:
+    """Runs pip; a failure becomes a BuildError carrying pip's last words."""
+    result = subprocess.run(list(argv), capture_output=True, text=True, check=False)  # noqa: S603
+    if result.returncode != 0:
+        tail = "\n".join(result.stderr.strip().splitlines()[-5:]) or f"exit {result.returncode}"
+        raise BuildError(
+            "pip could not install the function's dependencies as Linux x86-64 wheels "
+            f"(is the package index reachable?):\n{tail}"
+        )
+
+
+def build_zip(
+    output: Path = DEFAULT_OUTPUT,
+    *,
+    python_version: str = DEFAULT_PYTHON_VERSION,
+    with_dependencies: bool = True,
+    pip: PipRunner | None = None,
+) -> BuildResult:
+    """Writes the deployment zip to `output`, replacing it only once the build succeeded.
+
+    `pip` defaults to `run_pip`, looked up at call time so tests can substitute it.
+    """
+    if not _PYTHON_VERSION.fullmatch(python_version):
+        raise BuildError(f"--python-version {python_version!r} is not of the form 3.N (e.g. 3.11)")
+    sweeper_dir = Path(__file__).resolve().parent
+    safetynet_dir = Path(safetynet.__file__).resolve().parent
+    with tempfile.TemporaryDirectory(prefix="sweeper-function-") as scratch:
+        stage = Path(scratch) / "stage"
+        stage.mkdir()
+        for name in ROOT_FILES:
+            shutil.copy2(sweeper_dir / name, stage / name)
+        _copy_modules(sweeper_dir, stage / "sweeper", exclude=BUILD_ONLY)
+        _copy_modules(safetynet_dir, stage / "safetynet", only=SHARED_MODULES)
+        requirements = stage / "requirements.txt"
+        requirements.write_text(
+            "# Pre-installed under .python_packages by `safetynet build-function`;\n"
+            "# the zip is deployed without a remote build.\n"
+            + "".join(f"{line}\n" for line in sorted(RUNTIME_REQUIREMENTS)),
+            encoding="utf-8",
+        )
+        if with_dependencies:
+            site = stage / SITE_PACKAGES
+            site.mkdir(parents=True)
+            (pip or run_pip)(pip_command(site, python_version, requirements))
+        output.parent.mkdir(parents=True, exist_ok=True)
+        partial = output.with_name(output.name + ".partial")
+        entries = _write_zip(stage, partial)
+        partial.replace(output)
+    return BuildResult(output, entries, output.stat().st_size, with_dependencies)
+
+
+def _copy_modules(
+    source: Path,
+    target: Path,
+    *,
+    exclude: frozenset[str] = frozenset(),
+    only: Sequence[str] | None = None,
+) -> None:
+    target.mkdir(parents=True)
+    for module in sorted(source.glob("*.py")):
+        if module.name in exclude or (only is not None and module.name not in only):
+            continue
+        shutil.copy2(module, target / module.name)
+
+
+def _write_zip(stage: Path, output: Path) -> int:
+    files = sorted(
+        (path.relative_to(stage).as_posix(), path)
+        for path in stage.rglob("*")
+        if path.is_file()
+        and path.suffix != ".pyc"
+        and not _SKIPPED_PARTS.intersection(path.relative_to(stage).parts)
+    )
+    with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, path in files:
+            info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            # Keep only the executable bit; owner, umask and mtime differ between machines.
+            mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+            info.external_attr = (0o100000 | mode) << 16
+            archive.writestr(info, path.read_bytes())
+    return len(files)

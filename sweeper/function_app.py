@@ -1,0 +1,160 @@
+"""The sweeper as an Azure Function (Python v2 programming model): one sweep per timer tick.
+
+The build step (`sweeper/build.py`) puts this file at the root of the deployment zip, where the
+Functions host indexes the module-level `app`. Everything else happens per invocation: nothing
+here touches the network at import time, so a wrong setting fails the invocation (and names the
+setting) instead of failing the host's indexing with no useful message.
+
+App settings are documented in docs/function.md. Logs go through `logging`; the host forwards
+them to Application Insights as traces.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+from urllib.parse import urlparse
+
+import azure.functions as func
+from azure.storage.blob import BlobServiceClient
+
+from sweeper.clients import blob_service
+from sweeper.lease import SweepLeaseHeldError
+from sweeper.settings import FunctionSettings, SettingsError
+from sweeper.store import DocumentStore, StoreError
+from sweeper.sweep import Sweeper, SweepReport
+
+SCHEDULE_SETTING: Final = "SAFETYNET_SCHEDULE"
+DB_URL_SETTING: Final = "SAFETYNET_DB_URL"
+CONNECTION_STRING_SETTING: Final = "SAFETYNET_CONNECTION_STRING"
+FUNCTION_NAME: Final = "sweep_timer"
+SUMMARY_EVENT: Final = "safetynet.sweep.finished"
+"""The `event` field of the per-run summary: what a KQL query over `traces` filters on."""
+MAX_LOGGED_ERRORS: Final = 20
+"""A run with thousands of failed rows must not produce a trace larger than the ingestion limit."""
+
+log = logging.getLogger("safetynet.function")
+
+app = func.FunctionApp()
+
+
+class SweepFailedError(RuntimeError):
+    """Some stale rows could not be swept; raised so the platform records a failed invocation."""
+
+
+@app.timer_trigger(
+    # The host resolves %NAME% from the app settings, so the schedule changes without a deploy.
+    schedule=f"%{SCHEDULE_SETTING}%",
+    arg_name="timer",
+    run_on_startup=False,
+    use_monitor=True,
+)
+def sweep_timer(timer: func.TimerRequest) -> None:
+    """Timer entry: the app settings are the process environment on Azure Functions."""
+    # The worker forwards INFO and above, but only if our logger lets the record through.
+    logger = logging.getLogger("safetynet")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if timer.past_due:
+        log.warning("sweep timer is past due; sweeping now")
+    sweep_once(os.environ)
+
+
+def sweep_once(env: Mapping[str, str]) -> SweepReport | None:
+    """Sweep once with the app settings in `env`; None when another sweeper holds the lease."""
+    settings = FunctionSettings.from_environment(env)
+    store = _open_store(settings.db_url)
+    try:
+        store.check_schema()
+        container = _service(settings.account_url, settings.connection_string).get_container_client(
+            settings.sweep.container
+        )
+        try:
+            report = Sweeper(store, container, settings.sweep).run()
+        except SweepLeaseHeldError as held:
+            # Another instance is sweeping: skipping this tick is the lease working, not a fault.
+            log.info("sweep skipped: %s", held)
+            return None
+    finally:
+        # One connection per tick; none held idle against the database between ticks.
+        store.engine.dispose()
+    _log_summary(report, settings.sweep.container)
+    if report.errors:
+        raise SweepFailedError(
+            f"{len(report.errors)} stale row(s) in container {settings.sweep.container!r} "
+            "were not swept; the next run retries them"
+        )
+    return report
+
+
+def _open_store(db_url: str) -> DocumentStore:
+    """The document store, with an error that never repeats the URL (it holds the password)."""
+    try:
+        store = DocumentStore.from_url(db_url)
+    except (StoreError, ValueError) as error:
+        reason = str(error).replace(db_url, "<redacted>")
+        raise SettingsError(f"{DB_URL_SETTING}: {reason}") from None
+    return store
+
+
+@functools.cache
+def _service(account_url: str | None, connection_string: str | None) -> BlobServiceClient:
+    """One client per worker process and target, created on first use.
+
+    Caching keeps DefaultAzureCredential's token cache and the HTTP connection pool warm across
+    ticks on a warm instance; the first tick of a cold instance pays for both once.
+    """
+    if connection_string:
+        service = blob_service(connection_string=connection_string)
+        _require_emulator(service)
+        return service
+    return blob_service(account_url=account_url)
+
+
+def _require_emulator(service: BlobServiceClient) -> None:
+    """A connection string carries a shared key: accepted only for an emulator on this machine."""
+    host = urlparse(service.url).hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise SettingsError(
+            f"{CONNECTION_STRING_SETTING} points at {host!r}; it is only for the local Azurite "
+            "emulator. On Azure set SAFETYNET_ACCOUNT_URL and use the app's managed identity"
+        )
+
+
+def summary_fields(report: SweepReport, container: str) -> dict[str, Any]:
+    """The per-run summary, flat so each field becomes its own custom dimension."""
+    return {
+        "event": SUMMARY_EVENT,
+        "container": container,
+        "examined": report.examined,
+        "deleted_blobs": report.deleted_blobs,
+        "missing_blobs": report.missing_blobs,
+        "rolled_forward": report.rolled_forward,
+        "deleted_rows": report.deleted_rows,
+        "errors": len(report.errors),
+        "dry_run": report.dry_run,
+    }
+
+
+def _log_summary(report: SweepReport, container: str) -> None:
+    fields = summary_fields(report, container)
+    # The host's built-in forwarding keeps only the message text (custom dimensions from
+    # `extra=` are dropped unless OpenTelemetry is configured), so the message itself is JSON:
+    # `traces | extend s = parse_json(message) | where s.event == "safetynet.sweep.finished"`.
+    # `extra=` carries the same fields for an OpenTelemetry exporter, which maps them to
+    # customDimensions.
+    extra = {f"sweep_{key}": value for key, value in fields.items() if key != "event"}
+    if report.errors:
+        fields["error_samples"] = report.errors[:MAX_LOGGED_ERRORS]
+        log.error(json.dumps(fields), extra=extra)
+    else:
+        log.info(json.dumps(fields), extra=extra)

@@ -1,0 +1,257 @@
+"""The deployment zip: layout, reproducibility, pip failures, and the version the infra program sets."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from safetynet import cli
+from sweeper import build
+from sweeper.build import (
+    DEFAULT_PYTHON_VERSION,
+    RUNTIME_REQUIREMENTS,
+    SITE_PACKAGES,
+    BuildError,
+    build_zip,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+FULL_BUILD = os.environ.get("SAFETYNET_TEST_FULL_BUILD") == "1"
+FULL_BUILD_BUDGET_S = 60
+
+
+class FakePip:
+    """Stands in for pip: records the command and installs one module plus build litter."""
+
+    def __init__(self) -> None:
+        self.commands: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str]) -> None:
+        self.commands.append(list(argv))
+        target = Path(argv[argv.index("--target") + 1])
+        (target / "fakedep").mkdir()
+        (target / "fakedep" / "__init__.py").write_text("VALUE = 1\n")
+        (target / "fakedep" / "__pycache__").mkdir()
+        (target / "fakedep" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\0")
+        (target / "bin").mkdir()
+        (target / "bin" / "fake-script").write_text("#!/home/someone/.venv/bin/python\n")
+
+
+def failing_pip(argv: Sequence[str]) -> None:
+    raise BuildError("pip could not install the function's dependencies: no network")
+
+
+def names_in(path: Path) -> set[str]:
+    with zipfile.ZipFile(path) as archive:
+        return set(archive.namelist())
+
+
+def run_isolated(root: Path, code: str, *, with_venv_packages: bool) -> str:
+    """Runs `code` with `root` first on sys.path; -S also hides this venv's site-packages."""
+    flags = ["-I"] if with_venv_packages else ["-I", "-S"]
+    prelude = f"import sys; sys.path[:0] = [{str(root)!r}, {str(root / SITE_PACKAGES)!r}]\n"
+    result = subprocess.run(
+        [sys.executable, *flags, "-c", prelude + code],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+IMPORT_CHECK = """
+import json, function_app, sweeper
+names = [f.get_function_name() for f in function_app.app.get_functions()]
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in {"infra", "policies", "pulumi", "tests"})
+print(json.dumps({"sweeper": sweeper.__file__, "functions": names, "leaked": leaked}))
+"""
+
+
+def test_zip_holds_the_entry_at_its_root_and_only_runtime_code(tmp_path: Path) -> None:
+    """function_app.py and host.json sit at the root beside sweeper/ and the shared constants only."""
+    result = build_zip(tmp_path / "f.zip", pip=FakePip())
+
+    names = names_in(result.path)
+
+    assert {"function_app.py", "host.json", "requirements.txt"} <= names
+    assert {"sweeper/__init__.py", "sweeper/sweep.py", "sweeper/settings.py"} <= names
+    assert {n for n in names if n.startswith("safetynet/")} == {
+        "safetynet/__init__.py",
+        "safetynet/constants.py",
+    }
+    assert not {"sweeper/function_app.py", "sweeper/build.py", "sweeper/host.json"} & names
+    assert not [n for n in names if n.split("/")[0] in {"infra", "policies", "tests"}]
+
+
+def test_requirements_list_the_runtime_dependencies(tmp_path: Path) -> None:
+    """requirements.txt names every runtime dependency, sorted, and nothing of pulumi or mgmt."""
+    result = build_zip(tmp_path / "f.zip", pip=FakePip())
+
+    with zipfile.ZipFile(result.path) as archive:
+        lines = archive.read("requirements.txt").decode().splitlines()
+
+    listed = [line for line in lines if line and not line.startswith("#")]
+    assert listed == sorted(RUNTIME_REQUIREMENTS)
+    assert not [line for line in listed if "pulumi" in line or "mgmt" in line]
+
+
+def test_runtime_requirements_match_the_project_pins() -> None:
+    """Each runtime requirement carries the same specifier as pyproject.toml, so the two cannot drift."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = set(project["dependencies"]) | set(project["optional-dependencies"]["function"])
+
+    assert set(RUNTIME_REQUIREMENTS) <= declared
+
+
+def test_dependencies_are_installed_for_linux_x86_64_under_python_packages(
+    tmp_path: Path,
+) -> None:
+    """pip installs binary wheels for Linux x86-64 and the chosen Python under .python_packages."""
+    pip = FakePip()
+
+    result = build_zip(tmp_path / "f.zip", python_version="3.12", pip=pip)
+
+    [command] = pip.commands
+    assert command[command.index("--target") + 1].endswith(SITE_PACKAGES)
+    assert command[command.index("--python-version") + 1] == "3.12"
+    assert {"manylinux2014_x86_64", "manylinux_2_17_x86_64"} <= set(command)
+    assert "--only-binary=:all:" in command
+    assert f"{SITE_PACKAGES}/fakedep/__init__.py" in names_in(result.path)
+
+
+def test_bytecode_and_console_scripts_stay_out_of_the_zip(tmp_path: Path) -> None:
+    """Machine-specific files pip leaves behind (bytecode, bin/ scripts) are not shipped."""
+    result = build_zip(tmp_path / "f.zip", pip=FakePip())
+
+    names = names_in(result.path)
+
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    assert not [n for n in names if n.startswith(f"{SITE_PACKAGES}/bin/")]
+
+
+def test_two_builds_are_byte_identical(tmp_path: Path) -> None:
+    """The same sources give the same zip bytes: sorted entries, fixed timestamps and modes."""
+    first = build_zip(tmp_path / "a" / "f.zip", pip=FakePip())
+    time.sleep(1.1)  # a build that leaked mtimes into the zip would now differ
+    second = build_zip(tmp_path / "b" / "f.zip", pip=FakePip())
+
+    assert first.path.read_bytes() == second.path.read_bytes()
+    with zipfile.ZipFile(first.path) as archive:
+        names = archive.namelist()
+        assert names == sorted(names)
+        assert {info.date_time for info in archive.infolist()} == {build.ZIP_EPOCH}
+
+
+def test_pip_failure_keeps_any_previous_zip(tmp_path: Path) -> None:
+    """When pip fails the build raises and an earlier zip at the output path is left intact."""
+    output = tmp_path / "f.zip"
+    output.write_bytes(b"previous build")
+
+    with pytest.raises(BuildError, match="pip"):
+        build_zip(output, pip=failing_pip)
+
+    assert output.read_bytes() == b"previous build"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.zip"]
+
+
+def test_command_exits_2_with_pips_reason_when_pip_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`safetynet build-function` exits 2 and prints why when the wheels cannot be installed."""
+    monkeypatch.setattr(build, "run_pip", failing_pip)
+
+    code = cli.main(["build-function", "--output", str(tmp_path / "f.zip")])
+
+    assert code == 2
+    assert "no network" in capsys.readouterr().err
+    assert not (tmp_path / "f.zip").exists()
+
+
+def test_command_rejects_a_malformed_python_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --python-version that is not 3.N is refused with exit 2 before anything is installed."""
+    code = cli.main(
+        ["build-function", "--output", str(tmp_path / "f.zip"), "--python-version", "eleven"]
+    )
+
+    assert code == 2
+    assert "--python-version" in capsys.readouterr().err
+
+
+def test_command_defaults_match_the_infra_program() -> None:
+    """By default the command targets the Python version the infra program deploys, at its path."""
+    from infra.config import DEFAULTS
+    from infra.sweeper_app import PYTHON_VERSION
+
+    args = cli.build_parser().parse_args(["build-function"])
+
+    assert args.python_version == DEFAULT_PYTHON_VERSION == PYTHON_VERSION
+    assert args.output == Path(str(DEFAULTS["sweeperPackagePath"]))
+
+
+def test_host_json_targets_functions_v4_with_a_bounded_timeout() -> None:
+    """host.json is schema 2.0, uses the v4 extension bundle, caps runs and never samples requests."""
+    host = json.loads((REPO / "sweeper" / "host.json").read_text())
+
+    assert host["version"] == "2.0"
+    assert host["extensionBundle"]["version"] == "[4.*, 5.0.0)"
+    assert host["functionTimeout"] == "00:10:00"
+    excluded = host["logging"]["applicationInsights"]["samplingSettings"]["excludedTypes"]
+    assert "Request" in excluded.split(";")
+
+
+def test_code_only_zip_imports_its_own_sweeper_and_nothing_of_infra(tmp_path: Path) -> None:
+    """Unpacked, the zip's function_app imports the zipped sweeper and indexes the timer alone."""
+    result = build_zip(tmp_path / "f.zip", with_dependencies=False)
+    root = tmp_path / "unpacked"
+    with zipfile.ZipFile(result.path) as archive:
+        archive.extractall(root)
+
+    report = json.loads(run_isolated(root, IMPORT_CHECK, with_venv_packages=True))
+
+    assert report["sweeper"] == str(root / "sweeper" / "__init__.py")
+    assert report["functions"] == ["sweep_timer"]
+    assert report["leaked"] == []
+
+
+@pytest.mark.skipif(
+    not FULL_BUILD, reason="full build downloads wheels; set SAFETYNET_TEST_FULL_BUILD=1"
+)
+def test_full_build_runs_on_its_own_wheels(tmp_path: Path) -> None:
+    """A real build carries every dependency: the unpacked zip imports without this venv's packages."""
+    started = time.monotonic()
+    result = build_zip(tmp_path / "f.zip")
+    elapsed = time.monotonic() - started
+    root = tmp_path / "unpacked"
+    with zipfile.ZipFile(result.path) as archive:
+        archive.extractall(root)
+
+    report = json.loads(
+        run_isolated(
+            root,
+            IMPORT_CHECK.replace("import json,", "import json, psycopg, azure.identity,"),
+            with_venv_packages=False,
+        )
+    )
+
+    assert report["functions"] == ["sweep_timer"]
+    assert report["leaked"] == []
+    assert list((root / SITE_PACKAGES).glob("psycopg_binary/*x86_64-linux-gnu.so"))
+    assert elapsed < FULL_BUILD_BUDGET_S, f"full build took {elapsed:.0f} s"
+    print(
+        f"full build: {elapsed:.1f} s, {result.size / 2**20:.1f} MiB, sha256 "
+        f"{hashlib.sha256(result.path.read_bytes()).hexdigest()}"
+    )
