@@ -61,9 +61,16 @@ class SweepReport:
 
 
 def _status_of(response: Any) -> int:
-    # Only a missing blob means "never landed"; a missing container must not delete rows.
+    """The sub-response status, or 0 (a failure) where the code alone would mislead.
+
+    Only BlobNotFound means "never landed" (ContainerNotFound must not delete rows), and only
+    ConditionNotMet means "sealed" (a 412 for a lease held on the blob must not publish it).
+    """
     status: int = response.status_code
-    if status == 404 and response.headers.get("x-ms-error-code", "BlobNotFound") != "BlobNotFound":
+    code = response.headers.get("x-ms-error-code")
+    if status == 404 and code not in (None, "BlobNotFound"):
+        return 0
+    if status == 412 and code not in (None, "ConditionNotMet"):
         return 0
     return status
 
@@ -184,7 +191,9 @@ class Sweeper:
             return [_status_of(response) for response in responses]
         except HttpResponseError as error:
             log.warning("blob batch failed: %s", error.reason or error.status_code)
-            return [error.status_code or 503] * len(names)
+            # A whole-batch 404 or 412 says nothing about any one blob: never act on it.
+            status = error.status_code if error.status_code in TRANSIENT_STATUSES else 0
+            return [status] * len(names)
         except AzureError as error:
             log.warning("blob batch failed: %s", type(error).__name__)
             return [503] * len(names)

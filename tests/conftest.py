@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -82,19 +83,33 @@ def postgres_database() -> Iterator[str]:
     admin.dispose()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database URL: a SQLite file, or a PostgreSQL schema of its own."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'documents.db'}"
-        return
-    database_url: str = request.getfixturevalue("postgres_database")
+@contextmanager
+def _own_schema(database_url: str) -> Iterator[str]:
+    """A URL whose search_path is a schema made for one test, dropped afterwards."""
     schema = f"t{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     url = sa.make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    yield url.render_as_string(hide_password=False)
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-    engine.dispose()
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        engine.dispose()
+
+
+@pytest.fixture
+def postgres_url(postgres_database: str) -> Iterator[str]:
+    """An empty PostgreSQL schema of this test's own."""
+    with _own_schema(postgres_database) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database URL: a SQLite file, or a PostgreSQL schema of its own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'documents.db'}"
+    else:
+        yield request.getfixturevalue("postgres_url")

@@ -1,0 +1,102 @@
+"""Factories for the protocol's parts over the shared Azurite and database fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from azure.storage.blob import ContainerClient
+
+from safetynet.constants import PENDING, STATE_TAG
+from sweeper.protocol import Checkpoint, UploadProtocol, no_checkpoint
+from sweeper.settings import SweepSettings
+from sweeper.store import Document, DocumentStore, Status, new_document_id
+from sweeper.sweep import Sweeper
+
+CUTOFF = timedelta(minutes=15)
+
+
+def later() -> datetime:
+    """A clock an hour ahead: everything Pending now is stale to a sweeper using it."""
+    return datetime.now(UTC) + timedelta(hours=1)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[DocumentStore]:
+    documents = DocumentStore.from_url(db_url)
+    documents.init_schema()
+    yield documents
+    documents.engine.dispose()
+
+
+@pytest.fixture
+def protocol_factory(
+    store: DocumentStore, container: ContainerClient
+) -> Callable[..., UploadProtocol]:
+    def make(checkpoint: Checkpoint = no_checkpoint) -> UploadProtocol:
+        return UploadProtocol(store, container, checkpoint=checkpoint)
+
+    return make
+
+
+@pytest.fixture
+def protocol(protocol_factory: Callable[..., UploadProtocol]) -> UploadProtocol:
+    return protocol_factory()
+
+
+@pytest.fixture
+def sweeper_factory(store: DocumentStore, container: ContainerClient) -> Callable[..., Sweeper]:
+    def make(settings: SweepSettings | None = None) -> Sweeper:
+        return Sweeper(store, container, settings or SweepSettings(cutoff=CUTOFF))
+
+    return make
+
+
+def stale_rows_in(
+    store: DocumentStore,
+    container: ContainerClient,
+    count: int,
+    with_blobs: bool = True,
+    prefix: str = "stale",
+) -> list[Document]:
+    """Inserts `count` Pending rows created an hour ago, with pending blobs unless told not to."""
+    created = datetime.now(UTC) - timedelta(hours=1)
+    documents = [
+        Document(new_document_id(), f"{prefix}-{i}", f"{prefix}-{i}.bin", Status.PENDING, created)
+        for i in range(count)
+    ]
+    with store.engine.begin() as conn:
+        conn.execute(
+            store.table.insert(),
+            [
+                {
+                    "id": d.id,
+                    "name": d.name,
+                    "blob_name": d.blob_name,
+                    "status": d.status.value,
+                    "created": d.created_utc,
+                }
+                for d in documents
+            ],
+        )
+    if with_blobs:
+        with ThreadPoolExecutor(8) as pool:
+            list(
+                pool.map(
+                    lambda d: container.upload_blob(d.blob_name, b"x", tags={STATE_TAG: PENDING}),
+                    documents,
+                )
+            )
+    return documents
+
+
+@pytest.fixture
+def stale_rows(store: DocumentStore, container: ContainerClient) -> Callable[..., list[Document]]:
+    """`stale_rows(count, with_blobs=True, prefix="stale")` on this test's store and container."""
+
+    def make(count: int, with_blobs: bool = True, prefix: str = "stale") -> list[Document]:
+        return stale_rows_in(store, container, count, with_blobs, prefix)
+
+    return make

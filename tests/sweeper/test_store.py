@@ -1,0 +1,103 @@
+"""The documents table on SQLite and PostgreSQL: schema, conditional updates, clear errors."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from sweeper.store import (
+    Document,
+    DocumentStore,
+    DocumentTable,
+    NameConflictError,
+    Status,
+    StoreError,
+    new_document_id,
+)
+
+
+def pending(name: str, blob_name: str | None = None) -> Document:
+    return Document(
+        new_document_id(), name, blob_name or f"{name}.bin", Status.PENDING, datetime.now(UTC)
+    )
+
+
+def test_init_schema_twice_is_harmless(db_url: str) -> None:
+    """Creating the schema a second time neither fails nor loses rows."""
+    store = DocumentStore.from_url(db_url)
+    store.init_schema()
+    store.reserve(pending("kept"))
+    store.init_schema()
+    store.check_schema()
+    assert store.count() == 1
+
+
+def test_configured_names_are_used(db_url: str) -> None:
+    """An application's own table and column names work end to end."""
+    layout = DocumentTable(table="app_files", id="file_id", name="path", blob_name="object_key")
+    store = DocumentStore.from_url(db_url, layout)
+    store.init_schema()
+    document = store.reserve(pending("a"))
+    assert store.publish(document.id)
+    assert store.get(document.id) == Document(
+        document.id, "a", "a.bin", Status.READY, document.created_utc
+    )
+
+
+def test_duplicate_name_is_a_conflict(store: DocumentStore) -> None:
+    """A second reservation of a taken name is refused by the unique constraint."""
+    store.reserve(pending("same", "first.bin"))
+    with pytest.raises(NameConflictError):
+        store.reserve(pending("same", "second.bin"))
+
+
+def test_reserve_retry_with_same_id_returns_existing_row(store: DocumentStore) -> None:
+    """Re-inserting the same id and name returns the row already there, its blob name kept."""
+    first = store.reserve(pending("doc", "original.bin"))
+    retry = Document(first.id, "doc", "other.bin", Status.PENDING, datetime.now(UTC))
+    assert store.reserve(retry).blob_name == "original.bin"
+
+
+def test_publish_only_moves_pending_rows(store: DocumentStore) -> None:
+    """Publishing twice succeeds once; the second call reports no change."""
+    document = store.reserve(pending("doc"))
+    assert store.publish(document.id)
+    assert not store.publish(document.id)
+
+
+def test_created_time_round_trips_as_utc(store: DocumentStore) -> None:
+    """Timestamps come back timezone-aware and equal to what was written."""
+    document = store.reserve(pending("doc"))
+    loaded = store.get(document.id)
+    assert loaded is not None
+    assert loaded.created_utc == document.created_utc
+    assert loaded.created_utc.tzinfo is not None
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("mysql://root@localhost/db", "unsupported database URL scheme"),
+        ("oracle+cx://u@h/db", "unsupported database URL scheme"),
+        ("not a url", "malformed database URL"),
+    ],
+)
+def test_bad_urls_are_named(url: str, fragment: str) -> None:
+    """URLs of unsupported databases, or no URL at all, fail with a message that says so."""
+    with pytest.raises(StoreError, match=fragment):
+        DocumentStore.from_url(url)
+
+
+def test_missing_table_is_named(tmp_path: object) -> None:
+    """Using a database without the table tells the user to run `safetynet db init`."""
+    store = DocumentStore.from_url(f"sqlite:///{tmp_path}/empty.db")
+    with pytest.raises(StoreError, match="safetynet db init"):
+        store.check_schema()
+
+
+def test_unreachable_postgres_is_a_store_error() -> None:
+    """A server that is not there gives a StoreError naming the database, not a traceback."""
+    store = DocumentStore.from_url("postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(StoreError, match=r"127\.0\.0\.1"):
+        store.init_schema()
