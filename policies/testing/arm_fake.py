@@ -247,7 +247,9 @@ class FakeArm:
         context.load_cert_chain(self.tls.cert, self.tls.key)
         server.socket = context.wrap_socket(server.socket, server_side=True)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 

@@ -1,0 +1,247 @@
+"""`safetynet audit` end to end: the real azure-mgmt clients against a fake ARM on loopback HTTPS.
+
+The fake checks the bearer token from SAFETYNET_ARM_TOKEN; the clients trust its throwaway CA
+through REQUESTS_CA_BUNDLE. Every output format is parsed back.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from policies.audit import ErrorKind
+from policies.rules import RULES, Outcome
+from policies.testing.arm_fake import (
+    MALFORMED,
+    SUBSCRIPTION,
+    TOKEN,
+    Failure,
+    FakeAccount,
+    FakeArm,
+    compliant_account,
+    set_path,
+)
+from safetynet.cli import main
+from safetynet.commands.audit import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
+
+SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+GROUP = "rg-docs"
+
+Audit = Callable[..., tuple[int, str]]
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeArm]:
+    """A running fake ARM with one compliant account, and the environment pointing at it."""
+    with FakeArm(page_size=2) as server:
+        server.add(compliant_account("good", GROUP))
+        monkeypatch.setenv("SAFETYNET_ARM_TOKEN", TOKEN)
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", server.ca_file)
+        monkeypatch.setenv("AZURE_SUBSCRIPTION_ID", SUBSCRIPTION)
+        monkeypatch.setenv("SAFETYNET_ARM_ENDPOINT", server.endpoint)
+        yield server
+
+
+@pytest.fixture
+def audit(tmp_path: Path, fake: FakeArm) -> Audit:
+    """Runs `safetynet audit ARGS --output FILE` and returns (exit code, file text)."""
+
+    def run(*args: str) -> tuple[int, str]:
+        output = tmp_path / "report.out"
+        output.unlink(missing_ok=True)
+        code = main(["audit", *args, "--output", str(output)])
+        return code, output.read_text() if output.exists() else ""
+
+    return run
+
+
+def broken(fake: FakeArm, name: str, path: str, value: object) -> FakeAccount:
+    account = fake.add(compliant_account(name, GROUP))
+    target = account.blob_service if path.startswith("blob.") else account.body
+    set_path(target, path.removeprefix("blob."), value)
+    return account
+
+
+def findings(text: str) -> dict[tuple[str, str], str]:
+    document = json.loads(text)
+    return {(f["account"], f["rule"]): f["outcome"] for f in document["findings"]}
+
+
+def test_compliant_account_passes(audit: Audit) -> None:
+    """A compliant account gives only PASS findings and exit 0."""
+    code, text = audit("--format", "json")
+    assert code == EXIT_OK
+    assert set(findings(text).values()) == {Outcome.PASS.value}
+    assert len(findings(text)) == len(RULES)
+
+
+def test_json_findings_have_the_documented_fields(audit: Audit) -> None:
+    """Each JSON finding has rule, account, outcome, severity and message."""
+    _, text = audit("--format", "json")
+    document = json.loads(text)
+    assert {"rule", "account", "outcome", "severity", "message"} <= set(document["findings"][0])
+
+
+def test_broken_variant_fails_and_exits_one(audit: Audit, fake: FakeArm) -> None:
+    """Shared key access allowed fails its rule and, at --fail-on high, exits 1."""
+    broken(fake, "keys", "properties.allowSharedKeyAccess", True)
+    code, text = audit("--format", "json", "--resource-group", GROUP)
+    assert code == EXIT_FAILED
+    assert findings(text)[("keys", "SN-SHARED-KEY-OFF")] == Outcome.FAIL.value
+    assert findings(text)[("good", "SN-SHARED-KEY-OFF")] == Outcome.PASS.value
+
+
+def test_fail_on_threshold_ignores_lower_severities(audit: Audit, fake: FakeArm) -> None:
+    """A high-severity failure does not fail the run at --fail-on critical."""
+    broken(fake, "keys", "properties.allowSharedKeyAccess", True)
+    code, _ = audit("--format", "json", "--fail-on", "critical")
+    assert code == EXIT_OK
+
+
+def test_accounts_are_read_through_paged_lists(audit: Audit, fake: FakeArm) -> None:
+    """Five accounts across pages of two are all audited."""
+    for number in range(4):
+        fake.add(compliant_account(f"paged{number}", GROUP))
+    _, text = audit("--format", "json")
+    assert json.loads(text)["summary"]["accounts"] == 5
+
+
+def test_single_account_by_resource_id(audit: Audit, fake: FakeArm) -> None:
+    """--account with a full resource id audits exactly that account."""
+    other = broken(fake, "other", "properties.minimumTlsVersion", "TLS1_0")
+    code, text = audit("--format", "json", "--account", other.id)
+    assert code == EXIT_FAILED
+    assert {account for account, _ in findings(text)} == {"other"}
+
+
+def test_missing_management_policy_fails_the_backstop(audit: Audit, fake: FakeArm) -> None:
+    """An account whose management policy answers 404 fails the pending lifecycle rule."""
+    account = fake.add(compliant_account("nolifecycle", GROUP))
+    account.management_policy = None
+    code, text = audit("--format", "json")
+    assert code == EXIT_FAILED
+    assert findings(text)[("nolifecycle", "SN-PENDING-LIFECYCLE")] == Outcome.FAIL.value
+
+
+def test_forbidden_read_is_a_permission_error_not_a_failure(audit: Audit, fake: FakeArm) -> None:
+    """A 403 on role assignments is reported as a permission error; its rules are UNKNOWN."""
+    account = fake.add(compliant_account("locked", GROUP))
+    account.failures["roleAssignments"] = Failure(403)
+    code, text = audit("--format", "json")
+    document = json.loads(text)
+    assert code == EXIT_INCOMPLETE
+    assert [e["kind"] for e in document["errors"]] == [ErrorKind.PERMISSION.value]
+    assert findings(text)[("locked", "SN-TAG-WRITE-ROLE")] == Outcome.UNKNOWN.value
+    assert Outcome.FAIL.value not in set(findings(text).values())
+
+
+def test_malformed_body_is_reported_as_such(audit: Audit, fake: FakeArm) -> None:
+    """A body that is not JSON is a malformed-response error; the facet's rules are UNKNOWN."""
+    account = fake.add(compliant_account("garbled", GROUP))
+    account.failures["blobServices"] = Failure(200, MALFORMED)
+    code, text = audit("--format", "json")
+    document = json.loads(text)
+    assert code == EXIT_INCOMPLETE
+    assert [e["kind"] for e in document["errors"]] == [ErrorKind.MALFORMED.value]
+    assert findings(text)[("garbled", "SN-BLOB-SOFT-DELETE")] == Outcome.UNKNOWN.value
+
+
+def test_wrong_token_is_an_authentication_error(
+    audit: Audit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token ARM refuses is reported as an authentication error, with no findings."""
+    monkeypatch.setenv("SAFETYNET_ARM_TOKEN", "not-the-token")
+    code, text = audit("--format", "json")
+    document = json.loads(text)
+    assert code == EXIT_INCOMPLETE
+    assert document["findings"] == []
+    assert [e["kind"] for e in document["errors"]] == [ErrorKind.AUTH.value]
+
+
+def test_token_never_appears_in_output(
+    audit: Audit, fake: FakeArm, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bearer token is in no report format and not on stdout or stderr."""
+    fake.add(compliant_account("locked", GROUP)).failures["containers"] = Failure(403)
+    texts = [audit("--format", fmt)[1] for fmt in ("table", "json", "sarif", "junit")]
+    captured = capsys.readouterr()
+    assert all(TOKEN not in text for text in [*texts, captured.out, captured.err])
+
+
+def test_sarif_validates_against_the_schema(audit: Audit, fake: FakeArm) -> None:
+    """SARIF output is valid 2.1.0 and reports the failing rule as a result of kind fail."""
+    broken(fake, "public", "properties.allowBlobPublicAccess", True)
+    fake.add(compliant_account("locked", GROUP)).failures["roleAssignments"] = Failure(403)
+    _, text = audit("--format", "sarif")
+    document: dict[str, Any] = json.loads(text)
+    jsonschema.validate(document, SCHEMA)
+    run = document["runs"][0]
+    failed = {(r["ruleId"], r["kind"]) for r in run["results"]}
+    assert ("SN-NO-PUBLIC-ACCESS", "fail") in failed
+    assert ("SN-TAG-WRITE-ROLE", "review") in failed
+    assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} == {r.id for r in RULES}
+    assert run["invocations"][0]["executionSuccessful"] is False
+
+
+def test_junit_parses_with_failures_per_account(audit: Audit, fake: FakeArm) -> None:
+    """JUnit output is XML with a testsuite per account and a failure for the broken rule."""
+    broken(fake, "nosoft", "blob.properties.deleteRetentionPolicy.enabled", False)
+    _, text = audit("--format", "junit")
+    root = ET.fromstring(text)  # noqa: S314 (our own output, not untrusted input)
+    assert root.tag == "testsuites"
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert set(suites) == {"good", "nosoft"}
+    failed = [
+        case.get("name", "").split()[0]
+        for case in suites["nosoft"].iter("testcase")
+        if case.find("failure") is not None
+    ]
+    assert failed == ["SN-BLOB-SOFT-DELETE"]
+    assert suites["good"].get("failures") == "0"
+    assert root.get("tests") == str(sum(1 for _ in root.iter("testcase")))
+
+
+def test_table_lists_every_finding(audit: Audit) -> None:
+    """The table has a header and one line per finding."""
+    _, text = audit("--format", "table")
+    lines = text.splitlines()
+    assert lines[0].split()[:4] == ["ACCOUNT", "RULE", "SEVERITY", "OUTCOME"]
+    assert sum(line.startswith("good ") for line in lines) == len(RULES)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--account", "good"], id="account-without-group"),
+        pytest.param(["--account", "/not/an/id"], id="bad-resource-id"),
+        pytest.param(["--arm-endpoint", "http://127.0.0.1:1"], id="plain-http-endpoint"),
+        pytest.param(["--concurrency", "0"], id="zero-concurrency"),
+        pytest.param(["--max-pending-days", "0"], id="zero-days"),
+    ],
+)
+def test_bad_usage_exits_two(
+    audit: Audit, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Options that name no valid audit exit 2 with a message on stderr."""
+    code, _ = audit(*args)
+    assert code == EXIT_USAGE
+    assert capsys.readouterr().err.startswith("safetynet audit: ")
+
+
+def test_missing_subscription_exits_two(audit: Audit, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --subscription or AZURE_SUBSCRIPTION_ID the command is bad usage."""
+    monkeypatch.delenv("AZURE_SUBSCRIPTION_ID")
+    assert audit()[0] == EXIT_USAGE
+
+
+def test_unknown_format_is_rejected_by_argparse(audit: Audit) -> None:
+    """An unknown --format exits 2 (argparse's usage error)."""
+    with pytest.raises(SystemExit) as exit_info:
+        audit("--format", "xlsx")
+    assert exit_info.value.code == EXIT_USAGE
