@@ -35,6 +35,14 @@ def parse_duration(text: str, setting: str = "cutoff") -> timedelta:
     return value
 
 
+def parse_bool(text: str, setting: str) -> bool:
+    """`true` or `false` (any case); anything else is an error, never a silent false."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise SettingsError(f"{setting}: {text!r} is not a boolean; use true or false")
+    return value == "true"
+
+
 def _bounded_int(raw: str | int, setting: str, low: int, high: int) -> int:
     try:
         value = int(raw)
@@ -88,7 +96,7 @@ class FunctionSettings:
         sweep = SweepSettings(
             cutoff=parse_duration(env.get("SAFETYNET_CUTOFF", "15m"), "SAFETYNET_CUTOFF"),
             container=env.get("SAFETYNET_CONTAINER", DEFAULT_CONTAINER),
-            use_lease=env.get("SAFETYNET_LEASE", "false").lower() == "true",
+            use_lease=parse_bool(env.get("SAFETYNET_LEASE", "false"), "SAFETYNET_LEASE"),
         )
         return cls(
             env["SAFETYNET_DB_URL"],

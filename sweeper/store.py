@@ -83,8 +83,12 @@ def create_engine(url: str) -> Engine:
     """An engine for `url`, or a StoreError that says which schemes are supported."""
     try:
         parsed = sa.make_url(url)
-    except sa.exc.ArgumentError as error:
-        raise StoreError(f"malformed database URL {url!r}: {error}") from None
+    except (sa.exc.ArgumentError, ValueError):
+        # The URL may carry a password: never echo it back.
+        raise StoreError(
+            "malformed database URL; expected scheme://[user[:password]@]host[:port]/database "
+            "or sqlite:///path"
+        ) from None
     backend = parsed.get_backend_name()
     if parsed.drivername in _DRIVERS:
         parsed = parsed.set(drivername=_DRIVERS[parsed.drivername])
@@ -96,7 +100,8 @@ def create_engine(url: str) -> Engine:
     try:
         return sa.create_engine(parsed, pool_pre_ping=True)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as error:
-        raise StoreError(f"cannot use database URL {parsed!r}: {error}") from None
+        safe = parsed.render_as_string(hide_password=True)
+        raise StoreError(f"cannot use database URL {safe}: {error}") from None
 
 
 def _utc(value: datetime) -> datetime:

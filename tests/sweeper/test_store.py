@@ -101,3 +101,10 @@ def test_unreachable_postgres_is_a_store_error() -> None:
     store = DocumentStore.from_url("postgresql://nobody@127.0.0.1:1/none")
     with pytest.raises(StoreError, match=r"127\.0\.0\.1"):
         store.init_schema()
+
+
+def test_malformed_url_error_hides_the_password() -> None:
+    """A URL that cannot be parsed is reported without echoing its password."""
+    with pytest.raises(StoreError) as raised:
+        DocumentStore.from_url("postgresql://app:s3cret@db:notaport/documents")
+    assert "s3cret" not in str(raised.value)
