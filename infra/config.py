@@ -36,6 +36,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "readerPrincipalIds": [],
     "sweeperSchedule": "0 */5 * * * *",
     "sweeperCutoff": "15m",
+    "sweeperLease": False,
     "sweeperPackagePath": "build/sweeper-function.zip",
 }
 """Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
@@ -57,6 +58,8 @@ ALLOWED: Final[Mapping[str, str]] = {
     "(second minute hour day month weekday), e.g. 0 */5 * * * *",
     "sweeperCutoff": "a duration such as 15m, 2h or 1d: at least 1m and shorter than "
     "pendingExpiryDays",
+    "sweeperLease": "true or false: hold the lease on .safetynet/sweeper.lease while sweeping, "
+    "so sweepers outside this app (e.g. `safetynet sweep`) never overlap it",
     DATABASE_URL_KEY: "a database URL with a scheme (e.g. postgresql+psycopg://...), "
     "set with `pulumi config set --secret`",
     "sweeperPackagePath": "a path to the zip built by `make function-zip`",
@@ -111,6 +114,7 @@ class StackConfig:
     reader_principal_ids: tuple[str, ...]
     sweeper_schedule: str
     sweeper_cutoff: str
+    sweeper_lease: bool
     sweeper_package_path: Path
     database_url: str = field(repr=False)
 
@@ -169,6 +173,7 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         reader_principal_ids=_guids(values, "readerPrincipalIds"),
         sweeper_schedule=_ncrontab(values, "sweeperSchedule"),
         sweeper_cutoff=cutoff,
+        sweeper_lease=_boolean(values, "sweeperLease"),
         sweeper_package_path=package,
         database_url=_database_url(values),
     )

@@ -117,6 +117,7 @@ class SweeperApp(pulumi.ComponentResource):
             ("SAFETYNET_CONTAINER", config.container_name),
             ("SAFETYNET_CUTOFF", config.sweeper_cutoff),
             ("SAFETYNET_SCHEDULE", config.sweeper_schedule),
+            ("SAFETYNET_LEASE", "true" if config.sweeper_lease else "false"),
             ("SAFETYNET_DB_URL", pulumi.Output.secret(config.database_url)),
             # A new package changes this value, and a settings change restarts the app onto it.
             ("SAFETYNET_PACKAGE_SHA256", self.package.sha256),

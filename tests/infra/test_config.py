@@ -34,6 +34,7 @@ def test_defaults_are_the_documented_safe_values() -> None:
     assert config.container_name == DEFAULT_CONTAINER
     assert config.blob_soft_delete_days == 14
     assert config.versioning is False
+    assert config.sweeper_lease is False
     assert config.pending_expiry_days == 1
     assert config.uploader_principal_ids == ()
     assert config.sweeper_cutoff_seconds == 15 * 60
@@ -57,6 +58,7 @@ BAD_VALUES = [
     ("blobSoftDeleteDays", True),
     ("containerSoftDeleteDays", 0),
     ("versioning", "yes"),
+    ("sweeperLease", 1),
     ("versionExpiryDays", 0),
     ("pendingExpiryDays", 0),
     ("pendingExpiryDays", "1.5"),

@@ -56,12 +56,18 @@ def test_the_app_runs_python_on_flex_consumption_linux(stack: StackRun) -> None:
 def test_app_settings_are_wired_from_the_stack_config(run: RunFactory) -> None:
     """Container, cutoff, schedule and the data account's endpoint reach the sweeper's settings."""
     result = run(
-        {"containerName": "invoices", "sweeperCutoff": "2h", "sweeperSchedule": "0 0 * * * *"}
+        {
+            "containerName": "invoices",
+            "sweeperCutoff": "2h",
+            "sweeperSchedule": "0 0 * * * *",
+            "sweeperLease": True,
+        }
     )
     settings = app_settings(result)
     assert settings["SAFETYNET_CONTAINER"] == "invoices"
     assert settings["SAFETYNET_CUTOFF"] == "2h"
     assert settings["SAFETYNET_SCHEDULE"] == "0 0 * * * *"
+    assert settings["SAFETYNET_LEASE"] == "true"
     assert settings["SAFETYNET_ACCOUNT_URL"] == result.outputs["blobEndpoint"]
     assert settings["SAFETYNET_DB_URL"] == TEST_DATABASE_URL
 
