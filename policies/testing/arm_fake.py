@@ -340,6 +340,7 @@ class FakeArm:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeArm
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes
 
     def do_GET(self) -> None:
         if self.fake.latency_seconds:
