@@ -63,8 +63,9 @@ TAG_WRITE_ROLE = Rule(
         "pending until the lifecycle rule deletes it."
     ),
     remediation=(
-        "assign Storage Blob Data Owner (or a custom role with "
-        f"{TAG_WRITE}) to the application identity on the account or container (infra/access.py)"
+        "list the application identity in Pulumi config `uploaderPrincipalIds`: infra/access.py "
+        f"assigns it the uploader role, which holds {TAG_WRITE} on the container (Storage Blob "
+        "Data Owner would also work, but grants far more than the protocol needs)"
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_tag_write,
@@ -108,8 +109,9 @@ NO_BROAD_APP_ROLES = Rule(
         "off every net this project checks, read account keys, or grant itself anything."
     ),
     remediation=(
-        "assign the application only data-plane roles (Storage Blob Data Owner on the account "
-        "or container); keep Owner/Contributor for people and the deployment identity"
+        "give the application only the project's data roles (Pulumi config "
+        "`uploaderPrincipalIds` / `readerPrincipalIds`, infra/access.py); keep Owner and "
+        "Contributor for people and the deployment identity"
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_broad_roles,
