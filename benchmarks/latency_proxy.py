@@ -1,0 +1,193 @@
+"""A loopback reverse proxy that adds a fixed delay to every request and counts them.
+
+Azurite answers in about a millisecond; Azure called from a function does not. Putting this
+proxy between a client and Azurite models the cloud round trip, so a benchmark shows what
+batching wins there, and its counter shows how many blob-service requests a run really made.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from urllib.parse import parse_qs, urlsplit
+
+from safetynet.azurite import DEV_ACCOUNT, DEV_KEY
+
+# Per-connection headers (RFC 9110 section 7.6.1) describe one hop and must not be forwarded.
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
+
+def request_kind(method: str, path: str) -> str:
+    """`GET comp=list`, `POST comp=batch`, `DELETE`: how the blob service names an operation."""
+    comp = parse_qs(urlsplit(path).query).get("comp")
+    return f"{method} comp={comp[0]}" if comp else method
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 keeps the client's connections alive, as they would be against Azure.
+    protocol_version = "HTTP/1.1"
+    # Nagle's algorithm can hold small writes back by tens of milliseconds on loopback,
+    # which would drown the modeled 10 ms.
+    disable_nagle_algorithm = True
+    server: LatencyProxyServer
+    _connection: http.client.HTTPConnection | None = None
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Silent: a benchmark's output is its report."""
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    # Skip trailers up to the blank line that ends the message.
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _upstream(self) -> http.client.HTTPConnection:
+        # One upstream connection per client connection: a handler instance lives as long
+        # as its client's keep-alive connection, and serves its requests one at a time.
+        if self._connection is None:
+            self._connection = http.client.HTTPConnection(*self.server.upstream, timeout=60)
+        return self._connection
+
+    def finish(self) -> None:
+        super().finish()
+        if self._connection is not None:
+            self._connection.close()
+
+    def _forward(self) -> None:
+        body = self._read_body()
+        self.server.record(request_kind(self.command, self.path))
+        time.sleep(self.server.delay_s)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+        if body or "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
+            headers["Content-Length"] = str(len(body))
+        try:
+            response = self._send_upstream(headers, body)
+        except OSError as error:
+            self.send_error(502, f"upstream unreachable: {error}")
+            return
+        # The body goes back byte for byte (batch answers are multipart: never re-encoded);
+        # http.client has already undone any chunked framing, so the length is re-declared.
+        payload = response.read()
+        self.send_response_only(response.status, response.reason)
+        for name, value in response.getheaders():
+            if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                self.send_header(name, value)
+        if self.command == "HEAD":
+            # A HEAD answer declares the blob's length but carries no body.
+            self.send_header("Content-Length", response.getheader("Content-Length", "0"))
+        elif response.status not in (204, 304) and not 100 <= response.status < 200:
+            self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD" and payload:
+            self.wfile.write(payload)
+
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> http.client.HTTPResponse:
+        for attempt in (1, 2):
+            connection = self._upstream()
+            try:
+                connection.request(self.command, self.path, body=body, headers=headers)
+                return connection.getresponse()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # Azurite closed an idle keep-alive connection: reconnect once.
+                connection.close()
+                self._connection = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_OPTIONS = do_PATCH = _forward
+
+
+class LatencyProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, upstream: tuple[str, int], delay_s: float) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.upstream = upstream
+        self.delay_s = delay_s
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def record(self, kind: str) -> None:
+        with self._lock:
+            self._counts[kind] += 1
+
+    def counts(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self._counts)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+class LatencyProxy:
+    """`with LatencyProxy(azurite.port) as proxy:` clients of `proxy.connection_string` pay
+    `delay_s` per request; `proxy.counts()` tells how many requests of each kind they made."""
+
+    def __init__(self, upstream_port: int, delay_s: float = 0.010) -> None:
+        self._server = LatencyProxyServer(("127.0.0.1", upstream_port), delay_s)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="latency-proxy", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        port: int = self._server.server_address[1]
+        return port
+
+    @property
+    def blob_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}/{DEV_ACCOUNT}"
+
+    @property
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};"
+            f"AccountKey={DEV_KEY};BlobEndpoint={self.blob_endpoint};"
+        )
+
+    def counts(self) -> Counter[str]:
+        return self._server.counts()
+
+    def reset(self) -> None:
+        self._server.reset()
+
+    def __enter__(self) -> LatencyProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
