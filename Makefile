@@ -5,7 +5,10 @@ BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: demo test lint bench soak function-zip clean
+.PHONY: venv demo test lint bench function-zip clean
+.DEFAULT_GOAL := venv
+
+venv: $(PY_STAMP)
 
 $(PY_STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required; set PYTHON=python3.11")'

@@ -1,7 +1,7 @@
 """Least-privilege RBAC on the data account: custom roles for uploaders, readers and the sweeper.
 
-Each data action is listed with the protocol call that needs it; docs/provisioning.md shows the
-same table and a test keeps the two equal. Roles are defined on the account (assignable nowhere
+Each data action is listed with the protocol call that needs it; the README's "Provision an
+account" section shows the same table and a test keeps the two equal. Roles are defined on the account (assignable nowhere
 else) and assigned on the container, so no identity gets more than the one container.
 """
 

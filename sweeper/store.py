@@ -60,8 +60,8 @@ class DocumentTable:
             ),
             sa.Column(self.status, sa.String(16), nullable=False, key="status"),
             sa.Column(self.created_utc, sa.DateTime(timezone=True), nullable=False, key="created"),
-            # Serves the sweeper's only query: Pending rows older than the cutoff.
-            sa.Index(f"ix_{self.table}_status_created", "status", "created"),
+            # Serves the sweeper's claim: Pending rows older than the cutoff, in keyset order.
+            sa.Index(f"ix_{self.table}_status_created", "status", "created", "id"),
             schema=self.schema,
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -87,9 +88,7 @@ def test_cli_exit_code_says_whether_findings_remain(
     container.upload_blob("orphan.bin", b"o", tags={STATE_TAG: COMMITTED})
     argv = ["reconcile", "--db", db_url, "--connection-string", azurite.connection_string]
     argv += ["--container", container.container_name, "--older-than", "1s", "--json", *repair]
-    import time
-
-    time.sleep(1.1)
+    time.sleep(1.1)  # --older-than takes whole seconds; the orphan must be older than 1 s
     assert main(argv) == code
     report = json.loads(capsys.readouterr().out)
     assert [o["blob"] for o in report["orphans"]] == ["orphan.bin"]
