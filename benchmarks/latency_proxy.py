@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import parse_qs, urlsplit
 
-from safetynet.azurite import DEV_ACCOUNT, DEV_KEY
+from safetynet.azurite import DEV_ACCOUNT, dev_connection_string
 
 # Per-connection headers (RFC 9110 section 7.6.1) describe one hop and must not be forwarded.
 _HOP_BY_HOP = frozenset(
@@ -80,8 +80,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         body = self._read_body()
-        self.server.record(request_kind(self.command, self.path))
+        kind = request_kind(self.command, self.path)
+        self.server.record(kind)
         time.sleep(self.server.delay_s)
+        if self.server.take_injected_fault(kind):
+            self._send_server_busy()
+            return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         if body or "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
             headers["Content-Length"] = str(len(body))
@@ -105,6 +109,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD" and payload:
             self.wfile.write(payload)
+
+    def _send_server_busy(self) -> None:
+        body = b"injected fault"
+        self.send_response_only(503, "Server Busy")
+        self.send_header("x-ms-error-code", "ServerBusy")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _send_upstream(self, headers: dict[str, str], body: bytes) -> http.client.HTTPResponse:
         for attempt in (1, 2):
@@ -131,7 +143,19 @@ class LatencyProxyServer(ThreadingHTTPServer):
         self.upstream = upstream
         self.delay_s = delay_s
         self._counts: Counter[str] = Counter()
+        self._faults: Counter[str] = Counter()
         self._lock = threading.Lock()
+
+    def inject_faults(self, kind: str, count: int) -> None:
+        with self._lock:
+            self._faults[kind] = count
+
+    def take_injected_fault(self, kind: str) -> bool:
+        with self._lock:
+            if self._faults[kind] <= 0:
+                return False
+            self._faults[kind] -= 1
+            return True
 
     def record(self, kind: str) -> None:
         with self._lock:
@@ -167,13 +191,15 @@ class LatencyProxy:
 
     @property
     def connection_string(self) -> str:
-        return (
-            f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};"
-            f"AccountKey={DEV_KEY};BlobEndpoint={self.blob_endpoint};"
-        )
+        return dev_connection_string(self.blob_endpoint)
 
     def counts(self) -> Counter[str]:
         return self._server.counts()
+
+    def fail_next(self, kind: str, count: int) -> None:
+        """Answer the next `count` requests of `kind` (e.g. `POST comp=batch`) with 503
+        ServerBusy instead of forwarding them: a throttled or failing service, on demand."""
+        self._server.inject_faults(kind, count)
 
     def reset(self) -> None:
         self._server.reset()

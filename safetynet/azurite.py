@@ -25,6 +25,14 @@ class AzuriteError(RuntimeError):
     """Azurite could not be found, started or reached."""
 
 
+def dev_connection_string(blob_endpoint: str) -> str:
+    """A connection string for the emulator's development account at `blob_endpoint`."""
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};"
+        f"AccountKey={DEV_KEY};BlobEndpoint={blob_endpoint};"
+    )
+
+
 def _free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -58,15 +66,17 @@ class Azurite:
         self.port = 0
 
     @property
+    def pid(self) -> int | None:
+        """The emulator's process id while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def blob_endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}/{DEV_ACCOUNT}"
 
     @property
     def connection_string(self) -> str:
-        return (
-            f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};"
-            f"AccountKey={DEV_KEY};BlobEndpoint={self.blob_endpoint};"
-        )
+        return dev_connection_string(self.blob_endpoint)
 
     def start(self) -> Azurite:
         binary = find_azurite_bin()
