@@ -67,6 +67,34 @@ def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArg
     return rules
 
 
+def hardened_account(
+    name: str,
+    *,
+    resource_group_name: pulumi.Input[str],
+    location: str,
+    sku: storage.SkuName,
+    opts: pulumi.ResourceOptions,
+) -> storage.StorageAccount:
+    """A StorageV2 account that only Entra identities can use: the settings every account of
+    this program shares (the data account and the sweeper's runtime account alike)."""
+    return storage.StorageAccount(
+        name,
+        resource_group_name=resource_group_name,
+        location=location,
+        kind=storage.Kind.STORAGE_V2,
+        sku=storage.SkuArgs(name=sku),
+        # Blob index tags and lifecycle blobIndexMatch need a flat namespace.
+        is_hns_enabled=False,
+        enable_https_traffic_only=True,
+        minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
+        allow_blob_public_access=False,
+        allow_shared_key_access=False,
+        default_to_o_auth_authentication=True,
+        allow_cross_tenant_replication=False,
+        opts=opts,
+    )
+
+
 class DataAccount(pulumi.ComponentResource):
     """A StorageV2 account hardened for the pending-upload protocol.
 
@@ -91,19 +119,11 @@ class DataAccount(pulumi.ComponentResource):
         super().__init__("safetynet:storage:DataAccount", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        self.account = storage.StorageAccount(
+        self.account = hardened_account(
             name,
             resource_group_name=resource_group_name,
             location=config.location,
-            kind=storage.Kind.STORAGE_V2,
-            sku=storage.SkuArgs(name=storage.SkuName(config.storage_sku)),
-            is_hns_enabled=False,
-            enable_https_traffic_only=True,
-            minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
-            allow_blob_public_access=False,
-            allow_shared_key_access=False,
-            default_to_o_auth_authentication=True,
-            allow_cross_tenant_replication=False,
+            sku=storage.SkuName(config.storage_sku),
             opts=child,
         )
         account_name = self.account.name

@@ -15,6 +15,7 @@ from pulumi_azure_native import authorization, storage, web
 
 from infra.config import StackConfig
 from infra.package import FunctionPackage, PackageFile
+from infra.storage import hardened_account
 
 PYTHON_VERSION: Final = "3.11"
 DEPLOYMENT_CONTAINER: Final = "deployments"
@@ -53,19 +54,11 @@ class SweeperApp(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         client = authorization.get_client_config_output()
 
-        self.runtime_account = storage.StorageAccount(
+        self.runtime_account = hardened_account(
             f"{name}-runtime",
             resource_group_name=resource_group_name,
             location=config.location,
-            kind=storage.Kind.STORAGE_V2,
-            sku=storage.SkuArgs(name=storage.SkuName.STANDARD_LRS),
-            is_hns_enabled=False,
-            enable_https_traffic_only=True,
-            minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
-            allow_blob_public_access=False,
-            allow_shared_key_access=False,
-            default_to_o_auth_authentication=True,
-            allow_cross_tenant_replication=False,
+            sku=storage.SkuName.STANDARD_LRS,
             opts=child,
         )
         deployments = storage.BlobContainer(
