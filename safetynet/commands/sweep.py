@@ -12,7 +12,7 @@ from azure.core.exceptions import AzureError, ResourceNotFoundError
 
 from sweeper.clients import blob_service
 from sweeper.lease import SweepLeaseHeldError
-from sweeper.settings import SettingsError, SweepSettings, parse_duration
+from sweeper.settings import SettingsError, SweepSettings, parse_bool, parse_duration
 from sweeper.store import DocumentStore, StoreError
 from sweeper.sweep import Sweeper, SweepReport
 
@@ -51,12 +51,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=env("SAFETYNET_CUTOFF", "15m"),
         help="age after which a Pending row is abandoned: 90s, 15m, 2h, 1d (env SAFETYNET_CUTOFF)",
     )
-    parser.add_argument("--concurrency", type=int, default=int(env("SAFETYNET_CONCURRENCY", "4")))
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        # A string default goes through `type` at parse time: a bad env value is a usage error.
+        default=env("SAFETYNET_CONCURRENCY", "4"),
+        help="Blob Batches in flight, 1-64 (env SAFETYNET_CONCURRENCY)",
+    )
     parser.add_argument(
         "--lease",
-        action="store_true",
-        default=env("SAFETYNET_LEASE", "false").lower() == "true",
-        help="hold a blob lease so one sweeper runs at a time (for databases without SKIP LOCKED)",
+        action="store_const",
+        const="true",
+        default=env("SAFETYNET_LEASE", "false"),
+        help="hold a blob lease so one sweeper runs at a time, for databases without SKIP LOCKED "
+        "(env SAFETYNET_LEASE=true|false)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="report what would change; change nothing"
@@ -75,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             container=args.container,
             concurrency=args.concurrency,
             dry_run=args.dry_run,
-            use_lease=args.lease,
+            use_lease=parse_bool(args.lease, "SAFETYNET_LEASE"),
         )
         store = DocumentStore.from_url(args.db)
         store.check_schema()

@@ -117,15 +117,27 @@ def test_sweep_failed_row_exits_1(
         ("--cutoff", "0s", "--cutoff"),
         ("--db", "ftp://x/y", "database URL scheme"),
         ("--container", "no-such-container", "does not exist"),
+        ("--concurrency", "0", "concurrency"),
+        ("--concurrency", "four", "--concurrency"),
     ],
 )
 def test_sweep_bad_input_exits_2(
     run: Run, sweep_args: list[str], store: DocumentStore, option: str, value: str, named: str
 ) -> None:
-    """A bad cutoff, database URL or container is a usage error that says which."""
+    """A bad cutoff, database URL, container or concurrency is a usage error that says which."""
     code, _, err = run(*sweep_args, option, value)
     assert code == 2
     assert named in err
+
+
+def test_sweep_bad_lease_setting_exits_2(
+    run: Run, sweep_args: list[str], store: DocumentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SAFETYNET_LEASE that is neither true nor false is refused, not read as false."""
+    monkeypatch.setenv("SAFETYNET_LEASE", "yes please")
+    code, _, err = run(*sweep_args)
+    assert code == 2
+    assert "SAFETYNET_LEASE" in err
 
 
 def test_sweep_missing_table_exits_2(run: Run, azurite: Azurite, tmp_path: Path) -> None:
