@@ -11,12 +11,9 @@ import os
 import sys
 from datetime import UTC, datetime
 
-from azure.core.exceptions import AzureError, ResourceNotFoundError
-
-from sweeper.clients import blob_service
+from safetynet.commands.target import TARGET_ERRORS, add_target_options, describe, open_target
 from sweeper.reconcile import Reconciliation, reconcile
-from sweeper.settings import SettingsError, parse_duration
-from sweeper.store import DocumentStore, StoreError
+from sweeper.settings import parse_duration
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,10 +21,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "reconcile", help="compare container and table; list or repair orphans (lists blobs)"
     )
-    parser.add_argument("--db", default=env("SAFETYNET_DB_URL"), help="env SAFETYNET_DB_URL")
-    parser.add_argument("--account-url", default=env("SAFETYNET_ACCOUNT_URL"))
-    parser.add_argument("--connection-string", default=env("SAFETYNET_CONNECTION_STRING"))
-    parser.add_argument("--container", default=env("SAFETYNET_CONTAINER", "documents"))
+    add_target_options(parser)
     parser.add_argument(
         "--older-than",
         default=env("SAFETYNET_CUTOFF", "15m"),
@@ -44,23 +38,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     try:
-        if not args.db:
-            raise SettingsError("--db URL (or SAFETYNET_DB_URL) is required")
         older_than = datetime.now(UTC) - parse_duration(args.older_than, "--older-than")
-        store = DocumentStore.from_url(args.db)
-        store.check_schema()
-        container = blob_service(args.account_url, args.connection_string).get_container_client(
-            args.container
-        )
+        store, container = open_target(args)
         result = reconcile(store, container, older_than, repair=args.repair)
-    except (SettingsError, StoreError) as error:
-        print(f"safetynet reconcile: {error}", file=sys.stderr)
-        return 2
-    except ResourceNotFoundError:
-        print(f"safetynet reconcile: container {args.container!r} does not exist", file=sys.stderr)
-        return 2
-    except AzureError as error:
-        print(f"safetynet reconcile: blob endpoint unusable: {error.message}", file=sys.stderr)
+    except TARGET_ERRORS as error:
+        print(f"safetynet reconcile: {describe(error, args)}", file=sys.stderr)
         return 2
     _print(result, args.json)
     # Repair fixes orphans and unsealed blobs; a Ready row whose blob is gone needs a human

@@ -8,12 +8,9 @@ import logging
 import os
 import sys
 
-from azure.core.exceptions import AzureError, ResourceNotFoundError
-
-from sweeper.clients import blob_service
+from safetynet.commands.target import TARGET_ERRORS, add_target_options, describe, open_target
 from sweeper.lease import SweepLeaseHeldError
-from sweeper.settings import SettingsError, SweepSettings, parse_bool, parse_duration
-from sweeper.store import DocumentStore, StoreError
+from sweeper.settings import SweepSettings, parse_bool, parse_duration
 from sweeper.sweep import Sweeper, SweepReport
 
 EXIT_OK, EXIT_FAILED_ROWS, EXIT_USAGE = 0, 1, 2
@@ -32,20 +29,7 @@ class JsonLogFormatter(logging.Formatter):
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     env = os.environ.get
     parser = subparsers.add_parser("sweep", help="delete abandoned uploads under the tag guard")
-    parser.add_argument(
-        "--db", default=env("SAFETYNET_DB_URL"), help="SQLAlchemy URL (env SAFETYNET_DB_URL)"
-    )
-    parser.add_argument(
-        "--account-url",
-        default=env("SAFETYNET_ACCOUNT_URL"),
-        help="https blob endpoint, DefaultAzureCredential (env SAFETYNET_ACCOUNT_URL)",
-    )
-    parser.add_argument(
-        "--connection-string",
-        default=env("SAFETYNET_CONNECTION_STRING"),
-        help="Azurite only (env SAFETYNET_CONNECTION_STRING)",
-    )
-    parser.add_argument("--container", default=env("SAFETYNET_CONTAINER", "documents"))
+    add_target_options(parser)
     parser.add_argument(
         "--cutoff",
         default=env("SAFETYNET_CUTOFF", "15m"),
@@ -76,8 +60,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     _configure_logging()
     try:
-        if not args.db:
-            raise SettingsError("--db URL (or SAFETYNET_DB_URL) is required")
         settings = SweepSettings(
             cutoff=parse_duration(args.cutoff, "--cutoff"),
             container=args.container,
@@ -85,28 +67,17 @@ def run(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             use_lease=parse_bool(args.lease, "SAFETYNET_LEASE"),
         )
-        store = DocumentStore.from_url(args.db)
-        store.check_schema()
-        service = blob_service(args.account_url, args.connection_string)
-        container = service.get_container_client(settings.container)
+        store, container = open_target(args)
         progress = _print_progress if sys.stderr.isatty() and not args.json else None
         report = Sweeper(store, container, settings, on_progress=progress).run()
-    except (SettingsError, StoreError) as error:
-        return _usage_error(str(error))
-    except ResourceNotFoundError:
-        return _usage_error(f"container {args.container!r} does not exist")
     except SweepLeaseHeldError as error:
         print(f"safetynet sweep: {error}", file=sys.stderr)
         return EXIT_OK
-    except AzureError as error:
-        return _usage_error(f"blob endpoint unusable: {type(error).__name__}: {error.message}")
+    except TARGET_ERRORS as error:
+        print(f"safetynet sweep: {describe(error, args)}", file=sys.stderr)
+        return EXIT_USAGE
     _print_report(report, args.json)
     return EXIT_FAILED_ROWS if report.errors else EXIT_OK
-
-
-def _usage_error(message: str) -> int:
-    print(f"safetynet sweep: {message}", file=sys.stderr)
-    return EXIT_USAGE
 
 
 def _configure_logging() -> None:
