@@ -28,7 +28,7 @@ from sweeper.protocol import UploadProtocol
 from sweeper.reconcile import reconcile
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, NameConflictError, Status
-from sweeper.sweep import Sweeper
+from sweeper.sweep import Sweeper, SweepReport
 
 CUTOFF = timedelta(minutes=15)
 LATER = timedelta(hours=1)
@@ -96,7 +96,7 @@ def _later() -> datetime:
     return datetime.now(UTC) + LATER
 
 
-def _sweep(store: DocumentStore, container: ContainerClient) -> Any:
+def _sweep(store: DocumentStore, container: ContainerClient) -> SweepReport:
     return Sweeper(store, container, SweepSettings(cutoff=CUTOFF), clock=_later).run()
 
 

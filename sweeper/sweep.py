@@ -23,7 +23,7 @@ from sweeper import blobs
 from sweeper.lease import SweepLease
 from sweeper.protocol import Clock, utc_now
 from sweeper.settings import SweepSettings
-from sweeper.store import Document, DocumentStore
+from sweeper.store import Document, DocumentStore, StaleBatch
 
 log = logging.getLogger("safetynet.sweeper")
 
@@ -126,7 +126,9 @@ class Sweeper:
                     self.on_progress(report)
         return report
 
-    def _finish(self, batch: Any, outcomes: dict[str, BlobOutcome], report: SweepReport) -> None:
+    def _finish(
+        self, batch: StaleBatch, outcomes: dict[str, BlobOutcome], report: SweepReport
+    ) -> None:
         removable: list[str] = []
         sealed: list[str] = []
         for document in batch.documents:
