@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import parse_qs, urlsplit
 
-from safetynet.azurite import DEV_ACCOUNT, dev_connection_string
+from safetynet.azurite import dev_blob_endpoint, dev_connection_string
 
 # Per-connection headers (RFC 9110 section 7.6.1) describe one hop and must not be forwarded.
 _HOP_BY_HOP = frozenset(
@@ -187,11 +187,11 @@ class LatencyProxy:
 
     @property
     def blob_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{DEV_ACCOUNT}"
+        return dev_blob_endpoint(self.port)
 
     @property
     def connection_string(self) -> str:
-        return dev_connection_string(self.blob_endpoint)
+        return dev_connection_string(self.port)
 
     def counts(self) -> Counter[str]:
         return self._server.counts()

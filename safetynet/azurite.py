@@ -25,11 +25,16 @@ class AzuriteError(RuntimeError):
     """Azurite could not be found, started or reached."""
 
 
-def dev_connection_string(blob_endpoint: str) -> str:
-    """A connection string for the emulator's development account at `blob_endpoint`."""
+def dev_blob_endpoint(port: int) -> str:
+    """The development account's blob endpoint served on `port` of 127.0.0.1."""
+    return f"http://127.0.0.1:{port}/{DEV_ACCOUNT}"
+
+
+def dev_connection_string(port: int) -> str:
+    """A connection string for the emulator's development account served on `port`."""
     return (
         f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};"
-        f"AccountKey={DEV_KEY};BlobEndpoint={blob_endpoint};"
+        f"AccountKey={DEV_KEY};BlobEndpoint={dev_blob_endpoint(port)};"
     )
 
 
@@ -72,11 +77,11 @@ class Azurite:
 
     @property
     def blob_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{DEV_ACCOUNT}"
+        return dev_blob_endpoint(self.port)
 
     @property
     def connection_string(self) -> str:
-        return dev_connection_string(self.blob_endpoint)
+        return dev_connection_string(self.port)
 
     def start(self) -> Azurite:
         binary = find_azurite_bin()
