@@ -1,0 +1,56 @@
+"""The folders keep the boundaries of the design: no part imports another, rules import no SDK."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("infra", "policies", "sweeper")
+SDKS = ("azure", "pulumi", "pulumi_azure_native", "pulumi_policy", "sqlalchemy")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Dotted names of the absolute imports in one file."""
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module)
+    return modules
+
+
+def imported_roots(path: Path) -> set[str]:
+    return {module.split(".")[0] for module in imported_modules(path)}
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_parts_import_nothing_of_each_other(part: str) -> None:
+    """infra/, policies/ and sweeper/ share only safetynet.constants, never each other."""
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(imported_roots(path) & (set(PARTS) - {part}))
+        for path in (ROOT / part).rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_parts_take_only_constants_from_safetynet() -> None:
+    """The only safetynet module a part may import is the shared constants."""
+    offenders = [
+        f"{path.relative_to(ROOT)}: {module}"
+        for part in PARTS
+        for path in (ROOT / part).rglob("*.py")
+        for module in imported_modules(path)
+        if module.startswith("safetynet") and module != "safetynet.constants"
+    ]
+    assert offenders == []
+
+
+def test_rules_and_model_import_no_sdk() -> None:
+    """Rules are pure functions over the normalized model: no Azure, Pulumi or database SDK."""
+    paths = [ROOT / "policies" / "model.py", *(ROOT / "policies" / "rules").rglob("*.py")]
+    offenders = {str(p.relative_to(ROOT)): sorted(imported_roots(p) & set(SDKS)) for p in paths}
+    assert {k: v for k, v in offenders.items() if v} == {}
