@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import safetynet
+import safetynet.constants
 
 DEFAULT_PYTHON_VERSION: Final = "3.11"
 """Must equal the runtime version the infra program sets (a test compares the two)."""
@@ -117,7 +117,7 @@ def build_zip(
     if not _PYTHON_VERSION.fullmatch(python_version):
         raise BuildError(f"--python-version {python_version!r} is not of the form 3.N (e.g. 3.11)")
     sweeper_dir = Path(__file__).resolve().parent
-    safetynet_dir = Path(safetynet.__file__).resolve().parent
+    safetynet_dir = Path(safetynet.constants.__file__).resolve().parent
     with tempfile.TemporaryDirectory(prefix="sweeper-function-") as scratch:
         stage = Path(scratch) / "stage"
         stage.mkdir()
