@@ -31,14 +31,8 @@ def settings(body: Mapping[str, Any]) -> AccountSettings:
     props = common.mapping(body.get("properties"))
     if props is UNKNOWN:
         return AccountSettings(UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
-    tls = common.get_str(props, "minimumTlsVersion")
-    return AccountSettings(
-        kind=common.get_str(body, "kind"),
-        is_hns_enabled=common.get_bool(props, "isHnsEnabled", False),
-        allow_shared_key_access=common.get_bool(props, "allowSharedKeyAccess", True),
-        allow_blob_public_access=common.get_bool(props, "allowBlobPublicAccess", False),
-        https_only=common.get_bool(props, "supportsHttpsTrafficOnly", True),
-        minimum_tls_version="TLS1_0" if tls is None else tls,
+    return common.account_settings(
+        common.get_str(body, "kind"), props, https_key="supportsHttpsTrafficOnly"
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from policies.model import (
     UNKNOWN,
+    AccountSettings,
     BlobService,
     Container,
     LifecycleRule,
@@ -69,6 +70,23 @@ def get_strs(data: Mapping[str, Any], key: str) -> Maybe[tuple[str, ...]]:
     if is_list and all(isinstance(item, str) for item in value):
         return tuple(value)
     return UNKNOWN
+
+
+def account_settings(
+    kind: Maybe[str | None], props: Mapping[str, Any], https_key: str
+) -> AccountSettings:
+    """Account settings from camelCase properties; absent values take the REST API's
+    documented defaults. ARM reads and Pulumi inputs differ only in where `kind` sits and in
+    the name of the HTTPS flag (`supportsHttpsTrafficOnly` vs `enableHttpsTrafficOnly`)."""
+    tls = get_str(props, "minimumTlsVersion")
+    return AccountSettings(
+        kind=kind,
+        is_hns_enabled=get_bool(props, "isHnsEnabled", False),
+        allow_shared_key_access=get_bool(props, "allowSharedKeyAccess", True),
+        allow_blob_public_access=get_bool(props, "allowBlobPublicAccess", False),
+        https_only=get_bool(props, https_key, True),
+        minimum_tls_version="TLS1_0" if tls is None else tls,
+    )
 
 
 def retention(value: object, *, with_permanent_delete: bool) -> Retention:

@@ -73,14 +73,8 @@ class StackResource:
 def settings(props: Mapping[str, Any]) -> AccountSettings:
     """From StorageAccount inputs; absent values take the REST API's documented defaults."""
     props = resolve_unknowns(props)
-    tls = common.get_str(props, "minimumTlsVersion")
-    return AccountSettings(
-        kind=common.get_str(props, "kind"),
-        is_hns_enabled=common.get_bool(props, "isHnsEnabled", False),
-        allow_shared_key_access=common.get_bool(props, "allowSharedKeyAccess", True),
-        allow_blob_public_access=common.get_bool(props, "allowBlobPublicAccess", False),
-        https_only=common.get_bool(props, "enableHttpsTrafficOnly", True),
-        minimum_tls_version="TLS1_0" if tls is None else tls,
+    return common.account_settings(
+        common.get_str(props, "kind"), props, https_key="enableHttpsTrafficOnly"
     )
 
 
