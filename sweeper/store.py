@@ -270,16 +270,6 @@ class DocumentStore:
             rows = [self._to_document(r) for r in conn.execute(query)]
             yield StaleBatch(self, conn, rows)
 
-    def count_stale(self, cutoff: datetime) -> int:
-        c = self.table.c
-        query = (
-            sa.select(sa.func.count())
-            .select_from(self.table)
-            .where(c.status == Status.PENDING.value, c.created < cutoff)
-        )
-        with self._connect() as conn:
-            return int(conn.execute(query).scalar_one())
-
 
 @dataclass
 class StaleBatch:
