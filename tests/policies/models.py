@@ -17,7 +17,7 @@ from policies.model import (
     TagFilter,
 )
 from policies.roles import BUILT_IN_ROLES
-from safetynet.constants import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from safetynet.constants import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
 
 ACCOUNT_ID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/docs"
 BLOB_OWNER = BUILT_IN_ROLES["b7e6dc6d-f1e8-4753-8033-0f276bb0955b"]
@@ -59,6 +59,13 @@ def pending_rule(**changes: Any) -> LifecycleRule:
         version_delete_after_days=None,
     )
     return dataclasses.replace(base, **changes)
+
+
+def retired_rule(**changes: Any) -> LifecycleRule:
+    """A second tag rule, on retired blobs, beside the pending backstop."""
+    return pending_rule(
+        name="delete-retired", tag_filters=(TagFilter(STATE_TAG, "==", RETIRED),), **changes
+    )
 
 
 def version_rule(**changes: Any) -> LifecycleRule:

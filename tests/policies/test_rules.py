@@ -41,6 +41,10 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(),
             m.account(lifecycle_rules=(m.pending_rule(prefixes=()),)),
             m.account(lifecycle_rules=(m.version_rule(), m.pending_rule(prefixes=("doc",)))),
+            m.account(lifecycle_rules=(m.pending_rule(), m.retired_rule())),
+            m.account(
+                lifecycle_rules=(m.pending_rule(prefixes=("documents/2026/", "documents/")),)
+            ),
         ],
         Outcome.FAIL: [
             m.account(lifecycle_rules=()),
@@ -57,6 +61,24 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(lifecycle_rules=(m.pending_rule(delete_after_days=None),)),
             m.account(lifecycle_rules=(m.pending_rule(delete_after_days=30),)),
             m.account(lifecycle_rules=(m.pending_rule(delete_after_days=0),)),
+            m.account(
+                lifecycle_rules=(
+                    m.pending_rule(
+                        tag_filters=(TagFilter("state", "==", "pending"), TagFilter("x", "==", "y"))
+                    ),
+                )
+            ),
+            m.account(
+                lifecycle_rules=(
+                    m.pending_rule(
+                        tag_filters=(
+                            TagFilter("state", "==", "pending"),
+                            TagFilter("state", "==", "retired"),
+                        )
+                    ),
+                )
+            ),
+            m.account(lifecycle_rules=(m.pending_rule(prefixes=("documents/2026/",)),)),
         ],
         Outcome.UNKNOWN: [
             m.account(lifecycle_rules=(m.pending_rule(enabled=UNKNOWN),)),
@@ -80,9 +102,24 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.UNKNOWN: [m.account(settings=m.settings(kind=UNKNOWN))],
     },
     "SN-SHARED-KEY-OFF": {
-        Outcome.PASS: [m.account()],
-        Outcome.FAIL: [m.account(settings=m.settings(allow_shared_key_access=True))],
-        Outcome.UNKNOWN: [m.account(settings=m.settings(allow_shared_key_access=UNKNOWN))],
+        Outcome.PASS: [
+            m.account(),
+            m.account(settings=m.settings(blob_shared_key_access=False)),
+        ],
+        Outcome.FAIL: [
+            m.account(settings=m.settings(allow_shared_key_access=True)),
+            m.account(settings=m.settings(blob_shared_key_access=True)),
+            m.account(
+                settings=m.settings(allow_shared_key_access=UNKNOWN, blob_shared_key_access=True)
+            ),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(settings=m.settings(allow_shared_key_access=UNKNOWN)),
+            m.account(settings=m.settings(blob_shared_key_access=UNKNOWN)),
+            m.account(
+                settings=m.settings(allow_shared_key_access=True, blob_shared_key_access=False)
+            ),
+        ],
     },
     "SN-NO-PUBLIC-ACCESS": {
         Outcome.PASS: [m.account()],
@@ -249,6 +286,16 @@ def test_thresholds_change_the_verdict() -> None:
         m.account(), Thresholds(min_blob_soft_delete_days=30)
     )
     assert finding.outcome is Outcome.FAIL
+
+
+def test_container_of_unknown_name_makes_protocol_rules_unknown_not_skipped() -> None:
+    """A container whose name is not known yet keeps the protocol rules, answered UNKNOWN."""
+    preview = m.account(containers=(Container(UNKNOWN, None),), lifecycle_rules=())
+    judged = {f.rule.id: f for f in evaluate(preview, THRESHOLDS)}
+    lifecycle = judged["SN-PENDING-LIFECYCLE"]
+    assert lifecycle.outcome is Outcome.UNKNOWN
+    assert "not known yet" in lifecycle.message
+    assert judged["SN-SHARED-KEY-OFF"].outcome is Outcome.PASS
 
 
 def test_protocol_rules_skip_accounts_without_the_container() -> None:
