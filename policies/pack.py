@@ -61,6 +61,13 @@ CONFIG_SCHEMA: Final = PolicyConfigSchema(
             "default": DEFAULT_THRESHOLDS.container,
             "description": "The protocol's container (the lifecycle rule must cover it).",
         },
+        "deploymentPrincipalIds": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Object ids of deployment identities, exempt from the "
+            "application-role rules (SN-NO-BROAD-APP-ROLES, SN-NEVER-GRANTED).",
+        },
     }
 )
 """The thresholds every policy accepts, e.g. `{"all": {...}}` in a policy config file."""
@@ -82,6 +89,9 @@ def thresholds(config: Mapping[str, Any]) -> Thresholds:
         ),
         max_pending_days=int(config.get("maxPendingDays", DEFAULT_THRESHOLDS.max_pending_days)),
         container=str(config.get("containerName", DEFAULT_THRESHOLDS.container)),
+        deployment_principal_ids=tuple(
+            str(item) for item in config.get("deploymentPrincipalIds", ())
+        ),
     )
 
 

@@ -9,9 +9,25 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-TAG_WRITE: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags/write"
+BLOBS: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+TAG_WRITE: Final = f"{BLOBS}/tags/write"
+PERMANENT_DELETE: Final = f"{BLOBS}/permanentDelete/action"
 ROLE_ASSIGNMENT_WRITE: Final = "Microsoft.Authorization/roleAssignments/write"
 LIST_KEYS: Final = "Microsoft.Storage/storageAccounts/listKeys/action"
+ACCOUNT_WRITE: Final = "Microsoft.Storage/storageAccounts/write"
+
+NEVER_GRANTED: Final = (LIST_KEYS, PERMANENT_DELETE, ACCOUNT_WRITE, ROLE_ASSIGNMENT_WRITE)
+"""Actions no application identity may hold on the data account: each one undoes a net
+(keys bypass RBAC, permanent delete purges soft-deleted blobs, account write turns soft delete,
+shared key or public access back on, role assignment write grants any of these)."""
+
+OWNER_LIKE: Final = (ROLE_ASSIGNMENT_WRITE, ACCOUNT_WRITE, LIST_KEYS)
+"""Control-plane actions that make a role broad (Owner, Contributor, Storage Account
+Contributor all hold at least one)."""
+
+RESERVED_PREFIX: Final = ".safetynet/"
+"""Blob paths the project keeps for its own housekeeping (the sweeper's lease blob, the
+verification probes); documents never live there."""
 
 
 def _pattern(action: str) -> re.Pattern[str]:
@@ -35,8 +51,11 @@ class RoleDefinition:
 
 
 BUILT_IN_ROLES: Final[dict[str, RoleDefinition]] = {
+    # GUIDs and permissions as Microsoft lists them:
+    # https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/general and
+    # https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage
     "8e3af657-a8ff-443c-a75c-2fe8c4bcb635": RoleDefinition("Owner", actions=("*",)),
-    "b24988ac-6180-42d9-a3f1-e7a9b4f5e7de": RoleDefinition(
+    "b24988ac-6180-42a0-ab88-20f7382dd24c": RoleDefinition(
         "Contributor",
         actions=("*",),
         not_actions=(
@@ -52,7 +71,17 @@ BUILT_IN_ROLES: Final[dict[str, RoleDefinition]] = {
     "acdd72a7-3385-48ef-bd42-f606fba81ae7": RoleDefinition("Reader", actions=("*/read",)),
     "17d1049b-9a84-46fb-8f53-869881c3d3ab": RoleDefinition(
         "Storage Account Contributor",
-        actions=("Microsoft.Storage/storageAccounts/*", "Microsoft.Resources/deployments/*"),
+        actions=(
+            "Microsoft.Authorization/*/read",
+            "Microsoft.Insights/alertRules/*",
+            "Microsoft.Insights/diagnosticSettings/*",
+            "Microsoft.Network/virtualNetworks/subnets/joinViaServiceEndpoint/action",
+            "Microsoft.ResourceHealth/availabilityStatuses/read",
+            "Microsoft.Resources/deployments/*",
+            "Microsoft.Resources/subscriptions/resourceGroups/read",
+            "Microsoft.Storage/storageAccounts/*",
+            "Microsoft.Support/*",
+        ),
     ),
     "b7e6dc6d-f1e8-4753-8033-0f276bb0955b": RoleDefinition(
         "Storage Blob Data Owner",
@@ -93,3 +122,66 @@ def scope_covers(scope: str, resource_id: str) -> bool:
     """True when an assignment at `scope` applies to `resource_id` (same or an ancestor)."""
     outer, inner = normalize_scope(scope), normalize_scope(resource_id)
     return inner == outer or inner.startswith(outer + "/") or outer == "/"
+
+
+@dataclass(frozen=True)
+class PathCondition:
+    """One `@Resource[...blobs:path] <op> '<value>'` clause of an ABAC condition."""
+
+    operator: str
+    value: str
+
+    @property
+    def prefix(self) -> str:
+        """The literal path prefix every matching blob shares."""
+        if self.operator == "StringLike":
+            return self.value.split("*", 1)[0].split("?", 1)[0]
+        return self.value
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A parsed ABAC condition of the shape this project writes (infra/access.py):
+    the listed data actions are allowed only on blobs whose path matches one of `paths`;
+    every other action of the role is unaffected."""
+
+    actions: tuple[str, ...]
+    paths: tuple[PathCondition, ...]
+
+    def restricts(self, action: str) -> bool:
+        return any(action.lower() == limited.lower() for limited in self.actions)
+
+    @property
+    def reserved_only(self) -> bool:
+        """Every allowed path lies under the project's reserved prefix."""
+        return all(path.prefix.startswith(RESERVED_PREFIX) for path in self.paths)
+
+
+_ACTION = r"!\(\s*ActionMatches\{'([^']+)'\}\s*\)"
+_PATH = (
+    r"@Resource\[Microsoft\.Storage/storageAccounts/blobServices/containers/blobs:path\]"
+    r"\s+(StringEquals|StringStartsWith|StringLike)\s+'([^']*)'"
+)
+_CONDITION = re.compile(
+    rf"\(\s*\(\s*(?P<actions>{_ACTION}(?:\s+AND\s+{_ACTION})*)\s*\)\s+OR\s+"
+    rf"\(\s*(?P<paths>{_PATH}(?:\s+OR\s+{_PATH})*)\s*\)\s*\)"
+)
+
+
+def parse_condition(text: str) -> Condition | None:
+    """The condition if it has the form `((!(ActionMatches{'a'}) AND ...) OR (@Resource[blob
+    path] op 'v' OR ...))`, the form Microsoft documents for "allow these actions only on these
+    paths" (https://learn.microsoft.com/azure/storage/blobs/storage-auth-abac-examples); None
+    for anything else, which a rule must treat as not understood."""
+    match = _CONDITION.fullmatch(" ".join(text.split()))
+    if match is None:
+        return None
+    actions = tuple(re.findall(r"ActionMatches\{'([^']+)'\}", match["actions"]))
+    paths = tuple(
+        PathCondition(operator, value)
+        for operator, value in re.findall(
+            r"blobs:path\]\s+(StringEquals|StringStartsWith|StringLike)\s+'([^']*)'",
+            match["paths"],
+        )
+    )
+    return Condition(actions, paths)

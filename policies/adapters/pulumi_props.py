@@ -151,6 +151,7 @@ def role_assignment(
         definition = definitions.get(definition_id.lower()) or built_in_role(definition_id)
     principal, scope = props.get("principalId"), props.get("scope")
     principal_type = common.get_str(props, "principalType")
+    condition = common.get_str(props, "condition")
     if definition is None:
         return RoleAssignment(
             principal_id=principal if isinstance(principal, str) else UNKNOWN,
@@ -161,6 +162,7 @@ def role_assignment(
             not_actions=UNKNOWN,
             data_actions=UNKNOWN,
             not_data_actions=UNKNOWN,
+            condition=condition,
         )
     return RoleAssignment(
         principal_id=principal if isinstance(principal, str) else UNKNOWN,
@@ -171,6 +173,7 @@ def role_assignment(
         not_actions=definition.not_actions,
         data_actions=definition.data_actions,
         not_data_actions=definition.not_data_actions,
+        condition=condition,
     )
 
 

@@ -34,6 +34,9 @@ DATA_ACCOUNT = "safetynet"
 OWNER_ROLE = (
     "/providers/Microsoft.Authorization/roleDefinitions/8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
 )
+BLOB_OWNER_ROLE = (
+    "/providers/Microsoft.Authorization/roleDefinitions/b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
+)
 
 
 @dataclass
@@ -205,6 +208,16 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
             "roleDefinitionId",
             f"/subscriptions/s{OWNER_ROLE}",
             "sweeper-host-storage",
+        ),
+        set(),
+    ),
+    "SN-NEVER-GRANTED": (
+        {},
+        set_input(
+            "azure-native:authorization:RoleAssignment",
+            "roleDefinitionId",
+            f"/subscriptions/s{BLOB_OWNER_ROLE}",
+            "access-sweeper-app",
         ),
         set(),
     ),

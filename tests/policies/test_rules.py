@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import pytest
 
+from infra.access import SWEEPER_CONDITION
 from policies.model import UNKNOWN, Account, Container, Facet, TagFilter, Thresholds
+from policies.roles import PERMANENT_DELETE, TAG_WRITE, built_in_role, parse_condition
 from policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from tests.policies import models as m
 
 THRESHOLDS = Thresholds()
+VERIFY_PREFIX = ".safetynet/verify/"
+UNREADABLE_CONDITION = "@Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals {x}"
+"""A condition of a form this project never writes (constrained delegation)."""
+
+
+def fenced(action: str, path: str = VERIFY_PREFIX) -> str:
+    """The condition shape infra/access.py writes: `action` only on blobs under `path`."""
+    return (
+        f"((!(ActionMatches{{'{action}'}})) OR "
+        "(@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] "
+        f"StringStartsWith '{path}'))"
+    )
+
 
 CASES: dict[str, dict[Outcome, list[Account]]] = {
     "SN-BLOB-SOFT-DELETE": {
@@ -146,6 +161,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
     "SN-TAG-WRITE-ROLE": {
         Outcome.PASS: [
             m.account(),
+            m.account(role_assignments=(m.assignment(condition=SWEEPER_CONDITION),)),
             m.account(role_assignments=(m.assignment(scope=m.ACCOUNT_ID),)),
             m.account(role_assignments=(m.assignment(scope="/subscriptions/s"),)),
             m.account(
@@ -155,6 +171,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         ],
         Outcome.FAIL: [
             m.account(role_assignments=()),
+            m.account(role_assignments=(m.assignment(condition=fenced(TAG_WRITE)),)),
             m.account(
                 role_assignments=(
                     m.assignment(
@@ -187,6 +204,8 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.UNKNOWN: [
             m.account(role_assignments=(m.assignment(scope=UNKNOWN),)),
             m.account(role_assignments=(m.assignment(data_actions=UNKNOWN),)),
+            m.account(role_assignments=(m.assignment(condition=UNREADABLE_CONDITION),)),
+            m.account(role_assignments=(m.assignment(condition=UNKNOWN),)),
         ],
     },
     "SN-NO-BROAD-APP-ROLES": {
@@ -196,6 +215,8 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         ],
         Outcome.FAIL: [
             m.account(role_assignments=(m.assignment(), m.assignment(m.OWNER))),
+            m.account(role_assignments=(m.assignment(m.CONTRIBUTOR),)),
+            m.account(role_assignments=(m.assignment(m.ACCOUNT_CONTRIBUTOR),)),
             m.account(
                 role_assignments=(
                     m.assignment(
@@ -208,6 +229,41 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.UNKNOWN: [
             m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
             m.account(role_assignments=(m.assignment(actions=UNKNOWN),)),
+        ],
+    },
+    "SN-NEVER-GRANTED": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(role_assignments=(m.assignment(m.OWNER, principal_type="User"),)),
+            m.account(
+                role_assignments=(
+                    m.assignment(m.BLOB_OWNER, condition=fenced(PERMANENT_DELETE, VERIFY_PREFIX)),
+                )
+            ),
+            m.account(
+                role_assignments=(
+                    m.assignment(
+                        m.OWNER, scope=f"{m.ACCOUNT_ID}/blobServices/default/containers/x"
+                    ),
+                )
+            ),
+        ],
+        Outcome.FAIL: [
+            m.account(role_assignments=(m.assignment(m.BLOB_OWNER),)),
+            m.account(role_assignments=(m.assignment(m.OWNER, scope="/subscriptions/s"),)),
+            m.account(role_assignments=(m.assignment(m.ACCOUNT_CONTRIBUTOR),)),
+            m.account(
+                role_assignments=(
+                    m.assignment(m.BLOB_OWNER, condition=fenced(PERMANENT_DELETE, "documents/")),
+                )
+            ),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
+            m.account(
+                role_assignments=(m.assignment(m.BLOB_OWNER, condition=UNREADABLE_CONDITION),)
+            ),
+            m.account(role_assignments=(m.assignment(m.BLOB_OWNER, condition=UNKNOWN),)),
         ],
     },
     "SN-VERSION-EXPIRY": {
@@ -313,3 +369,36 @@ def test_rule_ids_are_unique_and_metadata_complete() -> None:
     """Each rule has a unique id and non-empty title, rationale and remediation."""
     assert len(RULES_BY_ID) == len(RULES)
     assert all(rule.title and rule.rationale and rule.remediation for rule in RULES)
+
+
+def test_named_deployment_identities_are_exempt_from_the_app_role_rules() -> None:
+    """An Owner held by a principal listed in deployment_principal_ids is neither broad nor never-granted."""
+    model = m.account(role_assignments=(m.assignment(), m.assignment(m.OWNER, principal_id="ci")))
+    assert {f.outcome for f in evaluate(model, THRESHOLDS)} >= {Outcome.FAIL}
+    exempt = Thresholds(deployment_principal_ids=("ci",))
+    judged = {f.rule.id: f for f in evaluate(model, exempt)}
+    for rule_id in ("SN-NO-BROAD-APP-ROLES", "SN-NEVER-GRANTED"):
+        assert judged[rule_id].outcome is Outcome.PASS
+        assert "deployment identities exempt: ci" in judged[rule_id].message
+
+
+def test_contributor_is_known_by_its_real_guid() -> None:
+    """The built-in Contributor role is recognized by b24988ac-6180-42a0-ab88-20f7382dd24c."""
+    role = built_in_role(
+        "/subscriptions/s/providers/Microsoft.Authorization/roleDefinitions/"
+        "b24988ac-6180-42a0-ab88-20f7382dd24c"
+    )
+    assert role is not None
+    assert role.name == "Contributor"
+
+
+def test_the_conditions_this_project_writes_parse() -> None:
+    """The sweeper's lease condition parses to write/add limited to its lock blob."""
+    condition = parse_condition(SWEEPER_CONDITION)
+    assert condition is not None
+    assert condition.restricts(
+        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"
+    )
+    assert not condition.restricts(TAG_WRITE)
+    assert condition.reserved_only
+    assert parse_condition(UNREADABLE_CONDITION) is None
