@@ -338,7 +338,7 @@ class FakeArm:
         definition = self.definitions.get(lowered)
         if ROLE_DEFINITIONS.lower() in lowered:
             return (200, definition) if definition else (404, error_body(404))
-        if PROVIDER.lower() in lowered:
+        if PROVIDER.lower() in lowered and "/providers/microsoft.authorization/" not in lowered:
             refused = self._refuse_api_version(query.get("api-version", [""])[0])
             if refused is not None:
                 return refused
