@@ -124,8 +124,8 @@ def _role_definitions(resources: Sequence[StackResource]) -> dict[str, RoleDefin
     """Custom role definitions declared in the stack, by lower-case id (when known)."""
     found: dict[str, RoleDefinition] = {}
     for resource in resources:
-        key = _definition_key(resource)
-        if resource.type != ROLE_DEFINITION or key is None:
+        key = _definition_key(resource) if resource.type == ROLE_DEFINITION else None
+        if key is None:
             continue
         props = resolve_unknowns(resource.props)
         perms = common.permissions(props.get("permissions"))

@@ -6,6 +6,7 @@ The policies' validate functions are called directly with CrossGuard's own argum
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,9 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from policies.adapters.pulumi_props import UNKNOWN_SENTINELS
-from policies.pack import POLICIES, is_resource_rule
+from policies.model import Thresholds
+from policies.pack import POLICIES, is_resource_rule, thresholds
+from policies.pack_config import main as pack_config_main
 from policies.rules import RULES, RULES_BY_ID
 from tests.infra.harness import DELETE, Mutate, StackRun, run_stack, set_input
 
@@ -256,3 +259,14 @@ def test_unknown_inputs_are_reported_as_unknown_not_passed() -> None:
     result = run_pack(policy_resources(run_stack(BASE, mutate)))
     assert "SN-SHARED-KEY-OFF" in result.unknown
     assert "SN-SHARED-KEY-OFF" not in result.failing
+
+
+def test_generated_pack_config_gives_every_policy_the_thresholds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`python -m policies.pack_config` puts the same thresholds under every policy's own name."""
+    assert pack_config_main(["--max-pending-days", "3", "--deployment-principal", "ci"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert set(document) == set(RULES_BY_ID)
+    expected = Thresholds(max_pending_days=3, deployment_principal_ids=("ci",))
+    assert all(thresholds(entry) == expected for entry in document.values())
