@@ -90,7 +90,8 @@ TAG_WRITE_ROLE = Rule(
     remediation=(
         "list the application identity in Pulumi config `uploaderPrincipalIds`: infra/access.py "
         f"assigns it the uploader role, which holds {TAG_WRITE} on the container (Storage Blob "
-        "Data Owner would also work, but grants far more than the protocol needs)"
+        "Data Owner holds it too, but fails SN-NEVER-GRANTED: its blobs/* includes permanent "
+        "delete); a tag write an ABAC condition fences to some paths does not count"
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_tag_write,
