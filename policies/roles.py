@@ -126,7 +126,7 @@ def scope_covers(scope: str, resource_id: str) -> bool:
 
 @dataclass(frozen=True)
 class PathCondition:
-    """One `@Resource[...blobs:path] <op> '<value>'` clause of an ABAC condition."""
+    """One `@Resource[...blobs:path] <op> '<value>'` (or `@Request[...blobs:prefix]`) test."""
 
     operator: str
     value: str
@@ -140,48 +140,119 @@ class PathCondition:
 
 
 @dataclass(frozen=True)
-class Condition:
-    """A parsed ABAC condition of the shape this project writes (infra/access.py):
-    the listed data actions are allowed only on blobs whose path matches one of `paths`;
-    every other action of the role is unaffected."""
+class Clause:
+    """`(!(ActionMatches{'a'}) AND ...) OR (<path test> OR ...)`: the actions listed are allowed
+    only where a path test holds; every other action of the role is unaffected."""
 
     actions: tuple[str, ...]
     paths: tuple[PathCondition, ...]
 
+
+@dataclass(frozen=True)
+class Condition:
+    """A parsed ABAC condition of the shape this project writes (infra/access.py): one clause,
+    or several ANDed (all must hold)."""
+
+    clauses: tuple[Clause, ...]
+
     def restricts(self, action: str) -> bool:
-        return any(action.lower() == limited.lower() for limited in self.actions)
+        """Some clause limits `action` (or a sub-operation of it) to some paths."""
+        return any(_lists(clause, action) for clause in self.clauses)
 
-    @property
-    def reserved_only(self) -> bool:
-        """Every allowed path lies under the project's reserved prefix."""
-        return all(path.prefix.startswith(RESERVED_PREFIX) for path in self.paths)
+    def reserved_only(self, action: str) -> bool:
+        """Every clause that limits `action` allows it only under the reserved prefix."""
+        limiting = [clause for clause in self.clauses if _lists(clause, action)]
+        return bool(limiting) and all(
+            path.prefix.startswith(RESERVED_PREFIX) for c in limiting for path in c.paths
+        )
 
 
-_ACTION = r"!\(\s*ActionMatches\{'([^']+)'\}\s*\)"
-_PATH = (
-    r"@Resource\[Microsoft\.Storage/storageAccounts/blobServices/containers/blobs:path\]"
-    r"\s+(StringEquals|StringStartsWith|StringLike)\s+'([^']*)'"
+def _lists(clause: Clause, action: str) -> bool:
+    return any(action.lower() == listed.lower() for listed in clause.actions)
+
+
+_ACTION = re.compile(
+    r"!\(ActionMatches\{'([^']+)'\}(?: AND (?:NOT )?SubOperationMatches\{'[^']+'\})?\)"
 )
-_CONDITION = re.compile(
-    rf"\(\s*\(\s*(?P<actions>{_ACTION}(?:\s+AND\s+{_ACTION})*)\s*\)\s+OR\s+"
-    rf"\(\s*(?P<paths>{_PATH}(?:\s+OR\s+{_PATH})*)\s*\)\s*\)"
+_PATH = re.compile(
+    r"@(?:Resource\[Microsoft\.Storage/storageAccounts/blobServices/containers/blobs:path\]"
+    r"|Request\[Microsoft\.Storage/storageAccounts/blobServices/containers/blobs:prefix\]) "
+    r"(StringEquals|StringStartsWith|StringLike) '([^']*)'"
 )
+
+
+def _split(text: str, separator: str) -> list[str]:
+    """`text` split at `separator` where it stands outside every parenthesis and quote."""
+    parts, depth, quoted, start, index = [], 0, False, 0, 0
+    while index < len(text):
+        char = text[index]
+        if char == "'":
+            quoted = not quoted
+        elif not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+        elif not quoted and depth == 0 and text.startswith(separator, index):
+            parts.append(text[start:index])
+            index += len(separator)
+            start = index
+            continue
+        index += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _unwrap(text: str) -> str | None:
+    """`text` without one pair of parentheses around all of it; None when it has none."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return None
+    depth, quoted = 0, False
+    for index, char in enumerate(text):
+        if char == "'":
+            quoted = not quoted
+        elif not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+            if depth == 0 and index != len(text) - 1:
+                return None
+    return text[1:-1] if depth == 0 else None
+
+
+def _clause(text: str) -> Clause | None:
+    halves = _split(text, " OR ")
+    while len(halves) != 2:
+        inner = _unwrap(text)
+        if inner is None:
+            return None
+        text, halves = inner, _split(inner, " OR ")
+    actions_text, paths_text = (_unwrap(half) for half in halves)
+    if actions_text is None or paths_text is None:
+        return None
+    actions: list[str] = []
+    for part in _split(actions_text, " AND "):
+        match = _ACTION.fullmatch(part)
+        if match is None:
+            return None
+        actions.append(match[1])
+    paths: list[PathCondition] = []
+    for part in _split(paths_text, " OR "):
+        match = _PATH.fullmatch(part)
+        if match is None:
+            return None
+        paths.append(PathCondition(match[1], match[2]))
+    return Clause(tuple(actions), tuple(paths))
 
 
 def parse_condition(text: str) -> Condition | None:
-    """The condition if it has the form `((!(ActionMatches{'a'}) AND ...) OR (@Resource[blob
-    path] op 'v' OR ...))`, the form Microsoft documents for "allow these actions only on these
-    paths" (https://learn.microsoft.com/azure/storage/blobs/storage-auth-abac-examples); None
-    for anything else, which a rule must treat as not understood."""
-    match = _CONDITION.fullmatch(" ".join(text.split()))
-    if match is None:
-        return None
-    actions = tuple(re.findall(r"ActionMatches\{'([^']+)'\}", match["actions"]))
-    paths = tuple(
-        PathCondition(operator, value)
-        for operator, value in re.findall(
-            r"blobs:path\]\s+(StringEquals|StringStartsWith|StringLike)\s+'([^']*)'",
-            match["paths"],
-        )
-    )
-    return Condition(actions, paths)
+    """The condition if every ANDed clause has the form `(!(ActionMatches{'a'}) AND ...) OR
+    (@Resource[blob path] op 'v' OR ...)`, the form Microsoft documents for "allow these actions
+    only on these paths" (https://learn.microsoft.com/azure/storage/blobs/storage-auth-abac-examples);
+    None for anything else, which a rule must treat as not understood."""
+    normalized = " ".join(text.replace("(", " ( ").replace(")", " ) ").split())
+    normalized = normalized.replace("( ", "(").replace(" )", ")").replace("! (", "!(")
+    while (inner := _unwrap(normalized)) is not None and len(_split(inner, " OR ")) == 1:
+        normalized = inner
+    clauses = []
+    for part in _split(normalized, " AND "):
+        clause = _clause(part)
+        if clause is None:
+            return None
+        clauses.append(clause)
+    return Condition(tuple(clauses))

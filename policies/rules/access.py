@@ -190,7 +190,7 @@ def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str]] | 
     condition = parse_condition(assignment.condition)
     if condition is None:
         return None
-    fenced = [op for op in held if condition.restricts(op) and condition.reserved_only]
+    fenced = [op for op in held if condition.reserved_only(op)]
     return [op for op in held if op not in fenced], fenced
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from infra import access
 from infra.access import SWEEPER_CONDITION
 from policies.model import UNKNOWN, Account, Container, Facet, TagFilter, Thresholds
-from policies.roles import PERMANENT_DELETE, TAG_WRITE, built_in_role, parse_condition
+from policies.roles import BLOBS, PERMANENT_DELETE, TAG_WRITE, built_in_role, parse_condition
 from policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from tests.policies import models as m
 
@@ -14,6 +15,17 @@ THRESHOLDS = Thresholds()
 VERIFY_PREFIX = ".safetynet/verify/"
 UNREADABLE_CONDITION = "@Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals {x}"
 """A condition of a form this project never writes (constrained delegation)."""
+
+
+VERIFIER_SHAPE = (
+    "((!(ActionMatches{'" + TAG_WRITE + "'}) AND !(ActionMatches{'" + BLOBS + "/read'} AND NOT "
+    "SubOperationMatches{'Blob.List'})) OR (@Resource[" + BLOBS + ":path] StringLike "
+    "'.safetynet/verify/*')) AND ((!(ActionMatches{'" + BLOBS + "/read'} AND "
+    "SubOperationMatches{'Blob.List'})) OR (@Request[" + BLOBS + ":prefix] StringStartsWith "
+    "'.safetynet/verify/'))"
+)
+"""Two ANDed clauses, as the verification role's condition is written: tag writes and reads
+only under .safetynet/verify/, listing only with that prefix."""
 
 
 def fenced(action: str, path: str = VERIFY_PREFIX) -> str:
@@ -172,6 +184,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.FAIL: [
             m.account(role_assignments=()),
             m.account(role_assignments=(m.assignment(condition=fenced(TAG_WRITE)),)),
+            m.account(role_assignments=(m.assignment(condition=VERIFIER_SHAPE),)),
             m.account(
                 role_assignments=(
                     m.assignment(
@@ -392,6 +405,13 @@ def test_contributor_is_known_by_its_real_guid() -> None:
     assert role.name == "Contributor"
 
 
+def test_every_condition_infra_writes_parses() -> None:
+    """Each *_CONDITION constant of infra/access.py is a condition the role rules understand."""
+    conditions = {k: v for k, v in vars(access).items() if k.endswith("_CONDITION")}
+    assert conditions
+    assert all(parse_condition(text) is not None for text in conditions.values()), conditions
+
+
 def test_the_conditions_this_project_writes_parse() -> None:
     """The sweeper's lease condition parses to write/add limited to its lock blob."""
     condition = parse_condition(SWEEPER_CONDITION)
@@ -400,5 +420,7 @@ def test_the_conditions_this_project_writes_parse() -> None:
         "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"
     )
     assert not condition.restricts(TAG_WRITE)
-    assert condition.reserved_only
+    assert condition.reserved_only(
+        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/add/action"
+    )
     assert parse_condition(UNREADABLE_CONDITION) is None
