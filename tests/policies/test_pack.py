@@ -71,8 +71,9 @@ def _urn(type_: str, name: str) -> str:
 def policy_resources(run: StackRun) -> list[PolicyResource]:
     """The run's resources as CrossGuard's stack view; role definitions carry their id."""
     ids = {
-        f"access-{key}": run.outputs[f"{key}RoleDefinitionId"]
-        for key in ("uploader", "sweeper", "reader")
+        f"access-{key.removesuffix('RoleDefinitionId')}": value
+        for key, value in run.outputs.items()
+        if key.endswith("RoleDefinitionId")
     }
     parents: dict[str, PolicyResource] = {}
     resources = []

@@ -66,8 +66,9 @@ def stack_outputs(run: StackRun, *, with_ids: bool) -> list[StackResource]:
         if res.type != "azure-native:storage:StorageAccount" and name and group:
             accounts.setdefault(res.parent_name, (name, group))
     definition_ids = {
-        f"access-{key}": run.outputs[f"{key}RoleDefinitionId"]
-        for key in ("uploader", "sweeper", "reader")
+        f"access-{key.removesuffix('RoleDefinitionId')}": value
+        for key, value in run.outputs.items()
+        if key.endswith("RoleDefinitionId")
     }
     subscription = "/subscriptions/00000000-0000-0000-0000-0000000000aa"
     resources = [StackResource(STACK_URN, "pulumi:pulumi:Stack", f"{PROJECT}-test", {})]
