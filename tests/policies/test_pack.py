@@ -23,6 +23,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
+from infra import config as infra_config
 from policies.adapters.pulumi_props import UNKNOWN_SENTINELS
 from policies.model import Thresholds
 from policies.pack import POLICIES, is_resource_rule, thresholds
@@ -271,3 +272,18 @@ def test_generated_pack_config_gives_every_policy_the_thresholds(
     assert set(document) == set(RULES_BY_ID)
     expected = Thresholds(max_pending_days=3, deployment_principal_ids=("ci",))
     assert all(thresholds(entry) == expected for entry in document.values())
+
+
+VERIFIER = "22222222-3333-4444-5555-666666666666"
+HAS_VERIFIER = "verifierPrincipalIds" in infra_config.DEFAULTS
+
+
+@pytest.mark.skipif(not HAS_VERIFIER, reason="the verification role lands with issue-10-infra")
+def test_fenced_verifier_role_is_a_narrower_grant_not_the_seal() -> None:
+    """The verifier's prefix-fenced role passes every policy beside the uploader, and alone
+    fails SN-TAG-WRITE-ROLE (a parsed, narrower grant) rather than leaving it UNKNOWN."""
+    beside = run_pack(policy_resources(run_stack({**BASE, "verifierPrincipalIds": [VERIFIER]})))
+    assert (beside.failing, beside.unknown) == (set(), {})
+    alone = run_pack(policy_resources(run_stack({"verifierPrincipalIds": [VERIFIER]})))
+    assert alone.failing == {"SN-TAG-WRITE-ROLE"}
+    assert alone.unknown == {}
