@@ -1,13 +1,14 @@
 """The CrossGuard pack over what the real infra program registers under Pulumi mocks.
 
 The policies' validate functions are called directly with CrossGuard's own argument objects
-(props wrapped in its unknown-checking proxy); the pack's gRPC server is never started.
+(props wrapped in its unknown-checking proxy): resource policies see inputs, stack policies
+outputs, as in a real preview. The pack's gRPC server is started only by test_policy_pack.py.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from policies.pack import POLICIES, is_resource_rule, thresholds
 from policies.pack_config import main as pack_config_main
 from policies.rules import RULES, RULES_BY_ID
 from tests.infra.harness import DELETE, Mutate, StackRun, run_stack, set_input
+from tests.policies.stack_view import as_policy_resources, stack_outputs
 
 UPLOADER = "11111111-2222-3333-4444-555555555555"
 BASE: Mapping[str, object] = {"uploaderPrincipalIds": [UPLOADER]}
@@ -107,10 +109,11 @@ def policy_resources(run: StackRun) -> list[PolicyResource]:
     return resources
 
 
-def run_pack(
-    resources: Sequence[PolicyResource], config: Mapping[str, Any] | None = None
-) -> PackResult:
-    """Every policy of the pack over the stack, as the CLI would run them."""
+def run_pack(run: StackRun, config: Mapping[str, Any] | None = None) -> PackResult:
+    """Every policy of the pack over the run, as the CLI would feed them: resource policies get
+    each resource's inputs, stack policies every resource's outputs (no ids: the fallbacks)."""
+    inputs = policy_resources(run)
+    outputs = as_policy_resources(stack_outputs(run, with_ids=False))
     result = PackResult()
     for policy in POLICIES:
         messages = result.violations.setdefault(policy.name, [])
@@ -120,14 +123,14 @@ def run_pack(
 
         try:
             if isinstance(policy, ResourceValidationPolicy):
-                for res in resources:
+                for res in inputs:
                     args = ResourceValidationArgs(
                         res.resource_type, res.props, res.urn, res.name, res.opts, None, config
                     )
                     policy.validate(args, report)
             else:
                 assert isinstance(policy, StackValidationPolicy)
-                policy.validate(StackValidationArgs(list(resources), config), report)
+                policy.validate(StackValidationArgs(outputs, config), report)
         except UnknownValueError as error:
             result.unknown[policy.name] = error.message
     return result
@@ -135,7 +138,7 @@ def run_pack(
 
 @pytest.fixture(scope="module")
 def compliant() -> PackResult:
-    return run_pack(policy_resources(run_stack(BASE)))
+    return run_pack(run_stack(BASE))
 
 
 def test_pack_has_one_policy_per_rule() -> None:
@@ -243,14 +246,14 @@ def test_mutation_matrix_covers_every_rule() -> None:
 def test_breaking_one_setting_fails_that_rule_only(rule_id: str) -> None:
     """With one setting broken, that rule fails and no rule outside its dependents does."""
     overrides, mutate, dependents = MUTATIONS[rule_id]
-    result = run_pack(policy_resources(run_stack({**BASE, **overrides}, mutate)))
+    result = run_pack(run_stack({**BASE, **overrides}, mutate))
     assert rule_id in result.failing, result.unknown
     assert result.failing <= {rule_id, *dependents}
 
 
 def test_thresholds_come_from_policy_config() -> None:
     """A policy config raising minBlobSoftDeleteDays above the program's 14 makes it fail."""
-    result = run_pack(policy_resources(run_stack(BASE)), {"minBlobSoftDeleteDays": 30})
+    result = run_pack(run_stack(BASE), {"minBlobSoftDeleteDays": 30})
     assert result.failing == {"SN-BLOB-SOFT-DELETE"}
 
 
@@ -258,7 +261,7 @@ def test_unknown_inputs_are_reported_as_unknown_not_passed() -> None:
     """A preview-time unknown makes the policy a CrossGuard 'cannot run during preview' note."""
     sentinel = sorted(UNKNOWN_SENTINELS)[0]
     mutate = set_input(ACCOUNT, "allowSharedKeyAccess", sentinel, DATA_ACCOUNT)
-    result = run_pack(policy_resources(run_stack(BASE, mutate)))
+    result = run_pack(run_stack(BASE, mutate))
     assert "SN-SHARED-KEY-OFF" in result.unknown
     assert "SN-SHARED-KEY-OFF" not in result.failing
 
@@ -282,8 +285,8 @@ HAS_VERIFIER = "verifierPrincipalIds" in infra_config.DEFAULTS
 def test_fenced_verifier_role_is_a_narrower_grant_not_the_seal() -> None:
     """The verifier's prefix-fenced role passes every policy beside the uploader, and alone
     fails SN-TAG-WRITE-ROLE (a parsed, narrower grant) rather than leaving it UNKNOWN."""
-    beside = run_pack(policy_resources(run_stack({**BASE, "verifierPrincipalIds": [VERIFIER]})))
+    beside = run_pack(run_stack({**BASE, "verifierPrincipalIds": [VERIFIER]}))
     assert (beside.failing, beside.unknown) == (set(), {})
-    alone = run_pack(policy_resources(run_stack({"verifierPrincipalIds": [VERIFIER]})))
+    alone = run_pack(run_stack({"verifierPrincipalIds": [VERIFIER]}))
     assert alone.failing == {"SN-TAG-WRITE-ROLE"}
     assert alone.unknown == {}

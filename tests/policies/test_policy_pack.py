@@ -27,81 +27,12 @@ from policies.pack_config import pack_config
 from policies.rules import RULES, RULES_BY_ID
 from tests.infra.harness import StackRun, run_stack
 from tests.policies.pulumi_cli import RunningPack, StackResource, start_pack
+from tests.policies.stack_view import stack_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 PACK = ROOT / "policy-pack"
 UPLOADER = "11111111-2222-3333-4444-555555555555"
-PROJECT = "blob-safetynet"
-STACK_URN = f"urn:pulumi:test::{PROJECT}::pulumi:pulumi:Stack::{PROJECT}-test"
 STRING_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
-
-INPUT_ONLY = {
-    "azure-native:storage:StorageAccount": ("accountName", "resourceGroupName"),
-    "azure-native:storage:BlobContainer": ("accountName", "resourceGroupName", "containerName"),
-    "azure-native:storage:BlobServiceProperties": (
-        "accountName",
-        "resourceGroupName",
-        "blobServicesName",
-    ),
-    "azure-native:storage:ManagementPolicy": (
-        "accountName",
-        "resourceGroupName",
-        "managementPolicyName",
-    ),
-    "azure-native:authorization:RoleDefinition": ("roleDefinitionId", "scope"),
-    "azure-native:authorization:RoleAssignment": ("roleAssignmentName",),
-}
-"""Path parameters azure-native takes as inputs and does not return as outputs."""
-
-
-def _urn(type_: str, name: str) -> str:
-    return f"urn:pulumi:test::{PROJECT}::{type_}::{name}"
-
-
-def stack_outputs(run: StackRun, *, with_ids: bool) -> list[StackResource]:
-    """The run's resources as the engine hands them to AnalyzeStack: outputs, not inputs."""
-    accounts: dict[str, tuple[str, str]] = {}
-    for res in run.resources:
-        name, group = res.inputs.get("accountName"), res.inputs.get("resourceGroupName")
-        if res.type != "azure-native:storage:StorageAccount" and name and group:
-            accounts.setdefault(res.parent_name, (name, group))
-    definition_ids = {
-        f"access-{key.removesuffix('RoleDefinitionId')}": value
-        for key, value in run.outputs.items()
-        if key.endswith("RoleDefinitionId")
-    }
-    subscription = "/subscriptions/00000000-0000-0000-0000-0000000000aa"
-    resources = [StackResource(STACK_URN, "pulumi:pulumi:Stack", f"{PROJECT}-test", {})]
-    for number, res in enumerate(run.resources):
-        props = {k: v for k, v in res.inputs.items() if k not in INPUT_ONLY.get(res.type, ())}
-        account, group = accounts.get(res.parent_name, (None, None))
-        account_id = f"{subscription}/resourceGroups/{group}/providers/Microsoft.Storage/storageAccounts/{account}"
-        resource_id: str | None = None
-        if res.type == "azure-native:storage:StorageAccount" and account:
-            props["name"], resource_id = account, account_id
-        elif res.type == "azure-native:storage:BlobContainer":
-            props["name"] = res.inputs["containerName"]
-            resource_id = f"{account_id}/blobServices/default/containers/{props['name']}"
-        elif res.type == "azure-native:storage:BlobServiceProperties":
-            props["name"], resource_id = "default", f"{account_id}/blobServices/default"
-        elif res.type == "azure-native:storage:ManagementPolicy":
-            props["name"] = "DefaultManagementPolicy"
-            resource_id = f"{account_id}/managementPolicies/default"
-        elif res.type == "azure-native:authorization:RoleDefinition":
-            resource_id = definition_ids[res.name]
-            props["name"] = resource_id.rsplit("/", 1)[-1]
-        elif res.type == "azure-native:authorization:RoleAssignment":
-            props["name"] = f"00000000-0000-4000-8000-{number:012d}"
-            resource_id = f"{res.inputs['scope']}/providers/Microsoft.Authorization/roleAssignments/{props['name']}"
-        if with_ids and resource_id is not None:
-            props["id"] = resource_id
-        parent = (
-            STACK_URN
-            if res.parent_type == "pulumi:pulumi:Stack"
-            else _urn(res.parent_type, res.parent_name)
-        )
-        resources.append(StackResource(_urn(res.type, res.name), res.type, res.name, props, parent))
-    return resources
 
 
 def violations(diagnostics: list[analyzer_pb2.AnalyzeDiagnostic]) -> dict[str, list[str]]:
