@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: venv demo test lint bench function-zip clean
+.PHONY: venv demo test lint bench function-zip policy-pack clean
 .DEFAULT_GOAL := venv
 
 venv: $(PY_STAMP)
@@ -36,8 +36,17 @@ test: lint $(NODE_STAMP)
 bench: $(PY_STAMP) $(NODE_STAMP)
 	$(BIN)/python -m benchmarks
 
+# The CrossGuard pack's own virtualenv (PulumiPolicy.yaml: virtualenv: venv), with this working
+# copy as the library its requirements name.
+policy-pack: policy-pack/venv/.installed
+
+policy-pack/venv/.installed: pyproject.toml policy-pack/requirements.txt
+	$(PYTHON) -m venv policy-pack/venv
+	policy-pack/venv/bin/python -m pip install --quiet -e . -r policy-pack/requirements.txt
+	@touch $@
+
 function-zip: $(PY_STAMP)
 	$(BIN)/safetynet build-function --output build/sweeper-function.zip
 
 clean:
-	rm -rf $(VENV) node_modules build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) node_modules build policy-pack/venv .pytest_cache .mypy_cache .ruff_cache

@@ -38,6 +38,11 @@ from policies.model import Account, Facet, Thresholds
 from policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
 
 DEFAULT_CONCURRENCY = 8
+STORAGE_API_VERSION = arm.STORAGE_API_VERSION
+"""The Microsoft.Storage api-version every read uses, whatever azure-mgmt-storage defaults to:
+an SDK upgrade must not silently change what the audit sees. Clouds that lag (sovereign
+clouds) take `--storage-api-version`; an older version cannot show
+`allowSharedKeyAccessForServices`, and the shared key rule says so (UNKNOWN)."""
 T = TypeVar("T")
 
 
@@ -182,7 +187,9 @@ class ArmReader:
         arm_endpoint: str | None = None,
         concurrency: int = DEFAULT_CONCURRENCY,
         connection_verify: str | bool | None = None,
+        storage_api_version: str = STORAGE_API_VERSION,
     ) -> None:
+        self.storage_api_version = storage_api_version
         session = requests.Session()
         adapter = requests.adapters.HTTPAdapter(
             pool_connections=4, pool_maxsize=max(10, concurrency)
@@ -198,7 +205,9 @@ class ArmReader:
         if arm_endpoint:
             options["base_url"] = arm_endpoint.rstrip("/")
             options["credential_scopes"] = [arm_endpoint.rstrip("/") + "/.default"]
-        self.storage = StorageManagementClient(credential, subscription_id, **options)
+        self.storage = StorageManagementClient(
+            credential, subscription_id, api_version=storage_api_version, **options
+        )
         self.authorization = AuthorizationManagementClient(credential, subscription_id, **options)
         self._definitions: dict[str, dict[str, Any] | None] = {}
         self._lock = threading.Lock()
@@ -218,7 +227,7 @@ class ArmReader:
 
     def read(self, body: Mapping[str, Any]) -> tuple[arm.ArmReads, list[ReadError]]:
         """Everything the rules need about one listed account."""
-        reads = arm.ArmReads(account=body)
+        reads = arm.ArmReads(account=body, api_version=self.storage_api_version)
         errors: list[ReadError] = []
         name = str(body.get("name", "?"))
         resource_id = str(body.get("id", ""))
@@ -314,6 +323,7 @@ def run_audit(
     arm_endpoint: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     connection_verify: str | bool | None = None,
+    storage_api_version: str = STORAGE_API_VERSION,
 ) -> AuditReport:
     """Audit every account in `scope`; `concurrency` accounts are read at once."""
     limits = thresholds or Thresholds()
@@ -324,6 +334,7 @@ def run_audit(
         arm_endpoint=arm_endpoint,
         concurrency=concurrency,
         connection_verify=connection_verify,
+        storage_api_version=storage_api_version,
     )
     report = AuditReport(scope=scope, thresholds=limits, results=[])
     try:

@@ -57,6 +57,9 @@ class Thresholds:
     min_blob_soft_delete_days: int = 7
     max_pending_days: int = 7
     container: str = DEFAULT_CONTAINER
+    deployment_principal_ids: tuple[str, ...] = ()
+    """Object ids of the identities that deploy (pipelines, operators): exempt from the
+    broad-role and never-granted rules, which judge application identities."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,9 @@ class AccountSettings:
     allow_blob_public_access: Maybe[bool]
     https_only: Maybe[bool]
     minimum_tls_version: Maybe[str]
+    blob_shared_key_access: Maybe[bool | None] = None
+    """`allowSharedKeyAccessForServices.blob.enabled`: None when the blob service has no
+    setting of its own (the account-wide `allowSharedKeyAccess` applies)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,8 @@ class RoleAssignment:
     not_actions: Maybe[tuple[str, ...]]
     data_actions: Maybe[tuple[str, ...]]
     not_data_actions: Maybe[tuple[str, ...]]
+    condition: Maybe[str | None] = None
+    """The assignment's ABAC condition (None: a plain grant); `policies.roles` parses it."""
 
 
 @dataclass(frozen=True)

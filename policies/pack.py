@@ -1,6 +1,6 @@
 """The CrossGuard policies, built from the rules. Importing this module starts nothing.
 
-`policies/__main__.py` is the only place that constructs `PolicyPack(...)` (which starts a gRPC
+`policy-pack/__main__.py` is the only place that constructs `PolicyPack(...)` (which starts a gRPC
 server and blocks). Tests call the validate functions of `POLICIES` directly.
 
 Rules that judge one resource on its own become resource policies (account settings on each
@@ -33,8 +33,11 @@ from policies.adapters import pulumi_props
 from policies.adapters.pulumi_props import StackResource
 from policies.model import Account, Facet, Thresholds
 from policies.rules import RULES, Finding, Outcome, Rule
+from policies.rules.base import failed
 
 PACK_NAME: Final = "blob-safetynet"
+STACK: Final = "<stack>"
+"""The account name of a finding about the stack as a whole."""
 
 DEFAULT_THRESHOLDS: Final = Thresholds()
 
@@ -61,6 +64,13 @@ CONFIG_SCHEMA: Final = PolicyConfigSchema(
             "default": DEFAULT_THRESHOLDS.container,
             "description": "The protocol's container (the lifecycle rule must cover it).",
         },
+        "deploymentPrincipalIds": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Object ids of deployment identities, exempt from the "
+            "application-role rules (SN-NO-BROAD-APP-ROLES, SN-NEVER-GRANTED).",
+        },
     }
 )
 """The thresholds every policy accepts, e.g. `{"all": {...}}` in a policy config file."""
@@ -82,6 +92,9 @@ def thresholds(config: Mapping[str, Any]) -> Thresholds:
         ),
         max_pending_days=int(config.get("maxPendingDays", DEFAULT_THRESHOLDS.max_pending_days)),
         container=str(config.get("containerName", DEFAULT_THRESHOLDS.container)),
+        deployment_principal_ids=tuple(
+            str(item) for item in config.get("deploymentPrincipalIds", ())
+        ),
     )
 
 
@@ -163,12 +176,24 @@ def stack_resource(resource: PolicyResource) -> StackResource:
 def judge_stack(
     rule: Rule, resources: Sequence[StackResource], limits: Thresholds
 ) -> list[Finding]:
-    """The rule over every account of the stack it applies to."""
-    return [
-        rule.evaluate(account, limits)
-        for account in pulumi_props.accounts_from_stack(resources)
-        if rule.applies_to(account, limits)
-    ]
+    """The rule over every account of the stack it applies to.
+
+    A protocol rule that applies to no account of a stack that has storage accounts is a
+    finding of its own: the configured container is in none of them (a `containerName` that
+    does not match the program, or a stack without the protocol's container), and staying
+    silent would read as a pass.
+    """
+    accounts = pulumi_props.accounts_from_stack(resources)
+    judged = [rule.evaluate(a, limits) for a in accounts if rule.applies_to(a, limits)]
+    if rule.protocol and accounts and not judged:
+        names = ", ".join(a.name for a in accounts)
+        verdict = failed(
+            f"no storage account of the stack ({names}) has a container named "
+            f"{limits.container!r}, so the protocol's nets cannot be checked (is the pack's "
+            "containerName the program's container?)"
+        )
+        judged.append(Finding(rule, STACK, None, verdict.outcome, rule.message(verdict)))
+    return judged
 
 
 def _stack_policy(rule: Rule) -> StackValidationPolicy:

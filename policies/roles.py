@@ -9,9 +9,25 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-TAG_WRITE: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags/write"
+BLOBS: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+TAG_WRITE: Final = f"{BLOBS}/tags/write"
+PERMANENT_DELETE: Final = f"{BLOBS}/permanentDelete/action"
 ROLE_ASSIGNMENT_WRITE: Final = "Microsoft.Authorization/roleAssignments/write"
 LIST_KEYS: Final = "Microsoft.Storage/storageAccounts/listKeys/action"
+ACCOUNT_WRITE: Final = "Microsoft.Storage/storageAccounts/write"
+
+NEVER_GRANTED: Final = (LIST_KEYS, PERMANENT_DELETE, ACCOUNT_WRITE, ROLE_ASSIGNMENT_WRITE)
+"""Actions no application identity may hold on the data account: each one undoes a net
+(keys bypass RBAC, permanent delete purges soft-deleted blobs, account write turns soft delete,
+shared key or public access back on, role assignment write grants any of these)."""
+
+OWNER_LIKE: Final = (ROLE_ASSIGNMENT_WRITE, ACCOUNT_WRITE, LIST_KEYS)
+"""Control-plane actions that make a role broad (Owner, Contributor, Storage Account
+Contributor all hold at least one)."""
+
+RESERVED_PREFIX: Final = ".safetynet/"
+"""Blob paths the project keeps for its own housekeeping (the sweeper's lease blob, the
+verification probes); documents never live there."""
 
 
 def _pattern(action: str) -> re.Pattern[str]:
@@ -35,8 +51,11 @@ class RoleDefinition:
 
 
 BUILT_IN_ROLES: Final[dict[str, RoleDefinition]] = {
+    # GUIDs and permissions as Microsoft lists them:
+    # https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/general and
+    # https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage
     "8e3af657-a8ff-443c-a75c-2fe8c4bcb635": RoleDefinition("Owner", actions=("*",)),
-    "b24988ac-6180-42d9-a3f1-e7a9b4f5e7de": RoleDefinition(
+    "b24988ac-6180-42a0-ab88-20f7382dd24c": RoleDefinition(
         "Contributor",
         actions=("*",),
         not_actions=(
@@ -52,7 +71,17 @@ BUILT_IN_ROLES: Final[dict[str, RoleDefinition]] = {
     "acdd72a7-3385-48ef-bd42-f606fba81ae7": RoleDefinition("Reader", actions=("*/read",)),
     "17d1049b-9a84-46fb-8f53-869881c3d3ab": RoleDefinition(
         "Storage Account Contributor",
-        actions=("Microsoft.Storage/storageAccounts/*", "Microsoft.Resources/deployments/*"),
+        actions=(
+            "Microsoft.Authorization/*/read",
+            "Microsoft.Insights/alertRules/*",
+            "Microsoft.Insights/diagnosticSettings/*",
+            "Microsoft.Network/virtualNetworks/subnets/joinViaServiceEndpoint/action",
+            "Microsoft.ResourceHealth/availabilityStatuses/read",
+            "Microsoft.Resources/deployments/*",
+            "Microsoft.Resources/subscriptions/resourceGroups/read",
+            "Microsoft.Storage/storageAccounts/*",
+            "Microsoft.Support/*",
+        ),
     ),
     "b7e6dc6d-f1e8-4753-8033-0f276bb0955b": RoleDefinition(
         "Storage Blob Data Owner",
@@ -93,3 +122,137 @@ def scope_covers(scope: str, resource_id: str) -> bool:
     """True when an assignment at `scope` applies to `resource_id` (same or an ancestor)."""
     outer, inner = normalize_scope(scope), normalize_scope(resource_id)
     return inner == outer or inner.startswith(outer + "/") or outer == "/"
+
+
+@dataclass(frozen=True)
+class PathCondition:
+    """One `@Resource[...blobs:path] <op> '<value>'` (or `@Request[...blobs:prefix]`) test."""
+
+    operator: str
+    value: str
+
+    @property
+    def prefix(self) -> str:
+        """The literal path prefix every matching blob shares."""
+        if self.operator == "StringLike":
+            return self.value.split("*", 1)[0].split("?", 1)[0]
+        return self.value
+
+
+@dataclass(frozen=True)
+class Clause:
+    """`(!(ActionMatches{'a'}) AND ...) OR (<path test> OR ...)`: the actions listed are allowed
+    only where a path test holds; every other action of the role is unaffected."""
+
+    actions: tuple[str, ...]
+    paths: tuple[PathCondition, ...]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A parsed ABAC condition of the shape this project writes (infra/access.py): one clause,
+    or several ANDed (all must hold)."""
+
+    clauses: tuple[Clause, ...]
+
+    def restricts(self, action: str) -> bool:
+        """Some clause limits `action` (or a sub-operation of it) to some paths."""
+        return any(_lists(clause, action) for clause in self.clauses)
+
+    def reserved_only(self, action: str) -> bool:
+        """Every clause that limits `action` allows it only under the reserved prefix."""
+        limiting = [clause for clause in self.clauses if _lists(clause, action)]
+        return bool(limiting) and all(
+            path.prefix.startswith(RESERVED_PREFIX) for c in limiting for path in c.paths
+        )
+
+
+def _lists(clause: Clause, action: str) -> bool:
+    return any(action.lower() == listed.lower() for listed in clause.actions)
+
+
+_ACTION = re.compile(
+    r"!\(ActionMatches\{'([^']+)'\}(?: AND (?:NOT )?SubOperationMatches\{'[^']+'\})?\)"
+)
+_PATH = re.compile(
+    r"@(?:Resource\[Microsoft\.Storage/storageAccounts/blobServices/containers/blobs:path\]"
+    r"|Request\[Microsoft\.Storage/storageAccounts/blobServices/containers/blobs:prefix\]) "
+    r"(StringEquals|StringStartsWith|StringLike) '([^']*)'"
+)
+
+
+def _split(text: str, separator: str) -> list[str]:
+    """`text` split at `separator` where it stands outside every parenthesis and quote."""
+    parts, depth, quoted, start, index = [], 0, False, 0, 0
+    while index < len(text):
+        char = text[index]
+        if char == "'":
+            quoted = not quoted
+        elif not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+        elif not quoted and depth == 0 and text.startswith(separator, index):
+            parts.append(text[start:index])
+            index += len(separator)
+            start = index
+            continue
+        index += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _unwrap(text: str) -> str | None:
+    """`text` without one pair of parentheses around all of it; None when it has none."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return None
+    depth, quoted = 0, False
+    for index, char in enumerate(text):
+        if char == "'":
+            quoted = not quoted
+        elif not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+            if depth == 0 and index != len(text) - 1:
+                return None
+    return text[1:-1] if depth == 0 else None
+
+
+def _clause(text: str) -> Clause | None:
+    halves = _split(text, " OR ")
+    while len(halves) != 2:
+        inner = _unwrap(text)
+        if inner is None:
+            return None
+        text, halves = inner, _split(inner, " OR ")
+    actions_text, paths_text = (_unwrap(half) for half in halves)
+    if actions_text is None or paths_text is None:
+        return None
+    actions: list[str] = []
+    for part in _split(actions_text, " AND "):
+        match = _ACTION.fullmatch(part)
+        if match is None:
+            return None
+        actions.append(match[1])
+    paths: list[PathCondition] = []
+    for part in _split(paths_text, " OR "):
+        match = _PATH.fullmatch(part)
+        if match is None:
+            return None
+        paths.append(PathCondition(match[1], match[2]))
+    return Clause(tuple(actions), tuple(paths))
+
+
+def parse_condition(text: str) -> Condition | None:
+    """The condition if every ANDed clause has the form `(!(ActionMatches{'a'}) AND ...) OR
+    (@Resource[blob path] op 'v' OR ...)`, the form Microsoft documents for "allow these actions
+    only on these paths" (https://learn.microsoft.com/azure/storage/blobs/storage-auth-abac-examples);
+    None for anything else, which a rule must treat as not understood."""
+    normalized = " ".join(text.replace("(", " ( ").replace(")", " ) ").split())
+    normalized = normalized.replace("( ", "(").replace(" )", ")").replace("! (", "!(")
+    while (inner := _unwrap(normalized)) is not None and len(_split(inner, " OR ")) == 1:
+        normalized = inner
+    clauses = []
+    for part in _split(normalized, " AND "):
+        clause = _clause(part)
+        if clause is None:
+            return None
+        clauses.append(clause)
+    return Condition(tuple(clauses))

@@ -6,9 +6,10 @@ plain dicts, so this adapter is tested on recorded documents and imports no SDK.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from policies.adapters import common
 from policies.model import (
@@ -20,20 +21,29 @@ from policies.model import (
     RoleAssignment,
 )
 
+STORAGE_API_VERSION: Final = "2026-09-01"
+"""The Microsoft.Storage api-version the audit reads with (pinned; azure-mgmt-storage 25.3's
+default). It is also the oldest version this adapter knows to carry
+`allowSharedKeyAccessForServices` (the 2024-01-01 REST examples have no such property)."""
+
 
 def _properties(body: Mapping[str, Any]) -> Mapping[str, Any]:
     props = common.mapping(body.get("properties"))
     return {} if props is UNKNOWN else props
 
 
-def settings(body: Mapping[str, Any]) -> AccountSettings:
-    """From a storage account body. Absent values take the REST API's documented defaults."""
+def settings(body: Mapping[str, Any], api_version: str = STORAGE_API_VERSION) -> AccountSettings:
+    """From a storage account body read at `api_version`. Absent values take the REST API's
+    documented defaults; a property the api-version cannot return at all is UNKNOWN."""
     props = common.mapping(body.get("properties"))
     if props is UNKNOWN:
-        return AccountSettings(UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
-    return common.account_settings(
+        return AccountSettings(UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
+    found = common.account_settings(
         common.get_str(body, "kind"), props, https_key="supportsHttpsTrafficOnly"
     )
+    if api_version < STORAGE_API_VERSION and "allowSharedKeyAccessForServices" not in props:
+        return dataclasses.replace(found, blob_shared_key_access=UNKNOWN)
+    return found
 
 
 def role_assignment(
@@ -62,6 +72,7 @@ def role_assignment(
         not_actions=not_actions,
         data_actions=data_actions,
         not_data_actions=not_data_actions,
+        condition=common.get_str(props, "condition"),
     )
 
 
@@ -77,6 +88,8 @@ class ArmReads:
     role_assignments: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
     role_definitions: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     reasons: dict[Facet, str] = field(default_factory=dict)
+    api_version: str = STORAGE_API_VERSION
+    """The Microsoft.Storage api-version the bodies were read with."""
 
 
 def account(reads: ArmReads) -> Account:
@@ -102,7 +115,7 @@ def account(reads: ArmReads) -> Account:
     return Account(
         name=name if isinstance(name, str) else "<unnamed>",
         resource_id=resource_id if isinstance(resource_id, str) else None,
-        settings=settings(body),
+        settings=settings(body, reads.api_version),
         blob_service=(
             UNKNOWN
             if reads.blob_service is UNKNOWN

@@ -72,20 +72,49 @@ def get_strs(data: Mapping[str, Any], key: str) -> Maybe[tuple[str, ...]]:
     return UNKNOWN
 
 
+def blob_shared_key_access(props: Mapping[str, Any]) -> Maybe[bool | None]:
+    """`allowSharedKeyAccessForServices.blob.enabled`; None when the blob service sets nothing.
+
+    The per-service setting arrived with azure-mgmt-storage 25.x's default api-version
+    (2026-09-01, `StorageAccountSharedKeyAccessProperties`); older api-versions never return it.
+    """
+    services = mapping(props.get("allowSharedKeyAccessForServices"))
+    if services is UNKNOWN:
+        return UNKNOWN
+    blob = mapping(services.get("blob"))
+    if blob is UNKNOWN:
+        return UNKNOWN
+    if blob.get("enabled") is None:
+        return None
+    return get_bool(blob, "enabled", False)
+
+
 def account_settings(
     kind: Maybe[str | None], props: Mapping[str, Any], https_key: str
 ) -> AccountSettings:
     """Account settings from camelCase properties; absent values take the REST API's
     documented defaults. ARM reads and Pulumi inputs differ only in where `kind` sits and in
-    the name of the HTTPS flag (`supportsHttpsTrafficOnly` vs `enableHttpsTrafficOnly`)."""
+    the name of the HTTPS flag (`supportsHttpsTrafficOnly` vs `enableHttpsTrafficOnly`).
+
+    Absent means permissive for all three security switches, never "off":
+    - `allowBlobPublicAccess`: "the storage account permits anonymous access when the
+      AllowBlobPublicAccess property is null or true" (older accounts never set it;
+      https://learn.microsoft.com/azure/storage/blobs/anonymous-read-access-prevent, and the
+      Az.Storage model: "The default interpretation is true for this property",
+      https://learn.microsoft.com/dotnet/api/microsoft.azure.powershell.cmdlets.functions.models.istorageaccountpropertiesupdateparameters.allowblobpublicaccess).
+    - `allowSharedKeyAccess`: "The default value is null, which is equivalent to true"
+      (StorageAccountPropertiesCreateParameters in the Microsoft.Storage REST spec).
+    - `minimumTlsVersion`: absent means TLS1_0 (the REST spec's documented default).
+    """
     tls = get_str(props, "minimumTlsVersion")
     return AccountSettings(
         kind=kind,
         is_hns_enabled=get_bool(props, "isHnsEnabled", False),
         allow_shared_key_access=get_bool(props, "allowSharedKeyAccess", True),
-        allow_blob_public_access=get_bool(props, "allowBlobPublicAccess", False),
+        allow_blob_public_access=get_bool(props, "allowBlobPublicAccess", True),
         https_only=get_bool(props, https_key, True),
         minimum_tls_version="TLS1_0" if tls is None else tls,
+        blob_shared_key_access=blob_shared_key_access(props),
     )
 
 

@@ -7,6 +7,7 @@ turns CrossGuard's property proxies into plain dicts before calling in.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -43,6 +44,8 @@ UNKNOWN_SENTINELS: Final = frozenset(
     }
 )
 """The Pulumi engine's markers for values unknown during preview (pulumi_policy.proxy)."""
+
+_GUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def resolve_unknowns(value: Any) -> Any:
@@ -121,7 +124,8 @@ def _role_definitions(resources: Sequence[StackResource]) -> dict[str, RoleDefin
     """Custom role definitions declared in the stack, by lower-case id (when known)."""
     found: dict[str, RoleDefinition] = {}
     for resource in resources:
-        if resource.type != ROLE_DEFINITION or resource.id is None:
+        key = _definition_key(resource) if resource.type == ROLE_DEFINITION else None
+        if key is None:
             continue
         props = resolve_unknowns(resource.props)
         perms = common.permissions(props.get("permissions"))
@@ -131,7 +135,7 @@ def _role_definitions(resources: Sequence[StackResource]) -> dict[str, RoleDefin
         actions, not_actions, data_actions, not_data_actions = (
             part if part is not UNKNOWN else () for part in perms
         )
-        found[resource.id.lower()] = RoleDefinition(
+        found[key] = RoleDefinition(
             name=role_name if isinstance(role_name, str) else resource.name,
             actions=actions,
             not_actions=not_actions,
@@ -141,6 +145,26 @@ def _role_definitions(resources: Sequence[StackResource]) -> dict[str, RoleDefin
     return found
 
 
+def _guid(value: object) -> str | None:
+    """The GUID a role definition id ends with (or the value itself, if it is one)."""
+    if not isinstance(value, str):
+        return None
+    last = value.rstrip("/").rsplit("/", 1)[-1].lower()
+    return last if _GUID.fullmatch(last) else None
+
+
+def _definition_key(resource: StackResource) -> str | None:
+    """How assignments find a custom role of the stack: its GUID, from the id when known, else
+    from the `name` output (a stack policy sees outputs; `id` may be absent) or the
+    `roleDefinitionId` input."""
+    props = resolve_unknowns(resource.props)
+    for candidate in (resource.id, props.get("name"), props.get("roleDefinitionId")):
+        guid = _guid(candidate)
+        if guid is not None:
+            return guid
+    return None
+
+
 def role_assignment(
     props: Mapping[str, Any], definitions: Mapping[str, RoleDefinition]
 ) -> RoleAssignment:
@@ -148,9 +172,12 @@ def role_assignment(
     definition_id = props.get("roleDefinitionId")
     definition = None
     if isinstance(definition_id, str):
-        definition = definitions.get(definition_id.lower()) or built_in_role(definition_id)
+        guid = _guid(definition_id)
+        custom = definitions.get(guid) if guid is not None else None
+        definition = custom or built_in_role(definition_id)
     principal, scope = props.get("principalId"), props.get("scope")
     principal_type = common.get_str(props, "principalType")
+    condition = common.get_str(props, "condition")
     if definition is None:
         return RoleAssignment(
             principal_id=principal if isinstance(principal, str) else UNKNOWN,
@@ -161,6 +188,7 @@ def role_assignment(
             not_actions=UNKNOWN,
             data_actions=UNKNOWN,
             not_data_actions=UNKNOWN,
+            condition=condition,
         )
     return RoleAssignment(
         principal_id=principal if isinstance(principal, str) else UNKNOWN,
@@ -171,6 +199,7 @@ def role_assignment(
         not_actions=definition.not_actions,
         data_actions=definition.data_actions,
         not_data_actions=definition.not_data_actions,
+        condition=condition,
     )
 
 

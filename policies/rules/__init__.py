@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from policies.model import Account, Thresholds
-from policies.rules.access import NO_BROAD_APP_ROLES, TAG_WRITE_ROLE
+from policies.rules.access import NEVER_GRANTED_ACTIONS, NO_BROAD_APP_ROLES, TAG_WRITE_ROLE
 from policies.rules.account import (
     ACCOUNT_KIND,
     FLAT_NAMESPACE,
@@ -36,6 +36,7 @@ RULES: Final[tuple[Rule, ...]] = (
     HTTPS_TLS,
     TAG_WRITE_ROLE,
     NO_BROAD_APP_ROLES,
+    NEVER_GRANTED_ACTIONS,
     VERSION_EXPIRY,
 )
 

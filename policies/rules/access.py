@@ -1,9 +1,19 @@
-"""RBAC: somebody can write the state tag, and no application identity is an owner."""
+"""RBAC: somebody can write the state tag; no application identity is an owner or holds an
+action that undoes a net."""
 
 from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, Facet, RoleAssignment, Thresholds
-from policies.roles import ROLE_ASSIGNMENT_WRITE, TAG_WRITE, grants, normalize_scope, scope_covers
+from policies.roles import (
+    NEVER_GRANTED,
+    OWNER_LIKE,
+    RESERVED_PREFIX,
+    TAG_WRITE,
+    grants,
+    normalize_scope,
+    parse_condition,
+    scope_covers,
+)
 from policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
 
 APPLICATION_PRINCIPALS = ("ServicePrincipal",)
@@ -29,10 +39,22 @@ def _applies(assignment: RoleAssignment, account: Account, container: str) -> bo
 
 
 def _grants_tag_write(assignment: RoleAssignment) -> bool | None:
+    """Whether the assignment lets its principal write tags on every blob of the container.
+
+    A tag write an ABAC condition limits to some paths is a narrower grant, not the seal's;
+    a condition this module cannot parse leaves the answer open.
+    """
     data, not_data = assignment.data_actions, assignment.not_data_actions
-    if data is UNKNOWN or not_data is UNKNOWN:
+    if data is UNKNOWN or not_data is UNKNOWN or assignment.condition is UNKNOWN:
         return None
-    return grants(data, not_data, TAG_WRITE)
+    if not grants(data, not_data, TAG_WRITE):
+        return False
+    if assignment.condition is None:
+        return True
+    condition = parse_condition(assignment.condition)
+    if condition is None:
+        return None
+    return not condition.restricts(TAG_WRITE)
 
 
 def _check_tag_write(account: Account, thresholds: Thresholds) -> Verdict:
@@ -48,7 +70,10 @@ def _check_tag_write(account: Account, thresholds: Thresholds) -> Verdict:
             continue
         return passed(f"{assignment.principal_id} holds tags/write through {assignment.role}")
     if undecided:
-        return unknown("a role assignment's scope or permissions are not known yet")
+        return unknown(
+            "a role assignment's scope, permissions or ABAC condition is not known yet "
+            "(or its condition is not one this project writes)"
+        )
     where = f"the account or container {thresholds.container!r}"
     return failed(f"no principal holds {TAG_WRITE} on {where}")
 
@@ -65,7 +90,8 @@ TAG_WRITE_ROLE = Rule(
     remediation=(
         "list the application identity in Pulumi config `uploaderPrincipalIds`: infra/access.py "
         f"assigns it the uploader role, which holds {TAG_WRITE} on the container (Storage Blob "
-        "Data Owner would also work, but grants far more than the protocol needs)"
+        "Data Owner holds it too, but fails SN-NEVER-GRANTED: its blobs/* includes permanent "
+        "delete); a tag write an ABAC condition fences to some paths does not count"
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_tag_write,
@@ -77,10 +103,20 @@ def _is_broad(assignment: RoleAssignment) -> bool | None:
     actions, not_actions = assignment.actions, assignment.not_actions
     if actions is UNKNOWN or not_actions is UNKNOWN:
         return None
-    return "*" in actions or grants(actions, not_actions, ROLE_ASSIGNMENT_WRITE)
+    return "*" in actions or any(grants(actions, not_actions, op) for op in OWNER_LIKE)
 
 
-def _check_broad_roles(account: Account, _: Thresholds) -> Verdict:
+def _is_application(assignment: RoleAssignment, thresholds: Thresholds) -> bool | None:
+    """An application identity (not a person, not a named deployment identity); None: unknown."""
+    if assignment.principal_id in thresholds.deployment_principal_ids:
+        return False
+    principal_type = assignment.principal_type
+    if principal_type is UNKNOWN or principal_type is None:
+        return None
+    return principal_type in APPLICATION_PRINCIPALS
+
+
+def _check_broad_roles(account: Account, thresholds: Thresholds) -> Verdict:
     assert account.role_assignments is not UNKNOWN
     broad: list[str] = []
     undecided = False
@@ -88,16 +124,26 @@ def _check_broad_roles(account: Account, _: Thresholds) -> Verdict:
         is_broad = _is_broad(assignment)
         if is_broad is False:
             continue
-        principal_type = assignment.principal_type
-        if is_broad is None or principal_type is UNKNOWN or principal_type is None:
+        application = _is_application(assignment, thresholds)
+        if application is False:
+            continue
+        if is_broad is None or application is None:
             undecided = True
-        elif principal_type in APPLICATION_PRINCIPALS:
+        else:
             broad.append(f"{assignment.principal_id} ({assignment.role} at {assignment.scope})")
     if broad:
         return failed("application identities with owner-like roles: " + ", ".join(broad))
     if undecided:
         return unknown("a broad role's principal type or a role's permissions is not known yet")
-    return passed("no application identity holds an owner-like role")
+    return passed(_exempt("no application identity holds an owner-like role", thresholds))
+
+
+def _exempt(detail: str, thresholds: Thresholds) -> str:
+    if not thresholds.deployment_principal_ids:
+        return detail
+    return (
+        f"{detail} (deployment identities exempt: {', '.join(thresholds.deployment_principal_ids)})"
+    )
 
 
 NO_BROAD_APP_ROLES = Rule(
@@ -105,15 +151,103 @@ NO_BROAD_APP_ROLES = Rule(
     title="No owner-like roles for application identities",
     severity=Severity.MEDIUM,
     rationale=(
-        "An application identity with Owner, Contributor or role-assignment rights can turn "
-        "off every net this project checks, read account keys, or grant itself anything."
+        "An application identity with Owner, Contributor, Storage Account Contributor or any "
+        "role holding storageAccounts/write, listKeys or roleAssignments/write can turn off "
+        "every net this project checks, read account keys, or grant itself anything."
     ),
     remediation=(
         "give the application only the project's data roles (Pulumi config "
         "`uploaderPrincipalIds` / `readerPrincipalIds`, infra/access.py); keep Owner and "
-        "Contributor for people and the deployment identity"
+        "Contributor for people and the deployment identity, and name that identity in the "
+        "pack config `deploymentPrincipalIds` (audit: --deployment-principal)"
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_broad_roles,
     advisory=True,
+)
+
+
+def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str]] | None:
+    """(actions granted outright, actions granted only under the reserved prefix); None when
+    the permissions or the condition are not known or not understood."""
+    actions, not_actions = assignment.actions, assignment.not_actions
+    data_actions, not_data_actions = assignment.data_actions, assignment.not_data_actions
+    if (
+        actions is UNKNOWN
+        or not_actions is UNKNOWN
+        or data_actions is UNKNOWN
+        or not_data_actions is UNKNOWN
+        or assignment.condition is UNKNOWN
+    ):
+        return None
+    held = [
+        op
+        for op in NEVER_GRANTED
+        if grants(actions, not_actions, op) or grants(data_actions, not_data_actions, op)
+    ]
+    if not held or assignment.condition is None:
+        return held, []
+    condition = parse_condition(assignment.condition)
+    if condition is None:
+        return None
+    fenced = [op for op in held if condition.reserved_only(op)]
+    return [op for op in held if op not in fenced], fenced
+
+
+def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
+    assert account.role_assignments is not UNKNOWN
+    found: list[str] = []
+    fenced: list[str] = []
+    undecided = False
+    for assignment in account.role_assignments:
+        if _applies(assignment, account, thresholds.container) is False:
+            continue
+        held = _never_granted(assignment)
+        if held == ([], []):
+            continue
+        application = _is_application(assignment, thresholds)
+        if application is False:
+            continue
+        if held is None or application is None:
+            undecided = True
+            continue
+        outright, reserved = held
+        who = f"{assignment.principal_id} ({assignment.role})"
+        if outright:
+            found.append(f"{who}: {', '.join(outright)}")
+        if reserved:
+            fenced.append(who)
+    if found:
+        return failed("application identities hold never-granted actions: " + "; ".join(found))
+    if undecided:
+        return unknown(
+            "a role's permissions, its principal type or its ABAC condition is not known yet "
+            "(or the condition is not one this project writes)"
+        )
+    detail = "no application identity holds " + ", ".join(
+        a.rsplit("/", 2)[-2] for a in NEVER_GRANTED
+    )
+    if fenced:
+        detail += f" (only under {RESERVED_PREFIX} by ABAC condition: {', '.join(fenced)})"
+    return passed(_exempt(detail, thresholds))
+
+
+NEVER_GRANTED_ACTIONS = Rule(
+    id="SN-NEVER-GRANTED",
+    title="No application identity holds a never-granted action",
+    severity=Severity.CRITICAL,
+    rationale=(
+        "Each of these undoes a net: listKeys hands out keys that bypass RBAC, "
+        "blobs/permanentDelete purges soft-deleted blobs, storageAccounts/write turns soft "
+        "delete, shared key or public access back on, roleAssignments/write grants any of them."
+    ),
+    remediation=(
+        "grant application identities only the project's custom data roles (infra/access.py); "
+        "never Owner, Contributor, Storage Account Contributor or Storage Blob Data Owner on "
+        "the data account. A grant an ABAC condition keeps under the reserved prefix "
+        f"{RESERVED_PREFIX} is allowed; deployment identities go in `deploymentPrincipalIds`"
+    ),
+    facets=frozenset({Facet.ROLES}),
+    check=_check_never_granted,
+    protocol=True,
 )

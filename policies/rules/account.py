@@ -68,9 +68,29 @@ ACCOUNT_KIND = Rule(
 
 
 def _check_shared_key(account: Account, _: Thresholds) -> Verdict:
-    allowed = _settings(account).allow_shared_key_access
+    settings = _settings(account)
+    allowed, for_blob = settings.allow_shared_key_access, settings.blob_shared_key_access
+    if for_blob is True:
+        return failed(
+            "shared key access is enabled for the blob service (allowSharedKeyAccessForServices)"
+        )
     if allowed is UNKNOWN:
         return unknown("whether shared key access is allowed is not known yet")
+    if for_blob is UNKNOWN:
+        # Not returned at all: an api-version older than the per-service setting was read,
+        # so a blob-level override could exist unseen.
+        if allowed:
+            return failed("shared key access is allowed (absent means allowed)")
+        return unknown(
+            "the account disallows shared key, but the blob service's own setting "
+            "(allowSharedKeyAccessForServices) was not readable"
+        )
+    if for_blob is False and allowed:
+        # Microsoft documents no precedence between the account and the per-service switch.
+        return unknown(
+            "the account allows shared key and the blob service disallows it; which one "
+            "wins is not documented"
+        )
     if allowed:
         return failed("shared key access is allowed (absent means allowed)")
     return passed("shared key access is off")
@@ -84,7 +104,10 @@ SHARED_KEY_OFF = Rule(
         "An account key bypasses RBAC: whoever holds it can write tags, delete and purge "
         "without any role; the permissions this project checks only mean something without it."
     ),
-    remediation="set `allowSharedKeyAccess: false` on the StorageAccount",
+    remediation=(
+        "set `allowSharedKeyAccess: false` on the StorageAccount and leave "
+        "`allowSharedKeyAccessForServices.blob` unset (or `enabled: false`)"
+    ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_shared_key,
 )
@@ -95,7 +118,9 @@ def _check_public_access(account: Account, _: Thresholds) -> Verdict:
     if allowed is UNKNOWN:
         return unknown("whether public blob access is allowed is not known yet")
     if allowed:
-        return failed("anonymous public blob access is allowed on the account")
+        return failed(
+            "anonymous public blob access is allowed on the account (absent means allowed)"
+        )
     return passed("anonymous public blob access is disallowed")
 
 

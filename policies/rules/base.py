@@ -68,10 +68,14 @@ class Rule:
     """Judged only on accounts that hold the protocol's container (see `applies_to`)."""
 
     def applies_to(self, account: Account, thresholds: Thresholds) -> bool:
-        """Protocol rules skip accounts known not to hold the configured container."""
-        if not self.protocol or account.containers is UNKNOWN:
+        """Protocol rules skip accounts known not to hold the configured container.
+
+        A container whose name is not known yet (a preview) may be that container, so the
+        rule applies and `evaluate` answers UNKNOWN rather than skipping in silence.
+        """
+        if not self.protocol:
             return True
-        return any(c.name == thresholds.container for c in account.containers)
+        return holds_container(account, thresholds.container) is not False
 
     def evaluate(self, account: Account, thresholds: Thresholds) -> Finding:
         """Judge one account; a facet that was not read makes the outcome UNKNOWN."""
@@ -81,6 +85,15 @@ class Rule:
                 account.unknown_reasons.get(facet, f"{facet.value} not known") for facet in missing
             ]
             verdict = unknown("; ".join(reasons))
+        elif (
+            self.protocol
+            and account.containers is not UNKNOWN
+            and holds_container(account, thresholds.container) is None
+        ):
+            verdict = unknown(
+                f"a container's name is not known yet (preview), so whether this account "
+                f"holds the protocol's container {thresholds.container!r} cannot be told"
+            )
         else:
             verdict = self.check(account, thresholds)
         return Finding(
@@ -108,6 +121,16 @@ class Rule:
 
 def _read(account: Account, facet: Facet) -> bool:
     return is_known(account.facet(facet))
+
+
+def holds_container(account: Account, container: str) -> bool | None:
+    """Whether the account holds `container`; None when the containers or a name are not known."""
+    if account.containers is UNKNOWN:
+        return None
+    names = [c.name for c in account.containers]
+    if container in names:
+        return True
+    return None if UNKNOWN in names else False
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,32 @@ def _problems(rule: LifecycleRule, thresholds: Thresholds) -> list[str] | None:
     if BLOCK_BLOB not in rule.blob_types:
         problems.append("not for block blobs")
     if not covers_container(rule.prefixes, thresholds.container):
-        problems.append(f"does not cover container {thresholds.container!r}")
+        narrower = [p for p in rule.prefixes if p.startswith(f"{thresholds.container}/")]
+        if narrower:
+            problems.append(
+                f"covers only {', '.join(narrower)} of container {thresholds.container!r} "
+                "(a narrower prefix spares pending blobs outside it)"
+            )
+        else:
+            problems.append(f"does not cover container {thresholds.container!r}")
     matches = [(f.name, f.op, f.value) for f in rule.tag_filters]
     if any(UNKNOWN in match for match in matches):
         return None
-    if (STATE_TAG, "==", PENDING) not in matches:
+    pending = (STATE_TAG, "==", PENDING)
+    if pending not in matches:
         problems.append(f"no blob index filter {STATE_TAG} == {PENDING}")
+    else:
+        # A rule's filters are ANDed ("If more than one filter is defined, a logical AND is
+        # applied to all filters": https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-policy-structure#filters),
+        # so any further tag condition spares every pending blob that lacks it.
+        extra = [
+            f"{name} {op} {value}" for name, op, value in matches if (name, op, value) != pending
+        ]
+        if extra:
+            problems.append(
+                "also requires " + " and ".join(extra) + " (filters are ANDed: pending blobs "
+                "without it are never deleted)"
+            )
     days = rule.delete_after_days
     if days is None:
         problems.append("no base blob delete action")

@@ -30,7 +30,11 @@ PROVIDER = "/providers/Microsoft.Storage/storageAccounts"
 ROLE_DEFINITIONS = "/providers/Microsoft.Authorization/roleDefinitions"
 BLOB_OWNER = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
 OWNER = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
+STORAGE_ACCOUNT_CONTRIBUTOR = "17d1049b-9a84-46fb-8f53-869881c3d3ab"
+UPLOADER = "5a0f1b1e-0000-4000-8000-00000000a1d0"
+"""A custom role shaped like infra/access.py's uploader role (a custom role's GUID is random)."""
 APP_PRINCIPAL = "11111111-2222-3333-4444-555555555555"
+_BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 
 MALFORMED = object()
 """Pass as a failure body to answer 200 with a body that is not JSON."""
@@ -96,8 +100,51 @@ def built_in_definitions() -> dict[str, dict[str, Any]]:
             {"actions": ["*"], "notActions": [], "dataActions": [], "notDataActions": []}
         ],
     }
+    account_contributor = {
+        "roleName": "Storage Account Contributor",
+        "type": "BuiltInRole",
+        "permissions": [
+            {
+                "actions": [
+                    "Microsoft.Authorization/*/read",
+                    "Microsoft.Resources/deployments/*",
+                    "Microsoft.Resources/subscriptions/resourceGroups/read",
+                    "Microsoft.Storage/storageAccounts/*",
+                    "Microsoft.Support/*",
+                ],
+                "notActions": [],
+                "dataActions": [],
+                "notDataActions": [],
+            }
+        ],
+    }
+    uploader = {
+        "roleName": "safetynet uploader",
+        "type": "CustomRole",
+        "permissions": [
+            {
+                "actions": [],
+                "notActions": [],
+                "dataActions": [
+                    f"{_BLOBS}/read",
+                    f"{_BLOBS}/add/action",
+                    f"{_BLOBS}/write",
+                    f"{_BLOBS}/tags/write",
+                    f"{_BLOBS}/tags/read",
+                    f"{_BLOBS}/delete",
+                ],
+                "notDataActions": [],
+            }
+        ],
+    }
     bodies = {}
-    for guid, props in ((BLOB_OWNER, blob_owner), (OWNER, owner)):
+    roles = (
+        (BLOB_OWNER, blob_owner),
+        (OWNER, owner),
+        (STORAGE_ACCOUNT_CONTRIBUTOR, account_contributor),
+        (UPLOADER, uploader),
+    )
+    for guid, props in roles:
         rid = role_definition_id(guid)
         bodies[rid.lower()] = {
             "id": rid,
@@ -108,7 +155,15 @@ def built_in_definitions() -> dict[str, dict[str, Any]]:
     return bodies
 
 
-def assignment(account_id: str, principal: str, role_guid: str, number: int = 1) -> dict[str, Any]:
+def assignment(
+    account_id: str,
+    principal: str,
+    role_guid: str,
+    number: int = 1,
+    *,
+    condition: str | None = None,
+    principal_type: str = "ServicePrincipal",
+) -> dict[str, Any]:
     name = f"{number:08d}-0000-0000-0000-{abs(hash((account_id, principal))) % 10**12:012d}"
     return {
         "id": f"{account_id}/providers/Microsoft.Authorization/roleAssignments/{name}",
@@ -117,8 +172,10 @@ def assignment(account_id: str, principal: str, role_guid: str, number: int = 1)
         "properties": {
             "roleDefinitionId": role_definition_id(role_guid),
             "principalId": principal,
-            "principalType": "ServicePrincipal",
+            "principalType": principal_type,
             "scope": account_id,
+            "condition": condition,
+            "conditionVersion": "2.0" if condition else None,
         },
     }
 
@@ -193,7 +250,7 @@ def compliant_account(name: str, resource_group: str = "rg-docs") -> FakeAccount
         blob_service=blob_service,
         containers=[container],
         management_policy=policy,
-        role_assignments=[assignment(account_id, APP_PRINCIPAL, BLOB_OWNER)],
+        role_assignments=[assignment(account_id, APP_PRINCIPAL, UPLOADER)],
     )
 
 
@@ -213,8 +270,18 @@ def set_path(document: dict[str, Any], path: str, value: object) -> None:
 class FakeArm:
     """The server's state; mutate `accounts` between requests as a test needs."""
 
-    def __init__(self, *, page_size: int = 100, latency_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        page_size: int = 100,
+        latency_seconds: float = 0.0,
+        storage_api_versions: frozenset[str] | None = None,
+    ) -> None:
         self.accounts: dict[str, FakeAccount] = {}
+        self.storage_api_versions = storage_api_versions
+        """Microsoft.Storage api-versions this "cloud" serves (None: any), like a sovereign
+        cloud that has not rolled out the newest one yet."""
+        self.storage_api_versions_seen: set[str] = set()
         self.definitions = built_in_definitions()
         self.page_size = page_size
         self.latency_seconds = latency_seconds
@@ -271,6 +338,10 @@ class FakeArm:
         definition = self.definitions.get(lowered)
         if ROLE_DEFINITIONS.lower() in lowered:
             return (200, definition) if definition else (404, error_body(404))
+        if PROVIDER.lower() in lowered and "/providers/microsoft.authorization/" not in lowered:
+            refused = self._refuse_api_version(query.get("api-version", [""])[0])
+            if refused is not None:
+                return refused
         if lowered == f"{sub}{PROVIDER}".lower():
             return self._page(path, query, list(self.accounts.values()))
         match = re.fullmatch(
@@ -317,6 +388,24 @@ class FakeArm:
                 }
             return 200, account.management_policy
         return self._page(path, query, account.role_assignments)
+
+    def _refuse_api_version(self, version: str) -> tuple[int, object] | None:
+        """ARM's answer to a Microsoft.Storage api-version the cloud does not serve: 400
+        NoRegisteredProviderFound (as Azure Government answered newer SDKs: Azure/azure-cli
+        issue 7075, Azure/azure-powershell issue 14395)."""
+        with self._lock:
+            self.storage_api_versions_seen.add(version)
+        if self.storage_api_versions is None or version in self.storage_api_versions:
+            return None
+        supported = ", ".join(sorted(self.storage_api_versions, reverse=True))
+        return 400, {
+            "error": {
+                "code": "NoRegisteredProviderFound",
+                "message": f"No registered resource provider found for location 'fakecloud' "
+                f"and API version '{version}' for type 'storageAccounts'. The supported "
+                f"api-versions are '{supported}'.",
+            }
+        }
 
     def _account(self, group: str, name: str) -> FakeAccount | None:
         account = self.accounts.get(name)

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from policies.audit import (
     DEFAULT_CONCURRENCY,
+    STORAGE_API_VERSION,
     Scope,
     StaticTokenCredential,
     default_credential,
@@ -38,6 +39,9 @@ DEFAULTS = Thresholds()
 
 class UsageError(Exception):
     """Bad options: the message says which and why."""
+
+
+_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,6 +83,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="Resource Manager URL for sovereign clouds or tests (env SAFETYNET_ARM_ENDPOINT)",
     )
     conn.add_argument(
+        "--storage-api-version",
+        default=STORAGE_API_VERSION,
+        help=f"Microsoft.Storage api-version to read with (default {STORAGE_API_VERSION}, "
+        "pinned; pass an older one where a cloud lags)",
+    )
+    conn.add_argument(
         "--concurrency",
         type=int,
         default=DEFAULT_CONCURRENCY,
@@ -93,6 +103,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--container",
         default=env("SAFETYNET_CONTAINER", DEFAULTS.container),
         help="the protocol's container (env SAFETYNET_CONTAINER)",
+    )
+    limits.add_argument(
+        "--deployment-principal",
+        action="append",
+        default=[],
+        metavar="OBJECT_ID",
+        help="an identity that deploys (pipeline, operator): exempt from the application-role "
+        "rules; repeatable (the pack's deploymentPrincipalIds)",
     )
     parser.set_defaults(handler=run)
 
@@ -121,6 +139,7 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
         min_blob_soft_delete_days=args.min_blob_soft_delete_days,
         max_pending_days=args.max_pending_days,
         container=args.container,
+        deployment_principal_ids=tuple(args.deployment_principal),
     )
 
 
@@ -142,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
         _check_endpoint(args.arm_endpoint)
         if args.concurrency < 1:
             raise UsageError("--concurrency must be >= 1")
+        if not _API_VERSION.fullmatch(args.storage_api_version):
+            raise UsageError("--storage-api-version must look like 2024-01-01 (or ...-preview)")
     except UsageError as error:
         print(f"safetynet audit: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -153,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         thresholds=limits,
         arm_endpoint=args.arm_endpoint,
         concurrency=args.concurrency,
+        storage_api_version=args.storage_api_version,
     )
     text = RENDERERS[args.format](report)
     if args.output is None:

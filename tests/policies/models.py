@@ -16,12 +16,23 @@ from policies.model import (
     RoleAssignment,
     TagFilter,
 )
-from policies.roles import BUILT_IN_ROLES
-from safetynet.constants import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from policies.roles import BUILT_IN_ROLES, RoleDefinition
+from safetynet.constants import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
 
 ACCOUNT_ID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/docs"
 BLOB_OWNER = BUILT_IN_ROLES["b7e6dc6d-f1e8-4753-8033-0f276bb0955b"]
 OWNER = BUILT_IN_ROLES["8e3af657-a8ff-443c-a75c-2fe8c4bcb635"]
+CONTRIBUTOR = BUILT_IN_ROLES["b24988ac-6180-42a0-ab88-20f7382dd24c"]
+ACCOUNT_CONTRIBUTOR = BUILT_IN_ROLES["17d1049b-9a84-46fb-8f53-869881c3d3ab"]
+_BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+UPLOADER = RoleDefinition(
+    "safetynet uploader",
+    data_actions=tuple(
+        f"{_BLOBS}/{op}"
+        for op in ("read", "add/action", "write", "tags/write", "tags/read", "delete")
+    ),
+)
+"""infra/access.py's uploader role: the compliant application grant."""
 
 
 def settings(**changes: Any) -> AccountSettings:
@@ -61,6 +72,13 @@ def pending_rule(**changes: Any) -> LifecycleRule:
     return dataclasses.replace(base, **changes)
 
 
+def retired_rule(**changes: Any) -> LifecycleRule:
+    """A second tag rule, on retired blobs, beside the pending backstop."""
+    return pending_rule(
+        name="delete-retired", tag_filters=(TagFilter(STATE_TAG, "==", RETIRED),), **changes
+    )
+
+
 def version_rule(**changes: Any) -> LifecycleRule:
     base = LifecycleRule(
         name="expire-old-versions",
@@ -74,7 +92,7 @@ def version_rule(**changes: Any) -> LifecycleRule:
     return dataclasses.replace(base, **changes)
 
 
-def assignment(role: Any = BLOB_OWNER, **changes: Any) -> RoleAssignment:
+def assignment(role: Any = UPLOADER, **changes: Any) -> RoleAssignment:
     base = RoleAssignment(
         principal_id="app",
         principal_type="ServicePrincipal",

@@ -41,6 +41,7 @@ def test_recorded_arm_examples_are_judged_without_crashing() -> None:
         "SN-FLAT-NAMESPACE",
         "SN-ACCOUNT-KIND",
         "SN-SHARED-KEY-OFF",
+        "SN-NO-PUBLIC-ACCESS",
         "SN-HTTPS-TLS",
         "SN-TAG-WRITE-ROLE",
         "SN-VERSION-EXPIRY",
@@ -49,10 +50,21 @@ def test_recorded_arm_examples_are_judged_without_crashing() -> None:
 
 
 def test_absent_account_properties_take_documented_defaults() -> None:
-    """No allowSharedKeyAccess means allowed; no minimumTlsVersion means TLS1_0."""
+    """No allowSharedKeyAccess or allowBlobPublicAccess means allowed; no TLS minimum is TLS1_0."""
     settings = arm.settings(load("StorageAccountGetProperties.json"))
     assert settings.allow_shared_key_access is True
+    assert settings.allow_blob_public_access is True
     assert settings.minimum_tls_version == "TLS1_0"
+
+
+def test_absent_public_access_fails_in_both_adapters() -> None:
+    """An account body or Pulumi input without allowBlobPublicAccess fails SN-NO-PUBLIC-ACCESS."""
+    fake = compliant_account("older")
+    del fake.body["properties"]["allowBlobPublicAccess"]
+    reads = arm.ArmReads(account=fake.body, containers=fake.containers)
+    assert outcomes(reads)["SN-NO-PUBLIC-ACCESS"] is Outcome.FAIL
+    inputs = {"kind": "StorageV2", "allowSharedKeyAccess": False, "minimumTlsVersion": "TLS1_2"}
+    assert pulumi_props.settings(inputs).allow_blob_public_access is True
 
 
 def test_values_of_unexpected_type_become_unknown() -> None:

@@ -15,15 +15,18 @@ from typing import Any
 import jsonschema
 import pytest
 
-from policies.audit import ErrorKind
+from policies.audit import STORAGE_API_VERSION, ErrorKind
 from policies.rules import RULES, Outcome
 from policies.testing.arm_fake import (
+    BLOB_OWNER,
     MALFORMED,
+    STORAGE_ACCOUNT_CONTRIBUTOR,
     SUBSCRIPTION,
     TOKEN,
     Failure,
     FakeAccount,
     FakeArm,
+    assignment,
     compliant_account,
     set_path,
 )
@@ -245,3 +248,83 @@ def test_unknown_format_is_rejected_by_argparse(audit: Audit) -> None:
     with pytest.raises(SystemExit) as exit_info:
         audit("--format", "xlsx")
     assert exit_info.value.code == EXIT_USAGE
+
+
+def test_reads_use_the_pinned_storage_api_version(audit: Audit, fake: FakeArm) -> None:
+    """Every Microsoft.Storage read carries the pinned api-version, not whatever the SDK defaults to."""
+    audit("--format", "json")
+    assert fake.storage_api_versions_seen == {STORAGE_API_VERSION}
+
+
+def test_lagging_cloud_needs_an_older_api_version_and_says_what_it_cannot_see(
+    audit: Audit, fake: FakeArm
+) -> None:
+    """A cloud without the pinned version refuses it (exit 3); with an older one the
+    per-service shared key switch is unseen, so SN-SHARED-KEY-OFF is UNKNOWN, not PASS."""
+    fake.storage_api_versions = frozenset({"2024-01-01", "2023-05-01"})
+    code, text = audit("--format", "json")
+    assert code == EXIT_INCOMPLETE
+    assert "NoRegisteredProviderFound" in json.loads(text)["errors"][0]["message"]
+    code, text = audit("--format", "json", "--storage-api-version", "2024-01-01")
+    assert code == EXIT_OK
+    assert findings(text)[("good", "SN-SHARED-KEY-OFF")] == Outcome.UNKNOWN.value
+    assert findings(text)[("good", "SN-BLOB-SOFT-DELETE")] == Outcome.PASS.value
+
+
+def test_shared_key_enabled_for_the_blob_service_fails(audit: Audit, fake: FakeArm) -> None:
+    """allowSharedKeyAccessForServices.blob.enabled=true fails even with allowSharedKeyAccess false."""
+    broken(
+        fake, "blobkeys", "properties.allowSharedKeyAccessForServices", {"blob": {"enabled": True}}
+    )
+    code, text = audit("--format", "json")
+    assert code == EXIT_FAILED
+    assert findings(text)[("blobkeys", "SN-SHARED-KEY-OFF")] == Outcome.FAIL.value
+    assert findings(text)[("good", "SN-SHARED-KEY-OFF")] == Outcome.PASS.value
+
+
+def test_storage_account_contributor_on_an_app_is_broad_unless_it_deploys(
+    audit: Audit, fake: FakeArm
+) -> None:
+    """An app identity with Storage Account Contributor fails both role rules; naming it with
+    --deployment-principal exempts it."""
+    account = fake.add(compliant_account("wide", GROUP))
+    account.role_assignments.append(
+        assignment(
+            account.id, "22222222-0000-0000-0000-000000000001", STORAGE_ACCOUNT_CONTRIBUTOR, 2
+        )
+    )
+    code, text = audit("--format", "json")
+    assert code == EXIT_FAILED
+    assert findings(text)[("wide", "SN-NO-BROAD-APP-ROLES")] == Outcome.FAIL.value
+    assert findings(text)[("wide", "SN-NEVER-GRANTED")] == Outcome.FAIL.value
+    code, text = audit(
+        "--format", "json", "--deployment-principal", "22222222-0000-0000-0000-000000000001"
+    )
+    assert code == EXIT_OK
+    assert findings(text)[("wide", "SN-NEVER-GRANTED")] == Outcome.PASS.value
+
+
+def test_conditioned_assignments_are_read_and_judged(audit: Audit, fake: FakeArm) -> None:
+    """Blob Data Owner fenced by an ABAC condition to .safetynet/ passes; an unparsed condition is UNKNOWN."""
+    fenced = (
+        "((!(ActionMatches{'Microsoft.Storage/storageAccounts/blobServices/containers/blobs/"
+        "permanentDelete/action'})) OR (@Resource[Microsoft.Storage/storageAccounts/"
+        "blobServices/containers/blobs:path] StringStartsWith '.safetynet/verify/'))"
+    )
+    ok = fake.add(compliant_account("fenced", GROUP))
+    ok.role_assignments.append(
+        assignment(ok.id, "33333333-0000-0000-0000-000000000001", BLOB_OWNER, 2, condition=fenced)
+    )
+    odd = fake.add(compliant_account("odd", GROUP))
+    odd.role_assignments.append(
+        assignment(
+            odd.id,
+            "33333333-0000-0000-0000-000000000002",
+            BLOB_OWNER,
+            2,
+            condition="@Request[x] StringEquals 'y'",
+        )
+    )
+    _, text = audit("--format", "json")
+    assert findings(text)[("fenced", "SN-NEVER-GRANTED")] == Outcome.PASS.value
+    assert findings(text)[("odd", "SN-NEVER-GRANTED")] == Outcome.UNKNOWN.value

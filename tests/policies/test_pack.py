@@ -1,12 +1,14 @@
 """The CrossGuard pack over what the real infra program registers under Pulumi mocks.
 
 The policies' validate functions are called directly with CrossGuard's own argument objects
-(props wrapped in its unknown-checking proxy); the pack's gRPC server is never started.
+(props wrapped in its unknown-checking proxy): resource policies see inputs, stack policies
+outputs, as in a real preview. The pack's gRPC server is started only by test_policy_pack.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +24,14 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
+from infra import config as infra_config
 from policies.adapters.pulumi_props import UNKNOWN_SENTINELS
-from policies.pack import POLICIES, is_resource_rule
+from policies.model import Thresholds
+from policies.pack import POLICIES, is_resource_rule, thresholds
+from policies.pack_config import main as pack_config_main
 from policies.rules import RULES, RULES_BY_ID
 from tests.infra.harness import DELETE, Mutate, StackRun, run_stack, set_input
+from tests.policies.stack_view import as_policy_resources, stack_outputs
 
 UPLOADER = "11111111-2222-3333-4444-555555555555"
 BASE: Mapping[str, object] = {"uploaderPrincipalIds": [UPLOADER]}
@@ -33,6 +39,9 @@ ACCOUNT = "azure-native:storage:StorageAccount"
 DATA_ACCOUNT = "safetynet"
 OWNER_ROLE = (
     "/providers/Microsoft.Authorization/roleDefinitions/8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
+)
+BLOB_OWNER_ROLE = (
+    "/providers/Microsoft.Authorization/roleDefinitions/b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
 )
 
 
@@ -65,8 +74,9 @@ def _urn(type_: str, name: str) -> str:
 def policy_resources(run: StackRun) -> list[PolicyResource]:
     """The run's resources as CrossGuard's stack view; role definitions carry their id."""
     ids = {
-        f"access-{key}": run.outputs[f"{key}RoleDefinitionId"]
-        for key in ("uploader", "sweeper", "reader")
+        f"access-{key.removesuffix('RoleDefinitionId')}": value
+        for key, value in run.outputs.items()
+        if key.endswith("RoleDefinitionId")
     }
     parents: dict[str, PolicyResource] = {}
     resources = []
@@ -99,10 +109,11 @@ def policy_resources(run: StackRun) -> list[PolicyResource]:
     return resources
 
 
-def run_pack(
-    resources: Sequence[PolicyResource], config: Mapping[str, Any] | None = None
-) -> PackResult:
-    """Every policy of the pack over the stack, as the CLI would run them."""
+def run_pack(run: StackRun, config: Mapping[str, Any] | None = None) -> PackResult:
+    """Every policy of the pack over the run, as the CLI would feed them: resource policies get
+    each resource's inputs, stack policies every resource's outputs (no ids: the fallbacks)."""
+    inputs = policy_resources(run)
+    outputs = as_policy_resources(stack_outputs(run, with_ids=False))
     result = PackResult()
     for policy in POLICIES:
         messages = result.violations.setdefault(policy.name, [])
@@ -112,14 +123,14 @@ def run_pack(
 
         try:
             if isinstance(policy, ResourceValidationPolicy):
-                for res in resources:
+                for res in inputs:
                     args = ResourceValidationArgs(
                         res.resource_type, res.props, res.urn, res.name, res.opts, None, config
                     )
                     policy.validate(args, report)
             else:
                 assert isinstance(policy, StackValidationPolicy)
-                policy.validate(StackValidationArgs(list(resources), config), report)
+                policy.validate(StackValidationArgs(outputs, config), report)
         except UnknownValueError as error:
             result.unknown[policy.name] = error.message
     return result
@@ -127,7 +138,7 @@ def run_pack(
 
 @pytest.fixture(scope="module")
 def compliant() -> PackResult:
-    return run_pack(policy_resources(run_stack(BASE)))
+    return run_pack(run_stack(BASE))
 
 
 def test_pack_has_one_policy_per_rule() -> None:
@@ -208,6 +219,16 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
         ),
         set(),
     ),
+    "SN-NEVER-GRANTED": (
+        {},
+        set_input(
+            "azure-native:authorization:RoleAssignment",
+            "roleDefinitionId",
+            f"/subscriptions/s{BLOB_OWNER_ROLE}",
+            "access-sweeper-app",
+        ),
+        set(),
+    ),
     "SN-VERSION-EXPIRY": (
         {"versioning": True},
         set_input("azure-native:storage:ManagementPolicy", "policy.rules.1.enabled", False),
@@ -225,14 +246,14 @@ def test_mutation_matrix_covers_every_rule() -> None:
 def test_breaking_one_setting_fails_that_rule_only(rule_id: str) -> None:
     """With one setting broken, that rule fails and no rule outside its dependents does."""
     overrides, mutate, dependents = MUTATIONS[rule_id]
-    result = run_pack(policy_resources(run_stack({**BASE, **overrides}, mutate)))
+    result = run_pack(run_stack({**BASE, **overrides}, mutate))
     assert rule_id in result.failing, result.unknown
     assert result.failing <= {rule_id, *dependents}
 
 
 def test_thresholds_come_from_policy_config() -> None:
     """A policy config raising minBlobSoftDeleteDays above the program's 14 makes it fail."""
-    result = run_pack(policy_resources(run_stack(BASE)), {"minBlobSoftDeleteDays": 30})
+    result = run_pack(run_stack(BASE), {"minBlobSoftDeleteDays": 30})
     assert result.failing == {"SN-BLOB-SOFT-DELETE"}
 
 
@@ -240,6 +261,32 @@ def test_unknown_inputs_are_reported_as_unknown_not_passed() -> None:
     """A preview-time unknown makes the policy a CrossGuard 'cannot run during preview' note."""
     sentinel = sorted(UNKNOWN_SENTINELS)[0]
     mutate = set_input(ACCOUNT, "allowSharedKeyAccess", sentinel, DATA_ACCOUNT)
-    result = run_pack(policy_resources(run_stack(BASE, mutate)))
+    result = run_pack(run_stack(BASE, mutate))
     assert "SN-SHARED-KEY-OFF" in result.unknown
     assert "SN-SHARED-KEY-OFF" not in result.failing
+
+
+def test_generated_pack_config_gives_every_policy_the_thresholds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`python -m policies.pack_config` puts the same thresholds under every policy's own name."""
+    assert pack_config_main(["--max-pending-days", "3", "--deployment-principal", "ci"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert set(document) == set(RULES_BY_ID)
+    expected = Thresholds(max_pending_days=3, deployment_principal_ids=("ci",))
+    assert all(thresholds(entry) == expected for entry in document.values())
+
+
+VERIFIER = "22222222-3333-4444-5555-666666666666"
+HAS_VERIFIER = "verifierPrincipalIds" in infra_config.DEFAULTS
+
+
+@pytest.mark.skipif(not HAS_VERIFIER, reason="the verification role lands with issue-10-infra")
+def test_fenced_verifier_role_is_a_narrower_grant_not_the_seal() -> None:
+    """The verifier's prefix-fenced role passes every policy beside the uploader, and alone
+    fails SN-TAG-WRITE-ROLE (a parsed, narrower grant) rather than leaving it UNKNOWN."""
+    beside = run_pack(run_stack({**BASE, "verifierPrincipalIds": [VERIFIER]}))
+    assert (beside.failing, beside.unknown) == (set(), {})
+    alone = run_pack(run_stack({"verifierPrincipalIds": [VERIFIER]}))
+    assert alone.failing == {"SN-TAG-WRITE-ROLE"}
+    assert alone.unknown == {}

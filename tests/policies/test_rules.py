@@ -4,11 +4,38 @@ from __future__ import annotations
 
 import pytest
 
+from infra import access
+from infra.access import SWEEPER_CONDITION
 from policies.model import UNKNOWN, Account, Container, Facet, TagFilter, Thresholds
+from policies.roles import BLOBS, PERMANENT_DELETE, TAG_WRITE, built_in_role, parse_condition
 from policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from tests.policies import models as m
 
 THRESHOLDS = Thresholds()
+VERIFY_PREFIX = ".safetynet/verify/"
+UNREADABLE_CONDITION = "@Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals {x}"
+"""A condition of a form this project never writes (constrained delegation)."""
+
+
+VERIFIER_SHAPE = (
+    "((!(ActionMatches{'" + TAG_WRITE + "'}) AND !(ActionMatches{'" + BLOBS + "/read'} AND NOT "
+    "SubOperationMatches{'Blob.List'})) OR (@Resource[" + BLOBS + ":path] StringLike "
+    "'.safetynet/verify/*')) AND ((!(ActionMatches{'" + BLOBS + "/read'} AND "
+    "SubOperationMatches{'Blob.List'})) OR (@Request[" + BLOBS + ":prefix] StringStartsWith "
+    "'.safetynet/verify/'))"
+)
+"""Two ANDed clauses, as the verification role's condition is written: tag writes and reads
+only under .safetynet/verify/, listing only with that prefix."""
+
+
+def fenced(action: str, path: str = VERIFY_PREFIX) -> str:
+    """The condition shape infra/access.py writes: `action` only on blobs under `path`."""
+    return (
+        f"((!(ActionMatches{{'{action}'}})) OR "
+        "(@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] "
+        f"StringStartsWith '{path}'))"
+    )
+
 
 CASES: dict[str, dict[Outcome, list[Account]]] = {
     "SN-BLOB-SOFT-DELETE": {
@@ -41,6 +68,10 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(),
             m.account(lifecycle_rules=(m.pending_rule(prefixes=()),)),
             m.account(lifecycle_rules=(m.version_rule(), m.pending_rule(prefixes=("doc",)))),
+            m.account(lifecycle_rules=(m.pending_rule(), m.retired_rule())),
+            m.account(
+                lifecycle_rules=(m.pending_rule(prefixes=("documents/2026/", "documents/")),)
+            ),
         ],
         Outcome.FAIL: [
             m.account(lifecycle_rules=()),
@@ -57,6 +88,24 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(lifecycle_rules=(m.pending_rule(delete_after_days=None),)),
             m.account(lifecycle_rules=(m.pending_rule(delete_after_days=30),)),
             m.account(lifecycle_rules=(m.pending_rule(delete_after_days=0),)),
+            m.account(
+                lifecycle_rules=(
+                    m.pending_rule(
+                        tag_filters=(TagFilter("state", "==", "pending"), TagFilter("x", "==", "y"))
+                    ),
+                )
+            ),
+            m.account(
+                lifecycle_rules=(
+                    m.pending_rule(
+                        tag_filters=(
+                            TagFilter("state", "==", "pending"),
+                            TagFilter("state", "==", "retired"),
+                        )
+                    ),
+                )
+            ),
+            m.account(lifecycle_rules=(m.pending_rule(prefixes=("documents/2026/",)),)),
         ],
         Outcome.UNKNOWN: [
             m.account(lifecycle_rules=(m.pending_rule(enabled=UNKNOWN),)),
@@ -80,9 +129,24 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.UNKNOWN: [m.account(settings=m.settings(kind=UNKNOWN))],
     },
     "SN-SHARED-KEY-OFF": {
-        Outcome.PASS: [m.account()],
-        Outcome.FAIL: [m.account(settings=m.settings(allow_shared_key_access=True))],
-        Outcome.UNKNOWN: [m.account(settings=m.settings(allow_shared_key_access=UNKNOWN))],
+        Outcome.PASS: [
+            m.account(),
+            m.account(settings=m.settings(blob_shared_key_access=False)),
+        ],
+        Outcome.FAIL: [
+            m.account(settings=m.settings(allow_shared_key_access=True)),
+            m.account(settings=m.settings(blob_shared_key_access=True)),
+            m.account(
+                settings=m.settings(allow_shared_key_access=UNKNOWN, blob_shared_key_access=True)
+            ),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(settings=m.settings(allow_shared_key_access=UNKNOWN)),
+            m.account(settings=m.settings(blob_shared_key_access=UNKNOWN)),
+            m.account(
+                settings=m.settings(allow_shared_key_access=True, blob_shared_key_access=False)
+            ),
+        ],
     },
     "SN-NO-PUBLIC-ACCESS": {
         Outcome.PASS: [m.account()],
@@ -109,6 +173,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
     "SN-TAG-WRITE-ROLE": {
         Outcome.PASS: [
             m.account(),
+            m.account(role_assignments=(m.assignment(condition=SWEEPER_CONDITION),)),
             m.account(role_assignments=(m.assignment(scope=m.ACCOUNT_ID),)),
             m.account(role_assignments=(m.assignment(scope="/subscriptions/s"),)),
             m.account(
@@ -118,6 +183,8 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         ],
         Outcome.FAIL: [
             m.account(role_assignments=()),
+            m.account(role_assignments=(m.assignment(condition=fenced(TAG_WRITE)),)),
+            m.account(role_assignments=(m.assignment(condition=VERIFIER_SHAPE),)),
             m.account(
                 role_assignments=(
                     m.assignment(
@@ -150,6 +217,8 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.UNKNOWN: [
             m.account(role_assignments=(m.assignment(scope=UNKNOWN),)),
             m.account(role_assignments=(m.assignment(data_actions=UNKNOWN),)),
+            m.account(role_assignments=(m.assignment(condition=UNREADABLE_CONDITION),)),
+            m.account(role_assignments=(m.assignment(condition=UNKNOWN),)),
         ],
     },
     "SN-NO-BROAD-APP-ROLES": {
@@ -159,6 +228,8 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         ],
         Outcome.FAIL: [
             m.account(role_assignments=(m.assignment(), m.assignment(m.OWNER))),
+            m.account(role_assignments=(m.assignment(m.CONTRIBUTOR),)),
+            m.account(role_assignments=(m.assignment(m.ACCOUNT_CONTRIBUTOR),)),
             m.account(
                 role_assignments=(
                     m.assignment(
@@ -171,6 +242,41 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.UNKNOWN: [
             m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
             m.account(role_assignments=(m.assignment(actions=UNKNOWN),)),
+        ],
+    },
+    "SN-NEVER-GRANTED": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(role_assignments=(m.assignment(m.OWNER, principal_type="User"),)),
+            m.account(
+                role_assignments=(
+                    m.assignment(m.BLOB_OWNER, condition=fenced(PERMANENT_DELETE, VERIFY_PREFIX)),
+                )
+            ),
+            m.account(
+                role_assignments=(
+                    m.assignment(
+                        m.OWNER, scope=f"{m.ACCOUNT_ID}/blobServices/default/containers/x"
+                    ),
+                )
+            ),
+        ],
+        Outcome.FAIL: [
+            m.account(role_assignments=(m.assignment(m.BLOB_OWNER),)),
+            m.account(role_assignments=(m.assignment(m.OWNER, scope="/subscriptions/s"),)),
+            m.account(role_assignments=(m.assignment(m.ACCOUNT_CONTRIBUTOR),)),
+            m.account(
+                role_assignments=(
+                    m.assignment(m.BLOB_OWNER, condition=fenced(PERMANENT_DELETE, "documents/")),
+                )
+            ),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
+            m.account(
+                role_assignments=(m.assignment(m.BLOB_OWNER, condition=UNREADABLE_CONDITION),)
+            ),
+            m.account(role_assignments=(m.assignment(m.BLOB_OWNER, condition=UNKNOWN),)),
         ],
     },
     "SN-VERSION-EXPIRY": {
@@ -251,6 +357,16 @@ def test_thresholds_change_the_verdict() -> None:
     assert finding.outcome is Outcome.FAIL
 
 
+def test_container_of_unknown_name_makes_protocol_rules_unknown_not_skipped() -> None:
+    """A container whose name is not known yet keeps the protocol rules, answered UNKNOWN."""
+    preview = m.account(containers=(Container(UNKNOWN, None),), lifecycle_rules=())
+    judged = {f.rule.id: f for f in evaluate(preview, THRESHOLDS)}
+    lifecycle = judged["SN-PENDING-LIFECYCLE"]
+    assert lifecycle.outcome is Outcome.UNKNOWN
+    assert "not known yet" in lifecycle.message
+    assert judged["SN-SHARED-KEY-OFF"].outcome is Outcome.PASS
+
+
 def test_protocol_rules_skip_accounts_without_the_container() -> None:
     """An account known not to hold the protocol's container gets only the hygiene rules."""
     helper = m.account(containers=(Container("deployments", None),), lifecycle_rules=())
@@ -266,3 +382,45 @@ def test_rule_ids_are_unique_and_metadata_complete() -> None:
     """Each rule has a unique id and non-empty title, rationale and remediation."""
     assert len(RULES_BY_ID) == len(RULES)
     assert all(rule.title and rule.rationale and rule.remediation for rule in RULES)
+
+
+def test_named_deployment_identities_are_exempt_from_the_app_role_rules() -> None:
+    """An Owner held by a principal listed in deployment_principal_ids is neither broad nor never-granted."""
+    model = m.account(role_assignments=(m.assignment(), m.assignment(m.OWNER, principal_id="ci")))
+    assert {f.outcome for f in evaluate(model, THRESHOLDS)} >= {Outcome.FAIL}
+    exempt = Thresholds(deployment_principal_ids=("ci",))
+    judged = {f.rule.id: f for f in evaluate(model, exempt)}
+    for rule_id in ("SN-NO-BROAD-APP-ROLES", "SN-NEVER-GRANTED"):
+        assert judged[rule_id].outcome is Outcome.PASS
+        assert "deployment identities exempt: ci" in judged[rule_id].message
+
+
+def test_contributor_is_known_by_its_real_guid() -> None:
+    """The built-in Contributor role is recognized by b24988ac-6180-42a0-ab88-20f7382dd24c."""
+    role = built_in_role(
+        "/subscriptions/s/providers/Microsoft.Authorization/roleDefinitions/"
+        "b24988ac-6180-42a0-ab88-20f7382dd24c"
+    )
+    assert role is not None
+    assert role.name == "Contributor"
+
+
+def test_every_condition_infra_writes_parses() -> None:
+    """Each *_CONDITION constant of infra/access.py is a condition the role rules understand."""
+    conditions = {k: v for k, v in vars(access).items() if k.endswith("_CONDITION")}
+    assert conditions
+    assert all(parse_condition(text) is not None for text in conditions.values()), conditions
+
+
+def test_the_conditions_this_project_writes_parse() -> None:
+    """The sweeper's lease condition parses to write/add limited to its lock blob."""
+    condition = parse_condition(SWEEPER_CONDITION)
+    assert condition is not None
+    assert condition.restricts(
+        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"
+    )
+    assert not condition.restricts(TAG_WRITE)
+    assert condition.reserved_only(
+        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/add/action"
+    )
+    assert parse_condition(UNREADABLE_CONDITION) is None
