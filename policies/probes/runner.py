@@ -1,0 +1,122 @@
+"""One verification run: every probe in order, then the run's own blobs deleted (canaries kept)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from azure.core.exceptions import AzureError, HttpResponseError, ServiceRequestError
+
+from policies.probes.base import (
+    CouldNotActError,
+    Probe,
+    ProbeOutcome,
+    Target,
+    TargetMissingError,
+    describe_refusal,
+    status_and_code,
+)
+from policies.rules import Finding
+from safetynet.constants import tag_condition
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    probe: Probe
+    outcome: ProbeOutcome
+    detail: str
+    requests: int
+
+
+@dataclass
+class VerificationRun:
+    """What one run found, and whether it could act at all."""
+
+    target: str
+    """The endpoint and container, never a credential or a query string."""
+    run_id: str
+    results: list[ProbeResult] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+    """Why the run could not act (authentication, permission, unreachable): exit 3."""
+    leftovers: list[str] = field(default_factory=list)
+    """Probe blobs the clean-up could not delete (named, so a person can)."""
+    requests: int = 0
+    seconds: float = 0.0
+    settings: list[Finding] | None = None
+    """The settings rules judged on the same account (`--subscription/--account`), if asked."""
+    settings_errors: list[str] = field(default_factory=list)
+
+    def outcomes(self, outcome: ProbeOutcome) -> list[ProbeResult]:
+        return [r for r in self.results if r.outcome is outcome]
+
+
+Progress = Callable[[int, int, Probe], None]
+
+
+def describe_target(target: Target) -> str:
+    """`https://host/path` of the container: credentials and query strings never appear."""
+    url = target.url.split("?", 1)[0]
+    return url
+
+
+def run_probes(
+    target: Target, probes: Sequence[Probe], *, on_progress: Progress | None = None
+) -> VerificationRun:
+    """Run `probes` in order against `target`; TargetMissingError when the container is absent."""
+    started = time.perf_counter()
+    run = VerificationRun(target=describe_target(target), run_id=target.run_id)
+    try:
+        for number, probe in enumerate(probes, start=1):
+            if on_progress is not None:
+                on_progress(number, len(probes), probe)
+            before = target.counter.count
+            outcome, detail = _run_one(probe, target, run)
+            run.results.append(ProbeResult(probe, outcome, detail, target.counter.count - before))
+    finally:
+        run.leftovers = clean_up(target)
+        run.requests = target.counter.count
+        run.seconds = time.perf_counter() - started
+    return run
+
+
+def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeOutcome, str]:
+    try:
+        observation = probe.run(target)
+    except TargetMissingError:
+        raise
+    except CouldNotActError as error:
+        run.incomplete.append(f"{probe.id}: {error}")
+        return ProbeOutcome.NOT_VERIFIABLE, f"the identity in use could not act: {error}"
+    except HttpResponseError as error:
+        status, code = status_and_code(error)
+        if code == "ContainerNotFound":
+            raise TargetMissingError(f"{probe.id}: 404 ContainerNotFound") from None
+        if status in (401, 403):
+            run.incomplete.append(f"{probe.id}: {status} {code}")
+        return ProbeOutcome.NOT_VERIFIABLE, f"unexpected answer {describe_refusal(error)}"
+    except ServiceRequestError as error:
+        run.incomplete.append(f"{probe.id}: endpoint unreachable ({type(error).__name__})")
+        return ProbeOutcome.NOT_VERIFIABLE, f"the endpoint did not answer ({type(error).__name__})"
+    return observation.outcome, observation.detail
+
+
+def clean_up(target: Target) -> list[str]:
+    """Delete every live blob this run created (canaries excepted) under its state's tag guard;
+    the names that could not be deleted."""
+    leftovers = []
+    for name, state in target.ledger.to_clean():
+        blob = target.container.get_blob_client(name)
+        try:
+            blob.delete_blob(delete_snapshots="include", if_tags_match_condition=tag_condition(state))
+        except HttpResponseError as error:
+            if error.status_code == 404:
+                target.ledger.deleted(name)
+                continue
+            leftovers.append(f"{name} ({describe_refusal(error)})")
+            continue
+        except AzureError as error:
+            leftovers.append(f"{name} ({type(error).__name__})")
+            continue
+        target.ledger.deleted(name)
+    return leftovers
