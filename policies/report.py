@@ -307,7 +307,11 @@ def render_verify_json(run: VerificationRun) -> str:
         "version": VERSION,
         "target": run.target,
         "run_id": run.run_id,
-        "summary": {**_verify_summary(run), "requests": run.requests, "seconds": round(run.seconds, 2)},
+        "summary": {
+            **_verify_summary(run),
+            "requests": run.requests,
+            "seconds": round(run.seconds, 2),
+        },
         "checks": [
             {
                 "check": r.probe.id,
@@ -345,7 +349,13 @@ def render_verify_table(run: VerificationRun) -> str:
     for r in run.results:
         verdicts = " ".join(settings.get(rule, "-") for rule in r.probe.proves) or "-"
         rows.append(
-            (r.probe.id, _proves(r), r.outcome.value, *((verdicts,) if with_settings else ()), r.detail)
+            (
+                r.probe.id,
+                _proves(r),
+                r.outcome.value,
+                *((verdicts,) if with_settings else ()),
+                r.detail,
+            )
         )
     columns = len(header) - 1
     widths = [max(len(row[i]) for row in rows) for i in range(columns)]
@@ -381,7 +391,10 @@ def _sarif_probe(probe: Probe) -> dict[str, Any]:
         "fullDescription": {"text": f"Proves {proves}: {probe.action}."},
         "helpUri": probe.reference if probe.reference.startswith("https://") else TOOL_URI,
         "defaultConfiguration": {"level": "error"},
-        "properties": {"tags": ["security", "azure-storage", "behaviour"], "proves": list(probe.proves)},
+        "properties": {
+            "tags": ["security", "azure-storage", "behaviour"],
+            "proves": list(probe.proves),
+        },
     }
 
 
@@ -412,7 +425,9 @@ def render_verify_sarif(run: VerificationRun) -> str:
                 "message": {"text": f"{r.probe.title}: {r.detail}"},
                 "locations": [location],
                 "partialFingerprints": {
-                    "safetynetCheck/v1": hashlib.sha256(f"{r.probe.id}|{run.target}".encode()).hexdigest()
+                    "safetynetCheck/v1": hashlib.sha256(
+                        f"{r.probe.id}|{run.target}".encode()
+                    ).hexdigest()
                 },
                 "properties": {"outcome": r.outcome.value},
             }

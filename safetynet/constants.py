@@ -17,6 +17,7 @@ def tag_condition(value: str) -> str:
     """The `x-ms-if-tags` expression that holds only while the state tag equals `value`."""
     return f"\"{STATE_TAG}\" = '{value}'"
 
+
 INTERNAL_PREFIX: Final = ".safetynet/"
 """Blobs the toolkit keeps for itself inside the protocol's container (lease, heartbeat, probes)."""
 HEARTBEAT_BLOB: Final = ".safetynet/sweeper.heartbeat.json"

@@ -67,7 +67,7 @@ def write_heartbeat(
     except HttpResponseError as error:
         if error.status_code in LOST_RACE_STATUSES:
             return True
-        log.warning("sweeper heartbeat not written: HTTP %s %s", error.status_code, error.error_code)
+        log.warning("sweeper heartbeat not written: HTTP %s", error.status_code)
         return False
     except AzureError as error:
         log.warning("sweeper heartbeat not written: %s", type(error).__name__)

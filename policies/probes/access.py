@@ -74,7 +74,9 @@ def check_shared_key_off(target: Target) -> Observation:
                 f"the key's signature was checked ({status} {code}) instead of key authorization "
                 "being refused: shared key access is allowed"
             )
-        return not_verifiable(f"a made-up key got {status} {code}, which says nothing about shared key")
+        return not_verifiable(
+            f"a made-up key got {status} {code}, which says nothing about shared key"
+        )
     return failed("a request signed with a made-up key was answered: the key is not checked at all")
 
 
@@ -114,7 +116,9 @@ def check_private_container(target: Target) -> Observation:
     except HttpResponseError as error:
         listing = describe_refusal(error)
     else:
-        return failed(f"an anonymous List Blobs was served ({len(names)} name(s)): the container is public")
+        return failed(
+            f"an anonymous List Blobs was served ({len(names)} name(s)): the container is public"
+        )
     assert refusal is not None
     return passed(
         f"anonymous GET refused with {describe_refusal(refusal)}, anonymous list with {listing}"
@@ -149,7 +153,9 @@ def check_no_public_access(target: Target) -> Observation:
             f"an anonymous GET reached the container ({status} {code}): the account allows public "
             "access, so only the container's setting keeps documents private"
         )
-    return not_verifiable(f"an anonymous GET got {status} {code}, which does not name the account setting")
+    return not_verifiable(
+        f"an anonymous GET got {status} {code}, which does not name the account setting"
+    )
 
 
 NO_PUBLIC_ACCESS = Probe(
@@ -177,7 +183,9 @@ def check_https_only(target: Target) -> Observation:
     url = target.blob("plain-http").url
     if urlsplit(url).scheme != "https":
         if target.emulator_host is not None:
-            return not_verifiable(f"the target itself speaks plain HTTP; {target.emulator_reason()}")
+            return not_verifiable(
+                f"the target itself speaks plain HTTP; {target.emulator_reason()}"
+            )
         return failed("the target is reached over plain HTTP")
     # Anonymous on purpose: no token or signature ever travels over plain HTTP.
     plain = target.other_client(target.blob("plain-http"), None, url=_plain_http(url))
@@ -190,9 +198,13 @@ def check_https_only(target: Target) -> Observation:
                 f"a plain-HTTP request was refused with {status} {code} "
                 "(the minimum TLS version is judged by the settings rule, not probed)"
             )
-        return failed(f"the account answered a plain-HTTP request with {status} {code}: HTTP is served")
+        return failed(
+            f"the account answered a plain-HTTP request with {status} {code}: HTTP is served"
+        )
     except ServiceRequestError as error:
-        return not_verifiable(f"no HTTP answer on {urlsplit(plain.url).netloc}: {type(error).__name__}")
+        return not_verifiable(
+            f"no HTTP answer on {urlsplit(plain.url).netloc}: {type(error).__name__}"
+        )
     return failed("the account answered a plain-HTTP request with success")
 
 
@@ -231,7 +243,9 @@ def check_tag_write_role(target: Target) -> Observation:
         )
     other = target.second.get_blob_client(blob.blob_name)
     try:
-        other.set_blob_tags({STATE_TAG: COMMITTED}, if_tags_match_condition=tag_condition(COMMITTED))
+        other.set_blob_tags(
+            {STATE_TAG: COMMITTED}, if_tags_match_condition=tag_condition(COMMITTED)
+        )
     except HttpResponseError as error:
         status, code = status_and_code(error)
         if status == 403 and code == "AuthorizationPermissionMismatch":
@@ -271,7 +285,9 @@ def _sas(target: Target, blob: BlobClient, permission: BlobSasPermissions) -> st
             expiry=expiry,
         )
     try:
-        delegation = target.service.get_user_delegation_key(target.now() - timedelta(minutes=5), expiry)
+        delegation = target.service.get_user_delegation_key(
+            target.now() - timedelta(minutes=5), expiry
+        )
     except HttpResponseError as error:
         return not_verifiable(
             f"no user delegation key for this identity ({describe_refusal(error)}): no SAS can be made"
@@ -296,7 +312,9 @@ def check_sas_tag_permission(target: Target) -> Observation:
     assert isinstance(with_tags, str)
     tags = {STATE_TAG: PENDING, "probe": "sas"}
     try:
-        target.other_client(blob, without).set_blob_tags(tags, if_tags_match_condition=tag_condition(PENDING))
+        target.other_client(blob, without).set_blob_tags(
+            tags, if_tags_match_condition=tag_condition(PENDING)
+        )
     except HttpResponseError as error:
         refusal = error
     else:
@@ -305,12 +323,16 @@ def check_sas_tag_permission(target: Target) -> Observation:
     if status != 403:
         return not_verifiable(f"a SAS without t was refused with {status} {code}, not 403")
     try:
-        target.other_client(blob, with_tags).set_blob_tags(tags, if_tags_match_condition=tag_condition(PENDING))
+        target.other_client(blob, with_tags).set_blob_tags(
+            tags, if_tags_match_condition=tag_condition(PENDING)
+        )
     except HttpResponseError as error:
         return not_verifiable(f"a SAS with t was refused too ({describe_refusal(error)})")
     if blob.get_blob_tags().get("probe") != "sas":
         return failed("a SAS with t answered OK but the tags did not change")
-    return passed(f"a SAS without t was refused with {status} {code}; with t the tag write went through")
+    return passed(
+        f"a SAS without t was refused with {status} {code}; with t the tag write went through"
+    )
 
 
 SAS_TAG_PERMISSION = Probe(

@@ -165,10 +165,12 @@ def loopback_host(url: str) -> str | None:
 
 def status_and_code(error: HttpResponseError) -> tuple[int, str]:
     """The HTTP status and the service's x-ms-error-code ('' when absent)."""
-    code = getattr(error.error_code, "value", error.error_code) or ""
-    if not code and error.response is not None:
-        code = error.response.headers.get("x-ms-error-code", "") or ""
-    return error.status_code or 0, str(code)
+    raw = getattr(error, "error_code", None)
+    code = str(getattr(raw, "value", raw) or "")
+    response: Any = error.response
+    if not code and response is not None:
+        code = str(response.headers.get("x-ms-error-code") or "")
+    return error.status_code or 0, code
 
 
 def describe_refusal(error: HttpResponseError) -> str:
@@ -255,7 +257,9 @@ class Target:
 
     def other_client(self, blob: BlobClient, credential: Any, url: str | None = None) -> BlobClient:
         """The same blob through another credential (None: anonymous), same transport options."""
-        return BlobClient.from_blob_url(url or blob.url, credential=credential, **self.client_options)
+        return BlobClient.from_blob_url(
+            url or blob.url, credential=credential, **self.client_options
+        )
 
     def create(self, blob: BlobClient, data: bytes, *, canary: bool = False) -> None:
         """Create the probe blob create-only, tagged pending; CouldNotActError when refused."""
@@ -284,7 +288,9 @@ class Target:
     def delete(self, blob: BlobClient, state: str) -> None:
         """Delete a probe blob under its state's tag guard."""
         try:
-            blob.delete_blob(delete_snapshots="include", if_tags_match_condition=tag_condition(state))
+            blob.delete_blob(
+                delete_snapshots="include", if_tags_match_condition=tag_condition(state)
+            )
         except HttpResponseError as error:
             raise_if_cannot_act(error, f"delete {blob.blob_name}")
             raise

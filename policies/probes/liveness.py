@@ -57,7 +57,9 @@ def check_pending_lifecycle(target: Target) -> Observation:
             f"days; a rule deleting pending blobs after {target.settings.pending_days} days would "
             "have removed it"
         )
-    expired = sorted(c for c in collected if now - c[0] > timedelta(days=target.settings.pending_days))
+    expired = sorted(
+        c for c in collected if now - c[0] > timedelta(days=target.settings.pending_days)
+    )
     if expired:
         planted, name = expired[-1]
         return passed(f"canary {name} planted {planted:%Y-%m-%d} was deleted (it is soft-deleted)")

@@ -39,7 +39,9 @@ def check_soft_delete(target: Target) -> Observation:
     target.delete(blob, PENDING)
     listed = any(
         item.name == blob.blob_name and item.deleted
-        for item in target.container.list_blobs(name_starts_with=blob.blob_name, include=["deleted"])
+        for item in target.container.list_blobs(
+            name_starts_with=blob.blob_name, include=["deleted"]
+        )
     )
     try:
         blob.undelete_blob()
@@ -53,8 +55,12 @@ def check_soft_delete(target: Target) -> Observation:
         if status in (401, 403):
             return not_verifiable(f"Undelete Blob was refused to this identity: {status} {code}")
         if listed:
-            return failed(f"the deleted blob is listed as deleted but Undelete Blob answered {status} {code}")
-        return failed(f"the deleted blob was not kept (not listed as deleted; undelete {status} {code})")
+            return failed(
+                f"the deleted blob is listed as deleted but Undelete Blob answered {status} {code}"
+            )
+        return failed(
+            f"the deleted blob was not kept (not listed as deleted; undelete {status} {code})"
+        )
     try:
         restored = blob.download_blob().readall()
     except ResourceNotFoundError:
@@ -67,7 +73,9 @@ def check_soft_delete(target: Target) -> Observation:
         return failed("the undeleted blob's bytes differ from the deleted ones")
     if not listed:
         return failed("the blob came back, but List Blobs include=deleted did not list it")
-    return passed("the deleted probe blob was listed among deleted blobs and undelete restored identical bytes")
+    return passed(
+        "the deleted probe blob was listed among deleted blobs and undelete restored identical bytes"
+    )
 
 
 SOFT_DELETE = Probe(
@@ -86,7 +94,7 @@ SOFT_DELETE = Probe(
 def check_permanent_delete(target: Target) -> Observation:
     blob = target.blob("permanent-delete")
     target.create(blob, payload("permanent delete"))
-    snapshot = blob.create_snapshot()["snapshot"]
+    snapshot = str(blob.create_snapshot()["snapshot"])
     snapshot_client = target.container.get_blob_client(blob.blob_name, snapshot=snapshot)
     # A snapshot is immutable and this run's own; its delete needs no tag guard.
     snapshot_client.delete_blob()
@@ -107,14 +115,18 @@ def check_permanent_delete(target: Target) -> Observation:
     except HttpResponseError as error:
         status, code = status_and_code(error)
         if status == 409:
-            return passed(f"permanent delete of a soft-deleted snapshot was refused with {status} {code}".strip())
+            return passed(
+                f"permanent delete of a soft-deleted snapshot was refused with {status} {code}".strip()
+            )
         if status in (401, 403):
             return not_verifiable(
                 f"refused with {describe_refusal(error)}: the identity lacks "
                 "permanentDelete/action, so the setting's refusal cannot be seen"
             )
         return not_verifiable(f"permanent delete answered {describe_refusal(error)}, not 409")
-    return failed("a soft-deleted snapshot was purged with deletetype=permanent: permanent delete is allowed")
+    return failed(
+        "a soft-deleted snapshot was purged with deletetype=permanent: permanent delete is allowed"
+    )
 
 
 PERMANENT_DELETE = Probe(

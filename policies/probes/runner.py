@@ -56,8 +56,7 @@ Progress = Callable[[int, int, Probe], None]
 
 def describe_target(target: Target) -> str:
     """`https://host/path` of the container: credentials and query strings never appear."""
-    url = target.url.split("?", 1)[0]
-    return url
+    return target.url.split("?", 1)[0]
 
 
 def run_probes(
@@ -108,7 +107,9 @@ def clean_up(target: Target) -> list[str]:
     for name, state in target.ledger.to_clean():
         blob = target.container.get_blob_client(name)
         try:
-            blob.delete_blob(delete_snapshots="include", if_tags_match_condition=tag_condition(state))
+            blob.delete_blob(
+                delete_snapshots="include", if_tags_match_condition=tag_condition(state)
+            )
         except HttpResponseError as error:
             if error.status_code == 404:
                 target.ledger.deleted(name)

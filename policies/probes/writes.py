@@ -73,7 +73,10 @@ def check_create_only(target: Target) -> Observation:
     original = payload("original")
     target.create(blob, original)
     findings: list[str] = []
-    for how, write in (("single Put Blob", _create_only), ("staged Put Block List", _staged_create_only)):
+    for how, write in (
+        ("single Put Blob", _create_only),
+        ("staged Put Block List", _staged_create_only),
+    ):
         refusal = write(blob, payload(f"overwrite by {how}"))
         stored = blob.download_blob().readall()
         if refusal is None or stored != original:
@@ -153,7 +156,9 @@ def check_tag_guarded_delete(target: Target) -> Observation:
     try:
         target.delete(pending, PENDING)
     except HttpResponseError as error:
-        return failed(f"a pending blob was not deleted under the pending guard: {describe_refusal(error)}")
+        return failed(
+            f"a pending blob was not deleted under the pending guard: {describe_refusal(error)}"
+        )
     try:
         committed.delete_blob(if_tags_match_condition=tag_condition(PENDING))
     except HttpResponseError as error:
@@ -201,7 +206,9 @@ def check_conditional_seal(target: Target) -> Observation:
     if refusal is not None:
         status, code = status_and_code(refusal)
         if status == 412 and state == RETIRED:
-            return passed(f"a seal on a retired blob was refused with {status} {code}; still retired")
+            return passed(
+                f"a seal on a retired blob was refused with {status} {code}; still retired"
+            )
         if state != RETIRED:
             return failed(f"the seal was refused ({status} {code}) yet the state became {state!r}")
         return not_verifiable(f"the seal was refused for another reason: {status} {code}")
@@ -211,7 +218,9 @@ def check_conditional_seal(target: Target) -> Observation:
             f"Set Blob Tags ignored x-ms-if-tags (the retired blob is now {state!r}); "
             f"{target.emulator_reason()}: Azurite does not evaluate the condition, Azure does"
         )
-    return failed(f"a seal under \"state\" = 'pending' went through on a retired blob (now {state!r})")
+    return failed(
+        f"a seal under \"state\" = 'pending' went through on a retired blob (now {state!r})"
+    )
 
 
 CONDITIONAL_SEAL = Probe(

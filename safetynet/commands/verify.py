@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +25,8 @@ from policies.model import UNKNOWN, Thresholds
 from policies.probes import PROBES, Probe, ProbeOutcome, ProbeSettings, Target, run_probes
 from policies.probes.base import TargetMissingError
 from policies.probes.runner import VerificationRun
-from policies.rules import Finding
 from policies.report import VERIFY_RENDERERS
-from policies.rules import Outcome
+from policies.rules import Finding, Outcome
 from safetynet.azurite import Azurite, AzuriteError
 from safetynet.commands.audit import TOKEN_ENV, UsageError, scope_from
 from safetynet.commands.target import TARGET_ERRORS, add_blob_options, describe, open_blob_service
@@ -75,7 +74,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     settings = parser.add_argument_group("settings verdict beside each behaviour verdict")
     settings.add_argument("--subscription", default=env("AZURE_SUBSCRIPTION_ID"))
     settings.add_argument("--resource-group")
-    settings.add_argument("--account", help="the account's name (with --resource-group) or resource id")
+    settings.add_argument(
+        "--account", help="the account's name (with --resource-group) or resource id"
+    )
     settings.add_argument("--arm-endpoint", default=env("SAFETYNET_ARM_ENDPOINT"))
     out = parser.add_argument_group("output")
     out.add_argument("--format", choices=sorted(VERIFY_RENDERERS), default="table")
@@ -133,10 +134,8 @@ def _blob_service(args: argparse.Namespace) -> Iterator[tuple[BlobServiceClient,
         return
     with Azurite() as emulator:
         service = BlobServiceClient.from_connection_string(emulator.connection_string)
-        try:
+        with suppress(ResourceExistsError):
             service.create_container(args.container)
-        except ResourceExistsError:
-            pass
         yield service, f"embedded Azurite on 127.0.0.1:{emulator.port}"
 
 
@@ -195,7 +194,9 @@ def run(args: argparse.Namespace) -> int:
             if verdicts is not None and verdicts.pending_days is not None:
                 settings = ProbeSettings(verdicts.pending_days, settings.sweeper_period)
             second_service = (
-                BlobServiceClient(args.account_url, credential=second) if second is not None else None
+                BlobServiceClient(args.account_url, credential=second)
+                if second is not None
+                else None
             )
             target = Target(service, args.container, second=second_service, settings=settings)
             if sys.stderr.isatty():
@@ -230,7 +231,9 @@ def _write(text: str, output: Path | None) -> bool:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
     except OSError as error:
-        print(f"safetynet verify: cannot write --output {output}: {error.strerror}", file=sys.stderr)
+        print(
+            f"safetynet verify: cannot write --output {output}: {error.strerror}", file=sys.stderr
+        )
         return False
     return True
 
@@ -243,4 +246,3 @@ def exit_code(result: VerificationRun) -> int:
     if result.incomplete or result.settings_errors or result.leftovers:
         return EXIT_INCOMPLETE
     return EXIT_OK
-
