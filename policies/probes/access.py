@@ -25,7 +25,7 @@ import secrets
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
-from azure.core.exceptions import HttpResponseError, ServiceRequestError
+from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 from azure.storage.blob import BlobClient, BlobSasPermissions, ContainerClient, generate_blob_sas
 
 from policies.probes.base import (
@@ -188,7 +188,7 @@ def check_https_only(target: Target) -> Observation:
             )
         return failed("the target is reached over plain HTTP")
     # Anonymous on purpose: no token or signature ever travels over plain HTTP.
-    plain = target.other_client(target.blob("plain-http"), None, url=_plain_http(url))
+    plain = target.other_client(target.blob("plain-http"), None, url=_plain_http(url), retries=0)
     try:
         plain.get_blob_properties()
     except HttpResponseError as error:
@@ -201,7 +201,7 @@ def check_https_only(target: Target) -> Observation:
         return failed(
             f"the account answered a plain-HTTP request with {status} {code}: HTTP is served"
         )
-    except ServiceRequestError as error:
+    except (ServiceRequestError, ServiceResponseError) as error:
         return not_verifiable(
             f"no HTTP answer on {urlsplit(plain.url).netloc}: {type(error).__name__}"
         )
@@ -285,7 +285,7 @@ def _sas(target: Target, blob: BlobClient, permission: BlobSasPermissions) -> st
             expiry=expiry,
         )
     try:
-        delegation = target.service.get_user_delegation_key(
+        delegation = target.service_once().get_user_delegation_key(
             target.now() - timedelta(minutes=5), expiry
         )
     except HttpResponseError as error:

@@ -25,7 +25,13 @@ from urllib.parse import urlsplit
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
-from azure.storage.blob import BlobClient, BlobServiceClient, BlobType, ContainerClient
+from azure.storage.blob import (
+    BlobClient,
+    BlobServiceClient,
+    BlobType,
+    ContainerClient,
+    ExponentialRetry,
+)
 
 from policies.model import Thresholds
 from safetynet.constants import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
@@ -211,7 +217,9 @@ class Target:
         self.counter = counter or RequestCounter()
         self.client_options = {
             "raw_request_hook": self.counter,
-            "retry_total": 2,
+            # Two quick retries heal a transient fault; the SDK's default back-off (15 s and
+            # more) would only make an unreachable or refusing target slow to report.
+            "retry_policy": quick_retry(2),
             "connection_timeout": 10,
             **(client_options or {}),
         }
@@ -255,11 +263,16 @@ class Target:
             raise ValueError(f"bad probe blob suffix {suffix!r}")
         return self.container.get_blob_client(f"{self.prefix}{suffix}")
 
-    def other_client(self, blob: BlobClient, credential: Any, url: str | None = None) -> BlobClient:
+    def other_client(
+        self, blob: BlobClient, credential: Any, url: str | None = None, *, retries: int = 2
+    ) -> BlobClient:
         """The same blob through another credential (None: anonymous), same transport options."""
-        return BlobClient.from_blob_url(
-            url or blob.url, credential=credential, **self.client_options
-        )
+        options = {**self.client_options, "retry_policy": quick_retry(retries)}
+        return BlobClient.from_blob_url(url or blob.url, credential=credential, **options)
+
+    def service_once(self) -> BlobServiceClient:
+        """The identity in use without retries, for calls whose failure is itself the answer."""
+        return rebuild(self.service, {**self.client_options, "retry_policy": quick_retry(0)})
 
     def create(self, blob: BlobClient, data: bytes, *, canary: bool = False) -> None:
         """Create the probe blob create-only, tagged pending; CouldNotActError when refused."""
@@ -305,6 +318,17 @@ def raise_if_cannot_act(error: HttpResponseError, what: str) -> None:
         raise CouldNotActError(f"{what}: {status} {code}".strip()) from None
     if code == "ContainerNotFound":
         raise TargetMissingError(f"{what}: 404 ContainerNotFound") from None
+
+
+def quick_retry(retries: int) -> ExponentialRetry:
+    return ExponentialRetry(
+        initial_backoff=1,
+        increment_base=2,
+        retry_total=retries,
+        retry_connect=retries,
+        retry_read=retries,
+        retry_status=retries,
+    )
 
 
 def rebuild(service: BlobServiceClient, options: dict[str, Any]) -> BlobServiceClient:

@@ -6,7 +6,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from azure.core.exceptions import AzureError, HttpResponseError, ServiceRequestError
+from azure.core.exceptions import (
+    AzureError,
+    HttpResponseError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
 
 from policies.probes.base import (
     CouldNotActError,
@@ -94,7 +99,7 @@ def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeO
         if status in (401, 403):
             run.incomplete.append(f"{probe.id}: {status} {code}")
         return ProbeOutcome.NOT_VERIFIABLE, f"unexpected answer {describe_refusal(error)}"
-    except ServiceRequestError as error:
+    except (ServiceRequestError, ServiceResponseError) as error:
         run.incomplete.append(f"{probe.id}: endpoint unreachable ({type(error).__name__})")
         return ProbeOutcome.NOT_VERIFIABLE, f"the endpoint did not answer ({type(error).__name__})"
     return observation.outcome, observation.detail
