@@ -4,6 +4,7 @@ service that does not honour If-None-Match (a proxy in front of Azurite)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -11,6 +12,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from azure.core.credentials import AccessToken
+from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
 from benchmarks.latency_proxy import LatencyProxy, LatencyProxyServer, _Handler
@@ -68,9 +70,8 @@ class _OverwritingHandler(_Handler):
         if self.command == "PUT" and self.headers.get("If-None-Match") == "*":
             parts = unquote(urlsplit(self.path).path).split("/", 3)
             if len(parts) == 4 and "comp=block&" not in self.path + "&":
-                blob = self.server.admin.get_blob_client(parts[2], parts[3])
-                if blob.exists():
-                    blob.delete_blob()
+                with contextlib.suppress(ResourceNotFoundError):
+                    self.server.admin.get_blob_client(parts[2], parts[3]).delete_blob()
         super()._forward()
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
