@@ -29,7 +29,12 @@ def test_first_write_creates_and_later_ones_replace(container: ContainerClient) 
     first = heartbeat(container)
     assert write_heartbeat(container, {"examined": 7, "errors": []}, source="function")
     second = heartbeat(container)
-    assert (first["examined"], first["errors"], second["examined"], second["errors"]) == (1, 1, 7, 0)
+    assert (first["examined"], first["errors"], second["examined"], second["errors"]) == (
+        1,
+        1,
+        7,
+        0,
+    )
     assert second["source"] == "function"
     assert datetime.fromisoformat(str(second[HEARTBEAT_FINISHED_FIELD])).tzinfo is not None
     assert STATE_TAG not in container.get_blob_client(HEARTBEAT_BLOB).get_blob_tags()

@@ -80,7 +80,9 @@ def test_stale_heartbeat_fails_and_a_fresh_one_passes(fresh: ProbeTarget) -> Non
     container = fresh.service.get_container_client(fresh.container)
     long_ago = datetime.now(UTC) - timedelta(hours=1)
     container.upload_blob(HEARTBEAT_BLOB, heartbeat_body({"examined": 3}, "function", long_ago))
-    stale = fresh.run(SWEEPER_HEARTBEAT, settings=ProbeSettings(sweeper_period=timedelta(minutes=5)))
+    stale = fresh.run(
+        SWEEPER_HEARTBEAT, settings=ProbeSettings(sweeper_period=timedelta(minutes=5))
+    )
     assert stale.outcome is FAIL
     assert write_heartbeat(container, {"examined": 4, "errors": []}, source="cli")
     fresh_run = fresh.run(SWEEPER_HEARTBEAT)
@@ -98,6 +100,7 @@ def test_canary_past_the_rule_fails_the_lifecycle_probe(fresh: ProbeTarget) -> N
     )
     assert result.outcome is FAIL
     assert "still exists after" in result.detail
+
 
 def _single(target: Target, probe: Probe) -> ProbeResult:
     return run_probes(target, [probe]).results[0]

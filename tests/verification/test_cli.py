@@ -64,7 +64,7 @@ def test_sarif_is_valid_and_lists_what_is_not_shown(verify: Verify) -> None:
 def test_junit_skips_what_is_not_verifiable(verify: Verify) -> None:
     """JUnit: one testcase per probe; NOT_VERIFIABLE is a skipped case carrying the reason."""
     code, text, _ = verify("--format", "junit")
-    suites = ET.fromstring(text)
+    suites = ET.fromstring(text)  # noqa: S314 (our own output, not untrusted input)
     cases = suites.findall(".//testcase")
     skipped = [c for c in cases if c.find("skipped") is not None]
     assert code == EXIT_OK
@@ -129,15 +129,19 @@ def test_bad_options_exit_2(
 def test_second_credential_names_the_missing_variable(capsys: pytest.CaptureFixture[str]) -> None:
     """--second-credential PREFIX without PREFIX_CLIENT_ID says which variable is missing."""
     code = main(
-        ["verify", "--account-url", "https://acct.blob.core.windows.net", "--second-credential", "NOPE_X"]
+        [
+            "verify",
+            "--account-url",
+            "https://acct.blob.core.windows.net",
+            "--second-credential",
+            "NOPE_X",
+        ]
     )
     assert code == EXIT_USAGE
     assert "NOPE_X_CLIENT_ID" in capsys.readouterr().err
 
 
-def test_settings_verdict_beside_behaviour(
-    verify: Verify, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_settings_verdict_beside_behaviour(verify: Verify, monkeypatch: pytest.MonkeyPatch) -> None:
     """With --resource-group/--account the audit's settings verdict stands beside each probe's:
     soft delete reads PASS in ARM while Azurite cannot show it."""
     with FakeArm() as arm:
@@ -145,8 +149,16 @@ def test_settings_verdict_beside_behaviour(
         monkeypatch.setenv("SAFETYNET_ARM_TOKEN", TOKEN)
         monkeypatch.setenv("REQUESTS_CA_BUNDLE", arm.ca_file)
         code, text, _ = verify(
-            "--subscription", SUBSCRIPTION, "--resource-group", "rg-docs", "--account", "docs",
-            "--arm-endpoint", arm.endpoint, "--format", "json",
+            "--subscription",
+            SUBSCRIPTION,
+            "--resource-group",
+            "rg-docs",
+            "--account",
+            "docs",
+            "--arm-endpoint",
+            arm.endpoint,
+            "--format",
+            "json",
         )
     rules = {r["rule"]: r for r in json.loads(text)["rules"]}
     assert code == EXIT_OK

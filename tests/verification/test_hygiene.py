@@ -28,7 +28,10 @@ def test_a_run_stays_in_its_prefix_within_budget(azurite: Azurite) -> None:
     container = admin.create_container("hygiene")
     document = container.upload_blob(DOCUMENT, b"a document", tags={STATE_TAG: COMMITTED})
     other = container.upload_blob(OTHER_RUN, b"another run", tags={STATE_TAG: PENDING})
-    before = {name: container.get_blob_client(name).get_blob_properties().etag for name in (DOCUMENT, OTHER_RUN)}
+    before = {
+        name: container.get_blob_client(name).get_blob_properties().etag
+        for name in (DOCUMENT, OTHER_RUN)
+    }
     counter = RecordingCounter()
     with LatencyProxy(azurite.port, delay_s=0.0) as proxy:
         service = BlobServiceClient.from_connection_string(proxy.connection_string)
@@ -49,7 +52,10 @@ def test_a_run_stays_in_its_prefix_within_budget(azurite: Azurite) -> None:
         else:
             assert (method, query.get("comp")) == ("GET", ["list"]), url
             assert query["prefix"][0].startswith(VERIFY_PREFIX)
-    after = {name: container.get_blob_client(name).get_blob_properties().etag for name in (DOCUMENT, OTHER_RUN)}
+    after = {
+        name: container.get_blob_client(name).get_blob_properties().etag
+        for name in (DOCUMENT, OTHER_RUN)
+    }
     assert after == before
     assert document.get_blob_tags() == {STATE_TAG: COMMITTED}
     assert other.get_blob_tags() == {STATE_TAG: PENDING}

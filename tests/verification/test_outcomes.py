@@ -58,7 +58,9 @@ def test_no_arguments_prints_the_table_and_exits_0(
     code = main(["verify"])
     out = capsys.readouterr().out
     assert code == 0
-    rows = {line.split()[0]: line.split()[2] for line in out.splitlines()[1:] if line.startswith("SNV-")}
+    rows = {
+        line.split()[0]: line.split()[2] for line in out.splitlines()[1:] if line.startswith("SNV-")
+    }
     assert rows == ON_AZURITE_WITH_KEY
     assert "0 FAIL" in out
 
