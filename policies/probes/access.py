@@ -90,6 +90,8 @@ SHARED_KEY_OFF = Probe(
     ),
     reference=SHARED_KEY_DOC,
     requests=1,
+    on_emulator="NOT_VERIFIABLE: Azurite accepts shared key",
+    on_live="PASS with 403 KeyBasedAuthenticationNotPermitted; FAIL with 403 AuthenticationFailed",
     run=check_shared_key_off,
 )
 
@@ -132,6 +134,8 @@ PRIVATE_CONTAINER = Probe(
     action="reads a probe blob and lists the run's prefix without credentials; both must be refused",
     reference=ANONYMOUS_DOC,
     requests=3,
+    on_emulator="PASS (403); FAIL on a public container",
+    on_live="PASS; FAIL when a blob or the listing is served",
     run=check_private_container,
 )
 
@@ -168,6 +172,8 @@ NO_PUBLIC_ACCESS = Probe(
     ),
     reference=ANONYMOUS_DOC,
     requests=1,
+    on_emulator="NOT_VERIFIABLE: no account-level setting",
+    on_live="PASS with 409 PublicAccessNotPermitted; FAIL with 404 (only the container is locked)",
     run=check_no_public_access,
 )
 
@@ -218,6 +224,8 @@ HTTPS_ONLY = Probe(
     ),
     reference=ERROR_CODES_DOC,
     requests=1,
+    on_emulator="NOT_VERIFIABLE: plain HTTP target (or no HTTP listener on the TLS port)",
+    on_live="PASS with 400 AccountRequiresHttps; FAIL when HTTP is answered",
     run=check_https_only,
 )
 
@@ -267,6 +275,8 @@ TAG_WRITE_ROLE = Probe(
     ),
     reference="https://learn.microsoft.com/rest/api/storageservices/set-blob-tags",
     requests=5,
+    on_emulator="NOT_VERIFIABLE: no RBAC",
+    on_live="PASS; with --second-credential also shows the 403 without the role",
     run=check_tag_write_role,
 )
 
@@ -345,5 +355,7 @@ SAS_TAG_PERMISSION = Probe(
     ),
     reference=SAS_ERRORS_DOC,
     requests=5,
+    on_emulator="PASS with the account key; NOT_VERIFIABLE with a token (no user delegation key)",
+    on_live="PASS with a user delegation SAS; NOT_VERIFIABLE when the identity may not get a delegation key",
     run=check_sas_tag_permission,
 )

@@ -95,6 +95,10 @@ class Probe:
     """Where the expected statuses and error codes come from."""
     requests: int
     """Requests it makes on a live account (the run's budget is about 100)."""
+    on_emulator: str
+    """Its outcome on the embedded Azurite, and why (docs/verification.md)."""
+    on_live: str
+    """What it shows on a live Azure account (docs/verification.md)."""
     run: Callable[[Target], Observation]
 
 

@@ -86,6 +86,8 @@ PENDING_LIFECYCLE = Probe(
     ),
     reference="https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview",
     requests=2,
+    on_emulator="NOT_VERIFIABLE: no lifecycle management",
+    on_live="NOT_VERIFIABLE until a canary is days + 2 old; then PASS (found soft-deleted) or FAIL (still there)",
     run=check_pending_lifecycle,
 )
 
@@ -139,5 +141,7 @@ SWEEPER_HEARTBEAT = Probe(
     ),
     reference="sweeper/heartbeat.py",
     requests=1,
+    on_emulator="NOT_VERIFIABLE until a sweeper ran; PASS after `safetynet sweep`",
+    on_live="PASS within 3 periods; FAIL when stale; NOT_VERIFIABLE before the first run",
     run=check_sweeper_heartbeat,
 )

@@ -87,6 +87,8 @@ SOFT_DELETE = Probe(
     ),
     reference="https://learn.microsoft.com/rest/api/storageservices/undelete-blob",
     requests=5,
+    on_emulator="NOT_VERIFIABLE: undelete answers 501",
+    on_live="PASS with soft delete on; FAIL when the blob is not kept",
     run=check_soft_delete,
 )
 
@@ -139,5 +141,7 @@ PERMANENT_DELETE = Probe(
     ),
     reference="https://learn.microsoft.com/rest/api/storageservices/delete-blob",
     requests=5,
+    on_emulator="NOT_VERIFIABLE: no soft-deleted snapshot to try",
+    on_live="PASS with 409; NOT_VERIFIABLE (403) without permanentDelete/action, which the verifier role does not hold",
     run=check_permanent_delete,
 )

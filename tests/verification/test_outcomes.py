@@ -92,11 +92,14 @@ def test_outcomes_with_the_account_key(
     for check, reason in EMULATOR_REASONS.items():
         assert reason in details[check], check
     assert {"check", "proves", "outcome", "detail"} <= set(document["checks"][0])
+    declared = {p.id: p.requests for p in PROBES}
+    assert all(c["requests"] <= declared[c["check"]] for c in document["checks"])
 
 
 def test_outcomes_with_a_token_over_https(token_target: ProbeTarget) -> None:
     """The key-less path: the same probes with a bearer token over HTTPS (`--oauth basic`)."""
     run = run_probes(token_target.target(), PROBES)
     assert {r.probe.id: r.outcome.value for r in run.results} == ON_AZURITE_WITH_TOKEN
+    assert all(r.requests <= r.probe.requests for r in run.results), "docs understate requests"
     assert not run.incomplete
     assert not token_target.target().uses_shared_key
