@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from azure.core.exceptions import (
     AzureError,
+    ClientAuthenticationError,
     HttpResponseError,
     ServiceRequestError,
     ServiceResponseError,
@@ -70,18 +71,50 @@ def run_probes(
     """Run `probes` in order against `target`; TargetMissingError when the container is absent."""
     started = time.perf_counter()
     run = VerificationRun(target=describe_target(target), run_id=target.run_id)
+    unauthenticated = _token_problem(target)
+    if unauthenticated is not None:
+        run.incomplete.append(unauthenticated)
     try:
         for number, probe in enumerate(probes, start=1):
             if on_progress is not None:
                 on_progress(number, len(probes), probe)
+            if unauthenticated is not None:
+                # Without a token nothing can act; asking the credential again only takes time.
+                run.results.append(
+                    ProbeResult(
+                        probe, ProbeOutcome.NOT_VERIFIABLE, f"not run: {unauthenticated}", 0
+                    )
+                )
+                continue
             before = target.counter.count
-            outcome, detail = _run_one(probe, target, run)
+            try:
+                outcome, detail = _run_one(probe, target, run)
+            except ClientAuthenticationError as error:
+                unauthenticated = f"no credential for the target ({type(error).__name__})"
+                run.incomplete.append(f"{probe.id}: {unauthenticated}")
+                outcome, detail = ProbeOutcome.NOT_VERIFIABLE, unauthenticated
             run.results.append(ProbeResult(probe, outcome, detail, target.counter.count - before))
     finally:
         run.leftovers = clean_up(target)
         run.requests = target.counter.count
         run.seconds = time.perf_counter() - started
     return run
+
+
+STORAGE_SCOPE = "https://storage.azure.com/.default"
+
+
+def _token_problem(target: Target) -> str | None:
+    """Ask a token credential once, before any probe: the SDK would retry a missing credential
+    with back-off on every request."""
+    credential = target.service.credential
+    if not hasattr(credential, "get_token"):
+        return None
+    try:
+        credential.get_token(STORAGE_SCOPE)
+    except ClientAuthenticationError as error:
+        return f"no credential for the target ({type(error).__name__})"
+    return None
 
 
 def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeOutcome, str]:
@@ -93,6 +126,8 @@ def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeO
         run.incomplete.append(f"{probe.id}: {error}")
         return ProbeOutcome.NOT_VERIFIABLE, f"the identity in use could not act: {error}"
     except HttpResponseError as error:
+        if isinstance(error, ClientAuthenticationError) and error.status_code is None:
+            raise  # the credential itself failed: run_probes stops asking it
         status, code = status_and_code(error)
         if code == "ContainerNotFound":
             raise TargetMissingError(f"{probe.id}: 404 ContainerNotFound") from None

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from azure.core.exceptions import ClientAuthenticationError
+from azure.storage.blob import BlobServiceClient
 
-from policies.probes import PROBES, ProbeOutcome, run_probes
+from policies.probes import PROBES, ProbeOutcome, Target, run_probes
 from safetynet.azurite import Azurite
 from safetynet.cli import main
 from tests.verification.conftest import ProbeTarget
@@ -103,3 +105,29 @@ def test_outcomes_with_a_token_over_https(token_target: ProbeTarget) -> None:
     assert all(r.requests <= r.probe.requests for r in run.results), "docs understate requests"
     assert not run.incomplete
     assert not token_target.target().uses_shared_key
+
+
+class NoCredential:
+    """A credential that cannot get a token, as DefaultAzureCredential on a machine without one."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get_token(self, *scopes: str, **kwargs: object) -> object:
+        self.calls += 1
+        raise ClientAuthenticationError("no credential available")
+
+
+def test_no_credential_stops_the_run_as_incomplete(token_target: ProbeTarget) -> None:
+    """Without a token nothing is PASS: the run is incomplete and stops asking the credential."""
+    credential = NoCredential()
+    service = BlobServiceClient(
+        token_target.service.url, credential=credential, **token_target.options
+    )
+    run = run_probes(
+        Target(service, token_target.container, client_options=dict(token_target.options)), PROBES
+    )
+    assert run.incomplete
+    assert ProbeOutcome.PASS not in {r.outcome for r in run.results}
+    assert ProbeOutcome.FAIL not in {r.outcome for r in run.results}
+    assert credential.calls <= 3
