@@ -103,7 +103,8 @@ def check_sweeper_heartbeat(target: Target) -> Observation:
             "container yet (or it predates heartbeats)"
         )
     except HttpResponseError as error:
-        return not_verifiable(f"the heartbeat could not be read: {describe_refusal(error)}")
+        why = " (this identity may not read it)" if error.status_code == 403 else ""
+        return not_verifiable(f"the heartbeat could not be read: {describe_refusal(error)}{why}")
     except (ValueError, KeyError, TypeError):
         return failed(f"the heartbeat at {HEARTBEAT_BLOB} is unreadable")
     if finished.tzinfo is None:
