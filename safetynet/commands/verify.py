@@ -24,7 +24,7 @@ from policies.audit import StaticTokenCredential, default_credential, run_audit
 from policies.model import UNKNOWN, Thresholds
 from policies.probes import PROBES, Probe, ProbeOutcome, ProbeSettings, Target, run_probes
 from policies.probes.base import TargetMissingError
-from policies.probes.runner import VerificationRun
+from policies.probes.runner import VerificationRun, describe_target
 from policies.report import VERIFY_RENDERERS
 from policies.rules import Finding, Outcome
 from safetynet.azurite import Azurite, AzuriteError
@@ -130,13 +130,13 @@ def _validate(args: argparse.Namespace) -> ProbeSettings:
 def _blob_service(args: argparse.Namespace) -> Iterator[tuple[BlobServiceClient, str]]:
     """The service to probe and a description of where it came from."""
     if args.account_url or args.connection_string:
-        yield open_blob_service(args), "target"
+        yield open_blob_service(args), ""
         return
     with Azurite() as emulator:
         service = BlobServiceClient.from_connection_string(emulator.connection_string)
         with suppress(ResourceExistsError):
             service.create_container(args.container)
-        yield service, f"embedded Azurite on 127.0.0.1:{emulator.port}"
+        yield service, " (embedded Azurite, stopped at the end)"
 
 
 @dataclass
@@ -200,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
             )
             target = Target(service, args.container, second=second_service, settings=settings)
             if sys.stderr.isatty():
-                print(f"safetynet verify: run {target.run_id} on {origin}", file=sys.stderr)
+                where = describe_target(target)
+                print(f"safetynet verify: run {target.run_id} on {where}{origin}", file=sys.stderr)
             result = run_probes(
                 target, PROBES, on_progress=_progress if sys.stderr.isatty() else None
             )
