@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -94,4 +95,63 @@ class NonConformingService(LatencyProxy):
         self._server = OverwritingServer(upstream_port, admin)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="non-conforming", daemon=True
+        )
+
+
+_TAG_CONDITION = re.compile(r"\"(?P<name>[^\"]+)\" = '(?P<value>[^']*)'")
+
+
+class _TagGuardHandler(_Handler):
+    """Evaluates x-ms-if-tags on Set Blob Tags itself (Azurite ignores it) and answers 412
+    ConditionNotMet when it does not hold, as Azure documents; everything else is forwarded."""
+
+    server: TagGuardServer
+
+    def _forward(self) -> None:
+        condition = self.headers.get("x-ms-if-tags")
+        if self.command == "PUT" and "comp=tags" in self.path and condition:
+            match = _TAG_CONDITION.fullmatch(condition)
+            parts = unquote(urlsplit(self.path).path).split("/", 3)
+            if match and len(parts) == 4:
+                tags = self.server.admin.get_blob_client(parts[2], parts[3]).get_blob_tags()
+                if tags.get(match["name"]) != match["value"]:
+                    self._refuse()
+                    return
+        super()._forward()
+
+    def _refuse(self) -> None:
+        body = (
+            b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ConditionNotMet</Code>'
+            b"<Message>The condition specified using HTTP conditional header(s) is not met."
+            b"</Message></Error>"
+        )
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response_only(
+            412, "The condition specified using HTTP conditional header(s) is not met."
+        )
+        self.send_header("x-ms-error-code", "ConditionNotMet")
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+class TagGuardServer(LatencyProxyServer):
+    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
+        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
+        self.RequestHandlerClass = _TagGuardHandler
+        self.admin = admin
+
+
+class TagGuardingService(LatencyProxy):
+    """Azurite with the tag condition on Set Blob Tags enforced, as Azure does."""
+
+    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
+        super().__init__(upstream_port, delay_s=0.0)
+        self._server.server_close()
+        self._server = TagGuardServer(upstream_port, admin)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="tag-guard", daemon=True
         )

@@ -1,4 +1,4 @@
-"""A target that does not hold a net makes the matching probe FAIL, with the observed fact."""
+"""Doubles of targets that break a net make the matching probe FAIL; one that enforces it, PASS."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from policies.probes import Probe, ProbeOutcome, ProbeResult, ProbeSettings, Target, run_probes
-from policies.probes.access import PRIVATE_CONTAINER
+from policies.probes.access import PRIVATE_CONTAINER, TAG_WRITE_ROLE
 from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
 from policies.probes.writes import CONCURRENT_CREATE, CONDITIONAL_SEAL, CREATE_ONLY
 from safetynet.azurite import Azurite
 from safetynet.constants import HEARTBEAT_BLOB
 from sweeper.heartbeat import heartbeat_body, write_heartbeat
 from tests.verification.conftest import ProbeTarget
-from tests.verification.doubles import NonConformingService
+from tests.verification.doubles import NonConformingService, TagGuardingService
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
 
@@ -104,3 +104,29 @@ def test_canary_past_the_rule_fails_the_lifecycle_probe(fresh: ProbeTarget) -> N
 
 def _single(target: Target, probe: Probe) -> ProbeResult:
     return run_probes(target, [probe]).results[0]
+
+
+def test_seal_refused_by_a_service_that_enforces_the_tag_condition_passes(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """The same probe on a service that answers 412 to the seal of a retired blob: PASS."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    with TagGuardingService(azurite.port, admin) as service:
+        guarded = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(guarded, fresh.container), CONDITIONAL_SEAL)
+    assert result.outcome is PASS
+    assert "412 ConditionNotMet" in result.detail
+
+
+def test_a_second_identity_that_writes_tags_fails_the_role_probe(token_target: ProbeTarget) -> None:
+    """Presented as live, Azurite lets the second identity (no uploader role) write tags: the
+    role is not what grants it, and the probe fails."""
+    target = LiveLooking(
+        token_target.service,
+        token_target.container,
+        second=token_target.service,
+        client_options=dict(token_target.options),
+    )
+    result = _single(target, TAG_WRITE_ROLE)
+    assert result.outcome is FAIL
+    assert "lacks the uploader role" in result.detail

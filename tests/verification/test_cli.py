@@ -14,7 +14,14 @@ from azure.storage.blob import BlobServiceClient
 from policies.testing.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
 from safetynet.azurite import DEV_KEY, Azurite
 from safetynet.cli import main
-from safetynet.commands.verify import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
+from safetynet.commands.audit import UsageError
+from safetynet.commands.verify import (
+    EXIT_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    EXIT_USAGE,
+    second_credential,
+)
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
 
@@ -166,3 +173,26 @@ def test_settings_verdict_beside_behaviour(verify: Verify, monkeypatch: pytest.M
     assert rules["SN-BLOB-SOFT-DELETE"]["behaviour"] == "NOT_VERIFIABLE"
     assert rules["SN-BLOB-SOFT-DELETE"]["checks"] == ["SNV-SOFT-DELETE"]
     assert rules["SN-FLAT-NAMESPACE"]["behaviour"] is None
+
+
+@pytest.mark.parametrize(
+    ("variables", "kind"),
+    [
+        ({"CLIENT_ID": "c", "TENANT_ID": "t", "CLIENT_SECRET": "s"}, "ClientSecretCredential"),
+        (
+            {"CLIENT_ID": "c", "TENANT_ID": "t", "FEDERATED_TOKEN_FILE": "/f"},
+            "WorkloadIdentityCredential",
+        ),
+        ({"CLIENT_ID": "c"}, "ManagedIdentityCredential"),
+    ],
+)
+def test_second_credential_kinds(variables: dict[str, str], kind: str) -> None:
+    """The second identity is a service principal (secret or federated token) or a managed identity."""
+    environ = {f"SECOND_{key}": value for key, value in variables.items()}
+    assert type(second_credential("SECOND", environ)).__name__ == kind
+
+
+def test_second_credential_with_a_secret_needs_a_tenant() -> None:
+    """A secret without a tenant names the missing variable."""
+    with pytest.raises(UsageError, match="SECOND_TENANT_ID"):
+        second_credential("SECOND", {"SECOND_CLIENT_ID": "c", "SECOND_CLIENT_SECRET": "s"})

@@ -105,6 +105,7 @@ def test_outcomes_with_a_token_over_https(token_target: ProbeTarget) -> None:
     assert all(r.requests <= r.probe.requests for r in run.results), "docs understate requests"
     assert not run.incomplete
     assert not token_target.target().uses_shared_key
+    assert run.requests <= 100
 
 
 class NoCredential:
