@@ -27,7 +27,7 @@ from policies.probes.base import (
     payload,
     status_and_code,
 )
-from safetynet.constants import PENDING
+from safetynet.constants import PENDING, tag_condition
 
 NOT_IMPLEMENTED = 501
 
@@ -98,8 +98,10 @@ def check_permanent_delete(target: Target) -> Observation:
     target.create(blob, payload("permanent delete"))
     snapshot = str(blob.create_snapshot()["snapshot"])
     snapshot_client = target.container.get_blob_client(blob.blob_name, snapshot=snapshot)
-    # A snapshot is immutable and this run's own; its delete needs no tag guard.
-    snapshot_client.delete_blob()
+    # A snapshot has tags of its own (Get Blob Tags takes `snapshot`,
+    # https://learn.microsoft.com/rest/api/storageservices/get-blob-tags), copied from the
+    # base blob when taken: pending. Guarded like every delete here (invariant I3).
+    snapshot_client.delete_blob(if_tags_match_condition=tag_condition(PENDING))
     soft_deleted = any(
         item.name == blob.blob_name and item.snapshot == snapshot and item.deleted
         for item in target.container.list_blobs(

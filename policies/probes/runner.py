@@ -24,7 +24,10 @@ from policies.probes.base import (
     status_and_code,
 )
 from policies.rules import Finding
-from safetynet.constants import tag_condition
+from safetynet.constants import PENDING, RETIRED, STATE_TAG, tag_condition
+
+DELETABLE_STATES = (PENDING, RETIRED)
+"""The states this project deletes blobs in (invariant I3)."""
 
 
 @dataclass(frozen=True)
@@ -141,12 +144,21 @@ def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeO
 
 
 def clean_up(target: Target) -> list[str]:
-    """Delete every live blob this run created (canaries excepted) under its state's tag guard;
-    the names that could not be deleted."""
+    """Delete every live blob this run created (canaries excepted); the names it could not.
+
+    Like everything in this project (invariant I3), it deletes only what is tagged pending or
+    retired: a probe blob left committed is first set back to pending, under the guard of the
+    state this run gave it, then deleted under the pending guard.
+    """
     leftovers = []
     for name, state in target.ledger.to_clean():
         blob = target.container.get_blob_client(name)
         try:
+            if state not in DELETABLE_STATES:
+                blob.set_blob_tags(
+                    {STATE_TAG: PENDING}, if_tags_match_condition=tag_condition(state)
+                )
+                state = PENDING
             blob.delete_blob(
                 delete_snapshots="include", if_tags_match_condition=tag_condition(state)
             )
