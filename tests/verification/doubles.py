@@ -9,8 +9,10 @@ import json
 import re
 import threading
 import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ResourceNotFoundError
@@ -155,3 +157,185 @@ class TagGuardingService(LatencyProxy):
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="tag-guard", daemon=True
         )
+
+
+Refusal = Callable[[str, str, Mapping[str, str]], tuple[int, str] | None]
+"""(method, path, headers) -> the (status, error code) to answer instead of forwarding, or None."""
+
+
+class _RefusingHandler(_Handler):
+    server: RefusingServer
+
+    def _forward(self) -> None:
+        refusal = self.server.refuse(self.command, self.path, self.headers)
+        if refusal is None:
+            super()._forward()
+            return
+        status, code = refusal
+        body = (
+            f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
+            f"<Message>{code} (test double)</Message></Error>"
+        ).encode()
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response_only(status, code)
+        self.send_header("x-ms-error-code", code)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+class RefusingServer(LatencyProxyServer):
+    def __init__(self, upstream_port: int, refuse: Refusal) -> None:
+        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
+        self.RequestHandlerClass = _RefusingHandler
+        self.refuse = refuse
+
+
+class RefusingService(LatencyProxy):
+    """Azurite behind a rule that answers some requests itself, the way Azure would refuse them
+    (a setting Azurite does not have), and forwards the rest."""
+
+    def __init__(self, upstream_port: int, refuse: Refusal) -> None:
+        super().__init__(upstream_port, delay_s=0.0)
+        self._server.server_close()
+        self._server = RefusingServer(upstream_port, refuse)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="refusing", daemon=True
+        )
+
+
+def shared_key_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """An account with allowSharedKeyAccess=false: every key-signed request is refused."""
+    if headers.get("Authorization", "").startswith("SharedKey "):
+        return 403, "KeyBasedAuthenticationNotPermitted"
+    return None
+
+
+def public_access_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """An account with allowBlobPublicAccess=false: every anonymous request is refused."""
+    if "Authorization" not in headers and "sig=" not in path:
+        return 409, "PublicAccessNotPermitted"
+    return None
+
+
+def public_access_allowed(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """An account that allows public access, with a private container: 404 to anonymous reads."""
+    if "Authorization" not in headers and "sig=" not in path:
+        return 404, "ResourceNotFound"
+    return None
+
+
+class _UpstreamAnswer:
+    """An upstream response whose body was rewritten; what `_Handler._forward` reads of it."""
+
+    def __init__(self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes):
+        self.status, self.reason, self._headers, self._body = status, reason, headers, body
+
+    def read(self) -> bytes:
+        return self._body
+
+    def getheaders(self) -> list[tuple[str, str]]:
+        return self._headers
+
+    def getheader(self, name: str, default: str | None = None) -> str | None:
+        return next((v for k, v in self._headers if k.lower() == name.lower()), default)
+
+
+class _SoftDeleteHandler(_Handler):
+    """Blob soft delete on top of Azurite, as Azure documents it: a deleted blob is kept, listed
+    with include=deleted (Deleted=true), and Undelete Blob brings it back with its bytes."""
+
+    server: SoftDeleteServer
+
+    def _blob(self) -> tuple[str, str] | None:
+        parts = unquote(urlsplit(self.path).path).split("/", 3)
+        return (parts[2], parts[3]) if len(parts) == 4 else None
+
+    def _forward(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)
+        where = self._blob()
+        if self.command == "PUT" and query.get("comp") == ["undelete"] and where:
+            kept = self.server.kept.pop(where, None)
+            if kept is not None:
+                data, tags = kept
+                self.server.admin.get_blob_client(*where).upload_blob(data, tags=tags)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response_only(200 if kept is not None else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.command == "DELETE" and where and "snapshot" not in query:
+            blob = self.server.admin.get_blob_client(*where)
+            with contextlib.suppress(ResourceNotFoundError):
+                self.server.kept[where] = (blob.download_blob().readall(), blob.get_blob_tags())
+        super()._forward()
+
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
+        response = super()._send_upstream(headers, body)
+        query = parse_qs(urlsplit(self.path).query)
+        include = ",".join(query.get("include", []))
+        if query.get("comp") != ["list"] or "deleted" not in include:
+            return response
+        payload = response.read()
+        root = ET.fromstring(payload)  # noqa: S314 (Azurite's answer on loopback)
+        blobs = root.find("Blobs")
+        prefix = query.get("prefix", [""])[0]
+        container = unquote(urlsplit(self.path).path).split("/")[2]
+        for (owner, name), (data, _) in self.server.kept.items():
+            if owner == container and name.startswith(prefix) and blobs is not None:
+                blobs.append(_deleted_entry(name, len(data)))
+        rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+        return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+def _deleted_entry(name: str, length: int) -> ET.Element:
+    entry = ET.Element("Blob")
+    ET.SubElement(entry, "Name").text = name
+    ET.SubElement(entry, "Deleted").text = "true"
+    properties = ET.SubElement(entry, "Properties")
+    now = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())
+    for tag, value in (
+        ("Creation-Time", now),
+        ("Last-Modified", now),
+        ("Etag", "0x8D0000000000000"),
+        ("Content-Length", str(length)),
+        ("BlobType", "BlockBlob"),
+        ("DeletedTime", now),
+        ("RemainingRetentionDays", "7"),
+    ):
+        ET.SubElement(properties, tag).text = value
+    return entry
+
+
+class SoftDeleteServer(LatencyProxyServer):
+    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
+        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
+        self.RequestHandlerClass = _SoftDeleteHandler
+        self.admin = admin
+        self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str]]] = {}
+
+
+class SoftDeletingService(LatencyProxy):
+    """Azurite with blob soft delete implemented in front of it (Azurite answers 501)."""
+
+    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
+        super().__init__(upstream_port, delay_s=0.0)
+        self._server.server_close()
+        self._server = SoftDeleteServer(upstream_port, admin)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="soft-delete", daemon=True
+        )
+
+
+def soft_delete_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """An account without blob soft delete: the deleted blob is gone, undelete finds nothing."""
+    if method == "PUT" and "comp=undelete" in path:
+        return 404, "BlobNotFound"
+    return None

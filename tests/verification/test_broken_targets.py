@@ -10,14 +10,30 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from policies.probes import Probe, ProbeOutcome, ProbeResult, ProbeSettings, Target, run_probes
-from policies.probes.access import PRIVATE_CONTAINER, TAG_WRITE_ROLE
+from policies.probes.access import (
+    NO_PUBLIC_ACCESS,
+    PRIVATE_CONTAINER,
+    SHARED_KEY_OFF,
+    TAG_WRITE_ROLE,
+)
 from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
+from policies.probes.recovery import SOFT_DELETE
 from policies.probes.writes import CONCURRENT_CREATE, CONDITIONAL_SEAL, CREATE_ONLY
 from safetynet.azurite import Azurite
 from safetynet.constants import HEARTBEAT_BLOB
 from sweeper.heartbeat import heartbeat_body, write_heartbeat
 from tests.verification.conftest import ProbeTarget
-from tests.verification.doubles import NonConformingService, TagGuardingService
+from tests.verification.doubles import (
+    NonConformingService,
+    Refusal,
+    RefusingService,
+    SoftDeletingService,
+    TagGuardingService,
+    public_access_allowed,
+    public_access_off,
+    shared_key_off,
+    soft_delete_off,
+)
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
 
@@ -130,3 +146,51 @@ def test_a_second_identity_that_writes_tags_fails_the_role_probe(token_target: P
     result = _single(target, TAG_WRITE_ROLE)
     assert result.outcome is FAIL
     assert "lacks the uploader role" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("refuse", "probe", "outcome", "fact"),
+    [
+        (shared_key_off, SHARED_KEY_OFF, PASS, "403 KeyBasedAuthenticationNotPermitted"),
+        (public_access_off, NO_PUBLIC_ACCESS, PASS, "409 PublicAccessNotPermitted"),
+        (public_access_allowed, NO_PUBLIC_ACCESS, FAIL, "the account allows public access"),
+    ],
+    ids=["shared-key-off", "public-access-off", "public-access-allowed"],
+)
+def test_account_settings_azurite_lacks(
+    azurite: Azurite,
+    fresh: ProbeTarget,
+    refuse: Refusal,
+    probe: Probe,
+    outcome: ProbeOutcome,
+    fact: str,
+) -> None:
+    """A double answering as Azure does for a setting Azurite has not: the probe reads the
+    answer, not the emulator's absence of the setting."""
+    with RefusingService(azurite.port, refuse) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), probe)
+    assert result.outcome is outcome
+    assert fact in result.detail
+
+
+def test_soft_delete_passes_where_the_service_keeps_deleted_blobs(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """With soft delete implemented in front of Azurite, the deleted probe blob is listed as
+    deleted and comes back with identical bytes: PASS."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    with SoftDeletingService(azurite.port, admin) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
+    assert result.outcome is PASS, result.detail
+    assert "identical bytes" in result.detail
+
+
+def test_soft_delete_off_fails(azurite: Azurite, fresh: ProbeTarget) -> None:
+    """Without soft delete the deleted blob is not listed and undelete finds nothing: FAIL."""
+    with RefusingService(azurite.port, soft_delete_off) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
+    assert result.outcome is FAIL
+    assert "was not kept" in result.detail
