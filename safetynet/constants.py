@@ -18,8 +18,6 @@ def tag_condition(value: str) -> str:
     return f"\"{STATE_TAG}\" = '{value}'"
 
 
-INTERNAL_PREFIX: Final = ".safetynet/"
-"""Blobs the toolkit keeps for itself inside the protocol's container (lease, heartbeat, probes)."""
 HEARTBEAT_BLOB: Final = ".safetynet/sweeper.heartbeat.json"
 """Written by every sweeper run (CLI and Function), read by `safetynet verify`."""
 HEARTBEAT_FINISHED_FIELD: Final = "finished_utc"
