@@ -12,7 +12,7 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from policies.probes import Probe, ProbeOutcome, Target, run_probes
-from policies.probes.runner import ProbeResult
+from policies.probes.runner import ProbeResult, VerificationRun
 from policies.testing.tls import TlsFiles, make_tls_files
 from safetynet.azurite import Azurite, AzuriteTls
 from tests.verification.doubles import EmulatorTokenCredential
@@ -31,7 +31,10 @@ class ProbeTarget:
         return Target(self.service, self.container, client_options=dict(self.options), **kwargs)  # type: ignore[arg-type]
 
     def run(self, probe: Probe, **kwargs: object) -> ProbeResult:
-        return run_probes(self.target(**kwargs), [probe]).results[0]
+        return self.verify(probe, **kwargs).results[0]
+
+    def verify(self, probe: Probe, **kwargs: object) -> VerificationRun:
+        return run_probes(self.target(**kwargs), [probe])
 
 
 def live_url(config: pytest.Config) -> str | None:
@@ -83,16 +86,24 @@ def live_target(request: pytest.FixtureRequest) -> ProbeTarget:
     return ProbeTarget("live", service, str(request.config.getoption("--verify-container")), {})
 
 
-@pytest.fixture(params=["shared-key", "oauth"])
+TARGET_FIXTURES = {
+    "azurite-key": "key_target",
+    "azurite-token": "token_target",
+    "live": "live_target",
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each probe runs on Azurite with the account key over HTTP and with a bearer token over
+    HTTPS; with --account-url, once, on the live account."""
+    if "probe_target" in metafunc.fixturenames:
+        names = ["live"] if live_url(metafunc.config) else ["azurite-key", "azurite-token"]
+        metafunc.parametrize("probe_target", names, indirect=True)
+
+
+@pytest.fixture
 def probe_target(request: pytest.FixtureRequest) -> ProbeTarget:
-    """Each probe runs on Azurite with the account key and with a bearer token over HTTPS; with
-    --account-url, once, on the live account."""
-    if live_url(request.config):
-        if request.param == "oauth":
-            pytest.skip("a live run has one target (the shared-key variant runs it)")
-        return request.getfixturevalue("live_target")  # type: ignore[no-any-return]
-    fixture = "key_target" if request.param == "shared-key" else "token_target"
-    return request.getfixturevalue(fixture)  # type: ignore[no-any-return]
+    return request.getfixturevalue(TARGET_FIXTURES[request.param])  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -102,8 +113,13 @@ def emulator_only(request: pytest.FixtureRequest) -> None:
         pytest.skip("asserts the embedded Azurite's behaviour; not run against --account-url")
 
 
-def as_test_outcome(result: ProbeResult) -> None:
-    """PASS passes; FAIL fails with the observed fact; NOT_VERIFIABLE skips with the reason."""
+def as_test_outcome(run: VerificationRun) -> None:
+    """PASS passes; FAIL fails with the observed fact; NOT_VERIFIABLE skips with the reason;
+    a run that could not act (no credential, no permission on its own probe blobs) fails, as
+    `safetynet verify` exits 3 for it: "could not look" must not pass a pipeline."""
+    if run.incomplete:
+        pytest.fail("could not act: " + "; ".join(run.incomplete), pytrace=False)
+    (result,) = run.results
     if result.outcome is ProbeOutcome.FAIL:
         pytest.fail(f"{result.probe.id}: {result.detail}", pytrace=False)
     if result.outcome is ProbeOutcome.NOT_VERIFIABLE:

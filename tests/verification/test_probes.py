@@ -18,4 +18,4 @@ pytestmark = pytest.mark.verification
 @pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
 def test_probe(probe: Probe, probe_target: ProbeTarget) -> None:
     """The probe holds on the target (skipped with the reason when the target cannot show it)."""
-    as_test_outcome(probe_target.run(probe))
+    as_test_outcome(probe_target.verify(probe))
