@@ -67,7 +67,7 @@ class _OverwritingHandler(_Handler):
     """Before forwarding a create-only PUT (If-None-Match: *), deletes the existing blob, so
     the write always lands: observably, a service that ignores the condition."""
 
-    server: OverwritingServer
+    server: DoubleServer
 
     def _forward(self) -> None:
         if self.command == "PUT" and self.headers.get("If-None-Match") == "*":
@@ -80,26 +80,6 @@ class _OverwritingHandler(_Handler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
-class OverwritingServer(LatencyProxyServer):
-    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
-        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
-        self.RequestHandlerClass = _OverwritingHandler
-        self.admin = admin
-
-
-class NonConformingService(LatencyProxy):
-    """`with NonConformingService(azurite.port, admin) as service:` a blob endpoint (use its
-    `connection_string`) on which a create-only upload overwrites."""
-
-    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
-        super().__init__(upstream_port, delay_s=0.0)
-        self._server.server_close()
-        self._server = OverwritingServer(upstream_port, admin)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="non-conforming", daemon=True
-        )
-
-
 _TAG_CONDITION = re.compile(r"\"(?P<name>[^\"]+)\" = '(?P<value>[^']*)'")
 
 
@@ -107,7 +87,7 @@ class _TagGuardHandler(_Handler):
     """Evaluates x-ms-if-tags on Set Blob Tags itself (Azurite ignores it) and answers 412
     ConditionNotMet when it does not hold, as Azure documents; everything else is forwarded."""
 
-    server: TagGuardServer
+    server: DoubleServer
 
     def _forward(self) -> None:
         condition = self.headers.get("x-ms-if-tags")
@@ -140,31 +120,12 @@ class _TagGuardHandler(_Handler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
-class TagGuardServer(LatencyProxyServer):
-    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
-        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
-        self.RequestHandlerClass = _TagGuardHandler
-        self.admin = admin
-
-
-class TagGuardingService(LatencyProxy):
-    """Azurite with the tag condition on Set Blob Tags enforced, as Azure does."""
-
-    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
-        super().__init__(upstream_port, delay_s=0.0)
-        self._server.server_close()
-        self._server = TagGuardServer(upstream_port, admin)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="tag-guard", daemon=True
-        )
-
-
 Refusal = Callable[[str, str, Mapping[str, str]], tuple[int, str] | None]
 """(method, path, headers) -> the (status, error code) to answer instead of forwarding, or None."""
 
 
 class _RefusingHandler(_Handler):
-    server: RefusingServer
+    server: DoubleServer
 
     def _forward(self) -> None:
         refusal = self.server.refuse(self.command, self.path, self.headers)
@@ -185,26 +146,6 @@ class _RefusingHandler(_Handler):
         self.wfile.write(body)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
-
-
-class RefusingServer(LatencyProxyServer):
-    def __init__(self, upstream_port: int, refuse: Refusal) -> None:
-        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
-        self.RequestHandlerClass = _RefusingHandler
-        self.refuse = refuse
-
-
-class RefusingService(LatencyProxy):
-    """Azurite behind a rule that answers some requests itself, the way Azure would refuse them
-    (a setting Azurite does not have), and forwards the rest."""
-
-    def __init__(self, upstream_port: int, refuse: Refusal) -> None:
-        super().__init__(upstream_port, delay_s=0.0)
-        self._server.server_close()
-        self._server = RefusingServer(upstream_port, refuse)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="refusing", daemon=True
-        )
 
 
 def shared_key_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
@@ -250,7 +191,7 @@ class _SoftDeleteHandler(_Handler):
     """Blob soft delete on top of Azurite, as Azure documents it: a deleted blob is kept, listed
     with include=deleted (Deleted=true), and Undelete Blob brings it back with its bytes."""
 
-    server: SoftDeleteServer
+    server: DoubleServer
 
     def _blob(self) -> tuple[str, str] | None:
         parts = unquote(urlsplit(self.path).path).split("/", 3)
@@ -314,28 +255,53 @@ def _deleted_entry(name: str, length: int) -> ET.Element:
     return entry
 
 
-class SoftDeleteServer(LatencyProxyServer):
-    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
-        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
-        self.RequestHandlerClass = _SoftDeleteHandler
-        self.admin = admin
-        self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str]]] = {}
-
-
-class SoftDeletingService(LatencyProxy):
-    """Azurite with blob soft delete implemented in front of it (Azurite answers 501)."""
-
-    def __init__(self, upstream_port: int, admin: BlobServiceClient) -> None:
-        super().__init__(upstream_port, delay_s=0.0)
-        self._server.server_close()
-        self._server = SoftDeleteServer(upstream_port, admin)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="soft-delete", daemon=True
-        )
-
-
 def soft_delete_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
     """An account without blob soft delete: the deleted blob is gone, undelete finds nothing."""
     if method == "PUT" and "comp=undelete" in path:
         return 404, "BlobNotFound"
     return None
+
+
+class DoubleServer(LatencyProxyServer):
+    """The latency proxy's server with another handler and the state that handler needs."""
+
+    def __init__(self, upstream_port: int, handler: type[_Handler], **state: Any) -> None:
+        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
+        self.RequestHandlerClass = handler
+        self.admin: BlobServiceClient = state.pop("admin", None)
+        self.refuse: Refusal = state.pop("refuse", lambda *_: None)
+        self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str]]] = {}
+
+
+class ServiceDouble(LatencyProxy):
+    """`with ServiceDouble(azurite.port, handler, admin=...) as service:` a blob endpoint in
+    front of Azurite (use `service.connection_string`) that behaves as `handler` says."""
+
+    def __init__(self, upstream_port: int, handler: type[_Handler], **state: Any) -> None:
+        super().__init__(upstream_port, delay_s=0.0)
+        self._server.server_close()
+        self._server = DoubleServer(upstream_port, handler, **state)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=handler.__name__, daemon=True
+        )
+
+
+def non_conforming_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
+    """A service on which a create-only upload overwrites (If-None-Match ignored)."""
+    return ServiceDouble(upstream_port, _OverwritingHandler, admin=admin)
+
+
+def tag_guarding_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
+    """Azurite with the tag condition on Set Blob Tags enforced, as Azure does."""
+    return ServiceDouble(upstream_port, _TagGuardHandler, admin=admin)
+
+
+def refusing_service(upstream_port: int, refuse: Refusal) -> ServiceDouble:
+    """Azurite behind a rule that answers some requests as Azure would for a setting Azurite
+    does not have, and forwards the rest."""
+    return ServiceDouble(upstream_port, _RefusingHandler, refuse=refuse)
+
+
+def soft_deleting_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
+    """Azurite with blob soft delete implemented in front of it (Azurite answers 501)."""
+    return ServiceDouble(upstream_port, _SoftDeleteHandler, admin=admin)

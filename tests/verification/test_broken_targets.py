@@ -24,15 +24,15 @@ from safetynet.constants import HEARTBEAT_BLOB
 from sweeper.heartbeat import heartbeat_body, write_heartbeat
 from tests.verification.conftest import ProbeTarget
 from tests.verification.doubles import (
-    NonConformingService,
     Refusal,
-    RefusingService,
-    SoftDeletingService,
-    TagGuardingService,
+    non_conforming_service,
     public_access_allowed,
     public_access_off,
+    refusing_service,
     shared_key_off,
     soft_delete_off,
+    soft_deleting_service,
+    tag_guarding_service,
 )
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
@@ -73,7 +73,7 @@ def test_service_ignoring_if_none_match_fails_create_only(
 ) -> None:
     """A service that lets a create-only upload overwrite: the bytes change and the probe says so."""
     admin = BlobServiceClient.from_connection_string(azurite.connection_string)
-    with NonConformingService(azurite.port, admin) as service:
+    with non_conforming_service(azurite.port, admin) as service:
         broken = BlobServiceClient.from_connection_string(service.connection_string)
         create_only = _single(Target(broken, fresh.container), CREATE_ONLY)
         concurrent = _single(Target(broken, fresh.container), CONCURRENT_CREATE)
@@ -127,7 +127,7 @@ def test_seal_refused_by_a_service_that_enforces_the_tag_condition_passes(
 ) -> None:
     """The same probe on a service that answers 412 to the seal of a retired blob: PASS."""
     admin = BlobServiceClient.from_connection_string(azurite.connection_string)
-    with TagGuardingService(azurite.port, admin) as service:
+    with tag_guarding_service(azurite.port, admin) as service:
         guarded = BlobServiceClient.from_connection_string(service.connection_string)
         result = _single(LiveLooking(guarded, fresh.container), CONDITIONAL_SEAL)
     assert result.outcome is PASS
@@ -167,7 +167,7 @@ def test_account_settings_azurite_lacks(
 ) -> None:
     """A double answering as Azure does for a setting Azurite has not: the probe reads the
     answer, not the emulator's absence of the setting."""
-    with RefusingService(azurite.port, refuse) as service:
+    with refusing_service(azurite.port, refuse) as service:
         account = BlobServiceClient.from_connection_string(service.connection_string)
         result = _single(LiveLooking(account, fresh.container), probe)
     assert result.outcome is outcome
@@ -180,7 +180,7 @@ def test_soft_delete_passes_where_the_service_keeps_deleted_blobs(
     """With soft delete implemented in front of Azurite, the deleted probe blob is listed as
     deleted and comes back with identical bytes: PASS."""
     admin = BlobServiceClient.from_connection_string(azurite.connection_string)
-    with SoftDeletingService(azurite.port, admin) as service:
+    with soft_deleting_service(azurite.port, admin) as service:
         account = BlobServiceClient.from_connection_string(service.connection_string)
         result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
     assert result.outcome is PASS, result.detail
@@ -189,7 +189,7 @@ def test_soft_delete_passes_where_the_service_keeps_deleted_blobs(
 
 def test_soft_delete_off_fails(azurite: Azurite, fresh: ProbeTarget) -> None:
     """Without soft delete the deleted blob is not listed and undelete finds nothing: FAIL."""
-    with RefusingService(azurite.port, soft_delete_off) as service:
+    with refusing_service(azurite.port, soft_delete_off) as service:
         account = BlobServiceClient.from_connection_string(service.connection_string)
         result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
     assert result.outcome is FAIL
