@@ -11,6 +11,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -203,7 +204,7 @@ class _SoftDeleteHandler(_Handler):
         if self.command == "PUT" and query.get("comp") == ["undelete"] and where:
             kept = self.server.kept.pop(where, None)
             if kept is not None:
-                data, tags = kept
+                data, tags, _ = kept
                 self.server.admin.get_blob_client(*where).upload_blob(data, tags=tags)
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             self.send_response_only(200 if kept is not None else 404)
@@ -213,7 +214,12 @@ class _SoftDeleteHandler(_Handler):
         if self.command == "DELETE" and where and "snapshot" not in query:
             blob = self.server.admin.get_blob_client(*where)
             with contextlib.suppress(ResourceNotFoundError):
-                self.server.kept[where] = (blob.download_blob().readall(), blob.get_blob_tags())
+                created = blob.get_blob_properties().creation_time
+                self.server.kept[where] = (
+                    blob.download_blob().readall(),
+                    blob.get_blob_tags(),
+                    created,
+                )
         super()._forward()
 
     def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
@@ -227,23 +233,23 @@ class _SoftDeleteHandler(_Handler):
         blobs = root.find("Blobs")
         prefix = query.get("prefix", [""])[0]
         container = unquote(urlsplit(self.path).path).split("/")[2]
-        for (owner, name), (data, _) in self.server.kept.items():
+        for (owner, name), (data, _, created) in self.server.kept.items():
             if owner == container and name.startswith(prefix) and blobs is not None:
-                blobs.append(_deleted_entry(name, len(data)))
+                blobs.append(_deleted_entry(name, len(data), created))
         rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
         return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
-def _deleted_entry(name: str, length: int) -> ET.Element:
+def _deleted_entry(name: str, length: int, created: datetime) -> ET.Element:
     entry = ET.Element("Blob")
     ET.SubElement(entry, "Name").text = name
     ET.SubElement(entry, "Deleted").text = "true"
     properties = ET.SubElement(entry, "Properties")
     now = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())
     for tag, value in (
-        ("Creation-Time", now),
+        ("Creation-Time", created.strftime("%a, %d %b %Y %H:%M:%S GMT")),
         ("Last-Modified", now),
         ("Etag", "0x8D0000000000000"),
         ("Content-Length", str(length)),
@@ -270,7 +276,7 @@ class DoubleServer(LatencyProxyServer):
         self.RequestHandlerClass = handler
         self.admin: BlobServiceClient = state.pop("admin", None)
         self.refuse: Refusal = state.pop("refuse", lambda *_: None)
-        self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str]]] = {}
+        self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str], datetime]] = {}
 
 
 class ServiceDouble(LatencyProxy):

@@ -194,3 +194,26 @@ def test_soft_delete_off_fails(azurite: Azurite, fresh: ProbeTarget) -> None:
         result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
     assert result.outcome is FAIL
     assert "was not kept" in result.detail
+
+
+def test_canary_collected_by_the_lifecycle_rule_passes(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """A canary older than the rule's days found soft-deleted (the rule acted on it) and none
+    alive past the deadline: the backstop holds."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    with soft_deleting_service(azurite.port, admin) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        first = Target(account, fresh.container)
+        _single(first, PENDING_LIFECYCLE)
+        account.get_blob_client(fresh.container, f"{first.prefix}canary").delete_blob()
+        eight_days_on = datetime.now(UTC) + timedelta(days=8)
+        later = Target(
+            account,
+            fresh.container,
+            settings=ProbeSettings(pending_days=7),
+            now=lambda: eight_days_on,
+        )
+        result = _single(later, PENDING_LIFECYCLE)
+    assert result.outcome is PASS, result.detail
+    assert "was deleted" in result.detail
