@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -25,16 +27,16 @@ class AzuriteError(RuntimeError):
     """Azurite could not be found, started or reached."""
 
 
-def dev_blob_endpoint(port: int) -> str:
+def dev_blob_endpoint(port: int, scheme: str = "http") -> str:
     """The development account's blob endpoint served on `port` of 127.0.0.1."""
-    return f"http://127.0.0.1:{port}/{DEV_ACCOUNT}"
+    return f"{scheme}://127.0.0.1:{port}/{DEV_ACCOUNT}"
 
 
-def dev_connection_string(port: int) -> str:
+def dev_connection_string(port: int, scheme: str = "http") -> str:
     """A connection string for the emulator's development account served on `port`."""
     return (
-        f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};"
-        f"AccountKey={DEV_KEY};BlobEndpoint={dev_blob_endpoint(port)};"
+        f"DefaultEndpointsProtocol={scheme};AccountName={DEV_ACCOUNT};"
+        f"AccountKey={DEV_KEY};BlobEndpoint={dev_blob_endpoint(port, scheme)};"
     )
 
 
@@ -61,11 +63,25 @@ def find_azurite_bin() -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class AzuriteTls:
+    """HTTPS for the emulator: its certificate and key, and the CA that signed them (trusted
+    only by the start-up probe here; clients pass it as `connection_verify`)."""
+
+    cert: Path
+    key: Path
+    ca: Path
+    oauth: bool = True
+    """`--oauth basic`: accept bearer tokens (Azurite checks issuer, audience and lifetime,
+    not the signature). Azurite allows OAuth only over HTTPS."""
+
+
 class Azurite:
     """One Azurite blob endpoint on 127.0.0.1, in memory, for the lifetime of a `with` block."""
 
-    def __init__(self, start_timeout_s: float = 30.0) -> None:
+    def __init__(self, start_timeout_s: float = 30.0, *, tls: AzuriteTls | None = None) -> None:
         self._start_timeout_s = start_timeout_s
+        self.tls = tls
         self._process: subprocess.Popen[bytes] | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self.port = 0
@@ -76,12 +92,16 @@ class Azurite:
         return self._process.pid if self._process is not None else None
 
     @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    @property
     def blob_endpoint(self) -> str:
-        return dev_blob_endpoint(self.port)
+        return dev_blob_endpoint(self.port, self.scheme)
 
     @property
     def connection_string(self) -> str:
-        return dev_connection_string(self.port)
+        return dev_connection_string(self.port, self.scheme)
 
     def start(self) -> Azurite:
         binary = find_azurite_bin()
@@ -98,6 +118,10 @@ class Azurite:
             "--skipApiVersionCheck",
             "--disableTelemetry",
         ]
+        if self.tls is not None:
+            command += ["--cert", str(self.tls.cert), "--key", str(self.tls.key)]
+            if self.tls.oauth:
+                command += ["--oauth", "basic"]
         with log.open("wb") as log_file:
             # cwd: Azurite drops its debug and extent files in the working directory.
             self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
@@ -112,6 +136,7 @@ class Azurite:
 
     def _wait_until_ready(self, log: Path) -> None:
         assert self._process is not None
+        context = ssl.create_default_context(cafile=str(self.tls.ca)) if self.tls else None
         deadline = time.monotonic() + self._start_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -119,7 +144,9 @@ class Azurite:
                 self.stop()
                 raise AzuriteError(f"Azurite exited during start-up:\n{output}")
             try:
-                urllib.request.urlopen(f"{self.blob_endpoint}?comp=list", timeout=1)  # noqa: S310
+                urllib.request.urlopen(  # noqa: S310 - our own loopback endpoint
+                    f"{self.blob_endpoint}?comp=list", timeout=1, context=context
+                )
             except urllib.error.HTTPError:
                 return  # any HTTP answer (403 without a signature) means it is serving
             except OSError:

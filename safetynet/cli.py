@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from safetynet.commands import audit, db, demo, function, reconcile, sweep
+from safetynet.commands import audit, db, demo, function, reconcile, sweep, verify
 
 EXIT_USAGE = 2
 
@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep a database row and an Azure blob in step: protocol, sweeper, policies.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, db, sweep, reconcile, audit, function):
+    for command in (demo, db, sweep, reconcile, audit, verify, function):
         command.register(subparsers)
     return parser
 

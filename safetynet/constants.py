@@ -16,3 +16,11 @@ RETIRED: Final = "retired"
 def tag_condition(value: str) -> str:
     """The `x-ms-if-tags` expression that holds only while the state tag equals `value`."""
     return f"\"{STATE_TAG}\" = '{value}'"
+
+
+HEARTBEAT_BLOB: Final = ".safetynet/sweeper.heartbeat.json"
+"""Written by every sweeper run (CLI and Function), read by `safetynet verify`."""
+HEARTBEAT_FINISHED_FIELD: Final = "finished_utc"
+"""The heartbeat's ISO-8601 UTC time at which the run finished."""
+VERIFY_PREFIX: Final = ".safetynet/verify/"
+"""Probe blobs of `safetynet verify` live under `<VERIFY_PREFIX><run id>/`; nothing else does."""

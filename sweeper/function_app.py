@@ -24,6 +24,7 @@ import azure.functions as func
 from azure.storage.blob import BlobServiceClient
 
 from sweeper.clients import blob_service
+from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError
 from sweeper.settings import FunctionSettings, SettingsError
 from sweeper.store import DocumentStore, StoreError
@@ -84,6 +85,8 @@ def sweep_once(env: Mapping[str, str]) -> SweepReport | None:
         # One connection per tick; none held idle against the database between ticks.
         store.engine.dispose()
     _log_summary(report, settings.sweep.container)
+    if not settings.sweep.dry_run:
+        write_heartbeat(container, report.as_dict(), source="function")
     if report.errors:
         raise SweepFailedError(
             f"{len(report.errors)} stale row(s) in container {settings.sweep.container!r} "

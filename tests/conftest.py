@@ -20,6 +20,21 @@ POSTGRES_ADMIN_URL = os.environ.get(
 REQUIRE_POSTGRES = os.environ.get("SAFETYNET_REQUIRE_POSTGRES") == "1"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("verification", "behaviour probes (tests/verification)")
+    group.addoption(
+        "--account-url",
+        default=None,
+        help="run the verification probes against this live blob endpoint "
+        "(DefaultAzureCredential) instead of the embedded Azurite",
+    )
+    group.addoption(
+        "--verify-container",
+        default="documents",
+        help="the live container the probes act in (default documents)",
+    )
+
+
 @pytest.fixture(scope="session")
 def azurite() -> Iterator[Azurite]:
     with Azurite() as emulator:

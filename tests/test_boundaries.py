@@ -54,3 +54,25 @@ def test_rules_and_model_import_no_sdk() -> None:
     paths = [ROOT / "policies" / "model.py", *(ROOT / "policies" / "rules").rglob("*.py")]
     offenders = {str(p.relative_to(ROOT)): sorted(imported_roots(p) & set(SDKS)) for p in paths}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_probes_may_use_the_blob_sdk_but_no_other_part() -> None:
+    """policies/probes act with the Azure SDK (that is their job) and import no other part, no
+    Pulumi and no database."""
+    paths = list((ROOT / "policies" / "probes").rglob("*.py"))
+    roots = set().union(*(imported_roots(p) for p in paths))
+    assert "azure" in roots
+    assert roots & (set(SDKS) - {"azure"}) == set()
+    assert roots & {"infra", "sweeper"} == set()
+
+
+def test_rules_and_model_do_not_reach_the_probes() -> None:
+    """The SDK-free rules never import the probes, so the SDK cannot leak in through them."""
+    paths = [ROOT / "policies" / "model.py", *(ROOT / "policies" / "rules").rglob("*.py")]
+    offenders = [
+        f"{p.relative_to(ROOT)}: {module}"
+        for p in paths
+        for module in imported_modules(p)
+        if module.startswith("policies.probes") or module.startswith("policies.report")
+    ]
+    assert offenders == []

@@ -9,6 +9,7 @@ import os
 import sys
 
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, describe, open_target
+from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError
 from sweeper.settings import SweepSettings, parse_bool, parse_duration
 from sweeper.sweep import Sweeper, SweepReport
@@ -76,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     except TARGET_ERRORS as error:
         print(f"safetynet sweep: {describe(error, args)}", file=sys.stderr)
         return EXIT_USAGE
+    if not settings.dry_run:
+        write_heartbeat(container, report.as_dict(), source="cli")
     _print_report(report, args.json)
     return EXIT_FAILED_ROWS if report.errors else EXIT_OK
 

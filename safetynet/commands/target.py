@@ -10,7 +10,7 @@ import argparse
 import os
 
 from azure.core.exceptions import AzureError, ResourceNotFoundError
-from azure.storage.blob import ContainerClient
+from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from safetynet.constants import DEFAULT_CONTAINER
 from sweeper.clients import blob_service
@@ -26,6 +26,12 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db", default=env("SAFETYNET_DB_URL"), help="SQLAlchemy URL (env SAFETYNET_DB_URL)"
     )
+    add_blob_options(parser)
+
+
+def add_blob_options(parser: argparse.ArgumentParser) -> None:
+    """The blob target alone (`verify` has no database): account URL or connection string."""
+    env = os.environ.get
     parser.add_argument(
         "--account-url",
         default=env("SAFETYNET_ACCOUNT_URL"),
@@ -51,8 +57,14 @@ def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClien
         raise SettingsError("--container must not be empty")
     store = DocumentStore.from_url(args.db)
     store.check_schema()
-    service = blob_service(args.account_url, args.connection_string)
-    return store, service.get_container_client(args.container)
+    return store, open_blob_service(args).get_container_client(args.container)
+
+
+def open_blob_service(args: argparse.Namespace) -> BlobServiceClient:
+    """The blob service named by `add_blob_options`; nothing is sent yet."""
+    if not args.container:
+        raise SettingsError("--container must not be empty")
+    return blob_service(args.account_url, args.connection_string)
 
 
 def describe(error: Exception, args: argparse.Namespace) -> str:

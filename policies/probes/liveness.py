@@ -1,0 +1,148 @@
+"""What acts on its own schedule: the lifecycle backstop (by canary) and the sweeper (by heartbeat).
+
+- Lifecycle: each run plants a small canary tagged `state=pending` and never deletes it. A canary
+  older than the rule's days plus two (lifecycle acts in whole days and may start up to 24 h
+  late) that still exists means the backstop does not hold. A canary that old found
+  soft-deleted, with none alive past the deadline, shows it does. Until one is that old, nothing
+  can be said, and the probe names the date from which it can.
+  https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview
+- Sweeper: `sweeper/heartbeat.py` rewrites a heartbeat blob after each run; it must be younger
+  than three schedule periods.
+
+These are the only reads of blobs this run did not create: names and creation times under
+`.safetynet/verify/` (earlier runs' canaries) and the heartbeat blob. Neither is ever written or
+deleted here.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+from policies.probes.base import (
+    Observation,
+    Probe,
+    Target,
+    describe_refusal,
+    failed,
+    not_verifiable,
+    passed,
+    payload,
+)
+from safetynet.constants import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, VERIFY_PREFIX
+
+CANARY = "canary"
+LIFECYCLE_SLACK = timedelta(days=2)
+HEARTBEAT_PERIODS = 3
+
+
+def check_pending_lifecycle(target: Target) -> Observation:
+    target.create(target.blob(CANARY), payload("canary"), canary=True)
+    deadline = timedelta(days=target.settings.pending_days) + LIFECYCLE_SLACK
+    now = target.now()
+    alive: list[tuple[datetime, str]] = []
+    collected: list[tuple[datetime, str]] = []
+    for item in target.container.list_blobs(name_starts_with=VERIFY_PREFIX, include=["deleted"]):
+        if not item.name.endswith(f"/{CANARY}") or item.creation_time is None:
+            continue
+        planted = item.creation_time.astimezone(UTC)
+        (collected if item.deleted else alive).append((planted, item.name))
+    overdue = sorted(c for c in alive if now - c[0] > deadline)
+    if overdue:
+        planted, name = overdue[0]
+        return failed(
+            f"canary {name} planted {planted:%Y-%m-%d} still exists after {(now - planted).days} "
+            f"days; a rule deleting pending blobs after {target.settings.pending_days} days would "
+            "have removed it"
+        )
+    expired = sorted(
+        c for c in collected if now - c[0] > timedelta(days=target.settings.pending_days)
+    )
+    if expired:
+        planted, name = expired[-1]
+        return passed(f"canary {name} planted {planted:%Y-%m-%d} was deleted (it is soft-deleted)")
+    oldest = min((c[0] for c in alive), default=now)
+    reason = (
+        f"; {target.emulator_reason()}, which has no lifecycle management: never provable here"
+        if target.emulator_host
+        else ""
+    )
+    return not_verifiable(
+        f"no canary is older than {target.settings.pending_days} + {LIFECYCLE_SLACK.days} days "
+        f"yet; the oldest, planted {oldest:%Y-%m-%d}, proves the rule from "
+        f"{oldest + deadline:%Y-%m-%d}{reason}"
+    )
+
+
+PENDING_LIFECYCLE = Probe(
+    id="SNV-PENDING-LIFECYCLE",
+    title="The lifecycle rule deletes blobs left pending (canary)",
+    proves=("SN-PENDING-LIFECYCLE",),
+    action=(
+        "plants a canary tagged pending (never deleted by verify) and lists earlier canaries: "
+        "one alive past the rule's days + 2 fails, one found soft-deleted passes"
+    ),
+    reference="https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview",
+    requests=2,
+    on_emulator="NOT_VERIFIABLE: no lifecycle management",
+    on_live="NOT_VERIFIABLE until a canary is days + 2 old; then PASS (found soft-deleted) or FAIL (still there)",
+    run=check_pending_lifecycle,
+)
+
+
+def check_sweeper_heartbeat(target: Target) -> Observation:
+    heartbeat = target.container.get_blob_client(HEARTBEAT_BLOB)
+    try:
+        body = json.loads(heartbeat.download_blob().readall())
+        finished = datetime.fromisoformat(body[HEARTBEAT_FINISHED_FIELD])
+    except ResourceNotFoundError:
+        return not_verifiable(
+            f"no heartbeat at {HEARTBEAT_BLOB}: no sweeper has finished a run against this "
+            "container yet (or it predates heartbeats)"
+        )
+    except HttpResponseError as error:
+        why = " (this identity may not read it)" if error.status_code == 403 else ""
+        return not_verifiable(f"the heartbeat could not be read: {describe_refusal(error)}{why}")
+    except (ValueError, KeyError, TypeError):
+        return failed(f"the heartbeat at {HEARTBEAT_BLOB} is unreadable")
+    if finished.tzinfo is None:
+        finished = finished.replace(tzinfo=UTC)
+    age = target.now() - finished
+    allowed = HEARTBEAT_PERIODS * target.settings.sweeper_period
+    counts = ", ".join(
+        f"{key} {value}" for key, value in sorted(body.items()) if isinstance(value, int)
+    )
+    source = body.get("source", "?")
+    if age > allowed:
+        return failed(
+            f"the last sweeper run ({source}) finished {finished:%Y-%m-%d %H:%M:%S} UTC, "
+            f"{_duration(age)} ago: more than {HEARTBEAT_PERIODS} periods of {_duration(target.settings.sweeper_period)}"
+        )
+    return passed(f"the last sweeper run ({source}) finished {_duration(age)} ago ({counts})")
+
+
+def _duration(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    if seconds >= 86400:
+        return f"{seconds // 86400}d{seconds % 86400 // 3600}h"
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60}m"
+    return f"{seconds // 60}m{seconds % 60}s"
+
+
+SWEEPER_HEARTBEAT = Probe(
+    id="SNV-SWEEPER-HEARTBEAT",
+    title="The deployed sweeper is alive",
+    proves=(),
+    action=(
+        f"reads the sweeper's heartbeat ({HEARTBEAT_BLOB}); its last run must be within "
+        f"{HEARTBEAT_PERIODS} schedule periods"
+    ),
+    reference="sweeper/heartbeat.py",
+    requests=1,
+    on_emulator="NOT_VERIFIABLE until a sweeper ran; PASS after `safetynet sweep`",
+    on_live="PASS within 3 periods; FAIL when stale; NOT_VERIFIABLE before the first run",
+    run=check_sweeper_heartbeat,
+)

@@ -1,0 +1,249 @@
+"""`safetynet verify`: prove, by acting on the data plane, that an account enforces its nets.
+
+No target: an embedded Azurite, started and stopped here. Exit 0 nothing failed; 1 a probe (or,
+with --subscription/--account, a settings rule) failed; 2 bad usage; 3 nothing failed but the
+run could not act (authentication, a missing permission, an unreachable endpoint, probe blobs
+left behind), so "could not look" never passes as "holds".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from azure.core.credentials import TokenCredential
+from azure.core.exceptions import ResourceExistsError
+from azure.storage.blob import BlobServiceClient
+
+from policies.audit import StaticTokenCredential, default_credential, run_audit
+from policies.model import UNKNOWN, Thresholds
+from policies.probes import PROBES, Probe, ProbeOutcome, ProbeSettings, Target, run_probes
+from policies.probes.base import TargetMissingError
+from policies.probes.runner import VerificationRun, describe_target
+from policies.report import VERIFY_RENDERERS
+from policies.rules import Finding, Outcome
+from safetynet.azurite import Azurite, AzuriteError
+from safetynet.commands.audit import TOKEN_ENV, UsageError, scope_from
+from safetynet.commands.target import TARGET_ERRORS, add_blob_options, describe, open_blob_service
+from safetynet.constants import PENDING, STATE_TAG
+from sweeper.settings import SettingsError, parse_duration
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+DEFAULTS = Thresholds()
+SECOND_FIELDS = ("CLIENT_ID", "TENANT_ID", "CLIENT_SECRET", "FEDERATED_TOKEN_FILE")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    env = os.environ.get
+    parser = subparsers.add_parser(
+        "verify",
+        help="prove on the data plane that an account enforces its safety nets",
+        description=(
+            "Act on a container (create-only uploads, tag-guarded deletes, undelete, refused "
+            "keys and anonymous reads, ...) and report per probe PASS, FAIL or NOT_VERIFIABLE. "
+            "Without a target, an embedded Azurite is started and stopped. Probe blobs live "
+            "under .safetynet/verify/<run id>/ and are deleted at the end (canaries excepted). "
+            "Exit codes: 0 ok, 1 something failed, 2 bad usage, 3 could not act."
+        ),
+    )
+    add_blob_options(parser)
+    parser.add_argument(
+        "--second-credential",
+        metavar="ENV_PREFIX",
+        help="a second identity WITHOUT the uploader role, read from <PREFIX>_CLIENT_ID and "
+        "<PREFIX>_TENANT_ID plus <PREFIX>_CLIENT_SECRET or <PREFIX>_FEDERATED_TOKEN_FILE (or a "
+        "managed identity with only <PREFIX>_CLIENT_ID); its tag write must be refused (403)",
+    )
+    parser.add_argument(
+        "--max-pending-days",
+        type=int,
+        default=DEFAULTS.max_pending_days,
+        help="the lifecycle rule's days when the settings are not read (default "
+        f"{DEFAULTS.max_pending_days}, the policy's maximum)",
+    )
+    parser.add_argument(
+        "--sweeper-period",
+        default=env("SAFETYNET_SWEEPER_PERIOD", "5m"),
+        help="the sweeper's schedule period: its heartbeat must be younger than three (default 5m)",
+    )
+    settings = parser.add_argument_group("settings verdict beside each behaviour verdict")
+    settings.add_argument("--subscription", default=env("AZURE_SUBSCRIPTION_ID"))
+    settings.add_argument("--resource-group")
+    settings.add_argument(
+        "--account", help="the account's name (with --resource-group) or resource id"
+    )
+    settings.add_argument("--arm-endpoint", default=env("SAFETYNET_ARM_ENDPOINT"))
+    out = parser.add_argument_group("output")
+    out.add_argument("--format", choices=sorted(VERIFY_RENDERERS), default="table")
+    out.add_argument("--output", type=Path, help="write the report here instead of stdout")
+    parser.set_defaults(handler=run)
+
+
+def second_credential(prefix: str, environ: dict[str, str] | None = None) -> TokenCredential:
+    """The second identity from `<prefix>_*` variables; UsageError names what is missing."""
+    values = environ if environ is not None else dict(os.environ)
+    get = {field: values.get(f"{prefix}_{field}", "").strip() for field in SECOND_FIELDS}
+    if not get["CLIENT_ID"]:
+        raise UsageError(f"--second-credential {prefix}: {prefix}_CLIENT_ID is not set")
+    from azure import identity  # heavy import, only when a second identity is asked for
+
+    if get["CLIENT_SECRET"] or get["FEDERATED_TOKEN_FILE"]:
+        if not get["TENANT_ID"]:
+            raise UsageError(f"--second-credential {prefix}: {prefix}_TENANT_ID is not set")
+        if get["CLIENT_SECRET"]:
+            return identity.ClientSecretCredential(
+                get["TENANT_ID"], get["CLIENT_ID"], get["CLIENT_SECRET"]
+            )
+        return identity.WorkloadIdentityCredential(
+            tenant_id=get["TENANT_ID"],
+            client_id=get["CLIENT_ID"],
+            token_file_path=get["FEDERATED_TOKEN_FILE"],
+        )
+    return identity.ManagedIdentityCredential(client_id=get["CLIENT_ID"])
+
+
+def _wants_settings(args: argparse.Namespace) -> bool:
+    return bool(args.resource_group or args.account)
+
+
+def _validate(args: argparse.Namespace) -> ProbeSettings:
+    if args.max_pending_days < 1:
+        raise UsageError("--max-pending-days must be >= 1")
+    if args.second_credential and not args.account_url:
+        raise UsageError("--second-credential needs --account-url (RBAC exists only on Azure)")
+    if _wants_settings(args):
+        if not args.account:
+            raise UsageError("--resource-group needs --account: settings are read for one account")
+        scope_from(args)
+    return ProbeSettings(
+        pending_days=args.max_pending_days,
+        sweeper_period=parse_duration(args.sweeper_period, "--sweeper-period"),
+    )
+
+
+@contextmanager
+def _blob_service(args: argparse.Namespace) -> Iterator[tuple[BlobServiceClient, str]]:
+    """The service to probe and a description of where it came from."""
+    if args.account_url or args.connection_string:
+        yield open_blob_service(args), ""
+        return
+    with Azurite() as emulator:
+        service = BlobServiceClient.from_connection_string(emulator.connection_string)
+        with suppress(ResourceExistsError):
+            service.create_container(args.container)
+        yield service, " (embedded Azurite, stopped at the end)"
+
+
+@dataclass
+class SettingsVerdicts:
+    findings: list[Finding]
+    errors: list[str]
+    pending_days: int | None
+    """The days of the account's lifecycle rule for pending blobs, when it was read."""
+
+
+def _read_settings(args: argparse.Namespace) -> SettingsVerdicts:
+    """Judge the settings rules on the account, as `safetynet audit --account` does."""
+    token = os.environ.get(TOKEN_ENV)
+    credential = StaticTokenCredential(token) if token else default_credential()
+    report = run_audit(
+        scope_from(args),
+        credential,
+        thresholds=Thresholds(container=args.container, max_pending_days=args.max_pending_days),
+        arm_endpoint=args.arm_endpoint,
+        concurrency=1,
+    )
+    errors = [
+        f"{e.account or report.scope.label}: {e.operation}: {e.kind.value}: {e.message}"
+        for e in report.all_errors
+    ]
+    days: list[int] = []
+    for result in report.results:
+        rules = result.account.lifecycle_rules
+        if rules is UNKNOWN:
+            continue
+        days += [
+            rule.delete_after_days
+            for rule in rules
+            if isinstance(rule.delete_after_days, int)
+            and rule.tag_filters is not UNKNOWN
+            and any((f.name, f.op, f.value) == (STATE_TAG, "==", PENDING) for f in rule.tag_filters)
+        ]
+    return SettingsVerdicts(report.findings, errors, min(days) if days else None)
+
+
+def _progress(number: int, total: int, probe: Probe) -> None:
+    print(f"\r[{number:>2}/{total}] {probe.id:<28}", end="", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = _validate(args)
+        second = second_credential(args.second_credential) if args.second_credential else None
+    except (UsageError, SettingsError) as error:
+        print(f"safetynet verify: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with _blob_service(args) as (service, origin):
+            verdicts = _read_settings(args) if _wants_settings(args) else None
+            if verdicts is not None and verdicts.pending_days is not None:
+                settings = ProbeSettings(verdicts.pending_days, settings.sweeper_period)
+            second_service = (
+                BlobServiceClient(args.account_url, credential=second)
+                if second is not None
+                else None
+            )
+            target = Target(service, args.container, second=second_service, settings=settings)
+            if sys.stderr.isatty():
+                where = describe_target(target)
+                print(f"safetynet verify: run {target.run_id} on {where}{origin}", file=sys.stderr)
+            result = run_probes(
+                target, PROBES, on_progress=_progress if sys.stderr.isatty() else None
+            )
+            if sys.stderr.isatty():
+                print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
+            if verdicts is not None:
+                result.settings, result.settings_errors = verdicts.findings, verdicts.errors
+    except TargetMissingError:
+        print(f"safetynet verify: container {args.container!r} does not exist", file=sys.stderr)
+        return EXIT_USAGE
+    except AzuriteError as error:
+        print(f"safetynet verify: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except TARGET_ERRORS as error:
+        print(f"safetynet verify: {describe(error, args)}", file=sys.stderr)
+        return EXIT_USAGE
+    text = VERIFY_RENDERERS[args.format](result)
+    if not _write(text, args.output):
+        return EXIT_USAGE
+    return exit_code(result)
+
+
+def _write(text: str, output: Path | None) -> bool:
+    if output is None:
+        sys.stdout.write(text)
+        return True
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        print(
+            f"safetynet verify: cannot write --output {output}: {error.strerror}", file=sys.stderr
+        )
+        return False
+    return True
+
+
+def exit_code(result: VerificationRun) -> int:
+    """1 on any FAIL (probe or settings rule), else 3 when the run could not act, else 0."""
+    settings_failed = any(f.outcome is Outcome.FAIL for f in result.settings or [])
+    if result.outcomes(ProbeOutcome.FAIL) or settings_failed:
+        return EXIT_FAILED
+    if result.incomplete or result.settings_errors or result.leftovers:
+        return EXIT_INCOMPLETE
+    return EXIT_OK

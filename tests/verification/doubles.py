@@ -1,0 +1,313 @@
+"""Test doubles for the verification tests: a token credential Azurite accepts, and a blob
+service that does not honour If-None-Match (a proxy in front of Azurite)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import re
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from azure.core.credentials import AccessToken
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob import BlobServiceClient
+
+from benchmarks.latency_proxy import LatencyProxy, LatencyProxyServer, _Handler
+from policies.probes import RequestCounter
+
+TENANT = "00000000-0000-0000-0000-000000000000"
+
+
+def _segment(document: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(document).encode()).rstrip(b"=").decode()
+
+
+class EmulatorTokenCredential:
+    """Hands out an unsigned JWT: Azurite's `--oauth basic` checks issuer, audience and
+    lifetime, never the signature (node_modules/azurite/.../BlobTokenAuthenticator.js)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        self.calls += 1
+        now = int(time.time())
+        claims = {
+            "aud": "https://storage.azure.com",
+            "iss": f"https://sts.windows.net/{TENANT}/",
+            "iat": now - 60,
+            "nbf": now - 60,
+            "exp": now + 3600,
+            "oid": "11111111-1111-1111-1111-111111111111",
+        }
+        header = {"alg": "HS256", "typ": "JWT"}
+        token = f"{_segment(header)}.{_segment(claims)}.c2lnbmF0dXJl"
+        return AccessToken(token, now + 3600)
+
+
+class RecordingCounter(RequestCounter):
+    """Counts like the run's own counter and keeps each request's method and URL."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[str, str]] = []
+
+    def __call__(self, request: Any) -> None:
+        super().__call__(request)
+        self.requests.append((request.http_request.method, request.http_request.url))
+
+
+class _OverwritingHandler(_Handler):
+    """Before forwarding a create-only PUT (If-None-Match: *), deletes the existing blob, so
+    the write always lands: observably, a service that ignores the condition."""
+
+    server: DoubleServer
+
+    def _forward(self) -> None:
+        if self.command == "PUT" and self.headers.get("If-None-Match") == "*":
+            parts = unquote(urlsplit(self.path).path).split("/", 3)
+            if len(parts) == 4 and "comp=block&" not in self.path + "&":
+                with contextlib.suppress(ResourceNotFoundError):
+                    self.server.admin.get_blob_client(parts[2], parts[3]).delete_blob()
+        super()._forward()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+_TAG_CONDITION = re.compile(r"\"(?P<name>[^\"]+)\" = '(?P<value>[^']*)'")
+
+
+class _TagGuardHandler(_Handler):
+    """Evaluates x-ms-if-tags on Set Blob Tags itself (Azurite ignores it) and answers 412
+    ConditionNotMet when it does not hold, as Azure documents; everything else is forwarded."""
+
+    server: DoubleServer
+
+    def _forward(self) -> None:
+        condition = self.headers.get("x-ms-if-tags")
+        if self.command == "PUT" and "comp=tags" in self.path and condition:
+            match = _TAG_CONDITION.fullmatch(condition)
+            parts = unquote(urlsplit(self.path).path).split("/", 3)
+            if match and len(parts) == 4:
+                tags = self.server.admin.get_blob_client(parts[2], parts[3]).get_blob_tags()
+                if tags.get(match["name"]) != match["value"]:
+                    self._refuse()
+                    return
+        super()._forward()
+
+    def _refuse(self) -> None:
+        body = (
+            b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ConditionNotMet</Code>'
+            b"<Message>The condition specified using HTTP conditional header(s) is not met."
+            b"</Message></Error>"
+        )
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response_only(
+            412, "The condition specified using HTTP conditional header(s) is not met."
+        )
+        self.send_header("x-ms-error-code", "ConditionNotMet")
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+Refusal = Callable[[str, str, Mapping[str, str]], tuple[int, str] | None]
+"""(method, path, headers) -> the (status, error code) to answer instead of forwarding, or None."""
+
+
+class _RefusingHandler(_Handler):
+    server: DoubleServer
+
+    def _forward(self) -> None:
+        refusal = self.server.refuse(self.command, self.path, self.headers)
+        if refusal is None:
+            super()._forward()
+            return
+        status, code = refusal
+        body = (
+            f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
+            f"<Message>{code} (test double)</Message></Error>"
+        ).encode()
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response_only(status, code)
+        self.send_header("x-ms-error-code", code)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+def shared_key_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """An account with allowSharedKeyAccess=false: every key-signed request is refused."""
+    if headers.get("Authorization", "").startswith("SharedKey "):
+        return 403, "KeyBasedAuthenticationNotPermitted"
+    return None
+
+
+def public_access_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """An account with allowBlobPublicAccess=false: every anonymous request is refused."""
+    if "Authorization" not in headers and "sig=" not in path:
+        return 409, "PublicAccessNotPermitted"
+    return None
+
+
+def public_access_allowed(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """An account that allows public access, with a private container: 404 to anonymous reads."""
+    if "Authorization" not in headers and "sig=" not in path:
+        return 404, "ResourceNotFound"
+    return None
+
+
+class _UpstreamAnswer:
+    """An upstream response whose body was rewritten; what `_Handler._forward` reads of it."""
+
+    def __init__(self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes):
+        self.status, self.reason, self._headers, self._body = status, reason, headers, body
+
+    def read(self) -> bytes:
+        return self._body
+
+    def getheaders(self) -> list[tuple[str, str]]:
+        return self._headers
+
+    def getheader(self, name: str, default: str | None = None) -> str | None:
+        return next((v for k, v in self._headers if k.lower() == name.lower()), default)
+
+
+class _SoftDeleteHandler(_Handler):
+    """Blob soft delete on top of Azurite, as Azure documents it: a deleted blob is kept, listed
+    with include=deleted (Deleted=true), and Undelete Blob brings it back with its bytes."""
+
+    server: DoubleServer
+
+    def _blob(self) -> tuple[str, str] | None:
+        parts = unquote(urlsplit(self.path).path).split("/", 3)
+        return (parts[2], parts[3]) if len(parts) == 4 else None
+
+    def _forward(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)
+        where = self._blob()
+        if self.command == "PUT" and query.get("comp") == ["undelete"] and where:
+            kept = self.server.kept.pop(where, None)
+            if kept is not None:
+                data, tags, _ = kept
+                self.server.admin.get_blob_client(*where).upload_blob(data, tags=tags)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response_only(200 if kept is not None else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.command == "DELETE" and where and "snapshot" not in query:
+            blob = self.server.admin.get_blob_client(*where)
+            with contextlib.suppress(ResourceNotFoundError):
+                created = blob.get_blob_properties().creation_time
+                self.server.kept[where] = (
+                    blob.download_blob().readall(),
+                    blob.get_blob_tags(),
+                    created,
+                )
+        super()._forward()
+
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
+        response = super()._send_upstream(headers, body)
+        query = parse_qs(urlsplit(self.path).query)
+        include = ",".join(query.get("include", []))
+        if query.get("comp") != ["list"] or "deleted" not in include:
+            return response
+        payload = response.read()
+        root = ET.fromstring(payload)  # noqa: S314 (Azurite's answer on loopback)
+        blobs = root.find("Blobs")
+        prefix = query.get("prefix", [""])[0]
+        container = unquote(urlsplit(self.path).path).split("/")[2]
+        for (owner, name), (data, _, created) in self.server.kept.items():
+            if owner == container and name.startswith(prefix) and blobs is not None:
+                blobs.append(_deleted_entry(name, len(data), created))
+        rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+        return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+def _deleted_entry(name: str, length: int, created: datetime) -> ET.Element:
+    entry = ET.Element("Blob")
+    ET.SubElement(entry, "Name").text = name
+    ET.SubElement(entry, "Deleted").text = "true"
+    properties = ET.SubElement(entry, "Properties")
+    now = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())
+    for tag, value in (
+        ("Creation-Time", created.strftime("%a, %d %b %Y %H:%M:%S GMT")),
+        ("Last-Modified", now),
+        ("Etag", "0x8D0000000000000"),
+        ("Content-Length", str(length)),
+        ("BlobType", "BlockBlob"),
+        ("DeletedTime", now),
+        ("RemainingRetentionDays", "7"),
+    ):
+        ET.SubElement(properties, tag).text = value
+    return entry
+
+
+def soft_delete_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """An account without blob soft delete: the deleted blob is gone, undelete finds nothing."""
+    if method == "PUT" and "comp=undelete" in path:
+        return 404, "BlobNotFound"
+    return None
+
+
+class DoubleServer(LatencyProxyServer):
+    """The latency proxy's server with another handler and the state that handler needs."""
+
+    def __init__(self, upstream_port: int, handler: type[_Handler], **state: Any) -> None:
+        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
+        self.RequestHandlerClass = handler
+        self.admin: BlobServiceClient = state.pop("admin", None)
+        self.refuse: Refusal = state.pop("refuse", lambda *_: None)
+        self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str], datetime]] = {}
+
+
+class ServiceDouble(LatencyProxy):
+    """`with ServiceDouble(azurite.port, handler, admin=...) as service:` a blob endpoint in
+    front of Azurite (use `service.connection_string`) that behaves as `handler` says."""
+
+    def __init__(self, upstream_port: int, handler: type[_Handler], **state: Any) -> None:
+        super().__init__(upstream_port, delay_s=0.0)
+        self._server.server_close()
+        self._server = DoubleServer(upstream_port, handler, **state)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=handler.__name__, daemon=True
+        )
+
+
+def non_conforming_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
+    """A service on which a create-only upload overwrites (If-None-Match ignored)."""
+    return ServiceDouble(upstream_port, _OverwritingHandler, admin=admin)
+
+
+def tag_guarding_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
+    """Azurite with the tag condition on Set Blob Tags enforced, as Azure does."""
+    return ServiceDouble(upstream_port, _TagGuardHandler, admin=admin)
+
+
+def refusing_service(upstream_port: int, refuse: Refusal) -> ServiceDouble:
+    """Azurite behind a rule that answers some requests as Azure would for a setting Azurite
+    does not have, and forwards the rest."""
+    return ServiceDouble(upstream_port, _RefusingHandler, refuse=refuse)
+
+
+def soft_deleting_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
+    """Azurite with blob soft delete implemented in front of it (Azurite answers 501)."""
+    return ServiceDouble(upstream_port, _SoftDeleteHandler, admin=admin)

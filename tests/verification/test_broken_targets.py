@@ -1,0 +1,219 @@
+"""Doubles of targets that break a net make the matching probe FAIL; one that enforces it, PASS."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from azure.storage.blob import BlobServiceClient
+
+from policies.probes import Probe, ProbeOutcome, ProbeResult, ProbeSettings, Target, run_probes
+from policies.probes.access import (
+    NO_PUBLIC_ACCESS,
+    PRIVATE_CONTAINER,
+    SHARED_KEY_OFF,
+    TAG_WRITE_ROLE,
+)
+from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
+from policies.probes.recovery import SOFT_DELETE
+from policies.probes.writes import CONCURRENT_CREATE, CONDITIONAL_SEAL, CREATE_ONLY
+from safetynet.azurite import Azurite
+from safetynet.constants import HEARTBEAT_BLOB
+from sweeper.heartbeat import heartbeat_body, write_heartbeat
+from tests.verification.conftest import ProbeTarget
+from tests.verification.doubles import (
+    Refusal,
+    non_conforming_service,
+    public_access_allowed,
+    public_access_off,
+    refusing_service,
+    shared_key_off,
+    soft_delete_off,
+    soft_deleting_service,
+    tag_guarding_service,
+)
+
+pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
+
+FAIL, PASS = ProbeOutcome.FAIL, ProbeOutcome.PASS
+
+
+class LiveLooking(Target):
+    """Azurite presented as if it were not a local emulator: then a condition it ignores is
+    what it is, a service that does not enforce the net."""
+
+    @property
+    def emulator_host(self) -> str | None:
+        return None
+
+
+@pytest.fixture
+def fresh(key_target: ProbeTarget) -> Iterator[ProbeTarget]:
+    """A container of this test's own on the shared-key Azurite."""
+    name = f"broken{datetime.now(UTC):%H%M%S%f}"
+    key_target.service.create_container(name)
+    yield ProbeTarget("broken", key_target.service, name, {})
+    key_target.service.delete_container(name)
+
+
+def test_public_container_fails_the_private_container_probe(fresh: ProbeTarget) -> None:
+    """A container opened to anonymous readers: the probe reads a blob without credentials."""
+    fresh.service.get_container_client(fresh.container).set_container_access_policy(
+        signed_identifiers={}, public_access="container"
+    )
+    result = fresh.run(PRIVATE_CONTAINER)
+    assert result.outcome is FAIL
+    assert "served" in result.detail
+
+
+def test_service_ignoring_if_none_match_fails_create_only(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """A service that lets a create-only upload overwrite: the bytes change and the probe says so."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    with non_conforming_service(azurite.port, admin) as service:
+        broken = BlobServiceClient.from_connection_string(service.connection_string)
+        create_only = _single(Target(broken, fresh.container), CREATE_ONLY)
+        concurrent = _single(Target(broken, fresh.container), CONCURRENT_CREATE)
+    assert create_only.outcome is FAIL
+    assert "If-None-Match: * is not enforced" in create_only.detail
+    assert concurrent.outcome is FAIL
+    assert "uploads of one name won" in concurrent.detail
+
+
+def test_seal_ignored_by_a_non_emulator_fails(fresh: ProbeTarget) -> None:
+    """Azurite ignores x-ms-if-tags on Set Blob Tags: presented as a live service, the seal
+    probe fails instead of excusing it."""
+    result = _single(LiveLooking(fresh.service, fresh.container), CONDITIONAL_SEAL)
+    assert result.outcome is FAIL
+    assert "went through on a retired blob" in result.detail
+
+
+def test_stale_heartbeat_fails_and_a_fresh_one_passes(fresh: ProbeTarget) -> None:
+    """The last sweeper run must be within three schedule periods."""
+    container = fresh.service.get_container_client(fresh.container)
+    long_ago = datetime.now(UTC) - timedelta(hours=1)
+    container.upload_blob(HEARTBEAT_BLOB, heartbeat_body({"examined": 3}, "function", long_ago))
+    stale = fresh.run(
+        SWEEPER_HEARTBEAT, settings=ProbeSettings(sweeper_period=timedelta(minutes=5))
+    )
+    assert stale.outcome is FAIL
+    assert write_heartbeat(container, {"examined": 4, "errors": []}, source="cli")
+    fresh_run = fresh.run(SWEEPER_HEARTBEAT)
+    assert fresh_run.outcome is PASS
+    assert "examined 4" in fresh_run.detail
+    assert json.loads(container.download_blob(HEARTBEAT_BLOB).readall())["source"] == "cli"
+
+
+def test_canary_past_the_rule_fails_the_lifecycle_probe(fresh: ProbeTarget) -> None:
+    """A pending canary still there after the rule's days + 2 means the backstop does not act."""
+    assert fresh.run(PENDING_LIFECYCLE).outcome is ProbeOutcome.NOT_VERIFIABLE
+    ten_days_on = datetime.now(UTC) + timedelta(days=10)
+    result = fresh.run(
+        PENDING_LIFECYCLE, settings=ProbeSettings(pending_days=7), now=lambda: ten_days_on
+    )
+    assert result.outcome is FAIL
+    assert "still exists after" in result.detail
+
+
+def _single(target: Target, probe: Probe) -> ProbeResult:
+    return run_probes(target, [probe]).results[0]
+
+
+def test_seal_refused_by_a_service_that_enforces_the_tag_condition_passes(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """The same probe on a service that answers 412 to the seal of a retired blob: PASS."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    with tag_guarding_service(azurite.port, admin) as service:
+        guarded = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(guarded, fresh.container), CONDITIONAL_SEAL)
+    assert result.outcome is PASS
+    assert "412 ConditionNotMet" in result.detail
+
+
+def test_a_second_identity_that_writes_tags_fails_the_role_probe(token_target: ProbeTarget) -> None:
+    """Presented as live, Azurite lets the second identity (no uploader role) write tags: the
+    role is not what grants it, and the probe fails."""
+    target = LiveLooking(
+        token_target.service,
+        token_target.container,
+        second=token_target.service,
+        client_options=dict(token_target.options),
+    )
+    result = _single(target, TAG_WRITE_ROLE)
+    assert result.outcome is FAIL
+    assert "lacks the uploader role" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("refuse", "probe", "outcome", "fact"),
+    [
+        (shared_key_off, SHARED_KEY_OFF, PASS, "403 KeyBasedAuthenticationNotPermitted"),
+        (public_access_off, NO_PUBLIC_ACCESS, PASS, "409 PublicAccessNotPermitted"),
+        (public_access_allowed, NO_PUBLIC_ACCESS, FAIL, "the account allows public access"),
+    ],
+    ids=["shared-key-off", "public-access-off", "public-access-allowed"],
+)
+def test_account_settings_azurite_lacks(
+    azurite: Azurite,
+    fresh: ProbeTarget,
+    refuse: Refusal,
+    probe: Probe,
+    outcome: ProbeOutcome,
+    fact: str,
+) -> None:
+    """A double answering as Azure does for a setting Azurite has not: the probe reads the
+    answer, not the emulator's absence of the setting."""
+    with refusing_service(azurite.port, refuse) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), probe)
+    assert result.outcome is outcome
+    assert fact in result.detail
+
+
+def test_soft_delete_passes_where_the_service_keeps_deleted_blobs(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """With soft delete implemented in front of Azurite, the deleted probe blob is listed as
+    deleted and comes back with identical bytes: PASS."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    with soft_deleting_service(azurite.port, admin) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
+    assert result.outcome is PASS, result.detail
+    assert "identical bytes" in result.detail
+
+
+def test_soft_delete_off_fails(azurite: Azurite, fresh: ProbeTarget) -> None:
+    """Without soft delete the deleted blob is not listed and undelete finds nothing: FAIL."""
+    with refusing_service(azurite.port, soft_delete_off) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
+    assert result.outcome is FAIL
+    assert "was not kept" in result.detail
+
+
+def test_canary_collected_by_the_lifecycle_rule_passes(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """A canary older than the rule's days found soft-deleted (the rule acted on it) and none
+    alive past the deadline: the backstop holds."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    with soft_deleting_service(azurite.port, admin) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        first = Target(account, fresh.container)
+        _single(first, PENDING_LIFECYCLE)
+        account.get_blob_client(fresh.container, f"{first.prefix}canary").delete_blob()
+        eight_days_on = datetime.now(UTC) + timedelta(days=8)
+        later = Target(
+            account,
+            fresh.container,
+            settings=ProbeSettings(pending_days=7),
+            now=lambda: eight_days_on,
+        )
+        result = _single(later, PENDING_LIFECYCLE)
+    assert result.outcome is PASS, result.detail
+    assert "was deleted" in result.detail

@@ -1,0 +1,198 @@
+"""`safetynet verify` as a pipeline runs it: formats, exit codes, usage errors, settings beside."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+from azure.storage.blob import BlobServiceClient
+
+from policies.testing.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
+from safetynet.azurite import DEV_KEY, Azurite
+from safetynet.cli import main
+from safetynet.commands.audit import UsageError
+from safetynet.commands.verify import (
+    EXIT_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    EXIT_USAGE,
+    second_credential,
+)
+
+pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
+
+SCHEMA = json.loads(
+    (Path(__file__).parents[1] / "policies" / "data" / "sarif-schema-2.1.0.json").read_text()
+)
+Verify = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def container(azurite: Azurite) -> Iterator[str]:
+    service = BlobServiceClient.from_connection_string(azurite.connection_string)
+    name = "documents"  # the container the fake ARM account declares
+    service.create_container(name)
+    yield name
+    service.delete_container(name)
+
+
+@pytest.fixture
+def verify(
+    azurite: Azurite, container: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> Verify:
+    """Runs `safetynet verify` on the session Azurite; returns (exit code, output file, stderr)."""
+
+    def run(*args: str, connection_string: str | None = None) -> tuple[int, str, str]:
+        output = tmp_path / "verify.out"
+        output.unlink(missing_ok=True)
+        target = ["--connection-string", connection_string or azurite.connection_string]
+        code = main(["verify", *target, "--container", container, *args, "--output", str(output)])
+        _, err = capsys.readouterr()
+        return code, output.read_text() if output.exists() else "", err
+
+    return run
+
+
+def test_sarif_is_valid_and_lists_what_is_not_shown(verify: Verify) -> None:
+    """SARIF 2.1.0 validates; NOT_VERIFIABLE probes are review results, PASS ones are omitted."""
+    code, text, _ = verify("--format", "sarif")
+    document = json.loads(text)
+    jsonschema.validate(document, SCHEMA)
+    results = document["runs"][0]["results"]
+    assert code == EXIT_OK
+    assert {r["kind"] for r in results} == {"review"}
+    assert "SNV-CREATE-ONLY" not in {r["ruleId"] for r in results}
+
+
+def test_junit_skips_what_is_not_verifiable(verify: Verify) -> None:
+    """JUnit: one testcase per probe; NOT_VERIFIABLE is a skipped case carrying the reason."""
+    code, text, _ = verify("--format", "junit")
+    suites = ET.fromstring(text)  # noqa: S314 (our own output, not untrusted input)
+    cases = suites.findall(".//testcase")
+    skipped = [c for c in cases if c.find("skipped") is not None]
+    assert code == EXIT_OK
+    assert len(cases) == 14
+    assert suites.get("failures") == "0"
+    assert len(skipped) == int(suites.get("skipped", "-1")) == 9
+    assert all(c.find("skipped").get("message") for c in skipped)  # type: ignore[union-attr]
+
+
+def test_a_failing_probe_exits_1(verify: Verify, azurite: Azurite, container: str) -> None:
+    """A public container: the private-container probe fails and the run exits 1."""
+    service = BlobServiceClient.from_connection_string(azurite.connection_string)
+    service.get_container_client(container).set_container_access_policy(
+        signed_identifiers={}, public_access="blob"
+    )
+    code, text, _ = verify("--format", "json")
+    outcomes = {c["check"]: c["outcome"] for c in json.loads(text)["checks"]}
+    assert code == EXIT_FAILED
+    assert outcomes["SNV-PRIVATE-CONTAINER"] == "FAIL"
+
+
+def test_a_refused_identity_exits_3_without_echoing_the_key(
+    verify: Verify, azurite: Azurite
+) -> None:
+    """A wrong account key cannot create probe blobs: exit 3 (could not act), never a PASS, and
+    neither key is printed."""
+    wrong_key = "d3Jvbmcga2V5IGZvciB0ZXN0cw=="
+    wrong = azurite.connection_string.replace(DEV_KEY, wrong_key)
+    code, text, err = verify("--format", "json", connection_string=wrong)
+    document = json.loads(text)
+    assert code == EXIT_INCOMPLETE
+    assert document["incomplete"]
+    assert {c["outcome"] for c in document["checks"]} == {"NOT_VERIFIABLE"}
+    assert wrong_key not in text + err
+    assert DEV_KEY not in text + err
+
+
+def test_missing_container_is_a_usage_error(verify: Verify, azurite: Azurite) -> None:
+    """A container that does not exist: exit 2 naming it."""
+    code = main(["verify", "--connection-string", azurite.connection_string, "--container", "nope"])
+    assert code == EXIT_USAGE
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sweeper-period", "soon"], "--sweeper-period"),
+        (["--second-credential", "SECOND"], "needs --account-url"),
+        (["--resource-group", "rg"], "needs --account"),
+        (["--max-pending-days", "0"], "--max-pending-days"),
+    ],
+)
+def test_bad_options_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad options are refused before anything starts, with a message naming the option."""
+    code = main(["verify", *args])
+    assert code == EXIT_USAGE
+    assert message in capsys.readouterr().err
+
+
+def test_second_credential_names_the_missing_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    """--second-credential PREFIX without PREFIX_CLIENT_ID says which variable is missing."""
+    code = main(
+        [
+            "verify",
+            "--account-url",
+            "https://acct.blob.core.windows.net",
+            "--second-credential",
+            "NOPE_X",
+        ]
+    )
+    assert code == EXIT_USAGE
+    assert "NOPE_X_CLIENT_ID" in capsys.readouterr().err
+
+
+def test_settings_verdict_beside_behaviour(verify: Verify, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --resource-group/--account the audit's settings verdict stands beside each probe's:
+    soft delete reads PASS in ARM while Azurite cannot show it."""
+    with FakeArm() as arm:
+        arm.add(compliant_account("docs", "rg-docs"))
+        monkeypatch.setenv("SAFETYNET_ARM_TOKEN", TOKEN)
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", arm.ca_file)
+        code, text, _ = verify(
+            "--subscription",
+            SUBSCRIPTION,
+            "--resource-group",
+            "rg-docs",
+            "--account",
+            "docs",
+            "--arm-endpoint",
+            arm.endpoint,
+            "--format",
+            "json",
+        )
+    rules = {r["rule"]: r for r in json.loads(text)["rules"]}
+    assert code == EXIT_OK
+    assert rules["SN-BLOB-SOFT-DELETE"]["settings"] == "PASS"
+    assert rules["SN-BLOB-SOFT-DELETE"]["behaviour"] == "NOT_VERIFIABLE"
+    assert rules["SN-BLOB-SOFT-DELETE"]["checks"] == ["SNV-SOFT-DELETE"]
+    assert rules["SN-FLAT-NAMESPACE"]["behaviour"] is None
+
+
+@pytest.mark.parametrize(
+    ("variables", "kind"),
+    [
+        ({"CLIENT_ID": "c", "TENANT_ID": "t", "CLIENT_SECRET": "s"}, "ClientSecretCredential"),
+        (
+            {"CLIENT_ID": "c", "TENANT_ID": "t", "FEDERATED_TOKEN_FILE": "/f"},
+            "WorkloadIdentityCredential",
+        ),
+        ({"CLIENT_ID": "c"}, "ManagedIdentityCredential"),
+    ],
+)
+def test_second_credential_kinds(variables: dict[str, str], kind: str) -> None:
+    """The second identity is a service principal (secret or federated token) or a managed identity."""
+    environ = {f"SECOND_{key}": value for key, value in variables.items()}
+    assert type(second_credential("SECOND", environ)).__name__ == kind
+
+
+def test_second_credential_with_a_secret_needs_a_tenant() -> None:
+    """A secret without a tenant names the missing variable."""
+    with pytest.raises(UsageError, match="SECOND_TENANT_ID"):
+        second_credential("SECOND", {"SECOND_CLIENT_ID": "c", "SECOND_CLIENT_SECRET": "s"})

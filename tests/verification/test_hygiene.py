@@ -1,0 +1,65 @@
+"""A run touches only what it created, cleans up after itself, and stays within its budget."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+from azure.storage.blob import BlobServiceClient
+
+from benchmarks.latency_proxy import LatencyProxy
+from policies.probes import PROBES, Target, run_probes
+from safetynet.azurite import Azurite
+from safetynet.constants import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
+from tests.verification.doubles import RecordingCounter
+
+pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
+
+REQUEST_BUDGET = 100
+DOCUMENT = "3f2a9c.pdf"
+OTHER_RUN = f"{VERIFY_PREFIX}20260101T000000Z-abcdef/create-only"
+
+
+def test_a_run_stays_in_its_prefix_within_budget(azurite: Azurite) -> None:
+    """Every probe through a counting proxy: at most ~100 requests (the proxy and the run's own
+    counter agree), no write outside the run's prefix, documents and other runs untouched, and
+    only the canary left behind."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    container = admin.create_container("hygiene")
+    document = container.upload_blob(DOCUMENT, b"a document", tags={STATE_TAG: COMMITTED})
+    other = container.upload_blob(OTHER_RUN, b"another run", tags={STATE_TAG: PENDING})
+    before = {
+        name: container.get_blob_client(name).get_blob_properties().etag
+        for name in (DOCUMENT, OTHER_RUN)
+    }
+    counter = RecordingCounter()
+    with LatencyProxy(azurite.port, delay_s=0.0) as proxy:
+        service = BlobServiceClient.from_connection_string(proxy.connection_string)
+        target = Target(service, "hygiene", counter=counter)
+        run = run_probes(target, PROBES)
+        sent = sum(proxy.counts().values())
+    assert sent == run.requests == counter.count
+    assert run.requests <= REQUEST_BUDGET
+    assert not run.leftovers
+    for method, url in counter.requests:
+        path = unquote(urlsplit(url).path).split("/", 3)
+        name = path[3] if len(path) == 4 else ""
+        query = parse_qs(urlsplit(url).query)
+        if name.startswith(target.prefix):
+            continue
+        if name == HEARTBEAT_BLOB:
+            assert method == "GET"
+        else:
+            assert (method, query.get("comp")) == ("GET", ["list"]), url
+            assert query["prefix"][0].startswith(VERIFY_PREFIX)
+    after = {
+        name: container.get_blob_client(name).get_blob_properties().etag
+        for name in (DOCUMENT, OTHER_RUN)
+    }
+    assert after == before
+    assert document.get_blob_tags() == {STATE_TAG: COMMITTED}
+    assert other.get_blob_tags() == {STATE_TAG: PENDING}
+    left = [b.name for b in container.list_blobs(name_starts_with=target.prefix)]
+    assert left == [f"{target.prefix}canary"]
+    assert container.get_blob_client(left[0]).get_blob_tags() == {STATE_TAG: PENDING}
+    admin.delete_container("hygiene")
