@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, Facet, RoleAssignment, Thresholds
 from policies.roles import (
+    DATA_ACTIONS,
     NEVER_GRANTED,
     OWNER_LIKE,
     RESERVED_PREFIX,
     TAG_WRITE,
     grants,
+    is_management_group,
     normalize_scope,
     parse_condition,
     scope_covers,
@@ -25,6 +27,12 @@ def _applies(assignment: RoleAssignment, account: Account, container: str) -> bo
     scope = assignment.scope
     if scope is UNKNOWN:
         return None
+    if is_management_group(scope):
+        # Ids do not show which management groups hold the account's subscription, but ARM
+        # lists an assignment for the account only when it applies there ("List all role
+        # assignments that apply to a scope",
+        # https://learn.microsoft.com/rest/api/authorization/role-assignments/list-for-scope).
+        return True
     if account.resource_id is None:
         # Deploy time: the adapter only attached assignments scoped to this account or below.
         marker = "/containers/"
@@ -183,14 +191,20 @@ def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str]] | 
     held = [
         op
         for op in NEVER_GRANTED
-        if grants(actions, not_actions, op) or grants(data_actions, not_data_actions, op)
+        if (
+            grants(data_actions, not_data_actions, op)
+            if op in DATA_ACTIONS
+            else grants(actions, not_actions, op)
+        )
     ]
     if not held or assignment.condition is None:
         return held, []
     condition = parse_condition(assignment.condition)
     if condition is None:
         return None
-    fenced = [op for op in held if condition.reserved_only(op)]
+    # A blob path condition limits data actions only; a control-plane action it names is
+    # still granted everywhere the assignment reaches.
+    fenced = [op for op in held if op in DATA_ACTIONS and condition.reserved_only(op)]
     return [op for op in held if op not in fenced], fenced
 
 

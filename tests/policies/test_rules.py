@@ -7,7 +7,17 @@ import pytest
 from infra import access
 from infra.access import SWEEPER_CONDITION
 from policies.model import UNKNOWN, Account, Container, Facet, TagFilter, Thresholds
-from policies.roles import BLOBS, PERMANENT_DELETE, TAG_WRITE, built_in_role, parse_condition
+from policies.roles import (
+    ACCOUNT_WRITE,
+    BLOBS,
+    LIST_KEYS,
+    PERMANENT_DELETE,
+    ROLE_ASSIGNMENT_WRITE,
+    TAG_WRITE,
+    RoleDefinition,
+    built_in_role,
+    parse_condition,
+)
 from policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from tests.policies import models as m
 
@@ -28,13 +38,33 @@ VERIFIER_SHAPE = (
 only under .safetynet/verify/, listing only with that prefix."""
 
 
-def fenced(action: str, path: str = VERIFY_PREFIX) -> str:
-    """The condition shape infra/access.py writes: `action` only on blobs under `path`."""
+def fenced(action: str, path: str = VERIFY_PREFIX, qualifier: str = "") -> str:
+    """The condition shape infra/access.py writes: `action` (with an optional sub-operation
+    qualifier) only on blobs under `path`."""
     return (
-        f"((!(ActionMatches{{'{action}'}})) OR "
+        f"((!(ActionMatches{{'{action}'}}{qualifier})) OR "
         "(@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] "
         f"StringStartsWith '{path}'))"
     )
+
+
+MANAGEMENT_GROUP = "/providers/Microsoft.Management/managementGroups/corp"
+OWNER_FENCED = (
+    "((!(ActionMatches{'" + LIST_KEYS + "'}) AND !(ActionMatches{'" + ACCOUNT_WRITE + "'}) AND "
+    "!(ActionMatches{'" + ROLE_ASSIGNMENT_WRITE + "'})) OR (@Resource[" + BLOBS + ":path] "
+    "StringStartsWith '.safetynet/verify/'))"
+)
+"""Never-granted control-plane actions "fenced" by a blob path: a blob path says nothing
+about listKeys, account write or role assignment write."""
+KEYS_AND_ROLES = RoleDefinition(
+    "keys and roles", actions=(LIST_KEYS, ACCOUNT_WRITE, ROLE_ASSIGNMENT_WRITE)
+)
+PERMANENT_DELETE_BOTH_HALVES = (
+    fenced(PERMANENT_DELETE, qualifier=" AND SubOperationMatches{'X'}")
+    + " AND "
+    + fenced(PERMANENT_DELETE, qualifier=" AND NOT SubOperationMatches{'X'}")
+)
+"""Permanent delete fenced for sub-operation X and for everything but X: all of it."""
 
 
 CASES: dict[str, dict[Outcome, list[Account]]] = {
@@ -185,6 +215,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(role_assignments=()),
             m.account(role_assignments=(m.assignment(condition=fenced(TAG_WRITE)),)),
             m.account(role_assignments=(m.assignment(condition=VERIFIER_SHAPE),)),
+            m.account(role_assignments=(m.assignment(condition=fenced(f"{BLOBS}/tags/*")),)),
             m.account(
                 role_assignments=(
                     m.assignment(
@@ -260,6 +291,14 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
                     ),
                 )
             ),
+            m.account(
+                role_assignments=(m.assignment(m.BLOB_OWNER, condition=fenced(f"{BLOBS}/*")),)
+            ),
+            m.account(
+                role_assignments=(
+                    m.assignment(m.BLOB_OWNER, condition=PERMANENT_DELETE_BOTH_HALVES),
+                )
+            ),
         ],
         Outcome.FAIL: [
             m.account(role_assignments=(m.assignment(m.BLOB_OWNER),)),
@@ -270,6 +309,18 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
                     m.assignment(m.BLOB_OWNER, condition=fenced(PERMANENT_DELETE, "documents/")),
                 )
             ),
+            m.account(role_assignments=(m.assignment(KEYS_AND_ROLES, condition=OWNER_FENCED),)),
+            m.account(
+                role_assignments=(
+                    m.assignment(
+                        m.BLOB_OWNER,
+                        condition=fenced(
+                            PERMANENT_DELETE, qualifier=" AND SubOperationMatches{'X'}"
+                        ),
+                    ),
+                )
+            ),
+            m.account(role_assignments=(m.assignment(m.OWNER, scope=MANAGEMENT_GROUP),)),
         ],
         Outcome.UNKNOWN: [
             m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
