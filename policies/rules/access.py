@@ -36,14 +36,13 @@ def _applies(assignment: RoleAssignment, account: Account, container: str) -> bo
     if account.resource_id is None:
         # Deploy time: the adapter only attached assignments scoped to this account or below.
         marker = "/containers/"
-        return marker not in scope.lower() or scope.lower().rstrip("/").endswith(
-            f"{marker}{container.lower()}"
-        )
+        lowered = normalize_scope(scope)
+        return marker not in lowered or lowered.endswith(f"{marker}{container.lower()}")
+    # Any ancestor resource counts, `blobServices/default` included: roles can be assigned at
+    # any resource and "lower levels inherit role permissions from higher levels"
+    # (https://learn.microsoft.com/azure/role-based-access-control/scope-overview).
     container_id = f"{account.resource_id}/blobServices/default/containers/{container}"
-    return scope_covers(scope, container_id) and (
-        scope_covers(scope, account.resource_id)
-        or normalize_scope(scope) == normalize_scope(container_id)
-    )
+    return scope_covers(scope, container_id)
 
 
 def _grants_tag_write(assignment: RoleAssignment) -> bool | None:

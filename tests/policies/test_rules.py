@@ -49,6 +49,8 @@ def fenced(action: str, path: str = VERIFY_PREFIX, qualifier: str = "") -> str:
 
 
 MANAGEMENT_GROUP = "/providers/Microsoft.Management/managementGroups/corp"
+BLOB_SERVICE = f"{m.ACCOUNT_ID}/blobServices/default"
+"""A scope between the account and its containers: it reaches every container."""
 OWNER_FENCED = (
     "((!(ActionMatches{'" + LIST_KEYS + "'}) AND !(ActionMatches{'" + ACCOUNT_WRITE + "'}) AND "
     "!(ActionMatches{'" + ROLE_ASSIGNMENT_WRITE + "'})) OR (@Resource[" + BLOBS + ":path] "
@@ -206,6 +208,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(role_assignments=(m.assignment(condition=SWEEPER_CONDITION),)),
             m.account(role_assignments=(m.assignment(scope=m.ACCOUNT_ID),)),
             m.account(role_assignments=(m.assignment(scope="/subscriptions/s"),)),
+            m.account(role_assignments=(m.assignment(scope=BLOB_SERVICE),)),
             m.account(
                 resource_id=None,
                 role_assignments=(m.assignment(scope="anything/containers/documents"),),
@@ -321,6 +324,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
                 )
             ),
             m.account(role_assignments=(m.assignment(m.OWNER, scope=MANAGEMENT_GROUP),)),
+            m.account(role_assignments=(m.assignment(m.BLOB_OWNER, scope=BLOB_SERVICE),)),
         ],
         Outcome.UNKNOWN: [
             m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
