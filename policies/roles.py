@@ -32,6 +32,14 @@ OWNER_LIKE: Final = (ROLE_ASSIGNMENT_WRITE, ACCOUNT_WRITE, LIST_KEYS)
 """Control-plane actions that make a role broad (Owner, Contributor, Storage Account
 Contributor all hold at least one)."""
 
+CONDITIONABLE: Final = frozenset({PERMANENT_DELETE, ROLE_ASSIGNMENT_WRITE})
+"""The never-granted actions a role assignment condition can limit at all: blob data actions
+("conditions can be added to built-in or custom role assignments that have storage blob data
+actions", https://learn.microsoft.com/azure/role-based-access-control/conditions-format#actions)
+and role assignment write (constrained delegation,
+https://learn.microsoft.com/azure/role-based-access-control/delegate-role-assignments-overview).
+listKeys and storageAccounts/write stay granted whatever the condition says."""
+
 RESERVED_PREFIX: Final = ".safetynet/"
 """Blob paths the project keeps for its own housekeeping (the sweeper's lease blob, the
 verification probes); documents never live there."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, Facet, RoleAssignment, Thresholds
 from policies.roles import (
+    CONDITIONABLE,
     DATA_ACTIONS,
     NEVER_GRANTED,
     OWNER_LIKE,
@@ -174,9 +175,10 @@ NO_BROAD_APP_ROLES = Rule(
 )
 
 
-def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str]] | None:
-    """(actions granted outright, actions granted only under the reserved prefix); None when
-    the permissions or the condition are not known or not understood."""
+def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str], bool] | None:
+    """(actions granted outright, actions granted only under the reserved prefix, whether a
+    condition not known or not understood may limit some other one); None when the
+    permissions are not known."""
     actions, not_actions = assignment.actions, assignment.not_actions
     data_actions, not_data_actions = assignment.data_actions, assignment.not_data_actions
     if (
@@ -184,7 +186,6 @@ def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str]] | 
         or not_actions is UNKNOWN
         or data_actions is UNKNOWN
         or not_data_actions is UNKNOWN
-        or assignment.condition is UNKNOWN
     ):
         return None
     held = [
@@ -197,14 +198,17 @@ def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str]] | 
         )
     ]
     if not held or assignment.condition is None:
-        return held, []
-    condition = parse_condition(assignment.condition)
+        return held, [], False
+    # Whatever the condition says, it cannot limit an action conditions do not apply to.
+    outright = [op for op in held if op not in CONDITIONABLE]
+    limitable = [op for op in held if op in CONDITIONABLE]
+    condition = None if assignment.condition is UNKNOWN else parse_condition(assignment.condition)
     if condition is None:
-        return None
+        return outright, [], bool(limitable)
     # A blob path condition limits data actions only; a control-plane action it names is
     # still granted everywhere the assignment reaches.
-    fenced = [op for op in held if op in DATA_ACTIONS and condition.reserved_only(op)]
-    return [op for op in held if op not in fenced], fenced
+    fenced = [op for op in limitable if op in DATA_ACTIONS and condition.reserved_only(op)]
+    return [op for op in held if op not in fenced], fenced, False
 
 
 def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
@@ -216,7 +220,7 @@ def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
         if _applies(assignment, account, thresholds.container) is False:
             continue
         held = _never_granted(assignment)
-        if held == ([], []):
+        if held == ([], [], False):
             continue
         application = _is_application(assignment, thresholds)
         if application is False:
@@ -224,7 +228,8 @@ def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
         if held is None or application is None:
             undecided = True
             continue
-        outright, reserved = held
+        outright, reserved, open_condition = held
+        undecided = undecided or open_condition
         who = f"{assignment.principal_id} ({assignment.role})"
         if outright:
             found.append(f"{who}: {', '.join(outright)}")

@@ -325,6 +325,8 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             ),
             m.account(role_assignments=(m.assignment(m.OWNER, scope=MANAGEMENT_GROUP),)),
             m.account(role_assignments=(m.assignment(m.BLOB_OWNER, scope=BLOB_SERVICE),)),
+            m.account(role_assignments=(m.assignment(m.OWNER, condition=UNREADABLE_CONDITION),)),
+            m.account(role_assignments=(m.assignment(m.OWNER, condition=UNKNOWN),)),
         ],
         Outcome.UNKNOWN: [
             m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
