@@ -14,9 +14,18 @@ TAG_WRITE: Final = f"{BLOBS}/tags/write"
 PERMANENT_DELETE: Final = f"{BLOBS}/permanentDelete/action"
 ROLE_ASSIGNMENT_WRITE: Final = "Microsoft.Authorization/roleAssignments/write"
 LIST_KEYS: Final = "Microsoft.Storage/storageAccounts/listKeys/action"
+REGENERATE_KEY: Final = "Microsoft.Storage/storageAccounts/regeneratekey/action"
+"""Regenerate Key answers with the account's keys (`StorageAccountListKeysResult` in the
+Microsoft.Storage REST spec; azure-mgmt-storage `storage_accounts.regenerate_key`)."""
 ACCOUNT_WRITE: Final = "Microsoft.Storage/storageAccounts/write"
 
-NEVER_GRANTED: Final = (LIST_KEYS, PERMANENT_DELETE, ACCOUNT_WRITE, ROLE_ASSIGNMENT_WRITE)
+NEVER_GRANTED: Final = (
+    LIST_KEYS,
+    REGENERATE_KEY,
+    PERMANENT_DELETE,
+    ACCOUNT_WRITE,
+    ROLE_ASSIGNMENT_WRITE,
+)
 """Actions no application identity may hold on the data account: each one undoes a net
 (keys bypass RBAC, permanent delete purges soft-deleted blobs, account write turns soft delete,
 shared key or public access back on, role assignment write grants any of these)."""
@@ -28,7 +37,7 @@ actions, granted through `actions` (a role's `*` there grants no data action): "
 control plane actions ... DataActions: data plane actions",
 https://learn.microsoft.com/azure/role-based-access-control/role-definitions#control-and-data-actions."""
 
-OWNER_LIKE: Final = (ROLE_ASSIGNMENT_WRITE, ACCOUNT_WRITE, LIST_KEYS)
+OWNER_LIKE: Final = (ROLE_ASSIGNMENT_WRITE, ACCOUNT_WRITE, LIST_KEYS, REGENERATE_KEY)
 """Control-plane actions that make a role broad (Owner, Contributor, Storage Account
 Contributor all hold at least one)."""
 

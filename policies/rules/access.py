@@ -160,7 +160,8 @@ NO_BROAD_APP_ROLES = Rule(
     severity=Severity.MEDIUM,
     rationale=(
         "An application identity with Owner, Contributor, Storage Account Contributor or any "
-        "role holding storageAccounts/write, listKeys or roleAssignments/write can turn off "
+        "role holding storageAccounts/write, listKeys, regenerateKey or roleAssignments/write "
+        "can turn off "
         "every net this project checks, read account keys, or grant itself anything."
     ),
     remediation=(
@@ -211,6 +212,12 @@ def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str], bo
     return [op for op in held if op not in fenced], fenced, False
 
 
+def _short(action: str) -> str:
+    """`listKeys`, `storageAccounts/write`: an action's last meaningful part."""
+    parts = action.removesuffix("/action").split("/")
+    return "/".join(parts[-2:]) if parts[-1] == "write" else parts[-1]
+
+
 def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
     assert account.role_assignments is not UNKNOWN
     found: list[str] = []
@@ -242,9 +249,7 @@ def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
             "a role's permissions, its principal type or its ABAC condition is not known yet "
             "(or the condition is not one this project writes)"
         )
-    detail = "no application identity holds " + ", ".join(
-        a.rsplit("/", 2)[-2] for a in NEVER_GRANTED
-    )
+    detail = "no application identity holds " + ", ".join(map(_short, NEVER_GRANTED))
     if fenced:
         detail += f" (only under {RESERVED_PREFIX} by ABAC condition: {', '.join(fenced)})"
     return passed(_exempt(detail, thresholds))
@@ -255,7 +260,7 @@ NEVER_GRANTED_ACTIONS = Rule(
     title="No application identity holds a never-granted action",
     severity=Severity.CRITICAL,
     rationale=(
-        "Each of these undoes a net: listKeys hands out keys that bypass RBAC, "
+        "Each of these undoes a net: listKeys and regenerateKey hand out keys that bypass RBAC, "
         "blobs/permanentDelete purges soft-deleted blobs, storageAccounts/write turns soft "
         "delete, shared key or public access back on, roleAssignments/write grants any of them."
     ),

@@ -58,6 +58,11 @@ OWNER_FENCED = (
 )
 """Never-granted control-plane actions "fenced" by a blob path: a blob path says nothing
 about listKeys, account write or role assignment write."""
+KEY_OPERATOR = RoleDefinition(
+    "Storage Account Key Operator Service Role",
+    actions=("Microsoft.Storage/storageAccounts/regeneratekey/action",),
+)
+"""Regenerate Key answers with the new keys (StorageAccountListKeysResult), as listKeys does."""
 KEYS_AND_ROLES = RoleDefinition(
     "keys and roles", actions=(LIST_KEYS, ACCOUNT_WRITE, ROLE_ASSIGNMENT_WRITE)
 )
@@ -327,6 +332,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(role_assignments=(m.assignment(m.BLOB_OWNER, scope=BLOB_SERVICE),)),
             m.account(role_assignments=(m.assignment(m.OWNER, condition=UNREADABLE_CONDITION),)),
             m.account(role_assignments=(m.assignment(m.OWNER, condition=UNKNOWN),)),
+            m.account(role_assignments=(m.assignment(KEY_OPERATOR),)),
         ],
         Outcome.UNKNOWN: [
             m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
