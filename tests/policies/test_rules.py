@@ -63,6 +63,8 @@ KEY_OPERATOR = RoleDefinition(
     actions=("Microsoft.Storage/storageAccounts/regeneratekey/action",),
 )
 """Regenerate Key answers with the new keys (StorageAccountListKeysResult), as listKeys does."""
+ROLE_ADMIN = RoleDefinition("role admin", actions=(ROLE_ASSIGNMENT_WRITE,))
+"""Role assignment write alone: a condition can limit it, but not by a blob path."""
 KEYS_AND_ROLES = RoleDefinition(
     "keys and roles", actions=(LIST_KEYS, ACCOUNT_WRITE, ROLE_ASSIGNMENT_WRITE)
 )
@@ -333,6 +335,11 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(role_assignments=(m.assignment(m.OWNER, condition=UNREADABLE_CONDITION),)),
             m.account(role_assignments=(m.assignment(m.OWNER, condition=UNKNOWN),)),
             m.account(role_assignments=(m.assignment(KEY_OPERATOR),)),
+            m.account(
+                role_assignments=(
+                    m.assignment(ROLE_ADMIN, condition=fenced(ROLE_ASSIGNMENT_WRITE)),
+                )
+            ),
         ],
         Outcome.UNKNOWN: [
             m.account(role_assignments=(m.assignment(m.OWNER, principal_type=None),)),
