@@ -266,9 +266,11 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.PASS: [
             m.account(),
             m.account(role_assignments=(m.assignment(m.OWNER, principal_type="User"),)),
+            m.account(role_assignments=(m.assignment(actions=("*/read",)),)),
         ],
         Outcome.FAIL: [
             m.account(role_assignments=(m.assignment(), m.assignment(m.OWNER))),
+            m.account(role_assignments=(m.assignment(actions=("Microsoft.Storage/*",)),)),
             m.account(role_assignments=(m.assignment(m.CONTRIBUTOR),)),
             m.account(role_assignments=(m.assignment(m.ACCOUNT_CONTRIBUTOR),)),
             m.account(
@@ -309,6 +311,9 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
                     m.assignment(m.BLOB_OWNER, condition=PERMANENT_DELETE_BOTH_HALVES),
                 )
             ),
+            m.account(
+                role_assignments=(m.assignment(m.BLOB_OWNER, not_data_actions=(PERMANENT_DELETE,)),)
+            ),
         ],
         Outcome.FAIL: [
             m.account(role_assignments=(m.assignment(m.BLOB_OWNER),)),
@@ -335,6 +340,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(role_assignments=(m.assignment(m.OWNER, condition=UNREADABLE_CONDITION),)),
             m.account(role_assignments=(m.assignment(m.OWNER, condition=UNKNOWN),)),
             m.account(role_assignments=(m.assignment(KEY_OPERATOR),)),
+            m.account(role_assignments=(m.assignment(actions=("Microsoft.Storage/*",)),)),
             m.account(
                 role_assignments=(
                     m.assignment(ROLE_ADMIN, condition=fenced(ROLE_ASSIGNMENT_WRITE)),
