@@ -116,8 +116,9 @@ def _is_broad(assignment: RoleAssignment) -> bool | None:
 
 def _is_application(assignment: RoleAssignment, thresholds: Thresholds) -> bool | None:
     """An application identity (not a person, not a named deployment identity); None: unknown."""
-    if assignment.principal_id in thresholds.deployment_principal_ids:
-        return False
+    exempt = {principal.lower() for principal in thresholds.deployment_principal_ids}
+    if isinstance(assignment.principal_id, str) and assignment.principal_id.lower() in exempt:
+        return False  # object ids are GUIDs: the same id in any case
     principal_type = assignment.principal_type
     if principal_type is UNKNOWN or principal_type is None:
         return None

@@ -500,3 +500,15 @@ def test_the_conditions_this_project_writes_parse() -> None:
         "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/add/action"
     )
     assert parse_condition(UNREADABLE_CONDITION) is None
+
+
+def test_deployment_identities_match_whatever_the_case_of_the_object_id() -> None:
+    """An object id named in upper case exempts the lower-case principal ARM reports."""
+    guid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    model = m.account(role_assignments=(m.assignment(), m.assignment(m.OWNER, principal_id=guid)))
+    judged = {
+        f.rule.id: f.outcome
+        for f in evaluate(model, Thresholds(deployment_principal_ids=(guid.upper(),)))
+    }
+    assert judged["SN-NEVER-GRANTED"] is Outcome.PASS
+    assert judged["SN-NO-BROAD-APP-ROLES"] is Outcome.PASS
