@@ -73,7 +73,8 @@ CONFIG_SCHEMA: Final = PolicyConfigSchema(
         },
     }
 )
-"""The thresholds every policy accepts, e.g. `{"all": {...}}` in a policy config file."""
+"""The thresholds every policy accepts, set under each policy's own name in a policy config file
+(`python -m policies.pack_config`); the CLI drops them under `"all"`."""
 
 
 class RuleUnknown(UnknownValueError):

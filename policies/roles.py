@@ -14,16 +14,40 @@ TAG_WRITE: Final = f"{BLOBS}/tags/write"
 PERMANENT_DELETE: Final = f"{BLOBS}/permanentDelete/action"
 ROLE_ASSIGNMENT_WRITE: Final = "Microsoft.Authorization/roleAssignments/write"
 LIST_KEYS: Final = "Microsoft.Storage/storageAccounts/listKeys/action"
+REGENERATE_KEY: Final = "Microsoft.Storage/storageAccounts/regeneratekey/action"
+"""Regenerate Key answers with the account's keys (`StorageAccountListKeysResult` in the
+Microsoft.Storage REST spec; azure-mgmt-storage `storage_accounts.regenerate_key`)."""
 ACCOUNT_WRITE: Final = "Microsoft.Storage/storageAccounts/write"
 
-NEVER_GRANTED: Final = (LIST_KEYS, PERMANENT_DELETE, ACCOUNT_WRITE, ROLE_ASSIGNMENT_WRITE)
+NEVER_GRANTED: Final = (
+    LIST_KEYS,
+    REGENERATE_KEY,
+    PERMANENT_DELETE,
+    ACCOUNT_WRITE,
+    ROLE_ASSIGNMENT_WRITE,
+)
 """Actions no application identity may hold on the data account: each one undoes a net
 (keys bypass RBAC, permanent delete purges soft-deleted blobs, account write turns soft delete,
 shared key or public access back on, role assignment write grants any of these)."""
 
-OWNER_LIKE: Final = (ROLE_ASSIGNMENT_WRITE, ACCOUNT_WRITE, LIST_KEYS)
+DATA_ACTIONS: Final = frozenset({PERMANENT_DELETE})
+"""The never-granted actions that are data actions: a role grants them through `dataActions`
+only, and only they can be limited by a blob path condition. The others are control-plane
+actions, granted through `actions` (a role's `*` there grants no data action): "Actions:
+control plane actions ... DataActions: data plane actions",
+https://learn.microsoft.com/azure/role-based-access-control/role-definitions#control-and-data-actions."""
+
+OWNER_LIKE: Final = (ROLE_ASSIGNMENT_WRITE, ACCOUNT_WRITE, LIST_KEYS, REGENERATE_KEY)
 """Control-plane actions that make a role broad (Owner, Contributor, Storage Account
 Contributor all hold at least one)."""
+
+CONDITIONABLE: Final = frozenset({PERMANENT_DELETE, ROLE_ASSIGNMENT_WRITE})
+"""The never-granted actions a role assignment condition can limit at all: blob data actions
+("conditions can be added to built-in or custom role assignments that have storage blob data
+actions", https://learn.microsoft.com/azure/role-based-access-control/conditions-format#actions)
+and role assignment write (constrained delegation,
+https://learn.microsoft.com/azure/role-based-access-control/delegate-role-assignments-overview).
+listKeys and storageAccounts/write stay granted whatever the condition says."""
 
 RESERVED_PREFIX: Final = ".safetynet/"
 """Blob paths the project keeps for its own housekeeping (the sweeper's lease blob, the
@@ -118,6 +142,11 @@ def normalize_scope(scope: str) -> str:
     return "/" + scope.strip().strip("/").lower()
 
 
+def is_management_group(scope: str) -> bool:
+    """A management group scope (`/providers/Microsoft.Management/managementGroups/<id>`)."""
+    return normalize_scope(scope).startswith("/providers/microsoft.management/managementgroups/")
+
+
 def scope_covers(scope: str, resource_id: str) -> bool:
     """True when an assignment at `scope` applies to `resource_id` (same or an ancestor)."""
     outer, inner = normalize_scope(scope), normalize_scope(resource_id)
@@ -140,11 +169,30 @@ class PathCondition:
 
 
 @dataclass(frozen=True)
+class ActionTest:
+    """One `!(ActionMatches{'pattern'} [AND [NOT] SubOperationMatches{'s'}])` of a clause.
+
+    `ActionMatches` takes an action *pattern*, matched as in a role's permissions ("equivalent
+    to the action matching logic ... inside a Permission", Microsoft's condition format page,
+    https://learn.microsoft.com/azure/role-based-access-control/conditions-format#operators).
+    A sub-operation qualifier limits the clause to part of the action's requests: with
+    `SubOperationMatches{'s'}` only requests of sub-operation s, with `NOT` all but those.
+    """
+
+    pattern: str
+    sub_operation: str | None = None
+    excludes_sub_operation: bool = False
+
+    def matches(self, action: str) -> bool:
+        return _pattern(self.pattern).fullmatch(action) is not None
+
+
+@dataclass(frozen=True)
 class Clause:
     """`(!(ActionMatches{'a'}) AND ...) OR (<path test> OR ...)`: the actions listed are allowed
     only where a path test holds; every other action of the role is unaffected."""
 
-    actions: tuple[str, ...]
+    actions: tuple[ActionTest, ...]
     paths: tuple[PathCondition, ...]
 
 
@@ -157,22 +205,26 @@ class Condition:
 
     def restricts(self, action: str) -> bool:
         """Some clause limits `action` (or a sub-operation of it) to some paths."""
-        return any(_lists(clause, action) for clause in self.clauses)
+        return any(test.matches(action) for c in self.clauses for test in c.actions)
 
     def reserved_only(self, action: str) -> bool:
-        """Every clause that limits `action` allows it only under the reserved prefix."""
-        limiting = [clause for clause in self.clauses if _lists(clause, action)]
-        return bool(limiting) and all(
+        """Every request of `action` is limited to the reserved prefix: every clause that limits
+        it allows it only there, and together they limit all of its sub-operations."""
+        limiting = [c for c in self.clauses if any(t.matches(action) for t in c.actions)]
+        if not limiting or not all(
             path.prefix.startswith(RESERVED_PREFIX) for c in limiting for path in c.paths
-        )
-
-
-def _lists(clause: Clause, action: str) -> bool:
-    return any(action.lower() == listed.lower() for listed in clause.actions)
+        ):
+            return False
+        tests = [t for c in limiting for t in c.actions if t.matches(action)]
+        if any(t.sub_operation is None for t in tests):
+            return True
+        only = {t.sub_operation for t in tests if not t.excludes_sub_operation}
+        all_but = {t.sub_operation for t in tests if t.excludes_sub_operation}
+        return bool(only & all_but)
 
 
 _ACTION = re.compile(
-    r"!\(ActionMatches\{'([^']+)'\}(?: AND (?:NOT )?SubOperationMatches\{'[^']+'\})?\)"
+    r"!\(ActionMatches\{'([^']+)'\}(?: AND (NOT )?SubOperationMatches\{'([^']+)'\})?\)"
 )
 _PATH = re.compile(
     r"@(?:Resource\[Microsoft\.Storage/storageAccounts/blobServices/containers/blobs:path\]"
@@ -225,12 +277,12 @@ def _clause(text: str) -> Clause | None:
     actions_text, paths_text = (_unwrap(half) for half in halves)
     if actions_text is None or paths_text is None:
         return None
-    actions: list[str] = []
+    actions: list[ActionTest] = []
     for part in _split(actions_text, " AND "):
         match = _ACTION.fullmatch(part)
         if match is None:
             return None
-        actions.append(match[1])
+        actions.append(ActionTest(match[1], match[3], excludes_sub_operation=bool(match[2])))
     paths: list[PathCondition] = []
     for part in _split(paths_text, " OR "):
         match = _PATH.fullmatch(part)

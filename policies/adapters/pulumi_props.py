@@ -23,7 +23,7 @@ from policies.model import (
     Maybe,
     RoleAssignment,
 )
-from policies.roles import RoleDefinition, built_in_role, normalize_scope
+from policies.roles import RoleDefinition, built_in_role, is_management_group, normalize_scope
 
 STORAGE_ACCOUNT: Final = "azure-native:storage:StorageAccount"
 BLOB_SERVICE: Final = "azure-native:storage:BlobServiceProperties"
@@ -311,6 +311,7 @@ def _account(
 
 
 def _above_accounts(scope: str) -> bool:
-    """A subscription or resource group scope (it covers every account in it)."""
+    """A management group, subscription or resource group scope (it covers every account in
+    it; which management groups hold the stack's subscription cannot be told from ids)."""
     parts = normalize_scope(scope).strip("/").split("/")
-    return parts[0] == "subscriptions" and len(parts) in (2, 4)
+    return is_management_group(scope) or (parts[0] == "subscriptions" and len(parts) in (2, 4))

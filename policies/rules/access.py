@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, Facet, RoleAssignment, Thresholds
 from policies.roles import (
+    CONDITIONABLE,
+    DATA_ACTIONS,
     NEVER_GRANTED,
     OWNER_LIKE,
     RESERVED_PREFIX,
     TAG_WRITE,
     grants,
+    is_management_group,
     normalize_scope,
     parse_condition,
     scope_covers,
@@ -25,17 +28,22 @@ def _applies(assignment: RoleAssignment, account: Account, container: str) -> bo
     scope = assignment.scope
     if scope is UNKNOWN:
         return None
+    if is_management_group(scope):
+        # Ids do not show which management groups hold the account's subscription, but ARM
+        # lists an assignment for the account only when it applies there ("List all role
+        # assignments that apply to a scope",
+        # https://learn.microsoft.com/rest/api/authorization/role-assignments/list-for-scope).
+        return True
     if account.resource_id is None:
         # Deploy time: the adapter only attached assignments scoped to this account or below.
         marker = "/containers/"
-        return marker not in scope.lower() or scope.lower().rstrip("/").endswith(
-            f"{marker}{container.lower()}"
-        )
+        lowered = normalize_scope(scope)
+        return marker not in lowered or lowered.endswith(f"{marker}{container.lower()}")
+    # Any ancestor resource counts, `blobServices/default` included: roles can be assigned at
+    # any resource and "lower levels inherit role permissions from higher levels"
+    # (https://learn.microsoft.com/azure/role-based-access-control/scope-overview).
     container_id = f"{account.resource_id}/blobServices/default/containers/{container}"
-    return scope_covers(scope, container_id) and (
-        scope_covers(scope, account.resource_id)
-        or normalize_scope(scope) == normalize_scope(container_id)
-    )
+    return scope_covers(scope, container_id)
 
 
 def _grants_tag_write(assignment: RoleAssignment) -> bool | None:
@@ -108,8 +116,9 @@ def _is_broad(assignment: RoleAssignment) -> bool | None:
 
 def _is_application(assignment: RoleAssignment, thresholds: Thresholds) -> bool | None:
     """An application identity (not a person, not a named deployment identity); None: unknown."""
-    if assignment.principal_id in thresholds.deployment_principal_ids:
-        return False
+    exempt = {principal.lower() for principal in thresholds.deployment_principal_ids}
+    if isinstance(assignment.principal_id, str) and assignment.principal_id.lower() in exempt:
+        return False  # object ids are GUIDs: the same id in any case
     principal_type = assignment.principal_type
     if principal_type is UNKNOWN or principal_type is None:
         return None
@@ -152,7 +161,8 @@ NO_BROAD_APP_ROLES = Rule(
     severity=Severity.MEDIUM,
     rationale=(
         "An application identity with Owner, Contributor, Storage Account Contributor or any "
-        "role holding storageAccounts/write, listKeys or roleAssignments/write can turn off "
+        "role holding storageAccounts/write, listKeys, regenerateKey or roleAssignments/write "
+        "can turn off "
         "every net this project checks, read account keys, or grant itself anything."
     ),
     remediation=(
@@ -167,9 +177,10 @@ NO_BROAD_APP_ROLES = Rule(
 )
 
 
-def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str]] | None:
-    """(actions granted outright, actions granted only under the reserved prefix); None when
-    the permissions or the condition are not known or not understood."""
+def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str], bool] | None:
+    """(actions granted outright, actions granted only under the reserved prefix, whether a
+    condition not known or not understood may limit some other one); None when the
+    permissions are not known."""
     actions, not_actions = assignment.actions, assignment.not_actions
     data_actions, not_data_actions = assignment.data_actions, assignment.not_data_actions
     if (
@@ -177,21 +188,35 @@ def _never_granted(assignment: RoleAssignment) -> tuple[list[str], list[str]] | 
         or not_actions is UNKNOWN
         or data_actions is UNKNOWN
         or not_data_actions is UNKNOWN
-        or assignment.condition is UNKNOWN
     ):
         return None
     held = [
         op
         for op in NEVER_GRANTED
-        if grants(actions, not_actions, op) or grants(data_actions, not_data_actions, op)
+        if (
+            grants(data_actions, not_data_actions, op)
+            if op in DATA_ACTIONS
+            else grants(actions, not_actions, op)
+        )
     ]
     if not held or assignment.condition is None:
-        return held, []
-    condition = parse_condition(assignment.condition)
+        return held, [], False
+    # Whatever the condition says, it cannot limit an action conditions do not apply to.
+    outright = [op for op in held if op not in CONDITIONABLE]
+    limitable = [op for op in held if op in CONDITIONABLE]
+    condition = None if assignment.condition is UNKNOWN else parse_condition(assignment.condition)
     if condition is None:
-        return None
-    fenced = [op for op in held if condition.reserved_only(op)]
-    return [op for op in held if op not in fenced], fenced
+        return outright, [], bool(limitable)
+    # A blob path condition limits data actions only; a control-plane action it names is
+    # still granted everywhere the assignment reaches.
+    fenced = [op for op in limitable if op in DATA_ACTIONS and condition.reserved_only(op)]
+    return [op for op in held if op not in fenced], fenced, False
+
+
+def _short(action: str) -> str:
+    """`listKeys`, `storageAccounts/write`: an action's last meaningful part."""
+    parts = action.removesuffix("/action").split("/")
+    return "/".join(parts[-2:]) if parts[-1] == "write" else parts[-1]
 
 
 def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
@@ -203,7 +228,7 @@ def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
         if _applies(assignment, account, thresholds.container) is False:
             continue
         held = _never_granted(assignment)
-        if held == ([], []):
+        if held == ([], [], False):
             continue
         application = _is_application(assignment, thresholds)
         if application is False:
@@ -211,7 +236,8 @@ def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
         if held is None or application is None:
             undecided = True
             continue
-        outright, reserved = held
+        outright, reserved, open_condition = held
+        undecided = undecided or open_condition
         who = f"{assignment.principal_id} ({assignment.role})"
         if outright:
             found.append(f"{who}: {', '.join(outright)}")
@@ -224,9 +250,7 @@ def _check_never_granted(account: Account, thresholds: Thresholds) -> Verdict:
             "a role's permissions, its principal type or its ABAC condition is not known yet "
             "(or the condition is not one this project writes)"
         )
-    detail = "no application identity holds " + ", ".join(
-        a.rsplit("/", 2)[-2] for a in NEVER_GRANTED
-    )
+    detail = "no application identity holds " + ", ".join(map(_short, NEVER_GRANTED))
     if fenced:
         detail += f" (only under {RESERVED_PREFIX} by ABAC condition: {', '.join(fenced)})"
     return passed(_exempt(detail, thresholds))
@@ -237,7 +261,7 @@ NEVER_GRANTED_ACTIONS = Rule(
     title="No application identity holds a never-granted action",
     severity=Severity.CRITICAL,
     rationale=(
-        "Each of these undoes a net: listKeys hands out keys that bypass RBAC, "
+        "Each of these undoes a net: listKeys and regenerateKey hand out keys that bypass RBAC, "
         "blobs/permanentDelete purges soft-deleted blobs, storageAccounts/write turns soft "
         "delete, shared key or public access back on, roleAssignments/write grants any of them."
     ),

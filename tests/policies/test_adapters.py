@@ -125,3 +125,31 @@ def test_arm_and_pulumi_shapes_give_the_same_model() -> None:
         pulumi_props.lifecycle_rules(fake.management_policy["properties"])
         == from_arm.lifecycle_rules
     )
+
+
+def test_a_management_group_assignment_in_the_stack_reaches_its_accounts() -> None:
+    """An Owner granted to an application at management group scope fails SN-NEVER-GRANTED."""
+    owner = (
+        "/providers/Microsoft.Authorization/roleDefinitions/8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
+    )
+    resources = [
+        pulumi_props.StackResource(
+            pulumi_props.STORAGE_ACCOUNT, "docs", {"accountName": "docs", "kind": "StorageV2"}
+        ),
+        pulumi_props.StackResource(
+            pulumi_props.BLOB_CONTAINER, "c", {"accountName": "docs", "containerName": "documents"}
+        ),
+        pulumi_props.StackResource(
+            pulumi_props.ROLE_ASSIGNMENT,
+            "app-owner",
+            {
+                "principalId": "app",
+                "principalType": "ServicePrincipal",
+                "roleDefinitionId": owner,
+                "scope": "/providers/Microsoft.Management/managementGroups/corp",
+            },
+        ),
+    ]
+    (account,) = pulumi_props.accounts_from_stack(resources)
+    findings = {f.rule.id: f for f in evaluate(account, Thresholds())}
+    assert findings["SN-NEVER-GRANTED"].outcome is Outcome.FAIL

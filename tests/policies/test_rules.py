@@ -7,7 +7,17 @@ import pytest
 from infra import access
 from infra.access import SWEEPER_CONDITION
 from policies.model import UNKNOWN, Account, Container, Facet, TagFilter, Thresholds
-from policies.roles import BLOBS, PERMANENT_DELETE, TAG_WRITE, built_in_role, parse_condition
+from policies.roles import (
+    ACCOUNT_WRITE,
+    BLOBS,
+    LIST_KEYS,
+    PERMANENT_DELETE,
+    ROLE_ASSIGNMENT_WRITE,
+    TAG_WRITE,
+    RoleDefinition,
+    built_in_role,
+    parse_condition,
+)
 from policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from tests.policies import models as m
 
@@ -28,13 +38,42 @@ VERIFIER_SHAPE = (
 only under .safetynet/verify/, listing only with that prefix."""
 
 
-def fenced(action: str, path: str = VERIFY_PREFIX) -> str:
-    """The condition shape infra/access.py writes: `action` only on blobs under `path`."""
+def fenced(action: str, path: str = VERIFY_PREFIX, qualifier: str = "") -> str:
+    """The condition shape infra/access.py writes: `action` (with an optional sub-operation
+    qualifier) only on blobs under `path`."""
     return (
-        f"((!(ActionMatches{{'{action}'}})) OR "
+        f"((!(ActionMatches{{'{action}'}}{qualifier})) OR "
         "(@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] "
         f"StringStartsWith '{path}'))"
     )
+
+
+MANAGEMENT_GROUP = "/providers/Microsoft.Management/managementGroups/corp"
+BLOB_SERVICE = f"{m.ACCOUNT_ID}/blobServices/default"
+"""A scope between the account and its containers: it reaches every container."""
+OWNER_FENCED = (
+    "((!(ActionMatches{'" + LIST_KEYS + "'}) AND !(ActionMatches{'" + ACCOUNT_WRITE + "'}) AND "
+    "!(ActionMatches{'" + ROLE_ASSIGNMENT_WRITE + "'})) OR (@Resource[" + BLOBS + ":path] "
+    "StringStartsWith '.safetynet/verify/'))"
+)
+"""Never-granted control-plane actions "fenced" by a blob path: a blob path says nothing
+about listKeys, account write or role assignment write."""
+KEY_OPERATOR = RoleDefinition(
+    "Storage Account Key Operator Service Role",
+    actions=("Microsoft.Storage/storageAccounts/regeneratekey/action",),
+)
+"""Regenerate Key answers with the new keys (StorageAccountListKeysResult), as listKeys does."""
+ROLE_ADMIN = RoleDefinition("role admin", actions=(ROLE_ASSIGNMENT_WRITE,))
+"""Role assignment write alone: a condition can limit it, but not by a blob path."""
+KEYS_AND_ROLES = RoleDefinition(
+    "keys and roles", actions=(LIST_KEYS, ACCOUNT_WRITE, ROLE_ASSIGNMENT_WRITE)
+)
+PERMANENT_DELETE_BOTH_HALVES = (
+    fenced(PERMANENT_DELETE, qualifier=" AND SubOperationMatches{'X'}")
+    + " AND "
+    + fenced(PERMANENT_DELETE, qualifier=" AND NOT SubOperationMatches{'X'}")
+)
+"""Permanent delete fenced for sub-operation X and for everything but X: all of it."""
 
 
 CASES: dict[str, dict[Outcome, list[Account]]] = {
@@ -176,6 +215,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(role_assignments=(m.assignment(condition=SWEEPER_CONDITION),)),
             m.account(role_assignments=(m.assignment(scope=m.ACCOUNT_ID),)),
             m.account(role_assignments=(m.assignment(scope="/subscriptions/s"),)),
+            m.account(role_assignments=(m.assignment(scope=BLOB_SERVICE),)),
             m.account(
                 resource_id=None,
                 role_assignments=(m.assignment(scope="anything/containers/documents"),),
@@ -185,6 +225,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(role_assignments=()),
             m.account(role_assignments=(m.assignment(condition=fenced(TAG_WRITE)),)),
             m.account(role_assignments=(m.assignment(condition=VERIFIER_SHAPE),)),
+            m.account(role_assignments=(m.assignment(condition=fenced(f"{BLOBS}/tags/*")),)),
             m.account(
                 role_assignments=(
                     m.assignment(
@@ -225,9 +266,11 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.PASS: [
             m.account(),
             m.account(role_assignments=(m.assignment(m.OWNER, principal_type="User"),)),
+            m.account(role_assignments=(m.assignment(actions=("*/read",)),)),
         ],
         Outcome.FAIL: [
             m.account(role_assignments=(m.assignment(), m.assignment(m.OWNER))),
+            m.account(role_assignments=(m.assignment(actions=("Microsoft.Storage/*",)),)),
             m.account(role_assignments=(m.assignment(m.CONTRIBUTOR),)),
             m.account(role_assignments=(m.assignment(m.ACCOUNT_CONTRIBUTOR),)),
             m.account(
@@ -260,6 +303,17 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
                     ),
                 )
             ),
+            m.account(
+                role_assignments=(m.assignment(m.BLOB_OWNER, condition=fenced(f"{BLOBS}/*")),)
+            ),
+            m.account(
+                role_assignments=(
+                    m.assignment(m.BLOB_OWNER, condition=PERMANENT_DELETE_BOTH_HALVES),
+                )
+            ),
+            m.account(
+                role_assignments=(m.assignment(m.BLOB_OWNER, not_data_actions=(PERMANENT_DELETE,)),)
+            ),
         ],
         Outcome.FAIL: [
             m.account(role_assignments=(m.assignment(m.BLOB_OWNER),)),
@@ -268,6 +322,28 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(
                 role_assignments=(
                     m.assignment(m.BLOB_OWNER, condition=fenced(PERMANENT_DELETE, "documents/")),
+                )
+            ),
+            m.account(role_assignments=(m.assignment(KEYS_AND_ROLES, condition=OWNER_FENCED),)),
+            m.account(
+                role_assignments=(
+                    m.assignment(
+                        m.BLOB_OWNER,
+                        condition=fenced(
+                            PERMANENT_DELETE, qualifier=" AND SubOperationMatches{'X'}"
+                        ),
+                    ),
+                )
+            ),
+            m.account(role_assignments=(m.assignment(m.OWNER, scope=MANAGEMENT_GROUP),)),
+            m.account(role_assignments=(m.assignment(m.BLOB_OWNER, scope=BLOB_SERVICE),)),
+            m.account(role_assignments=(m.assignment(m.OWNER, condition=UNREADABLE_CONDITION),)),
+            m.account(role_assignments=(m.assignment(m.OWNER, condition=UNKNOWN),)),
+            m.account(role_assignments=(m.assignment(KEY_OPERATOR),)),
+            m.account(role_assignments=(m.assignment(actions=("Microsoft.Storage/*",)),)),
+            m.account(
+                role_assignments=(
+                    m.assignment(ROLE_ADMIN, condition=fenced(ROLE_ASSIGNMENT_WRITE)),
                 )
             ),
         ],
@@ -424,3 +500,15 @@ def test_the_conditions_this_project_writes_parse() -> None:
         "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/add/action"
     )
     assert parse_condition(UNREADABLE_CONDITION) is None
+
+
+def test_deployment_identities_match_whatever_the_case_of_the_object_id() -> None:
+    """An object id named in upper case exempts the lower-case principal ARM reports."""
+    guid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    model = m.account(role_assignments=(m.assignment(), m.assignment(m.OWNER, principal_id=guid)))
+    judged = {
+        f.rule.id: f.outcome
+        for f in evaluate(model, Thresholds(deployment_principal_ids=(guid.upper(),)))
+    }
+    assert judged["SN-NEVER-GRANTED"] is Outcome.PASS
+    assert judged["SN-NO-BROAD-APP-ROLES"] is Outcome.PASS
