@@ -165,7 +165,7 @@ def _delete_unreferenced(
         return
     client = container.get_blob_client(blob.name)
     try:
-        if etag is not None and client.get_blob_properties().etag != etag:
+        if etag is not None and client.get_blob_properties().etag.strip('"') != etag.strip('"'):
             result.errors.append(f"{blob.name}: its bytes changed since the plan; left alone")
             return
         if state == COMMITTED:
@@ -175,7 +175,7 @@ def _delete_unreferenced(
             # Set Blob Tags leaves the ETag alone, so the plan's ETag still guards the delete.
             client.delete_blob(
                 delete_snapshots="include",
-                etag=etag,
+                etag=f'"{etag.strip(chr(34))}"',
                 match_condition=MatchConditions.IfNotModified,
                 if_tags_match_condition=f"\"{STATE_TAG}\" = '{state}'",
             )
