@@ -335,6 +335,10 @@ class Sweeper:
         except AzureError as error:
             log.warning("blob batch failed: %s", type(error).__name__)
             return dict.fromkeys(names, 503)
+        except ValueError as error:
+            # The SDK refuses a request it cannot build (an empty name) before sending anything.
+            log.warning("blob batch not sent: %s; deleting one by one", error)
+            return {name: self._delete_one(name) for name in names}
         if len(responses) != len(names):
             # Answers cannot be matched to requests any more: ask about each blob on its own.
             log.warning(
@@ -356,6 +360,8 @@ class Sweeper:
             return error.status_code or 0
         except AzureError:
             return 503
+        except ValueError:
+            return 0
         return 202
 
     def _inspect(self, documents: Sequence[Document]) -> dict[str, Verdict]:
