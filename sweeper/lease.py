@@ -159,8 +159,8 @@ class SweepLease:
             self._lease.release()
         except AzureError as error:
             warning = (
-                f"releasing the lease on {LEASE_BLOB} failed ({type(error).__name__}); "
-                f"it expires on its own within {self._seconds} s"
+                f"releasing the lease on {LEASE_BLOB} failed ({type(error).__name__}); the "
+                f"sweep's report stands, and a lease of ours expires within {self._seconds} s"
             )
             log.warning(warning)
             return warning
