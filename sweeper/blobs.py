@@ -180,7 +180,14 @@ def bound_database(container: ContainerClient) -> str | None:
 
 
 def bind(container: ContainerClient, database_id: str) -> str:
-    """Bind the container to `database_id` unless already bound; the id it is bound to."""
+    """Bind the container to `database_id` unless already bound; the id it is bound to.
+
+    One read when the container is bound already; a create-only write when it is not, so two
+    first sweeps racing cannot both bind.
+    """
+    bound = bound_database(container)
+    if bound is not None:
+        return bound
     try:
         container.get_blob_client(BINDING_BLOB).upload_blob(
             b"",
