@@ -314,3 +314,23 @@ def test_claims_of_a_dead_sweeper_expire(store: DocumentStore, container: Contai
     assert Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run().examined == 0
     report = Sweeper(store, container, SweepSettings(cutoff=CUTOFF), clock=later).run()
     assert report.deleted_rows == len(documents)
+
+
+def test_a_record_naming_a_live_blob_never_deletes_it(
+    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A retired record for a blob a Ready row still uses is reported; the blob is kept."""
+    document = protocol.put("live.txt", b"live", ".txt")
+    with store.engine.begin() as conn:
+        conn.execute(
+            store.blobs.insert().values(
+                blob_name=document.blob_name,
+                document_id=document.id,
+                kind=BlobRecordKind.RETIRED.value,
+                recorded_utc=datetime.now(UTC) - timedelta(days=1),
+            )
+        )
+    report = sweep(store, container).run()
+    assert report.retired_deleted == 0
+    assert any(document.id in error for error in report.errors)
+    assert protocol.read("live.txt") == b"live"
