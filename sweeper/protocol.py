@@ -217,6 +217,11 @@ class UploadProtocol:
                 f"document {document_id} has no reservation (swept?)", document_id
             )
         if document.status is Status.READY:
+            recorded = self.store.content(document_id)
+            if recorded is not None and isinstance(data, bytes):
+                retry = _content_of(data, length, document_id)
+                if retry != recorded:
+                    raise self._mismatch(document, recorded, retry)
             return document
         self.upload(document, data, length, tags)
         self.seal(document)
@@ -292,11 +297,22 @@ class UploadProtocol:
         """
         current = self._ready(document_id)
         if isinstance(data, bytes):
-            _content_of(data, length, document_id)
+            content = _content_of(data, length, document_id)
         new_blob = self.container.get_blob_client(new_blob_name(extension))
         self.store.record_intent(document_id, new_blob.blob_name, self.clock())
         self.checkpoint("replace.intent")
-        blobs.upload_create_only(new_blob, data, length, tags)
+        if isinstance(data, bytes):
+            blobs.upload_create_only(new_blob, data, len(data), tags)
+        else:
+            reader = blobs.HashingReader(data)
+            blobs.upload_create_only(new_blob, reader, length, tags)
+            if not reader.exhausted():
+                raise ContentMismatchError(
+                    f"document {document_id}: the stream holds more than length={length} "
+                    "bytes; the replace is abandoned and its blob swept",
+                    document_id,
+                )
+            content = Content(reader.length, reader.sha256)
         self.checkpoint("replace.upload")
         try:
             blobs.seal(new_blob)
@@ -308,7 +324,7 @@ class UploadProtocol:
             ) from None
         self.checkpoint("replace.seal")
         outcome = self.store.switch_blob(
-            document_id, current.blob_name, new_blob.blob_name, self.clock()
+            document_id, current.blob_name, new_blob.blob_name, self.clock(), content
         )
         if outcome is SwitchResult.INTENT_LOST:
             raise ReservationExpiredError(

@@ -455,7 +455,12 @@ class DocumentStore:
             )
 
     def switch_blob(
-        self, document_id: str, old_blob: str, new_blob: str, now: datetime
+        self,
+        document_id: str,
+        old_blob: str,
+        new_blob: str,
+        now: datetime,
+        content: Content | None = None,
     ) -> SwitchResult:
         """One transaction: take back the unclaimed intent, point the Ready row at `new_blob`
         only if it still points at `old_blob`, and record `old_blob` as retired."""
@@ -474,7 +479,11 @@ class DocumentStore:
             switched = conn.execute(
                 self.table.update()
                 .where(c.id == document_id, c.blob_name == old_blob, c.status == Status.READY.value)
-                .values(blob_name=new_blob)
+                .values(
+                    blob_name=new_blob,
+                    content_length=content.length if content else None,
+                    content_sha256=content.sha256 if content else None,
+                )
             ).rowcount
             if switched != 1:
                 conn.rollback()

@@ -334,3 +334,22 @@ def test_a_record_naming_a_live_blob_never_deletes_it(
     assert report.retired_deleted == 0
     assert any(document.id in error for error in report.errors)
     assert protocol.read("live.txt") == b"live"
+
+
+def test_a_retry_of_a_published_document_with_other_bytes_is_refused(
+    protocol: UploadProtocol, store: DocumentStore
+) -> None:
+    """Once published, a retry with the same id and other bytes raises instead of returning."""
+    document = protocol.put("final.txt", b"published", ".txt")
+    assert protocol.put("final.txt", b"published", ".txt", document_id=document.id) == document
+    with pytest.raises(ContentMismatchError):
+        protocol.put("final.txt", b"different", ".txt", document_id=document.id)
+
+
+def test_replace_records_the_new_content(protocol: UploadProtocol, store: DocumentStore) -> None:
+    """After a replace the row's length and hash describe the new bytes."""
+    document = protocol.put("cv.txt", b"v1", ".txt")
+    protocol.replace(document.id, io.BytesIO(b"version 2"), ".txt")
+    content = store.content(document.id)
+    assert content is not None
+    assert content.length == len(b"version 2")
