@@ -15,7 +15,7 @@ from safetynet.azurite import Azurite
 from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore
 from sweeper.sweep import Sweeper, SweepReport
-from tests.sweeper.conftest import CUTOFF, stale_rows_in
+from tests.sweeper.conftest import CUTOFF, later, stale_rows_in
 
 BATCH = "POST comp=batch"
 SLOW_S = 0.8
@@ -105,3 +105,25 @@ def test_a_database_error_mid_sweep_is_reported(
     assert report.deleted_rows == 3
     assert len(report.errors) == 1
     assert "sweep stopped: database" in report.errors[0]
+
+
+def test_a_claim_racing_another_never_takes_its_rows(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A sweeper that claims between another's read and its stamp keeps its rows."""
+    stale_rows_in(store, container, 50, with_blobs=False)
+    now = later()
+    second: list[set[str]] = []
+
+    def interleave(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if statement.startswith("UPDATE") and "claimed_by" in statement and not second:
+            second.append(set())  # the second sweeper claims right now, in between
+            second[0] |= {d.id for d in store.claim_stale(now, 50, "b", now, now - CUTOFF)}
+
+    sa.event.listen(store.engine, "before_cursor_execute", interleave)
+    try:
+        first = {d.id for d in store.claim_stale(now, 50, "a", now, now - CUTOFF)}
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", interleave)
+    assert not first & second[0]
+    assert len(first | second[0]) == 50
