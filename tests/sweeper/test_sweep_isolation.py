@@ -31,25 +31,31 @@ def slow_container(azurite: Azurite, container: ContainerClient) -> Iterator[Con
         yield slow
 
 
-def wait_for_batch(proxy: LatencyProxy) -> None:
+def wait_for(proxy: LatencyProxy, kind: str) -> None:
     deadline = time.monotonic() + 20
-    while proxy.counts()[BATCH] == 0:
-        assert time.monotonic() < deadline, "the sweeper never sent a Blob Batch"
+    while proxy.counts()[kind] == 0:
+        assert time.monotonic() < deadline, f"the sweeper never sent {kind}"
         time.sleep(0.005)
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize(("dry_run", "blob_call"), [(False, BATCH), (True, "GET comp=tags")])
 def test_rows_are_not_locked_while_blobs_are_deleted(
-    postgres_url: str, container: ContainerClient, slow_container: ContainerClient
+    dry_run: bool,
+    blob_call: str,
+    postgres_url: str,
+    container: ContainerClient,
+    slow_container: ContainerClient,
 ) -> None:
-    """During a slow Blob Batch the claimed rows can be locked by others and no session idles."""
+    """During a slow blob call (a batch, or a dry run's tag read) no row is locked, none idles."""
     store = DocumentStore.from_url(postgres_url)
     store.init_schema()
     documents = stale_rows_in(store, container, 3)
     probe = sa.create_engine(postgres_url)
+    settings = SweepSettings(cutoff=CUTOFF, dry_run=dry_run)
     with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(Sweeper(store, slow_container, SweepSettings(cutoff=CUTOFF)).run)
-        wait_for_batch(slow_container.proxy)  # type: ignore[attr-defined]
+        running = pool.submit(Sweeper(store, slow_container, settings).run)
+        wait_for(slow_container.proxy, blob_call)  # type: ignore[attr-defined]
         with probe.begin() as conn:
             locked = conn.execute(
                 sa.select(store.table.c.id)
@@ -68,6 +74,7 @@ def test_rows_are_not_locked_while_blobs_are_deleted(
     assert len(locked) == 1
     assert idle == 0
     assert (report.deleted_rows, report.errors) == (3, [])
+    assert store.count() == (3 if dry_run else 0)
 
 
 @pytest.mark.postgres
