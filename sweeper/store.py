@@ -555,8 +555,9 @@ class DocumentStore:
         partition the rows; elsewhere the stamp's own condition decides who holds a row.
         """
         c = self.table.c
+        claimable = sa.or_(c.claim_token.is_(None), c.claimed < to_utc(claim_expired))
         candidates = self._stale_query(cutoff, after).with_only_columns(c.id).limit(limit)
-        candidates = candidates.where(sa.or_(c.claim_token.is_(None), c.claimed < claim_expired))
+        candidates = candidates.where(claimable)
         if self.supports_skip_locked:
             candidates = candidates.with_for_update(skip_locked=True)
         with self._connect() as conn:
@@ -568,7 +569,7 @@ class DocumentStore:
                 .where(
                     c.id.in_(ids),
                     c.status == Status.PENDING.value,
-                    sa.or_(c.claim_token.is_(None), c.claimed < claim_expired),
+                    claimable,
                 )
                 .values(claim_token=token, claimed=to_utc(now))
             )

@@ -152,7 +152,10 @@ def test_summary_is_one_json_trace_without_the_database_url(
             "missing_blobs": 0,
             "rolled_forward": 0,
             "deleted_rows": 2,
+            "retired_deleted": 0,
+            "abandoned_replacements": 0,
             "errors": 0,
+            "warnings": 0,
             "dry_run": False,
         }
     ]
