@@ -292,7 +292,13 @@ def scenario_k(lab: Lab) -> Scenario:
 # The crash matrix: the process dies right after each durable step, then time passes,
 # the sweeper and a reconcile pass run, a second sweep must change nothing, and I1-I6 hold.
 PUT_STEPS = ("reserve", "upload", "seal", "publish")
-REPLACE_STEPS = ("replace.upload", "replace.seal", "replace.switch", "replace.retire")
+REPLACE_STEPS = (
+    "replace.intent",
+    "replace.upload",
+    "replace.seal",
+    "replace.switch",
+    "replace.retire",
+)
 DELETE_STEPS = ("delete.row", "delete.retire")
 CRASH_STEPS = PUT_STEPS + REPLACE_STEPS + DELETE_STEPS
 

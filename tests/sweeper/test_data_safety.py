@@ -16,6 +16,7 @@ from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
 from safetynet.demo import SimulatedCrash, crash_after
 from sweeper.protocol import (
     ContentMismatchError,
+    ProtocolError,
     ReservationExpiredError,
     UploadFailedError,
     UploadProtocol,
@@ -353,3 +354,15 @@ def test_replace_records_the_new_content(protocol: UploadProtocol, store: Docume
     content = store.content(document.id)
     assert content is not None
     assert content.length == len(b"version 2")
+
+
+def test_abandon_refuses_a_sealed_reservation(
+    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A sealed blob holds complete bytes: abandon leaves blob and row for `complete`."""
+    document = protocol.reserve("sealed.txt", ".txt")
+    protocol.upload(document, b"complete")
+    protocol.seal(document)
+    with pytest.raises(ProtocolError, match="complete"):
+        protocol.abandon(document.id)
+    assert protocol.complete(document.id, b"complete").status is Status.READY
