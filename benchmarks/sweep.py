@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -375,8 +376,21 @@ class _NoBlobService:
         status_code = 202
         headers: dict[str, str] = {}  # noqa: RUF012 - never mutated
 
+    def __init__(self) -> None:
+        self.metadata: dict[str, str] = {}
+
     def get_container_properties(self) -> None:
         return None
+
+    # The sweeper's container-to-database binding marker, kept in memory.
+    def get_blob_client(self, name: str) -> _NoBlobService:
+        return self
+
+    def get_blob_properties(self) -> Any:
+        return types.SimpleNamespace(metadata=self.metadata)
+
+    def upload_blob(self, data: bytes, **options: Any) -> None:
+        self.metadata = dict(options.get("metadata") or {})
 
     def delete_blobs(self, *blobs: object, **_: Any) -> Iterator[_NoBlobService._Accepted]:
         return iter([self._Accepted()] * len(blobs))
