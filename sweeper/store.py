@@ -668,9 +668,9 @@ class DocumentStore:
                 .values(claim_token=token, claimed_utc=to_utc(now))
             )
             rows = conn.execute(
-                sa.select(b.blob_name, b.document_id, b.kind, b.recorded_utc).where(
-                    b.claim_token == token, b.blob_name.in_(names)
-                )
+                sa.select(b.blob_name, b.document_id, b.kind, b.recorded_utc)
+                .where(b.claim_token == token, b.blob_name.in_(names))
+                .order_by(b.recorded_utc, b.blob_name)
             )
             return [BlobRecord(r[0], r[1], BlobRecordKind(r[2]), _utc(r[3])) for r in rows]
 

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
@@ -389,7 +390,7 @@ class Sweeper:
         report: SweepReport,
         token: str,
         kind: BlobRecordKind,
-        before: Any,
+        before: datetime,
         check_lease: Callable[[], None],
     ) -> None:
         now = self.clock()

@@ -366,3 +366,21 @@ def test_abandon_refuses_a_sealed_reservation(
     with pytest.raises(ProtocolError, match="complete"):
         protocol.abandon(document.id)
     assert protocol.complete(document.id, b"complete").status is Status.READY
+
+
+def test_a_record_that_fails_is_reported_once_and_the_rest_proceed(
+    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+) -> None:
+    """With one record per chunk, a failing record is reported once and the next is cleared."""
+    odd = protocol.put("odd.txt", b"odd", ".txt")
+    plain = protocol.put("plain.txt", b"plain", ".txt")
+    protocol.delete(odd.id)
+    protocol.delete(plain.id)
+    container.get_blob_client(odd.blob_name).set_blob_tags({STATE_TAG: "legal-hold"})
+    settings = SweepSettings(cutoff=CUTOFF, chunk_size=1)
+    report = Sweeper(store, container, settings, clock=lambda: later() + timedelta(hours=1)).run()
+    assert report.retired_deleted == 1
+    assert len(report.errors) == 1
+    assert odd.blob_name in report.errors[0]
+    assert set(list_blobs(container)) == {odd.blob_name}
+    assert [r.blob_name for r in store.records()] == [odd.blob_name]
