@@ -376,6 +376,8 @@ class _NoBlobService:
         status_code = 202
         headers: dict[str, str] = {}  # noqa: RUF012 - never mutated
 
+    container_name = "no-blob-service"
+
     def __init__(self) -> None:
         self.metadata: dict[str, str] = {}
 
@@ -511,7 +513,8 @@ def _measure_flatness(url: str) -> Section:
         for size, store in stores.items():
             store.init_schema()
             fill_s += _timed(partial(_fill_ready, store, size))
-        no_blobs = cast(ContainerClient, _NoBlobService())
+        # One stand-in per table: each is bound to its own database, as a real container is.
+        no_blobs = {size: cast(ContainerClient, _NoBlobService()) for size in stores}
         times: dict[int, list[float]] = {size: [] for size in stores}
         # One unrecorded warm-up per table, then interleaved repeats so drift hits both.
         _progress(f"database: {DATABASE_REPEATS} repeats")
@@ -520,7 +523,7 @@ def _measure_flatness(url: str) -> Section:
                 _reserve_stale(store, [f"{uuid.uuid4().hex}.bin" for _ in range(ROWS)])
                 _vacuum(store)
                 start = time.perf_counter()
-                report = _sweep(store, no_blobs)
+                report = _sweep(store, no_blobs[size])
                 elapsed = time.perf_counter() - start
                 if report.deleted_rows != ROWS:
                     raise RuntimeError(f"database benchmark swept {report.deleted_rows} rows")
