@@ -605,9 +605,16 @@ class DocumentStore:
         return query.order_by(c.created, c.id)
 
     def finish_claim(
-        self, token: str, delete_ids: Sequence[str], publish_ids: Sequence[str]
+        self,
+        token: str,
+        claimed_ids: Sequence[str],
+        delete_ids: Sequence[str],
+        publish_ids: Sequence[str],
     ) -> tuple[int, int]:
-        """(rows deleted, rows rolled forward); each statement acts only on rows still ours."""
+        """(rows deleted, rows rolled forward); each statement acts only on rows still ours.
+
+        Every statement names its rows by primary key: a condition on the claim token alone
+        would scan the whole table (no index serves it)."""
         c = self.table.c
         deleted = published = 0
         with self._connect() as conn:
@@ -632,7 +639,7 @@ class DocumentStore:
             # Rows this run could not finish are handed back for the next run at once.
             conn.execute(
                 self.table.update()
-                .where(c.claim_token == token)
+                .where(c.id.in_(list(claimed_ids)), c.claim_token == token)
                 .values(claim_token=None, claimed=None)
             )
         return deleted, published
@@ -705,7 +712,7 @@ class DocumentStore:
             )
         return query.order_by(b.recorded_utc, b.blob_name)
 
-    def finish_records(self, token: str, done: Sequence[str]) -> int:
+    def finish_records(self, token: str, claimed: Sequence[str], done: Sequence[str]) -> int:
         """Drop the records whose blobs are gone; hand the others back. Records dropped."""
         b = self.blobs.c
         with self._connect() as conn:
@@ -718,7 +725,11 @@ class DocumentStore:
             # back: the claim is what makes the stalled replace's switch fail.
             conn.execute(
                 self.blobs.update()
-                .where(b.claim_token == token, b.kind == BlobRecordKind.RETIRED.value)
+                .where(
+                    b.blob_name.in_(list(claimed)),
+                    b.claim_token == token,
+                    b.kind == BlobRecordKind.RETIRED.value,
+                )
                 .values(claim_token=None, claimed_utc=None)
             )
         return removed

@@ -232,7 +232,7 @@ class Sweeper:
             verdicts: dict[str, Verdict] = {}
             for result in pool.map(classify, _chunks(sendable, self.settings.batch_size)):
                 verdicts.update(result)
-            self._finish(token, sendable, verdicts, report)
+            self._finish(token, documents, sendable, verdicts, report)
             log.info("sweep chunk finished", extra={"sweep": report.as_dict()})
             if self.on_progress is not None:
                 self.on_progress(report)
@@ -240,10 +240,13 @@ class Sweeper:
     def _finish(
         self,
         token: str,
+        claimed: Sequence[Document],
         documents: Sequence[Document],
         verdicts: dict[str, Verdict],
         report: SweepReport,
     ) -> None:
+        """Count `documents`' verdicts and finish them; every other row in `claimed` is handed
+        back unchanged."""
         removable: list[str] = []
         sealed: list[str] = []
         for document in documents:
@@ -266,7 +269,9 @@ class Sweeper:
             report.rolled_forward += len(sealed)
             report.deleted_rows += len(removable)
             return
-        deleted, published = self.store.finish_claim(token, removable, sealed)
+        deleted, published = self.store.finish_claim(
+            token, [d.id for d in claimed], removable, sealed
+        )
         report.deleted_rows += deleted
         report.rolled_forward += published
 
@@ -428,7 +433,7 @@ class Sweeper:
                 else:
                     report.abandoned_replacements += 1
             if not self.settings.dry_run:
-                self.store.finish_records(token, done)
+                self.store.finish_records(token, [r.blob_name for r in records], done)
             if self.on_progress is not None:
                 self.on_progress(report)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
@@ -62,6 +63,9 @@ def test_a_row_with_an_empty_blob_name_does_not_stop_the_sweep(
     assert len(report.errors) == 1
     assert broken.id in report.errors[0]
     assert [d.id for d in store.all()] == [broken.id]
+    with store.engine.connect() as conn:  # handed back, not left claimed
+        claim = conn.execute(sa.select(store.table.c.claim_token)).scalar_one()
+    assert claim is None
 
 
 # Item 7: roll forward only what is sealed.
