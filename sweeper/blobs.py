@@ -94,7 +94,8 @@ def tags_condition(tags: Mapping[str, str]) -> str:
     """`x-ms-if-tags` holding only while every tag still has the value read.
 
     Tag keys and values cannot contain quotes (letters, digits, space and `+-./:=_` only:
-    https://learn.microsoft.com/rest/api/storageservices/set-blob-tags), so none are escaped.
+    https://learn.microsoft.com/dotnet/api/azure.storage.blobs.specialized.blobbaseclient.settags,
+    and the Set Blob Tags REST page), so none are escaped.
     """
     return " AND ".join(f"\"{key}\" = '{value}'" for key, value in sorted(tags.items()))
 

@@ -21,7 +21,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
+from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 from sweeper import blobs
 from sweeper.lease import LEASE_BLOB
 from sweeper.store import Document, DocumentStore, Status
@@ -177,7 +177,7 @@ def _delete_unreferenced(
                 delete_snapshots="include",
                 etag=f'"{etag.strip(chr(34))}"',
                 match_condition=MatchConditions.IfNotModified,
-                if_tags_match_condition=f"\"{STATE_TAG}\" = '{state}'",
+                if_tags_match_condition=tag_condition(state),
             )
         else:
             blobs.delete_guarded(client, state)
