@@ -25,7 +25,7 @@ from safetynet.constants import COMMITTED, PENDING, STATE_TAG, tag_condition
 from sweeper import blobs
 from sweeper.invariants import InvariantResult, check_invariants, snapshot
 from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import reconcile
+from sweeper.reconcile import list_blobs, reconcile
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, NameConflictError, Status
 from sweeper.sweep import Sweeper, SweepReport
@@ -101,7 +101,7 @@ def _sweep(store: DocumentStore, container: ContainerClient) -> SweepReport:
 
 
 def _counts(store: DocumentStore, container: ContainerClient) -> str:
-    blob_count = sum(1 for _ in container.list_blobs())
+    blob_count = len(list_blobs(container))  # the toolkit's own marker blobs are not counted
     return f"rows={store.count()} pending={store.count(Status.PENDING)} blobs={blob_count}"
 
 
@@ -292,7 +292,13 @@ def scenario_k(lab: Lab) -> Scenario:
 # The crash matrix: the process dies right after each durable step, then time passes,
 # the sweeper and a reconcile pass run, a second sweep must change nothing, and I1-I6 hold.
 PUT_STEPS = ("reserve", "upload", "seal", "publish")
-REPLACE_STEPS = ("replace.upload", "replace.seal", "replace.switch", "replace.retire")
+REPLACE_STEPS = (
+    "replace.intent",
+    "replace.upload",
+    "replace.seal",
+    "replace.switch",
+    "replace.retire",
+)
 DELETE_STEPS = ("delete.row", "delete.retire")
 CRASH_STEPS = PUT_STEPS + REPLACE_STEPS + DELETE_STEPS
 

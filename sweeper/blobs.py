@@ -7,35 +7,67 @@ create-only condition is never left to the `overwrite=False` default.
 
 from __future__ import annotations
 
-from typing import IO, Any
+import hashlib
+from collections.abc import Mapping
+from typing import IO, Any, cast
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
-from azure.storage.blob import BlobClient, BlobType
+from azure.storage.blob import BlobClient, BlobType, ContainerClient
 
 from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 
 EXISTS_STATUSES = frozenset({409, 412})
 """Azurite answers 409 BlobAlreadyExists to a failed create-only write; the REST docs say 412."""
+BINDING_BLOB = ".safetynet/binding"
+"""Names the database a container belongs to (metadata `database_id`); written once."""
+TAG_WRITE_ATTEMPTS = 3
 
 UploadData = bytes | IO[bytes]
 
 
+class HashingReader:
+    """Passes a stream through while counting and hashing what the upload actually read."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self._hash = hashlib.sha256()
+        self.length = 0
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._stream.read(size)
+        self._hash.update(chunk)
+        self.length += len(chunk)
+        return chunk
+
+    def exhausted(self) -> bool:
+        """Whether the stream has nothing left after what the upload read."""
+        return self._stream.read(1) == b""
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+
 def upload_create_only(
-    blob: BlobClient, data: UploadData, length: int | None = None, **transfer: Any
+    blob: BlobClient,
+    data: UploadData | HashingReader,
+    length: int | None = None,
+    tags: Mapping[str, str] | None = None,
+    **transfer: Any,
 ) -> bool:
-    """Upload tagged `state=pending` unless the name exists; True when this call created it.
+    """Upload tagged `state=pending` (plus `tags`) unless the name exists; True when created.
 
     `transfer` passes SDK transfer options (`max_concurrency`, `max_single_put_size` on the
     client, ...). Streams are read in blocks, never buffered whole.
     """
     try:
         blob.upload_blob(
-            data,
+            cast(IO[bytes], data) if isinstance(data, HashingReader) else data,
             length=length,
             blob_type=BlobType.BLOCKBLOB,
             overwrite=False,
-            tags={STATE_TAG: PENDING},
+            tags={**(tags or {}), STATE_TAG: PENDING},
             match_condition=MatchConditions.IfMissing,
             **transfer,
         )
@@ -58,24 +90,54 @@ class TagTransitionError(RuntimeError):
     """A guarded tag change found the blob missing or in an unexpected state."""
 
 
+def tags_condition(tags: Mapping[str, str]) -> str:
+    """`x-ms-if-tags` holding only while every tag still has the value read.
+
+    Tag keys and values cannot contain quotes (letters, digits, space and `+-./:=_` only:
+    https://learn.microsoft.com/dotnet/api/azure.storage.blobs.specialized.blobbaseclient.settags,
+    and the Set Blob Tags REST page), so none are escaped.
+    """
+    return " AND ".join(f"\"{key}\" = '{value}'" for key, value in sorted(tags.items()))
+
+
 def transition(blob: BlobClient, expected: str, target: str) -> None:
     """Set the state tag to `target` only while it is `expected`; already `target` is success.
 
-    The service enforces the guard (x-ms-if-tags -> 412); Azurite ignores it, so the state is
-    read back and checked here as well.
+    The blob's other tags (`tenant`, `retention`, ...) are read and written back unchanged,
+    under a condition on all of them, so a concurrent change of any tag fails the write (412)
+    and the read is repeated. Azurite ignores that condition, so the state is read back too.
     """
-    try:
-        blob.set_blob_tags({STATE_TAG: target}, if_tags_match_condition=tag_condition(expected))
-    except ResourceNotFoundError:
-        raise TagTransitionError(f"blob {blob.blob_name!r} does not exist") from None
-    except HttpResponseError as error:
-        if error.status_code != 412:
-            raise
-    current = state_of(blob)
-    if current != target:
+    for _ in range(TAG_WRITE_ATTEMPTS):
+        try:
+            tags = blob.get_blob_tags()
+        except ResourceNotFoundError:
+            raise TagTransitionError(f"blob {blob.blob_name!r} does not exist") from None
+        current = tags.get(STATE_TAG, "")
+        if current == target:
+            return
+        if current != expected:
+            raise TagTransitionError(
+                f"blob {blob.blob_name!r} is tagged {STATE_TAG}={current!r}, expected {expected!r}"
+            )
+        try:
+            blob.set_blob_tags(
+                {**tags, STATE_TAG: target}, if_tags_match_condition=tags_condition(tags)
+            )
+        except ResourceNotFoundError:
+            raise TagTransitionError(f"blob {blob.blob_name!r} does not exist") from None
+        except HttpResponseError as error:
+            if error.status_code != 412:
+                raise
+            continue
+        written = state_of(blob)
+        if written == target:
+            return
         raise TagTransitionError(
-            f"blob {blob.blob_name!r} is tagged {STATE_TAG}={current!r}, expected {expected!r}"
+            f"blob {blob.blob_name!r} is tagged {STATE_TAG}={written!r}, expected {expected!r}"
         )
+    raise TagTransitionError(
+        f"blob {blob.blob_name!r}: its tags kept changing; {STATE_TAG} not set to {target!r}"
+    )
 
 
 def seal(blob: BlobClient) -> None:
@@ -106,3 +168,35 @@ def delete_guarded(blob: BlobClient, state: str) -> bool:
     except ResourceNotFoundError:
         return False
     return True
+
+
+def bound_database(container: ContainerClient) -> str | None:
+    """The database id the container is bound to, None when it was never bound."""
+    try:
+        metadata = container.get_blob_client(BINDING_BLOB).get_blob_properties().metadata
+    except ResourceNotFoundError:
+        return None
+    database_id: str | None = metadata.get("database_id")
+    return database_id
+
+
+def bind(container: ContainerClient, database_id: str) -> str:
+    """Bind the container to `database_id` unless already bound; the id it is bound to.
+
+    One read when the container is bound already; a create-only write when it is not, so two
+    first sweeps racing cannot both bind.
+    """
+    bound = bound_database(container)
+    if bound is not None:
+        return bound
+    try:
+        container.get_blob_client(BINDING_BLOB).upload_blob(
+            b"",
+            overwrite=False,
+            metadata={"database_id": database_id},
+            match_condition=MatchConditions.IfMissing,
+        )
+    except HttpResponseError as error:
+        if error.status_code not in EXISTS_STATUSES:
+            raise
+    return bound_database(container) or database_id

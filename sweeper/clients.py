@@ -10,6 +10,12 @@ from azure.storage.blob import BlobServiceClient, ExponentialRetry
 from sweeper.settings import SettingsError
 
 CONNECTION_TIMEOUT_S = 10
+READ_TIMEOUT_S = 20
+"""A call that hangs must not eat a timer run: the Consumption plan's function timeout defaults
+to 5 minutes (https://github.com/MicrosoftDocs/azure-docs/blob/master/includes/
+functions-timeout-duration.md). The SDK's 60 s read timeout over 4 attempts (azure-storage-blob
+`_shared/constants.py` READ_TIMEOUT) is more than 4 minutes for one call; 20 s is about 90 s
+with the back-offs, and a Blob Batch of 256 deletes answers in well under a second."""
 
 
 def retry_policy() -> ExponentialRetry:
@@ -31,6 +37,7 @@ def blob_service(
                 connection_string,
                 retry_policy=retry_policy(),
                 connection_timeout=CONNECTION_TIMEOUT_S,
+                read_timeout=READ_TIMEOUT_S,
             )
         except ValueError as error:
             raise SettingsError(f"connection string is malformed: {error}") from None
@@ -48,4 +55,5 @@ def blob_service(
         credential=DefaultAzureCredential(),
         retry_policy=retry_policy(),
         connection_timeout=CONNECTION_TIMEOUT_S,
+        read_timeout=READ_TIMEOUT_S,
     )

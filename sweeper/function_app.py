@@ -143,7 +143,10 @@ def summary_fields(report: SweepReport, container: str) -> dict[str, Any]:
         "missing_blobs": report.missing_blobs,
         "rolled_forward": report.rolled_forward,
         "deleted_rows": report.deleted_rows,
+        "retired_deleted": report.retired_deleted,
+        "abandoned_replacements": report.abandoned_replacements,
         "errors": len(report.errors),
+        "warnings": len(report.warnings),
         "dry_run": report.dry_run,
     }
 

@@ -2,21 +2,32 @@
 
 The database learns the blob's name first and admits the document exists last (DESIGN.md
 section 2). Each step is a public method so a caller (or a crash test) can stop after any of
-them; `complete` resumes from wherever a previous attempt stopped.
+them; `complete` resumes from wherever a previous attempt stopped. Replace and delete record
+every blob they leave behind in the database before the window opens, so the sweeper finds it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import RETIRED
+from safetynet.constants import PENDING
 from sweeper import blobs
-from sweeper.store import Document, DocumentStore, Status, new_document_id
+from sweeper.store import (
+    Content,
+    Document,
+    DocumentStore,
+    Status,
+    StoreError,
+    SwitchResult,
+    new_document_id,
+)
 
 MAX_NAME_LENGTH = 1024
 _EXTENSION = re.compile(r"(\.[A-Za-z0-9]{1,16})?")
@@ -35,7 +46,11 @@ def utc_now() -> datetime:
 
 
 class ProtocolError(RuntimeError):
-    """A protocol step cannot proceed; the message says which document and why."""
+    """A protocol step cannot proceed; names the document (when there is one) and why."""
+
+    def __init__(self, message: str, document_id: str | None = None) -> None:
+        super().__init__(message)
+        self.document_id = document_id
 
 
 class InvalidNameError(ProtocolError, ValueError):
@@ -48,6 +63,16 @@ class ReservationExpiredError(ProtocolError):
 
 class ConcurrentReplaceError(ProtocolError):
     """Another writer changed the document between our upload and our switch."""
+
+
+class ContentMismatchError(ProtocolError, ValueError):
+    """The bytes given differ from the bytes this document's first upload stored, or from the
+    length the caller declared; nothing was written."""
+
+
+class UploadFailedError(ProtocolError):
+    """A put failed after its reservation: resume with `complete(document_id, ...)` or release
+    the name at once with `abandon(document_id)`."""
 
 
 def validate_name(name: str) -> str:
@@ -75,6 +100,16 @@ def new_blob_name(extension: str) -> str:
     return f"{new_document_id().replace('-', '')}{validate_extension(extension)}"
 
 
+def _content_of(data: bytes, length: int | None, document_id: str) -> Content:
+    if length is not None and length != len(data):
+        raise ContentMismatchError(
+            f"document {document_id}: length={length} but the data holds {len(data)} bytes; "
+            "nothing uploaded",
+            document_id,
+        )
+    return Content(len(data), hashlib.sha256(data).hexdigest())
+
+
 @dataclass
 class UploadProtocol:
     store: DocumentStore
@@ -95,19 +130,62 @@ class UploadProtocol:
         self.checkpoint("reserve")
         return reserved
 
-    def upload(self, document: Document, data: blobs.UploadData, length: int | None = None) -> bool:
-        """Step 2: create-only upload tagged pending; False when the blob already existed."""
+    def upload(
+        self,
+        document: Document,
+        data: blobs.UploadData,
+        length: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Step 2: create-only upload tagged pending; False when the blob already existed.
+
+        The first upload's length and SHA-256 are kept on the row; a retry whose bytes differ
+        raises ContentMismatchError instead of quietly keeping the first bytes.
+        """
         blob = self.container.get_blob_client(document.blob_name)
-        created = blobs.upload_create_only(blob, data, length)
+        if isinstance(data, bytes):
+            content = _content_of(data, length, document.id)
+            recorded = self.store.record_content(document.id, content)
+            if recorded != content:
+                raise self._mismatch(document, recorded, content)
+            created = blobs.upload_create_only(blob, data, len(data), tags)
+        else:
+            reader = blobs.HashingReader(data)
+            created = blobs.upload_create_only(blob, reader, length, tags)
+            if not created:
+                while reader.read(4 * 1024 * 1024):
+                    pass  # hash what this retry would have sent
+            elif not reader.exhausted():
+                raise ContentMismatchError(
+                    f"document {document.id}: the stream holds more than length={length} bytes; "
+                    "the partial blob stays pending and is swept (or call abandon)",
+                    document.id,
+                )
+            content = Content(reader.length, reader.sha256)
+            recorded = self.store.record_content(document.id, content)
+            if recorded != content:
+                raise self._mismatch(document, recorded, content)
         self.checkpoint("upload")
         return created
+
+    @staticmethod
+    def _mismatch(document: Document, first: Content, retry: Content) -> ContentMismatchError:
+        return ContentMismatchError(
+            f"document {document.id} was first uploaded with {first.length} bytes "
+            f"(sha256 {first.sha256[:12]}...); this retry sends {retry.length} bytes "
+            f"(sha256 {retry.sha256[:12]}...). Complete it with the original bytes, or abandon "
+            "it and put the new ones under a new document id",
+            document.id,
+        )
 
     def seal(self, document: Document) -> None:
         """Step 3: pending -> committed, before the row may say Ready (the order rule)."""
         try:
             blobs.seal(self.container.get_blob_client(document.blob_name))
         except blobs.TagTransitionError as error:
-            raise ReservationExpiredError(f"document {document.id}: cannot seal: {error}") from None
+            raise ReservationExpiredError(
+                f"document {document.id}: cannot seal: {error}", document.id
+            ) from None
         self.checkpoint("seal")
 
     def publish(self, document: Document) -> Document:
@@ -115,22 +193,37 @@ class UploadProtocol:
         if not self.store.publish(document.id):
             current = self.store.get(document.id)
             if current is None:
-                raise ReservationExpiredError(f"document {document.id} was swept before publish")
+                raise ReservationExpiredError(
+                    f"document {document.id} was swept before publish", document.id
+                )
             if current.status is not Status.READY:
-                raise ProtocolError(f"document {document.id} is {current.status}, cannot publish")
+                raise ProtocolError(
+                    f"document {document.id} is {current.status}, cannot publish", document.id
+                )
         self.checkpoint("publish")
         return replace(document, status=Status.READY)
 
     def complete(
-        self, document_id: str, data: blobs.UploadData, length: int | None = None
+        self,
+        document_id: str,
+        data: blobs.UploadData,
+        length: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Document:
         """Steps 2-4 for a reserved document, resuming after a crash at any point."""
         document = self.store.get(document_id)
         if document is None:
-            raise ReservationExpiredError(f"document {document_id} has no reservation (swept?)")
+            raise ReservationExpiredError(
+                f"document {document_id} has no reservation (swept?)", document_id
+            )
         if document.status is Status.READY:
+            recorded = self.store.content(document_id)
+            if recorded is not None and isinstance(data, bytes):
+                retry = _content_of(data, length, document_id)
+                if retry != recorded:
+                    raise self._mismatch(document, recorded, retry)
             return document
-        self.upload(document, data, length)
+        self.upload(document, data, length, tags)
         self.seal(document)
         return self.publish(document)
 
@@ -141,10 +234,51 @@ class UploadProtocol:
         extension: str = "",
         document_id: str | None = None,
         length: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Document:
-        """The whole protocol. A retry with the same `document_id` finishes the first attempt."""
+        """The whole protocol. A retry with the same `document_id` finishes the first attempt.
+
+        A failure after the reservation raises an error carrying `document_id`, so the caller
+        can resume (`complete`) or release the name at once (`abandon`).
+        """
         document = self.reserve(name, extension, document_id)
-        return self.complete(document.id, data, length)
+        try:
+            return self.complete(document.id, data, length, tags)
+        except ProtocolError as error:
+            if error.document_id is None:
+                error.document_id = document.id
+            raise
+        except (AzureError, StoreError) as error:
+            raise UploadFailedError(
+                f"document {document.id} ({name!r}) reserved but not published: "
+                f"{type(error).__name__}; resume with complete() or release with abandon()",
+                document.id,
+            ) from error
+
+    def abandon(self, document_id: str) -> bool:
+        """Release a reservation now: its pending blob deleted, then its row. True if released.
+
+        A sealed blob is not deleted here: the bytes are complete, so `complete` publishes them.
+        """
+        document = self.store.get(document_id)
+        if document is None:
+            return False
+        if document.status is not Status.PENDING:
+            raise ProtocolError(
+                f"document {document_id} is {document.status}; not abandoned", document_id
+            )
+        blob = self.container.get_blob_client(document.blob_name)
+        try:
+            blobs.delete_guarded(blob, PENDING)
+        except HttpResponseError as error:
+            if error.status_code != 412:
+                raise
+            raise ProtocolError(
+                f"document {document_id}: its blob is tagged {blobs.state_of(blob)!r}, not "
+                "pending; call complete() to publish it",
+                document_id,
+            ) from None
+        return self.store.abandon(document_id)
 
     def replace(
         self,
@@ -152,39 +286,80 @@ class UploadProtocol:
         data: blobs.UploadData,
         extension: str = "",
         length: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Document:
-        """New bytes under a new name, sealed, row switched, and only then the old blob deleted.
+        """New bytes under a new name, sealed, row switched; the old blob retired, not deleted.
 
-        A crash before the switch leaves an unreferenced new blob, a crash after it the old
-        one: `reconcile` finds and removes both, each under its tag guard.
+        The new blob is recorded as an intent before its upload and the switch takes the
+        record back in the same transaction that retires the old blob, so a crash or a stall
+        at any point leaves a record the sweeper finds. Readers still downloading the old
+        bytes keep working until the sweeper deletes the retired blob after its grace period.
         """
         current = self._ready(document_id)
+        if isinstance(data, bytes):
+            content = _content_of(data, length, document_id)
         new_blob = self.container.get_blob_client(new_blob_name(extension))
-        blobs.upload_create_only(new_blob, data, length)
+        self.store.record_intent(document_id, new_blob.blob_name, self.clock())
+        self.checkpoint("replace.intent")
+        if isinstance(data, bytes):
+            blobs.upload_create_only(new_blob, data, len(data), tags)
+        else:
+            reader = blobs.HashingReader(data)
+            blobs.upload_create_only(new_blob, reader, length, tags)
+            if not reader.exhausted():
+                raise ContentMismatchError(
+                    f"document {document_id}: the stream holds more than length={length} "
+                    "bytes; the replace is abandoned and its blob swept",
+                    document_id,
+                )
+            content = Content(reader.length, reader.sha256)
         self.checkpoint("replace.upload")
-        blobs.seal(new_blob)
+        try:
+            blobs.seal(new_blob)
+        except blobs.TagTransitionError as error:
+            raise ReservationExpiredError(
+                f"document {document_id}: replace abandoned (the sweeper took its new blob): "
+                f"{error}",
+                document_id,
+            ) from None
         self.checkpoint("replace.seal")
-        if not self.store.switch_blob(document_id, current.blob_name, new_blob.blob_name):
-            self._drop(new_blob.blob_name)
-            raise ConcurrentReplaceError(f"document {document_id} changed during replace; retry")
+        outcome = self.store.switch_blob(
+            document_id, current.blob_name, new_blob.blob_name, self.clock(), content
+        )
+        if outcome is SwitchResult.INTENT_LOST:
+            raise ReservationExpiredError(
+                f"document {document_id}: replace stalled past the cutoff and the sweeper "
+                "claimed its new blob; the document still holds its previous bytes",
+                document_id,
+            )
+        if outcome is SwitchResult.ROW_CHANGED:
+            self.store.retire_intent(new_blob.blob_name, self.clock())
+            self._retire_tag(new_blob.blob_name)
+            raise ConcurrentReplaceError(
+                f"document {document_id} changed during replace; retry", document_id
+            )
         self.checkpoint("replace.switch")
-        self._drop(current.blob_name, "replace")
+        if self._retire_tag(current.blob_name):
+            self.checkpoint("replace.retire")
         return replace(current, blob_name=new_blob.blob_name)
 
     def delete(self, document_id: str) -> None:
-        """Row first (readers stop seeing it), then the blob under its retired guard."""
+        """Row removed and its blob recorded as retired in one transaction; then tagged retired."""
         current = self._ready(document_id)
-        if not self.store.delete_row(document_id, current.blob_name):
-            raise ConcurrentReplaceError(f"document {document_id} changed during delete; retry")
+        if not self.store.delete_row(document_id, current.blob_name, self.clock()):
+            raise ConcurrentReplaceError(
+                f"document {document_id} changed during delete; retry", document_id
+            )
         self.checkpoint("delete.row")
-        self._drop(current.blob_name, "delete")
+        if self._retire_tag(current.blob_name):
+            self.checkpoint("delete.retire")
 
-    def _drop(self, blob_name: str, step: str | None = None) -> None:
-        """Retire then delete a committed blob no row references any more."""
-        blob = self.container.get_blob_client(blob_name)
-        if blobs.retire(blob) and step is not None:
-            self.checkpoint(f"{step}.retire")
-        blobs.delete_guarded(blob, RETIRED)
+    def _retire_tag(self, blob_name: str) -> bool:
+        """committed -> retired, best effort: the sweeper retires it later if this fails."""
+        try:
+            return blobs.retire(self.container.get_blob_client(blob_name))
+        except (blobs.TagTransitionError, AzureError):
+            return False
 
     def read(self, name: str) -> bytes:
         """Readers see Ready documents only."""
@@ -196,5 +371,5 @@ class UploadProtocol:
     def _ready(self, document_id: str) -> Document:
         document = self.store.get(document_id)
         if document is None or document.status is not Status.READY:
-            raise ProtocolError(f"document {document_id} is not a Ready document")
+            raise ProtocolError(f"document {document_id} is not a Ready document", document_id)
         return document

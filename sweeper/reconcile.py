@@ -1,26 +1,39 @@
-"""Reconciliation: compare the container with the table and repair what crash windows left.
+"""Reconciliation: an audit of the container against the table, with guarded, bounded repair.
 
-Unlike the sweeper this lists the container, so its cost grows with it: run it rarely
-(daily), not on the sweeper's schedule. Blobs younger than the cutoff are never judged,
-because an upload or replace may still be finishing them.
+Unlike the sweeper this lists the container, so its cost grows with it: run it rarely (daily),
+not on the sweeper's schedule. Blobs younger than the cutoff are never judged.
+
+The table it is handed may be the wrong one (a typo in `--db`, staging against production, a
+point-in-time restore), so reconcile never deletes a committed blob on its own: committed
+orphans are reported, and deleting them takes a written plan applied with a maximum count, in
+a container bound to this database, when the orphans are a small share of the container.
+Every blob is re-checked against the table just before anything is done to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
+from typing import Any
 
-from azure.core.exceptions import HttpResponseError
+from azure.core import MatchConditions
+from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
+from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 from sweeper import blobs
 from sweeper.lease import LEASE_BLOB
 from sweeper.store import Document, DocumentStore, Status
 
 INTERNAL_PREFIX = LEASE_BLOB.split("/", 1)[0] + "/"
+MAX_ORPHAN_SHARE = 0.05
+"""More committed orphans than this share of the container means the table is probably wrong."""
+PLAN_VERSION = 1
+
+
+class RepairRefusedError(RuntimeError):
+    """The repair would be unsafe (wrong or unbound database, too many, a changed plan)."""
 
 
 @dataclass(frozen=True)
@@ -34,17 +47,29 @@ class ListedBlob:
 @dataclass
 class Reconciliation:
     orphans: list[ListedBlob] = field(default_factory=list)
-    """Blobs no row references (I5): left by a crash in replace or delete, or by hand."""
+    """Blobs neither a row nor a crash-window record names (I5)."""
     dangling: list[Document] = field(default_factory=list)
     """Ready rows whose blob is missing (I1 broken)."""
     unsealed: list[Document] = field(default_factory=list)
     """Ready rows whose blob still says pending (I2 broken): the lifecycle rule would eat it."""
     repaired: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    blob_count: int = 0
 
     @property
     def clean(self) -> bool:
         return not (self.orphans or self.dangling or self.unsealed)
+
+    @property
+    def committed_orphans(self) -> list[ListedBlob]:
+        return [b for b in self.orphans if b.state == COMMITTED]
+
+    @property
+    def unresolved(self) -> bool:
+        """Whether anything is left for a person: findings not repaired, or errors."""
+        names = [b.name for b in self.orphans] + [d.blob_name for d in self.unsealed]
+        left = set(names) - set(self.repaired)
+        return bool(left or self.dangling or self.errors)
 
 
 def list_blobs(container: ContainerClient) -> dict[str, ListedBlob]:
@@ -58,13 +83,40 @@ def list_blobs(container: ContainerClient) -> dict[str, ListedBlob]:
     return listed
 
 
+def check_binding(store: DocumentStore, container: ContainerClient) -> str:
+    """The database id, when the container is bound to this database; else RepairRefusedError."""
+    database_id = store.database_id()
+    bound = blobs.bound_database(container)
+    if bound is None:
+        raise RepairRefusedError(
+            f"container {container.container_name!r} is not bound to a database yet; run "
+            "`safetynet sweep` once with the right --db (it binds the container), then repair"
+        )
+    if bound != database_id:
+        raise RepairRefusedError(
+            f"container {container.container_name!r} belongs to database {bound}, not to this "
+            f"one ({database_id}): this is the wrong table for it; nothing repaired"
+        )
+    return database_id
+
+
 def reconcile(
     store: DocumentStore, container: ContainerClient, older_than: datetime, repair: bool = False
 ) -> Reconciliation:
-    """Find (and with `repair`, fix) orphans and broken Ready rows older than `older_than`."""
+    """Find findings older than `older_than`; with `repair`, fix the ones that are safe to fix.
+
+    Repair seals the pending blob of a Ready row and deletes pending or retired orphans under
+    their tag guard, each only after re-reading the table for that blob. Committed and untagged
+    orphans are only reported (see `plan_orphan_deletion`). A container bound to another
+    database refuses repair (RepairRefusedError) before anything is done.
+    """
+    if repair:
+        check_binding(store, container)
     result = Reconciliation()
     listed = list_blobs(container)
+    result.blob_count = len(listed)
     rows = {d.blob_name: d for d in store.all()}
+    recorded = {r.blob_name for r in store.records()}
     for document in rows.values():
         if document.status is not Status.READY or document.created_utc >= older_than:
             continue
@@ -74,34 +126,123 @@ def reconcile(
         elif blob.state == PENDING:
             result.unsealed.append(document)
             if repair:
-                _repair(result, blob.name, partial(_seal, container))
+                _seal_unsealed(store, container, document, result)
     for blob in listed.values():
-        if blob.name in rows or blob.last_modified >= older_than:
+        if blob.name in rows or blob.name in recorded or blob.last_modified >= older_than:
             continue
         result.orphans.append(blob)
-        if repair:
-            _repair(result, blob.name, partial(_delete_orphan, container, state=blob.state))
+        if repair and blob.state in (PENDING, RETIRED):
+            _delete_unreferenced(store, container, blob, blob.state, result)
     return result
 
 
-def _seal(container: ContainerClient, name: str) -> None:
-    blobs.seal(container.get_blob_client(name))
-
-
-def _delete_orphan(container: ContainerClient, name: str, state: str) -> None:
-    blob = container.get_blob_client(name)
-    if state == COMMITTED:
-        blobs.retire(blob)
-        state = RETIRED
-    if state not in (PENDING, RETIRED):
-        raise blobs.TagTransitionError(f"orphan {name!r} has state {state!r}; left for a human")
-    blobs.delete_guarded(blob, state)
-
-
-def _repair(result: Reconciliation, name: str, action: Callable[[str], None]) -> None:
+def _seal_unsealed(
+    store: DocumentStore, container: ContainerClient, document: Document, result: Reconciliation
+) -> None:
+    current = store.get(document.id)
+    if current is None or current.blob_name != document.blob_name:
+        result.errors.append(f"{document.blob_name}: row changed since listing; not sealed")
+        return
     try:
-        action(name)
-    except (blobs.TagTransitionError, HttpResponseError) as error:
-        result.errors.append(f"{name}: {error}")
+        blobs.seal(container.get_blob_client(document.blob_name))
+    except (blobs.TagTransitionError, AzureError) as error:
+        result.errors.append(f"{document.blob_name}: {error}")
     else:
-        result.repaired.append(name)
+        result.repaired.append(document.blob_name)
+
+
+def _delete_unreferenced(
+    store: DocumentStore,
+    container: ContainerClient,
+    blob: ListedBlob,
+    state: str,
+    result: Reconciliation,
+    etag: str | None = None,
+) -> None:
+    """Delete one orphan under its tag guard, after reading the table for it once more."""
+    if store.is_referenced(blob.name):
+        result.errors.append(f"{blob.name}: referenced since listing; left alone")
+        return
+    client = container.get_blob_client(blob.name)
+    try:
+        if etag is not None and client.get_blob_properties().etag.strip('"') != etag.strip('"'):
+            result.errors.append(f"{blob.name}: its bytes changed since the plan; left alone")
+            return
+        if state == COMMITTED:
+            blobs.retire(client)
+            state = RETIRED
+        if etag is not None:
+            # Set Blob Tags leaves the ETag alone, so the plan's ETag still guards the delete.
+            client.delete_blob(
+                delete_snapshots="include",
+                etag=f'"{etag.strip(chr(34))}"',
+                match_condition=MatchConditions.IfNotModified,
+                if_tags_match_condition=tag_condition(state),
+            )
+        else:
+            blobs.delete_guarded(client, state)
+    except (blobs.TagTransitionError, HttpResponseError, AzureError) as error:
+        result.errors.append(f"{blob.name}: {type(error).__name__}: {error}".splitlines()[0])
+    else:
+        result.repaired.append(blob.name)
+
+
+def plan_orphan_deletion(
+    store: DocumentStore, container: ContainerClient, result: Reconciliation
+) -> dict[str, Any]:
+    """A printable, reviewable plan to delete the committed orphans `result` found."""
+    return {
+        "version": PLAN_VERSION,
+        "container": container.container_name,
+        "database_id": store.database_id(),
+        "blob_count": result.blob_count,
+        "delete": [
+            {"blob": b.name, "etag": b.etag, "last_modified": b.last_modified.isoformat()}
+            for b in result.committed_orphans
+        ],
+    }
+
+
+def apply_plan(
+    store: DocumentStore,
+    container: ContainerClient,
+    plan: Mapping[str, Any],
+    max_delete: int,
+    max_share: float = MAX_ORPHAN_SHARE,
+) -> Reconciliation:
+    """Delete the plan's committed orphans, each re-checked; refuse the whole plan when unsafe.
+
+    Refused (RepairRefusedError, nothing deleted) when the plan is for another container or
+    database, the container is not bound to this database, the plan holds more than
+    `max_delete` blobs, or they are more than `max_share` of the container's blobs.
+    """
+    entries: Sequence[Mapping[str, str]] = plan.get("delete", [])
+    if plan.get("version") != PLAN_VERSION or not isinstance(entries, list):
+        raise RepairRefusedError("not a reconcile plan (version or `delete` list missing)")
+    if plan.get("container") != container.container_name:
+        raise RepairRefusedError(
+            f"the plan is for container {plan.get('container')!r}, not {container.container_name!r}"
+        )
+    database_id = check_binding(store, container)
+    if plan.get("database_id") != database_id:
+        raise RepairRefusedError("the plan was made against another database; nothing deleted")
+    if len(entries) > max_delete:
+        raise RepairRefusedError(
+            f"the plan deletes {len(entries)} blobs, more than --max-delete {max_delete}"
+        )
+    listed = list_blobs(container)
+    if entries and len(entries) > max_share * max(len(listed), 1):
+        raise RepairRefusedError(
+            f"the plan deletes {len(entries)} of {len(listed)} blobs, more than "
+            f"{max_share:.0%} of the container: the table is probably the wrong one"
+        )
+    result = Reconciliation(blob_count=len(listed))
+    for entry in entries:
+        blob = listed.get(entry["blob"])
+        if blob is None:
+            continue
+        if blob.state != COMMITTED:
+            result.errors.append(f"{blob.name}: now tagged {blob.state!r}; left alone")
+            continue
+        _delete_unreferenced(store, container, blob, COMMITTED, result, etag=entry["etag"])
+    return result

@@ -64,6 +64,10 @@ class SweepSettings:
     max_attempts: int = 5
     dry_run: bool = False
     use_lease: bool = False
+    retired_grace: timedelta = timedelta(hours=1)
+    """How long a replaced or deleted document's old blob stays readable before it is deleted."""
+    claim_ttl: timedelta = timedelta(minutes=10)
+    """A claim older than this belongs to a sweeper that died; its rows may be claimed again."""
 
     def __post_init__(self) -> None:
         _bounded_int(self.batch_size, "batch size", 1, MAX_BLOB_BATCH)
@@ -97,6 +101,9 @@ class FunctionSettings:
             cutoff=parse_duration(env.get("SAFETYNET_CUTOFF", "15m"), "SAFETYNET_CUTOFF"),
             container=env.get("SAFETYNET_CONTAINER", DEFAULT_CONTAINER),
             use_lease=parse_bool(env.get("SAFETYNET_LEASE", "false"), "SAFETYNET_LEASE"),
+            retired_grace=parse_duration(
+                env.get("SAFETYNET_RETIRED_GRACE", "1h"), "SAFETYNET_RETIRED_GRACE"
+            ),
         )
         return cls(
             env["SAFETYNET_DB_URL"],

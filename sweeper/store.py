@@ -2,6 +2,9 @@
 
 Every state change is a single conditional statement (`... WHERE status = 'Pending'`), so two
 actors racing on one row can never both win, and a retry of a finished step changes nothing.
+Beside the documents table live two small tables of the toolkit's own: the blobs a replace or
+delete leaves behind (so the sweeper finds every crash window by an indexed query) and the
+database's identity (so a container can be bound to the database it belongs to).
 """
 
 from __future__ import annotations
@@ -18,11 +21,21 @@ from sqlalchemy.engine import Connection, Engine
 
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
 SUPPORTED_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+CONNECT_TIMEOUT_S = 10
+"""A database that does not answer fails a timer run in seconds, not at the OS's TCP timeout."""
+DATABASE_ID_KEY = "database_id"
 
 
 class Status(enum.StrEnum):
     PENDING = "Pending"
     READY = "Ready"
+
+
+class BlobRecordKind(enum.StrEnum):
+    INTENT = "intent"
+    """A replace's new blob, recorded before its upload; the switch removes the record."""
+    RETIRED = "retired"
+    """A blob no row references any more, deleted by the sweeper after the grace period."""
 
 
 class StoreError(RuntimeError):
@@ -37,6 +50,14 @@ class NameConflictError(RuntimeError):
         self.name = name
 
 
+class SwitchResult(enum.Enum):
+    SWITCHED = "switched"
+    ROW_CHANGED = "row changed"
+    """The row no longer points at the old blob (a concurrent replace or delete won)."""
+    INTENT_LOST = "intent lost"
+    """The sweeper claimed the new blob's intent: the replace was judged abandoned."""
+
+
 @dataclass(frozen=True)
 class DocumentTable:
     """Where the documents live; every name is configurable because applications own the table."""
@@ -48,6 +69,22 @@ class DocumentTable:
     status: str = "status"
     created_utc: str = "created_utc"
     schema: str | None = None
+    claimed_by: str = "claimed_by"
+    claimed_utc: str = "claimed_utc"
+    content_length: str = "content_length"
+    content_sha256: str = "content_sha256"
+    blobs_table: str | None = None
+    """The crash-window records; `<table>_blobs` unless named."""
+    meta_table: str | None = None
+    """The database's identity; `<table>_meta` unless named."""
+
+    @property
+    def blobs_table_name(self) -> str:
+        return self.blobs_table or f"{self.table}_blobs"
+
+    @property
+    def meta_table_name(self) -> str:
+        return self.meta_table or f"{self.table}_meta"
 
     def build(self, metadata: sa.MetaData) -> sa.Table:
         return sa.Table(
@@ -60,8 +97,42 @@ class DocumentTable:
             ),
             sa.Column(self.status, sa.String(16), nullable=False, key="status"),
             sa.Column(self.created_utc, sa.DateTime(timezone=True), nullable=False, key="created"),
+            *self.added_columns(),
             # Serves the sweeper's claim: Pending rows older than the cutoff, in keyset order.
             sa.Index(f"ix_{self.table}_status_created", "status", "created", "id"),
+            schema=self.schema,
+        )
+
+    def added_columns(self) -> list[sa.Column[object]]:
+        """Columns added after the first release; `db upgrade` adds them to older tables."""
+        return [
+            sa.Column(self.claimed_by, sa.String(36), nullable=True, key="claim_token"),
+            sa.Column(self.claimed_utc, sa.DateTime(timezone=True), nullable=True, key="claimed"),
+            sa.Column(self.content_length, sa.BigInteger, nullable=True, key="content_length"),
+            sa.Column(self.content_sha256, sa.String(64), nullable=True, key="content_sha256"),
+        ]
+
+    def build_blobs(self, metadata: sa.MetaData) -> sa.Table:
+        name = self.blobs_table_name
+        return sa.Table(
+            name,
+            metadata,
+            sa.Column("blob_name", sa.String(1024), primary_key=True),
+            sa.Column("document_id", sa.String(36), nullable=False),
+            sa.Column("kind", sa.String(16), nullable=False),
+            sa.Column("recorded_utc", sa.DateTime(timezone=True), nullable=False),
+            sa.Column("claimed_by", sa.String(36), nullable=True, key="claim_token"),
+            sa.Column("claimed_utc", sa.DateTime(timezone=True), nullable=True),
+            sa.Index(f"ix_{name}_kind_recorded", "kind", "recorded_utc", "blob_name"),
+            schema=self.schema,
+        )
+
+    def build_meta(self, metadata: sa.MetaData) -> sa.Table:
+        return sa.Table(
+            self.meta_table_name,
+            metadata,
+            sa.Column("key", sa.String(64), primary_key=True),
+            sa.Column("value", sa.String(256), nullable=False),
             schema=self.schema,
         )
 
@@ -73,6 +144,22 @@ class Document:
     blob_name: str
     status: Status
     created_utc: datetime
+
+
+@dataclass(frozen=True)
+class BlobRecord:
+    blob_name: str
+    document_id: str
+    kind: BlobRecordKind
+    recorded_utc: datetime
+
+
+@dataclass(frozen=True)
+class Content:
+    """What the first upload of a document held: a retry must send the same bytes."""
+
+    length: int
+    sha256: str
 
 
 def new_document_id() -> str:
@@ -97,11 +184,18 @@ def create_engine(url: str) -> Engine:
             f"unsupported database URL scheme {parsed.drivername!r}; "
             f"use one of {', '.join(SUPPORTED_SCHEMES)} (e.g. sqlite:///documents.db)"
         )
+    connect_args = {"connect_timeout": CONNECT_TIMEOUT_S} if backend == "postgresql" else {}
     try:
-        return sa.create_engine(parsed, pool_pre_ping=True)
+        return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as error:
         safe = parsed.render_as_string(hide_password=True)
         raise StoreError(f"cannot use database URL {safe}: {error}") from None
+
+
+def to_utc(value: datetime) -> datetime:
+    """Aware UTC for the database. SQLite stores the wall-clock digits and drops the offset, so
+    an aware local time written as-is reads back hours off; a naive value is local time."""
+    return value.astimezone(UTC)
 
 
 def _utc(value: datetime) -> datetime:
@@ -115,7 +209,10 @@ class DocumentStore:
     def __init__(self, engine: Engine, layout: DocumentTable | None = None) -> None:
         self.engine = engine
         self.layout = layout or DocumentTable()
-        self.table = self.layout.build(sa.MetaData())
+        metadata = sa.MetaData()
+        self.table = self.layout.build(metadata)
+        self.blobs = self.layout.build_blobs(metadata)
+        self.meta = self.layout.build_meta(metadata)
 
     @classmethod
     def from_url(cls, url: str, layout: DocumentTable | None = None) -> DocumentStore:
@@ -130,23 +227,67 @@ class DocumentStore:
         try:
             with self.engine.begin() as conn:
                 yield conn
-        except sa.exc.OperationalError as error:
+        except sa.exc.IntegrityError:
+            raise
+        except sa.exc.DBAPIError as error:
+            # Every driver error (operational, programming, internal, data, a session killed by
+            # idle_in_transaction_session_timeout, ...) becomes one error type callers handle.
             raise StoreError(self._describe(error)) from error
-        except sa.exc.ProgrammingError as error:
-            raise StoreError(self._describe(error)) from error
+        except sa.exc.SQLAlchemyError as error:
+            raise StoreError(f"{self._where()}: {error}") from error
+
+    def _where(self) -> str:
+        return f"database {self.engine.url.render_as_string(hide_password=True)}"
 
     def _describe(self, error: sa.exc.DBAPIError) -> str:
-        where = self.engine.url.render_as_string(hide_password=True)
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-        return f"database {where}: {reason}"
+        return f"{self._where()}: {reason}"
+
+    # Schema: create, check, upgrade.
 
     def init_schema(self) -> None:
-        """Create the table and its index if missing; running it twice is harmless."""
+        """Create the tables and their indexes if missing; running it twice is harmless."""
         with self._connect() as conn:
             self.table.metadata.create_all(conn, checkfirst=True)
+            self._ensure_database_id(conn)
+
+    def _ensure_database_id(self, conn: Connection) -> None:
+        if conn.execute(
+            sa.select(self.meta.c.value).where(self.meta.c.key == DATABASE_ID_KEY)
+        ).first():
+            return
+        conn.execute(self.meta.insert().values(key=DATABASE_ID_KEY, value=new_document_id()))
+
+    def database_id(self) -> str:
+        """This database's identity, written once by `db init` or `db upgrade`."""
+        with self._connect() as conn:
+            value = conn.execute(
+                sa.select(self.meta.c.value).where(self.meta.c.key == DATABASE_ID_KEY)
+            ).scalar_one_or_none()
+        if value is None:
+            raise StoreError(f"{self._where()} has no identity; run `safetynet db upgrade`")
+        return str(value)
+
+    def _missing(self) -> tuple[bool, list[str]]:
+        """(documents table present, what `db upgrade` would add)."""
+        with self._connect() as conn:
+            inspector = sa.inspect(conn)
+            schema = self.layout.schema
+            if not inspector.has_table(self.layout.table, schema=schema):
+                return False, []
+            present = {c["name"] for c in inspector.get_columns(self.layout.table, schema)}
+            missing = [
+                f"column {c.name}" for c in self.layout.added_columns() if c.name not in present
+            ]
+            missing += [
+                f"table {t.name}"
+                for t in (self.blobs, self.meta)
+                if not inspector.has_table(t.name, schema=schema)
+            ]
+        return True, missing
 
     def check_schema(self) -> None:
-        """Fail with a precise message when the table or one of its columns is missing."""
+        """Fail with a precise message when a table or one of its columns is missing."""
         with self._connect() as conn:
             inspector = sa.inspect(conn)
             if not inspector.has_table(self.layout.table, schema=self.layout.schema):
@@ -158,9 +299,40 @@ class DocumentStore:
             present = {
                 c["name"] for c in inspector.get_columns(self.layout.table, self.layout.schema)
             }
-        missing = [c.name for c in self.table.columns if c.name not in present]
+        original = [c.name for c in self.table.columns if c.name not in present]
+        added = {c.name for c in self.layout.added_columns()}
+        missing = [c for c in original if c not in added]
         if missing:
             raise StoreError(f"table {self.layout.table!r} lacks column(s): {', '.join(missing)}")
+        _, upgrade = self._missing()
+        if upgrade:
+            raise StoreError(
+                f"table {self.layout.table!r} predates this version (missing "
+                f"{', '.join(upgrade)}); run `safetynet db upgrade --db URL`"
+            )
+
+    def upgrade_schema(self) -> list[str]:
+        """Add what older versions lack (columns, tables, identity); the changes made, in order."""
+        exists, missing = self._missing()
+        if not exists:
+            raise StoreError(
+                f"table {self.layout.table!r} does not exist; create it with `safetynet db init`"
+            )
+        preparer = self.engine.dialect.identifier_preparer
+        table = preparer.format_table(self.table)
+        with self._connect() as conn:
+            for column in self.layout.added_columns():
+                if f"column {column.name}" not in missing:
+                    continue
+                kind = column.type.compile(dialect=self.engine.dialect)
+                conn.execute(
+                    sa.text(f"ALTER TABLE {table} ADD COLUMN {preparer.quote(column.name)} {kind}")
+                )
+            self.table.metadata.create_all(conn, tables=[self.blobs, self.meta], checkfirst=True)
+            self._ensure_database_id(conn)
+        return missing
+
+    # Documents.
 
     def _to_document(self, row: sa.Row[str, str, str, str, datetime]) -> Document:
         return Document(row[0], row[1], row[2], Status(row[3]), _utc(row[4]))
@@ -179,7 +351,7 @@ class DocumentStore:
                         name=document.name,
                         blob_name=document.blob_name,
                         status=document.status.value,
-                        created=document.created_utc,
+                        created=to_utc(document.created_utc),
                     )
                 )
             return document
@@ -210,52 +382,219 @@ class DocumentStore:
         with self._connect() as conn:
             return int(conn.execute(query).scalar_one())
 
+    def content(self, document_id: str) -> Content | None:
+        c = self.table.c
+        with self._connect() as conn:
+            row = conn.execute(
+                sa.select(c.content_length, c.content_sha256).where(c.id == document_id)
+            ).first()
+        if row is None or row[0] is None or row[1] is None:
+            return None
+        return Content(int(row[0]), str(row[1]))
+
+    def record_content(self, document_id: str, content: Content) -> Content:
+        """Keep the first upload's length and hash; returns what the row holds afterwards."""
+        c = self.table.c
+        with self._connect() as conn:
+            conn.execute(
+                self.table.update()
+                .where(c.id == document_id, c.content_sha256.is_(None))
+                .values(content_length=content.length, content_sha256=content.sha256)
+            )
+        return self.content(document_id) or content
+
     def publish(self, document_id: str, conn: Connection | None = None) -> bool:
         """Pending -> Ready; False when the row is not Pending (already Ready, or swept)."""
         statement = (
             self.table.update()
             .where(self.table.c.id == document_id, self.table.c.status == Status.PENDING.value)
-            .values(status=Status.READY.value)
+            .values(status=Status.READY.value, claim_token=None, claimed=None)
         )
         if conn is not None:
             return conn.execute(statement).rowcount == 1
         with self._connect() as own:
             return own.execute(statement).rowcount == 1
 
-    def switch_blob(self, document_id: str, old_blob: str, new_blob: str) -> bool:
-        """Point a Ready row at new bytes, only if it still points at `old_blob`."""
+    def abandon(self, document_id: str) -> bool:
+        """Remove a Pending row at once (its blob already gone); False when not Pending."""
         c = self.table.c
         with self._connect() as conn:
             result = conn.execute(
+                self.table.delete().where(c.id == document_id, c.status == Status.PENDING.value)
+            )
+        return result.rowcount == 1
+
+    def is_referenced(self, blob_name: str) -> bool:
+        """Whether a row or a crash-window record names the blob, read now (not from a list)."""
+        with self._connect() as conn:
+            in_rows = conn.execute(
+                sa.select(self.table.c.id).where(self.table.c.blob_name == blob_name)
+            ).first()
+            in_records = conn.execute(
+                sa.select(self.blobs.c.blob_name).where(self.blobs.c.blob_name == blob_name)
+            ).first()
+        return in_rows is not None or in_records is not None
+
+    def document_for_blob(self, blob_name: str) -> Document | None:
+        with self._connect() as conn:
+            row = conn.execute(self._select().where(self.table.c.blob_name == blob_name)).first()
+        return None if row is None else self._to_document(row)
+
+    # Replace and delete: every blob left behind is recorded in the same transaction.
+
+    def record_intent(self, document_id: str, blob_name: str, now: datetime) -> None:
+        """Before a replace uploads its new blob, so a crash leaves a record the sweeper finds."""
+        with self._connect() as conn:
+            conn.execute(
+                self.blobs.insert().values(
+                    blob_name=blob_name,
+                    document_id=document_id,
+                    kind=BlobRecordKind.INTENT.value,
+                    recorded_utc=to_utc(now),
+                )
+            )
+
+    def switch_blob(
+        self,
+        document_id: str,
+        old_blob: str,
+        new_blob: str,
+        now: datetime,
+        content: Content | None = None,
+    ) -> SwitchResult:
+        """One transaction: take back the unclaimed intent, point the Ready row at `new_blob`
+        only if it still points at `old_blob`, and record `old_blob` as retired."""
+        c, b = self.table.c, self.blobs.c
+        with self._connect() as conn:
+            taken = conn.execute(
+                self.blobs.delete().where(
+                    b.blob_name == new_blob,
+                    b.kind == BlobRecordKind.INTENT.value,
+                    b.claim_token.is_(None),
+                )
+            ).rowcount
+            if taken != 1:
+                conn.rollback()
+                return SwitchResult.INTENT_LOST
+            switched = conn.execute(
                 self.table.update()
                 .where(c.id == document_id, c.blob_name == old_blob, c.status == Status.READY.value)
-                .values(blob_name=new_blob)
-            )
-        return result.rowcount == 1
+                .values(
+                    blob_name=new_blob,
+                    content_length=content.length if content else None,
+                    content_sha256=content.sha256 if content else None,
+                )
+            ).rowcount
+            if switched != 1:
+                conn.rollback()
+                return SwitchResult.ROW_CHANGED
+            self._record_retired(conn, document_id, old_blob, now)
+        return SwitchResult.SWITCHED
 
-    def delete_row(self, document_id: str, blob_name: str) -> bool:
-        """Remove a row only if it still points at `blob_name` (a concurrent replace wins)."""
+    def retire_intent(self, blob_name: str, now: datetime) -> None:
+        """A replace that lost its switch: its sealed new blob becomes a retired record."""
+        b = self.blobs.c
+        with self._connect() as conn:
+            conn.execute(
+                self.blobs.update()
+                .where(b.blob_name == blob_name, b.kind == BlobRecordKind.INTENT.value)
+                .values(kind=BlobRecordKind.RETIRED.value, recorded_utc=to_utc(now))
+            )
+
+    def delete_row(self, document_id: str, blob_name: str, now: datetime) -> bool:
+        """Remove a row only if it still points at `blob_name`, recording the blob as retired."""
         c = self.table.c
         with self._connect() as conn:
-            result = conn.execute(
+            removed = conn.execute(
                 self.table.delete().where(c.id == document_id, c.blob_name == blob_name)
+            ).rowcount
+            if removed != 1:
+                return False
+            self._record_retired(conn, document_id, blob_name, now)
+        return True
+
+    def _record_retired(
+        self, conn: Connection, document_id: str, blob_name: str, now: datetime
+    ) -> None:
+        conn.execute(
+            self.blobs.insert().values(
+                blob_name=blob_name,
+                document_id=document_id,
+                kind=BlobRecordKind.RETIRED.value,
+                recorded_utc=to_utc(now),
             )
-        return result.rowcount == 1
+        )
 
-    # The sweeper's side: claim stale rows in chunks, finish them in the same transaction.
+    def records(self, kind: BlobRecordKind | None = None) -> list[BlobRecord]:
+        b = self.blobs.c
+        query = sa.select(b.blob_name, b.document_id, b.kind, b.recorded_utc)
+        if kind is not None:
+            query = query.where(b.kind == kind.value)
+        with self._connect() as conn:
+            return [
+                BlobRecord(r[0], r[1], BlobRecordKind(r[2]), _utc(r[3]))
+                for r in conn.execute(query)
+            ]
 
-    @contextmanager
+    # The sweeper's side: claim in a short transaction, work on blobs outside any transaction,
+    # finish with conditional statements that only touch rows this claim still holds.
+
     def claim_stale(
-        self, cutoff: datetime, limit: int, after: Document | None = None
-    ) -> Iterator[StaleBatch]:
-        """Stale Pending rows in (created, id) order after `after`, locked where the DB can.
+        self,
+        cutoff: datetime,
+        limit: int,
+        token: str,
+        now: datetime,
+        claim_expired: datetime,
+        after: Document | None = None,
+    ) -> list[Document]:
+        """Stamp up to `limit` stale Pending rows after `after` with `token`; those rows.
 
-        On PostgreSQL the rows stay locked (FOR UPDATE SKIP LOCKED) until the block exits, so
-        N sweepers partition the work; elsewhere one sweeper at a time is expected (a lease).
-        Keyset paging guarantees progress past rows a run could not finish.
+        A row is claimable when unclaimed or claimed before `claim_expired` (its sweeper died).
+        On PostgreSQL the candidates are read FOR UPDATE SKIP LOCKED, so concurrent claims
+        partition the rows; elsewhere the stamp's own condition decides who holds a row.
         """
         c = self.table.c
-        query = self._select().where(c.status == Status.PENDING.value, c.created < cutoff)
+        claimable = sa.or_(c.claim_token.is_(None), c.claimed < to_utc(claim_expired))
+        candidates = self._stale_query(cutoff, after).with_only_columns(c.id).limit(limit)
+        candidates = candidates.where(claimable)
+        if self.supports_skip_locked:
+            candidates = candidates.with_for_update(skip_locked=True)
+        with self._connect() as conn:
+            ids = list(conn.execute(candidates).scalars())
+            if not ids:
+                return []
+            conn.execute(
+                self.table.update()
+                .where(
+                    c.id.in_(ids),
+                    c.status == Status.PENDING.value,
+                    claimable,
+                )
+                .values(claim_token=token, claimed=to_utc(now))
+            )
+            rows = conn.execute(
+                self._select()
+                .where(c.claim_token == token, c.id.in_(ids))
+                .order_by(c.created, c.id)
+            )
+            return [self._to_document(r) for r in rows]
+
+    def peek_stale(
+        self, cutoff: datetime, limit: int, after: Document | None = None
+    ) -> list[Document]:
+        """What a claim would take, read without locking or stamping anything (dry runs)."""
+        with self._connect() as conn:
+            return [
+                self._to_document(r)
+                for r in conn.execute(self._stale_query(cutoff, after).limit(limit))
+            ]
+
+    def _stale_query(
+        self, cutoff: datetime, after: Document | None
+    ) -> sa.Select[str, str, str, str, datetime]:
+        c = self.table.c
+        query = self._select().where(c.status == Status.PENDING.value, c.created < to_utc(cutoff))
         if after is not None:
             query = query.where(
                 sa.or_(
@@ -263,33 +602,134 @@ class DocumentStore:
                     sa.and_(c.created == after.created_utc, c.id > after.id),
                 )
             )
-        query = query.order_by(c.created, c.id).limit(limit)
-        if self.supports_skip_locked:
-            query = query.with_for_update(skip_locked=True)
+        return query.order_by(c.created, c.id)
+
+    def finish_claim(
+        self,
+        token: str,
+        claimed_ids: Sequence[str],
+        delete_ids: Sequence[str],
+        publish_ids: Sequence[str],
+    ) -> tuple[int, int]:
+        """(rows deleted, rows rolled forward); each statement acts only on rows still ours.
+
+        Every statement names its rows by primary key: a condition on the claim token alone
+        would scan the whole table (no index serves it)."""
+        c = self.table.c
+        deleted = published = 0
         with self._connect() as conn:
-            rows = [self._to_document(r) for r in conn.execute(query)]
-            yield StaleBatch(self, conn, rows)
-
-
-@dataclass
-class StaleBatch:
-    """Rows claimed by one sweeper, finished inside the claiming transaction."""
-
-    store: DocumentStore
-    conn: Connection
-    documents: list[Document]
-
-    def roll_forward(self, document_ids: Sequence[str]) -> int:
-        """Sealed blobs prove complete bytes: their rows turn Ready instead of being deleted."""
-        return sum(self.store.publish(i, self.conn) for i in document_ids)
-
-    def delete_pending(self, document_ids: Sequence[str]) -> int:
-        if not document_ids:
-            return 0
-        c = self.store.table.c
-        result = self.conn.execute(
-            self.store.table.delete().where(
-                c.id.in_(list(document_ids)), c.status == Status.PENDING.value
+            if delete_ids:
+                deleted = conn.execute(
+                    self.table.delete().where(
+                        c.id.in_(list(delete_ids)),
+                        c.status == Status.PENDING.value,
+                        c.claim_token == token,
+                    )
+                ).rowcount
+            if publish_ids:
+                published = conn.execute(
+                    self.table.update()
+                    .where(
+                        c.id.in_(list(publish_ids)),
+                        c.status == Status.PENDING.value,
+                        c.claim_token == token,
+                    )
+                    .values(status=Status.READY.value, claim_token=None, claimed=None)
+                ).rowcount
+            # Rows this run could not finish are handed back for the next run at once.
+            conn.execute(
+                self.table.update()
+                .where(c.id.in_(list(claimed_ids)), c.claim_token == token)
+                .values(claim_token=None, claimed=None)
             )
+        return deleted, published
+
+    def claim_records(
+        self,
+        kind: BlobRecordKind,
+        recorded_before: datetime,
+        limit: int,
+        token: str,
+        now: datetime,
+        claim_expired: datetime,
+        after: BlobRecord | None = None,
+    ) -> list[BlobRecord]:
+        """Stamp up to `limit` records of `kind` older than `recorded_before` with `token`."""
+        b = self.blobs.c
+        claimable = sa.or_(b.claim_token.is_(None), b.claimed_utc < to_utc(claim_expired))
+        candidates = (
+            self._records_query(kind, recorded_before, after)
+            .with_only_columns(b.blob_name)
+            .where(claimable)
+            .limit(limit)
         )
-        return result.rowcount
+        if self.supports_skip_locked:
+            candidates = candidates.with_for_update(skip_locked=True)
+        with self._connect() as conn:
+            names = list(conn.execute(candidates).scalars())
+            if not names:
+                return []
+            conn.execute(
+                self.blobs.update()
+                .where(b.blob_name.in_(names), b.kind == kind.value, claimable)
+                .values(claim_token=token, claimed_utc=to_utc(now))
+            )
+            rows = conn.execute(
+                sa.select(b.blob_name, b.document_id, b.kind, b.recorded_utc)
+                .where(b.claim_token == token, b.blob_name.in_(names))
+                .order_by(b.recorded_utc, b.blob_name)
+            )
+            return [BlobRecord(r[0], r[1], BlobRecordKind(r[2]), _utc(r[3])) for r in rows]
+
+    def peek_records(
+        self,
+        kind: BlobRecordKind,
+        recorded_before: datetime,
+        limit: int,
+        after: BlobRecord | None = None,
+    ) -> list[BlobRecord]:
+        """What a record claim would take, read without stamping anything (dry runs)."""
+        query = self._records_query(kind, recorded_before, after).limit(limit)
+        with self._connect() as conn:
+            return [
+                BlobRecord(r[0], r[1], BlobRecordKind(r[2]), _utc(r[3]))
+                for r in conn.execute(query)
+            ]
+
+    def _records_query(
+        self, kind: BlobRecordKind, recorded_before: datetime, after: BlobRecord | None
+    ) -> sa.Select[str, str, str, datetime]:
+        b = self.blobs.c
+        query = sa.select(b.blob_name, b.document_id, b.kind, b.recorded_utc).where(
+            b.kind == kind.value, b.recorded_utc < to_utc(recorded_before)
+        )
+        if after is not None:
+            query = query.where(
+                sa.or_(
+                    b.recorded_utc > after.recorded_utc,
+                    sa.and_(b.recorded_utc == after.recorded_utc, b.blob_name > after.blob_name),
+                )
+            )
+        return query.order_by(b.recorded_utc, b.blob_name)
+
+    def finish_records(self, token: str, claimed: Sequence[str], done: Sequence[str]) -> int:
+        """Drop the records whose blobs are gone; hand the others back. Records dropped."""
+        b = self.blobs.c
+        with self._connect() as conn:
+            removed = 0
+            if done:
+                removed = conn.execute(
+                    self.blobs.delete().where(b.blob_name.in_(list(done)), b.claim_token == token)
+                ).rowcount
+            # Retired records go back for the next run at once. A claimed intent is never handed
+            # back: the claim is what makes the stalled replace's switch fail.
+            conn.execute(
+                self.blobs.update()
+                .where(
+                    b.blob_name.in_(list(claimed)),
+                    b.claim_token == token,
+                    b.kind == BlobRecordKind.RETIRED.value,
+                )
+                .values(claim_token=None, claimed_utc=None)
+            )
+        return removed

@@ -1,8 +1,11 @@
 """The sweeper: abandoned uploads removed under a tag guard, blob first, row second.
 
-Cost grows with the stale rows (one indexed query per chunk, one Blob Batch per 256 blobs),
-never with the container: there is no List Blobs call. Every step is idempotent, so a sweep
-interrupted anywhere is finished by the next one.
+Cost grows with the stale rows and the recorded crash windows (one indexed query per chunk,
+one Blob Batch per 256 blobs), never with the container: there is no List Blobs call. No
+database transaction is open during a blob call: rows are claimed in a short transaction that
+stamps them, the blob work runs outside it, and conditional statements finish only the rows
+the claim still holds. Every step is idempotent, so an interrupted sweep is finished by the
+next one.
 """
 
 from __future__ import annotations
@@ -10,24 +13,30 @@ from __future__ import annotations
 import enum
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
-from azure.core.exceptions import AzureError, HttpResponseError
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import PENDING, tag_condition
+from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 from sweeper import blobs
-from sweeper.lease import SweepLease
-from sweeper.protocol import Clock, utc_now
+from sweeper.lease import SweepLease, SweepLeaseLostError
+from sweeper.protocol import MAX_NAME_LENGTH, Clock, utc_now
 from sweeper.settings import SweepSettings
-from sweeper.store import Document, DocumentStore, StaleBatch
+from sweeper.store import BlobRecord, BlobRecordKind, Document, DocumentStore, StoreError
 
 log = logging.getLogger("safetynet.sweeper")
 
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class ContainerBindingError(RuntimeError):
+    """The container belongs to another database: this table is the wrong one for it."""
 
 
 class BlobOutcome(enum.Enum):
@@ -35,11 +44,17 @@ class BlobOutcome(enum.Enum):
     MISSING = "missing"
     """404: the upload never landed; the row can go."""
     SEALED = "sealed"
-    """412 under the pending guard: the bytes are complete, so the row rolls forward."""
+    """412 under the pending guard and the tag reads exactly `committed`: roll forward."""
     FAILED = "failed"
 
 
-_STATUS_OUTCOMES = {202: BlobOutcome.DELETED, 404: BlobOutcome.MISSING, 412: BlobOutcome.SEALED}
+@dataclass(frozen=True)
+class Verdict:
+    outcome: BlobOutcome
+    detail: str = ""
+
+
+_STATUS_OUTCOMES = {202: BlobOutcome.DELETED, 404: BlobOutcome.MISSING}
 
 
 @dataclass
@@ -49,7 +64,12 @@ class SweepReport:
     missing_blobs: int = 0
     rolled_forward: int = 0
     deleted_rows: int = 0
+    retired_deleted: int = 0
+    """Old blobs of replaced or deleted documents, deleted after their grace period."""
+    abandoned_replacements: int = 0
+    """New blobs of replaces that never switched, removed."""
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     dry_run: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -57,14 +77,22 @@ class SweepReport:
 
     @property
     def changed_anything(self) -> bool:
-        return any((self.deleted_blobs, self.rolled_forward, self.deleted_rows))
+        return any(
+            (
+                self.deleted_blobs,
+                self.rolled_forward,
+                self.deleted_rows,
+                self.retired_deleted,
+                self.abandoned_replacements,
+            )
+        )
 
 
 def _status_of(response: Any) -> int:
     """The sub-response status, or 0 (a failure) where the code alone would mislead.
 
     Only BlobNotFound means "never landed" (ContainerNotFound must not delete rows), and only
-    ConditionNotMet means "sealed" (a 412 for a lease held on the blob must not publish it).
+    ConditionNotMet means "the tag is not pending" (a 412 for a lease held on the blob is not).
     """
     status: int = response.status_code
     code = response.headers.get("x-ms-error-code")
@@ -75,9 +103,29 @@ def _status_of(response: Any) -> int:
     return status
 
 
+def blob_name_problem(name: str | None) -> str | None:
+    """Why a row's blob name cannot be sent to the service, or None when it can."""
+    if name is None or not name.strip():
+        return "blob name is empty"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"blob name is {len(name)} characters; at most {MAX_NAME_LENGTH}"
+    if any(ord(ch) < 32 for ch in name):
+        return "blob name contains control characters"
+    return None
+
+
 def _chunks(items: Sequence[Document], size: int) -> Iterator[Sequence[Document]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _code(error: HttpResponseError) -> str | None:
+    code: str | None = getattr(error, "error_code", None)
+    return code
+
+
+def _no_lease() -> None:
+    """Without a lease there is nothing to check between chunks."""
 
 
 class Sweeper:
@@ -89,6 +137,7 @@ class Sweeper:
         clock: Clock = utc_now,
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[SweepReport], None] | None = None,
+        lease: SweepLease | None = None,
     ) -> None:
         self.store = store
         self.container = container
@@ -96,78 +145,155 @@ class Sweeper:
         self.clock = clock
         self.sleep = sleep
         self.on_progress = on_progress
+        self.lease = lease
 
     def run(self) -> SweepReport:
-        """Sweep every stale row once; raises SweepLeaseHeldError when another sweeper leads."""
+        """Sweep once. Raises SweepLeaseHeldError when another sweeper leads, SweepLeaseStuckError
+        when the lease has been held past its limit, ContainerBindingError for a wrong table."""
         self.container.get_container_properties()  # a wrong container fails here, loudly
+        if not self.settings.dry_run:
+            self._bind()
         if not self.settings.use_lease:
-            return self._sweep()
-        with SweepLease(self.container):
-            return self._sweep()
-
-    def _sweep(self) -> SweepReport:
-        report = SweepReport(dry_run=self.settings.dry_run)
-        cutoff = self.clock() - self.settings.cutoff
-        last: Document | None = None
-        with ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="sweep") as pool:
-            while True:
-                with self.store.claim_stale(cutoff, self.settings.chunk_size, after=last) as batch:
-                    if not batch.documents:
-                        break
-                    last = batch.documents[-1]
-                    batches = list(_chunks(batch.documents, self.settings.batch_size))
-                    classify = self._inspect if self.settings.dry_run else self._delete_batch
-                    outcomes: dict[str, BlobOutcome] = {}
-                    for result in pool.map(classify, batches):
-                        outcomes.update(result)
-                    self._finish(batch, outcomes, report)
-                log.info("sweep chunk finished", extra={"sweep": report.as_dict()})
-                if self.on_progress is not None:
-                    self.on_progress(report)
+            return self._sweep(_no_lease)
+        lease = self.lease or SweepLease(self.container)
+        lease.acquire()
+        try:
+            report = self._sweep(lease.ensure_held)
+        finally:
+            warning = lease.release()
+        if warning is not None:
+            report.warnings.append(warning)
         return report
 
-    def _finish(
-        self, batch: StaleBatch, outcomes: dict[str, BlobOutcome], report: SweepReport
+    def _bind(self) -> None:
+        database_id = self.store.database_id()
+        bound = blobs.bind(self.container, database_id)
+        if bound != database_id:
+            raise ContainerBindingError(
+                f"container {self.container.container_name!r} is bound to database {bound}, "
+                f"not to this one ({database_id}); refusing to sweep with the wrong table"
+            )
+
+    def _sweep(self, check_lease: Callable[[], None]) -> SweepReport:
+        report = SweepReport(dry_run=self.settings.dry_run)
+        now = self.clock()
+        token = str(uuid.uuid4())
+        try:
+            with ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="sweep") as pool:
+                self._sweep_rows(pool, report, token, check_lease)
+                for kind, before in (
+                    (BlobRecordKind.INTENT, now - self.settings.cutoff),
+                    (BlobRecordKind.RETIRED, now - self.settings.retired_grace),
+                ):
+                    self._sweep_records(pool, report, token, kind, before, check_lease)
+        except SweepLeaseLostError as lost:
+            report.errors.append(str(lost))
+            log.error("sweep stopped: %s", lost)
+        except StoreError as error:
+            report.errors.append(f"sweep stopped: {error}")
+            log.error("sweep stopped: %s", error)
+        return report
+
+    def _sweep_rows(
+        self,
+        pool: ThreadPoolExecutor,
+        report: SweepReport,
+        token: str,
+        check_lease: Callable[[], None],
     ) -> None:
+        now = self.clock()
+        cutoff = now - self.settings.cutoff
+        last: Document | None = None
+        while True:
+            check_lease()
+            if self.settings.dry_run:
+                documents = self.store.peek_stale(cutoff, self.settings.chunk_size, after=last)
+            else:
+                documents = self.store.claim_stale(
+                    cutoff,
+                    self.settings.chunk_size,
+                    token,
+                    now,
+                    now - self.settings.claim_ttl,
+                    after=last,
+                )
+            if not documents:
+                return
+            last = documents[-1]
+            sendable = []
+            for document in documents:
+                problem = blob_name_problem(document.blob_name)
+                if problem is None:
+                    sendable.append(document)
+                else:
+                    report.examined += 1
+                    report.errors.append(f"document {document.id}: {problem}; left for a human")
+            classify = self._inspect if self.settings.dry_run else self._delete_batch
+            verdicts: dict[str, Verdict] = {}
+            for result in pool.map(classify, _chunks(sendable, self.settings.batch_size)):
+                verdicts.update(result)
+            self._finish(token, documents, sendable, verdicts, report)
+            log.info("sweep chunk finished", extra={"sweep": report.as_dict()})
+            if self.on_progress is not None:
+                self.on_progress(report)
+
+    def _finish(
+        self,
+        token: str,
+        claimed: Sequence[Document],
+        documents: Sequence[Document],
+        verdicts: dict[str, Verdict],
+        report: SweepReport,
+    ) -> None:
+        """Count `documents`' verdicts and finish them; every other row in `claimed` is handed
+        back unchanged."""
         removable: list[str] = []
         sealed: list[str] = []
-        for document in batch.documents:
+        for document in documents:
             report.examined += 1
-            outcome = outcomes[document.blob_name]
-            if outcome is BlobOutcome.DELETED:
+            verdict = verdicts.get(document.blob_name, Verdict(BlobOutcome.FAILED, "no answer"))
+            if verdict.outcome is BlobOutcome.DELETED:
                 report.deleted_blobs += 1
                 removable.append(document.id)
-            elif outcome is BlobOutcome.MISSING:
+            elif verdict.outcome is BlobOutcome.MISSING:
                 report.missing_blobs += 1
                 removable.append(document.id)
-            elif outcome is BlobOutcome.SEALED:
+            elif verdict.outcome is BlobOutcome.SEALED:
                 sealed.append(document.id)
             else:
-                report.errors.append(f"document {document.id}: blob {document.blob_name} not swept")
+                report.errors.append(
+                    f"document {document.id}: blob {document.blob_name} not swept"
+                    + (f": {verdict.detail}" if verdict.detail else "")
+                )
         if self.settings.dry_run:
             report.rolled_forward += len(sealed)
             report.deleted_rows += len(removable)
             return
-        report.rolled_forward += batch.roll_forward(sealed)
-        report.deleted_rows += batch.delete_pending(removable)
+        deleted, published = self.store.finish_claim(
+            token, [d.id for d in claimed], removable, sealed
+        )
+        report.deleted_rows += deleted
+        report.rolled_forward += published
 
-    def _delete_batch(self, documents: Sequence[Document]) -> dict[str, BlobOutcome]:
+    def _delete_batch(self, documents: Sequence[Document]) -> dict[str, Verdict]:
         """One Blob Batch of tag-guarded deletes; transient per-blob failures retried alone."""
         todo = [d.blob_name for d in documents]
-        outcomes: dict[str, BlobOutcome] = {}
+        verdicts: dict[str, Verdict] = {}
         for attempt in range(self.settings.max_attempts):
             if attempt:
                 self.sleep(min(0.2 * 2**attempt, 10.0))
             statuses = self._send_batch(todo)
             retry = []
-            for name, status in zip(todo, statuses, strict=True):
+            for name, status in statuses.items():
                 if status in _STATUS_OUTCOMES:
-                    outcomes[name] = _STATUS_OUTCOMES[status]
+                    verdicts[name] = Verdict(_STATUS_OUTCOMES[status])
+                elif status == 412:
+                    verdicts[name] = self._judge_unpending(name)
                 elif status in TRANSIENT_STATUSES:
                     retry.append(name)
                 else:
                     log.warning("blob %s: delete answered %s", name, status)
-                    outcomes[name] = BlobOutcome.FAILED
+                    verdicts[name] = Verdict(BlobOutcome.FAILED, f"delete answered {status}")
             todo = retry
             if not todo:
                 break
@@ -175,10 +301,27 @@ class Sweeper:
             log.warning(
                 "blob %s: still failing after %d attempts", name, self.settings.max_attempts
             )
-            outcomes[name] = BlobOutcome.FAILED
-        return outcomes
+            verdicts[name] = Verdict(
+                BlobOutcome.FAILED, f"still failing after {self.settings.max_attempts} attempts"
+            )
+        return verdicts
 
-    def _send_batch(self, names: Sequence[str]) -> list[int]:
+    def _judge_unpending(self, name: str) -> Verdict:
+        """A 412 says only "not pending": the row rolls forward only if the tag is `committed`."""
+        try:
+            state = blobs.state_of(self.container.get_blob_client(name))
+        except AzureError as error:
+            return Verdict(BlobOutcome.FAILED, f"tag unreadable: {type(error).__name__}")
+        if state == COMMITTED:
+            return Verdict(BlobOutcome.SEALED)
+        if state is None:
+            return Verdict(BlobOutcome.MISSING)
+        return Verdict(
+            BlobOutcome.FAILED,
+            f"tagged {STATE_TAG}={state!r}, neither pending nor committed; not rolled forward",
+        )
+
+    def _send_batch(self, names: Sequence[str]) -> dict[str, int]:
         """Per-blob status codes; a failure of the whole batch counts as transient for each."""
         requests = [
             {
@@ -189,26 +332,143 @@ class Sweeper:
             for name in names
         ]
         try:
-            responses = self.container.delete_blobs(*requests, raise_on_any_failure=False)
-            return [_status_of(response) for response in responses]
+            responses = list(self.container.delete_blobs(*requests, raise_on_any_failure=False))
         except HttpResponseError as error:
             log.warning("blob batch failed: %s", error.reason or error.status_code)
             # A whole-batch 404 or 412 says nothing about any one blob: never act on it.
             status = error.status_code if error.status_code in TRANSIENT_STATUSES else 0
-            return [status] * len(names)
+            return dict.fromkeys(names, status)
         except AzureError as error:
             log.warning("blob batch failed: %s", type(error).__name__)
-            return [503] * len(names)
+            return dict.fromkeys(names, 503)
+        except ValueError as error:
+            # The SDK refuses a request it cannot build (an empty name) before sending anything.
+            log.warning("blob batch not sent: %s; deleting one by one", error)
+            return {name: self._delete_one(name) for name in names}
+        if len(responses) != len(names):
+            # Answers cannot be matched to requests any more: ask about each blob on its own.
+            log.warning(
+                "blob batch answered %d of %d; deleting one by one", len(responses), len(names)
+            )
+            return {name: self._delete_one(name) for name in names}
+        return {name: _status_of(r) for name, r in zip(names, responses, strict=True)}
 
-    def _inspect(self, documents: Sequence[Document]) -> dict[str, BlobOutcome]:
+    def _delete_one(self, name: str) -> int:
+        try:
+            self.container.get_blob_client(name).delete_blob(
+                delete_snapshots="include", if_tags_match_condition=tag_condition(PENDING)
+            )
+        except ResourceNotFoundError as error:
+            return 404 if _code(error) in (None, "BlobNotFound") else 0
+        except HttpResponseError as error:
+            if error.status_code == 412 and _code(error) not in (None, "ConditionNotMet"):
+                return 0
+            return error.status_code or 0
+        except AzureError:
+            return 503
+        except ValueError:
+            return 0
+        return 202
+
+    def _inspect(self, documents: Sequence[Document]) -> dict[str, Verdict]:
         """Dry run: what a sweep would do to each blob, learned by reading tags only."""
-        outcomes = {}
+        verdicts = {}
         for document in documents:
             state = blobs.state_of(self.container.get_blob_client(document.blob_name))
             if state is None:
-                outcomes[document.blob_name] = BlobOutcome.MISSING
+                verdicts[document.blob_name] = Verdict(BlobOutcome.MISSING)
             elif state == PENDING:
-                outcomes[document.blob_name] = BlobOutcome.DELETED
+                verdicts[document.blob_name] = Verdict(BlobOutcome.DELETED)
+            elif state == COMMITTED:
+                verdicts[document.blob_name] = Verdict(BlobOutcome.SEALED)
             else:
-                outcomes[document.blob_name] = BlobOutcome.SEALED
-        return outcomes
+                verdicts[document.blob_name] = Verdict(
+                    BlobOutcome.FAILED, f"tagged {STATE_TAG}={state!r}; would not roll forward"
+                )
+        return verdicts
+
+    # Crash windows of replace and delete, found through their records.
+
+    def _sweep_records(
+        self,
+        pool: ThreadPoolExecutor,
+        report: SweepReport,
+        token: str,
+        kind: BlobRecordKind,
+        before: datetime,
+        check_lease: Callable[[], None],
+    ) -> None:
+        now = self.clock()
+        last: BlobRecord | None = None
+        while True:
+            check_lease()
+            if self.settings.dry_run:
+                records = self.store.peek_records(
+                    kind, before, self.settings.chunk_size, after=last
+                )
+            else:
+                records = self.store.claim_records(
+                    kind,
+                    before,
+                    self.settings.chunk_size,
+                    token,
+                    now,
+                    now - self.settings.claim_ttl,
+                    after=last,
+                )
+            if not records:
+                return
+            last = records[-1]
+            clear = self._inspect_record if self.settings.dry_run else self._clear_record
+            done = []
+            for record, error in zip(records, pool.map(clear, records), strict=True):
+                if error is not None:
+                    report.errors.append(
+                        f"{kind} blob {record.blob_name} of document {record.document_id}: {error}"
+                    )
+                    continue
+                done.append(record.blob_name)
+                if kind is BlobRecordKind.RETIRED:
+                    report.retired_deleted += 1
+                else:
+                    report.abandoned_replacements += 1
+            if not self.settings.dry_run:
+                self.store.finish_records(token, [r.blob_name for r in records], done)
+            if self.on_progress is not None:
+                self.on_progress(report)
+
+    def _clear_record(self, record: BlobRecord) -> str | None:
+        """Delete the recorded blob under its tag guard; None when gone, else why not."""
+        blob = self.container.get_blob_client(record.blob_name)
+        guard = PENDING if record.kind is BlobRecordKind.INTENT else RETIRED
+        try:
+            try:
+                blobs.delete_guarded(blob, guard)
+                return None
+            except HttpResponseError as error:
+                if error.status_code != 412 or _code(error) not in (None, "ConditionNotMet"):
+                    return f"delete answered {error.status_code} {_code(error) or ''}".strip()
+            state = blobs.state_of(blob)
+            if state is None:
+                return None
+            if state == RETIRED:
+                blobs.delete_guarded(blob, RETIRED)
+                return None
+            if state != COMMITTED:
+                return f"tagged {STATE_TAG}={state!r}; left for a human"
+            owner = self.store.document_for_blob(record.blob_name)
+            if owner is not None:
+                return f"row {owner.id} references it; record kept, blob not deleted"
+            blobs.retire(blob)
+            blobs.delete_guarded(blob, RETIRED)
+        except blobs.TagTransitionError as error:
+            return str(error)
+        except AzureError as error:
+            return f"{type(error).__name__}"
+        return None
+
+    def _inspect_record(self, record: BlobRecord) -> str | None:
+        state = blobs.state_of(self.container.get_blob_client(record.blob_name))
+        if state in (None, PENDING, RETIRED, COMMITTED):
+            return None
+        return f"tagged {STATE_TAG}={state!r}; would be left for a human"

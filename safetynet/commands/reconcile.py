@@ -1,6 +1,8 @@
-"""`safetynet reconcile`: list (and with --repair, fix) what crash windows left behind.
+"""`safetynet reconcile`: audit the container against the table; repair only what is safe.
 
-Exit 0 when the container and the table agree, 1 when findings remain, 2 on bad usage.
+Exit 0 when the container and the table agree, 1 while findings remain (committed orphans are
+never deleted without a plan), 2 on bad usage or a refused repair (wrong or unbound database,
+a plan over its limits).
 """
 
 from __future__ import annotations
@@ -10,16 +12,26 @@ import json
 import os
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
+from safetynet.commands.sweep import EXIT_FAILED_ROWS, EXIT_OK, EXIT_USAGE
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, describe, open_target
-from sweeper.reconcile import Reconciliation, reconcile
-from sweeper.settings import parse_duration
+from sweeper.reconcile import (
+    MAX_ORPHAN_SHARE,
+    Reconciliation,
+    RepairRefusedError,
+    apply_plan,
+    plan_orphan_deletion,
+    reconcile,
+)
+from sweeper.settings import SettingsError, parse_duration
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     env = os.environ.get
     parser = subparsers.add_parser(
-        "reconcile", help="compare container and table; list or repair orphans (lists blobs)"
+        "reconcile", help="audit container against table; repair what is safe (lists blobs)"
     )
     add_target_options(parser)
     parser.add_argument(
@@ -30,7 +42,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--repair",
         action="store_true",
-        help="seal pending blobs of Ready rows; delete orphans under their tag guard",
+        help="seal pending blobs of Ready rows; delete pending or retired orphans under their "
+        "tag guard. Committed orphans are only reported",
+    )
+    parser.add_argument(
+        "--write-plan",
+        type=Path,
+        metavar="FILE",
+        help="write a plan to delete the committed orphans found (nothing is deleted)",
+    )
+    parser.add_argument(
+        "--apply-plan",
+        type=Path,
+        metavar="FILE",
+        help="delete the committed orphans a plan lists, each re-checked (needs --max-delete)",
+    )
+    parser.add_argument(
+        "--max-delete", type=int, metavar="N", help="refuse a plan that deletes more than N blobs"
+    )
+    parser.add_argument(
+        "--max-share",
+        type=float,
+        default=MAX_ORPHAN_SHARE,
+        metavar="F",
+        help=f"refuse a plan deleting more than this share of the container (default {MAX_ORPHAN_SHARE})",
     )
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=run)
@@ -38,20 +73,48 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     try:
+        plan = _read_plan(args) if args.apply_plan else None
         older_than = datetime.now(UTC) - parse_duration(args.older_than, "--older-than")
         store, container = open_target(args)
+        if plan is not None:
+            result = apply_plan(store, container, plan, args.max_delete, args.max_share)
+            _print(result, args.json, applied=True)
+            return EXIT_FAILED_ROWS if result.errors else EXIT_OK
         result = reconcile(store, container, older_than, repair=args.repair)
-    except TARGET_ERRORS as error:
+        written = None
+        if args.write_plan is not None:
+            written = plan_orphan_deletion(store, container, result)
+            args.write_plan.write_text(json.dumps(written, indent=2) + "\n")
+    except RepairRefusedError as error:
+        print(f"safetynet reconcile: refused: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except (*TARGET_ERRORS, OSError) as error:
         print(f"safetynet reconcile: {describe(error, args)}", file=sys.stderr)
-        return 2
-    _print(result, args.json)
-    # Repair fixes orphans and unsealed blobs; a Ready row whose blob is gone needs a human
-    # (undelete it from soft delete), so it keeps the exit code at 1.
-    unresolved = bool(result.dangling or result.errors) if args.repair else not result.clean
-    return 1 if unresolved else 0
+        return EXIT_USAGE
+    _print(result, args.json, plan=written)
+    return EXIT_FAILED_ROWS if result.unresolved else EXIT_OK
 
 
-def _print(result: Reconciliation, as_json: bool) -> None:
+def _read_plan(args: argparse.Namespace) -> dict[str, Any]:
+    if args.max_delete is None or args.max_delete < 1:
+        raise SettingsError("--apply-plan needs --max-delete N (a whole number, at least 1)")
+    if not 0 < args.max_share <= 1:
+        raise SettingsError("--max-share must be above 0 and at most 1")
+    try:
+        plan = json.loads(args.apply_plan.read_text())
+    except (OSError, ValueError) as error:
+        raise SettingsError(f"--apply-plan: cannot read {args.apply_plan}: {error}") from None
+    if not isinstance(plan, dict):
+        raise SettingsError(f"--apply-plan: {args.apply_plan} is not a reconcile plan")
+    return plan
+
+
+def _print(
+    result: Reconciliation,
+    as_json: bool,
+    plan: dict[str, Any] | None = None,
+    applied: bool = False,
+) -> None:
     if as_json:
         print(
             json.dumps(
@@ -61,6 +124,7 @@ def _print(result: Reconciliation, as_json: bool) -> None:
                     "unsealed": [d.id for d in result.unsealed],
                     "repaired": result.repaired,
                     "errors": result.errors,
+                    "plan": plan,
                 }
             )
         )
@@ -74,8 +138,15 @@ def _print(result: Reconciliation, as_json: bool) -> None:
     for document in result.unsealed:
         print(f"Ready row {document.id} ({document.name}) has a blob still tagged pending")
     for name in result.repaired:
-        print(f"repaired {name}")
+        print(f"{'deleted' if applied else 'repaired'} {name}")
     for error in result.errors:
         print(f"error: {error}")
-    if result.clean:
+    if result.committed_orphans and not applied:
+        print(
+            f"{len(result.committed_orphans)} committed orphan(s) kept: a committed blob is "
+            "only deleted through --write-plan, review, then --apply-plan --max-delete N"
+        )
+    if plan is not None:
+        print(json.dumps(plan, indent=2))
+    if result.clean and not applied:
         print("container and table agree")

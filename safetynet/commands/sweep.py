@@ -1,4 +1,8 @@
-"""`safetynet sweep`: remove abandoned uploads once. Exit 0 ok, 1 a row failed, 2 bad usage."""
+"""`safetynet sweep`: remove abandoned uploads once.
+
+Exit 0 ok (also when another sweeper holds the lease), 1 a row failed, the lease was lost or
+is stuck, 2 bad usage or a container bound to another database.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,9 @@ import sys
 
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, describe, open_target
 from sweeper.heartbeat import write_heartbeat
-from sweeper.lease import SweepLeaseHeldError
+from sweeper.lease import SweepLeaseHeldError, SweepLeaseStuckError
 from sweeper.settings import SweepSettings, parse_bool, parse_duration
-from sweeper.sweep import Sweeper, SweepReport
+from sweeper.sweep import ContainerBindingError, Sweeper, SweepReport
 
 EXIT_OK, EXIT_FAILED_ROWS, EXIT_USAGE = 0, 1, 2
 
@@ -52,7 +56,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(env SAFETYNET_LEASE=true|false)",
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="report what would change; change nothing"
+        "--retired-grace",
+        default=env("SAFETYNET_RETIRED_GRACE", "1h"),
+        help="how long a replaced or deleted document's old blob stays readable before it is "
+        "deleted (env SAFETYNET_RETIRED_GRACE)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="report what would change; change nothing, lock nothing",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
@@ -67,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             dry_run=args.dry_run,
             use_lease=parse_bool(args.lease, "SAFETYNET_LEASE"),
+            retired_grace=parse_duration(args.retired_grace, "--retired-grace"),
         )
         store, container = open_target(args)
         progress = _print_progress if sys.stderr.isatty() and not args.json else None
@@ -74,6 +87,12 @@ def run(args: argparse.Namespace) -> int:
     except SweepLeaseHeldError as error:
         print(f"safetynet sweep: {error}", file=sys.stderr)
         return EXIT_OK
+    except SweepLeaseStuckError as error:
+        print(f"safetynet sweep: lease stuck: {error}", file=sys.stderr)
+        return EXIT_FAILED_ROWS
+    except ContainerBindingError as error:
+        print(f"safetynet sweep: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except TARGET_ERRORS as error:
         print(f"safetynet sweep: {describe(error, args)}", file=sys.stderr)
         return EXIT_USAGE
@@ -110,7 +129,11 @@ def _print_report(report: SweepReport, as_json: bool) -> None:
     print(
         f"{prefix}examined {report.examined} stale rows: deleted {report.deleted_blobs} blobs, "
         f"{report.missing_blobs} never landed, rolled forward {report.rolled_forward}, "
-        f"deleted {report.deleted_rows} rows, {len(report.errors)} errors"
+        f"deleted {report.deleted_rows} rows, {report.retired_deleted} retired blobs and "
+        f"{report.abandoned_replacements} abandoned replacements deleted, "
+        f"{len(report.errors)} errors"
     )
     for error in report.errors:
         print(f"  error: {error}")
+    for warning in report.warnings:
+        print(f"  warning: {warning}")

@@ -11,6 +11,8 @@ from azure.storage.blob import ContainerClient
 
 from safetynet.azurite import Azurite
 from safetynet.cli import main
+from sweeper import blobs
+from sweeper.reconcile import list_blobs
 from sweeper.store import Document, DocumentStore
 
 Run = Callable[..., tuple[int, str, str]]
@@ -90,7 +92,7 @@ def test_sweep_dry_run_changes_nothing(
     assert code == 0
     assert json.loads(out)["deleted_blobs"] == 2
     assert store.count() == 2
-    assert len(list(container.list_blobs())) == 2
+    assert len(list_blobs(container)) == 2
 
 
 def test_sweep_failed_row_exits_1(
@@ -187,3 +189,29 @@ def test_demo_runs_green(run: Run) -> None:
     assert code == 0
     assert "MISMATCH" not in out
     assert "VIOLATED" not in out
+
+
+def test_sweep_of_a_container_bound_to_another_database_exits_2(
+    run: Run,
+    sweep_args: list[str],
+    container: ContainerClient,
+    stale_rows: Callable[..., list[Document]],
+    store: DocumentStore,
+) -> None:
+    """A container bound to another database is refused before any row or blob changes."""
+    stale_rows(2)
+    blobs.bind(container, "another-database")
+    code, _, err = run(*sweep_args)
+    assert code == 2
+    assert "bound to database another-database" in err
+    assert store.count() == 2
+
+
+def test_first_sweep_binds_the_container(
+    run: Run, sweep_args: list[str], container: ContainerClient, store: DocumentStore
+) -> None:
+    """The first sweep writes the binding marker with this database's id; a dry run does not."""
+    assert run(*sweep_args, "--dry-run")[0] == 0
+    assert blobs.bound_database(container) is None
+    assert run(*sweep_args)[0] == 0
+    assert blobs.bound_database(container) == store.database_id()

@@ -26,7 +26,7 @@ from sweeper.function_app import (
     SweepFailedError,
     sweep_once,
 )
-from sweeper.lease import SweepLease
+from sweeper.lease import LEASE_BLOB, SweepLease, SweepLeaseStuckError
 from sweeper.protocol import UploadProtocol
 from sweeper.settings import SettingsError
 from sweeper.store import Document, DocumentStore, Status
@@ -152,7 +152,10 @@ def test_summary_is_one_json_trace_without_the_database_url(
             "missing_blobs": 0,
             "rolled_forward": 0,
             "deleted_rows": 2,
+            "retired_deleted": 0,
+            "abandoned_replacements": 0,
             "errors": 0,
+            "warnings": 0,
             "dry_run": False,
         }
     ]
@@ -175,6 +178,26 @@ def test_lease_held_elsewhere_skips_the_run_without_failing(
         result = sweep_once(app_settings(azurite, container, db_url))
 
     assert result is None
+    assert store.get(stale.id) is not None
+
+
+def test_a_stuck_lease_fails_the_invocation(
+    azurite: Azurite,
+    container: ContainerClient,
+    db_url: str,
+    store: DocumentStore,
+    stale_rows: StaleRows,
+) -> None:
+    """An infinite lease on the sweeper's lease blob fails every run instead of skipping it."""
+    [stale] = stale_rows(1)
+    lease_blob = container.get_blob_client(LEASE_BLOB)
+    lease_blob.upload_blob(b"")
+    lease = lease_blob.acquire_lease(lease_duration=-1)
+    try:
+        with pytest.raises(SweepLeaseStuckError):
+            sweep_once(app_settings(azurite, container, db_url))
+    finally:
+        lease.release()
     assert store.get(stale.id) is not None
 
 

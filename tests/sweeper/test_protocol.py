@@ -10,7 +10,7 @@ import pytest
 from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, STATE_TAG
+from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
 from safetynet.demo import PUT_STEPS, SimulatedCrash, crash_after
 from sweeper.protocol import (
     InvalidNameError,
@@ -18,7 +18,8 @@ from sweeper.protocol import (
     ReservationExpiredError,
     UploadProtocol,
 )
-from sweeper.store import DocumentStore, NameConflictError, Status
+from sweeper.reconcile import list_blobs
+from sweeper.store import BlobRecordKind, DocumentStore, NameConflictError, Status
 
 
 def blob_state(container: ContainerClient, name: str) -> str:
@@ -58,7 +59,7 @@ def test_retry_after_crash_completes_without_overwriting(
     container: ContainerClient,
     store: DocumentStore,
 ) -> None:
-    """Retrying with the same document id after a crash at any step publishes the first bytes."""
+    """Retrying with the same id and bytes after a crash at any step publishes them once."""
     reservation = protocol_factory().reserve("report.txt", ".txt")
     if step != "reserve":
         with pytest.raises(SimulatedCrash):
@@ -66,11 +67,11 @@ def test_retry_after_crash_completes_without_overwriting(
     blob = container.get_blob_client(reservation.blob_name)
     etag_before = blob.get_blob_properties().etag if blob.exists() else None
 
-    finished = protocol_factory().put("report.txt", b"retry", ".txt", document_id=reservation.id)
+    finished = protocol_factory().put("report.txt", b"first", ".txt", document_id=reservation.id)
 
     assert finished.status is Status.READY
     assert store.count() == 1
-    assert blob.download_blob().readall() == (b"retry" if etag_before is None else b"first")
+    assert blob.download_blob().readall() == b"first"
     if etag_before is not None:
         assert blob.get_blob_properties().etag == etag_before
 
@@ -93,28 +94,33 @@ def test_concurrent_reservations_of_one_name_have_one_winner(
     assert outcomes.count("conflict") == 49
     rows = store.all()
     assert [d.status for d in rows] == [Status.READY]
-    assert [b.name for b in container.list_blobs()] == [rows[0].blob_name]
+    assert list(list_blobs(container)) == [rows[0].blob_name]
 
 
-def test_replace_switches_then_deletes_old_bytes(
-    protocol: UploadProtocol, container: ContainerClient
+def test_replace_switches_and_retires_old_bytes(
+    protocol: UploadProtocol, container: ContainerClient, store: DocumentStore
 ) -> None:
-    """After a replace the row points at the new sealed bytes and the old blob is gone."""
+    """After a replace the row points at the new sealed bytes; the old blob is retired, recorded."""
     original = protocol.put("cv.txt", b"v1", ".txt")
     replaced = protocol.replace(original.id, b"v2", ".txt")
     assert protocol.read("cv.txt") == b"v2"
-    assert [b.name for b in container.list_blobs()] == [replaced.blob_name]
+    assert set(list_blobs(container)) == {original.blob_name, replaced.blob_name}
     assert blob_state(container, replaced.blob_name) == COMMITTED
+    assert blob_state(container, original.blob_name) == RETIRED
+    assert [(r.blob_name, r.kind) for r in store.records()] == [
+        (original.blob_name, BlobRecordKind.RETIRED)
+    ]
 
 
-def test_delete_removes_row_then_blob(
+def test_delete_removes_row_and_records_blob(
     protocol: UploadProtocol, container: ContainerClient, store: DocumentStore
 ) -> None:
-    """A deleted document leaves neither row nor blob."""
+    """A deleted document's row goes at once; its blob is retired and recorded for the sweeper."""
     document = protocol.put("gone.txt", b"bye", ".txt")
     protocol.delete(document.id)
     assert store.count() == 0
-    assert list(container.list_blobs()) == []
+    assert blob_state(container, document.blob_name) == RETIRED
+    assert [r.blob_name for r in store.records(BlobRecordKind.RETIRED)] == [document.blob_name]
 
 
 def test_swept_reservation_cannot_be_completed(

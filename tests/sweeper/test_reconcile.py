@@ -1,10 +1,12 @@
-"""Reconcile lists what crash windows leave and repairs it under tag guards."""
+"""Reconcile audits the container against the table and never deletes a live document."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from azure.storage.blob import ContainerClient
@@ -12,11 +14,25 @@ from azure.storage.blob import ContainerClient
 from safetynet.azurite import Azurite
 from safetynet.cli import main
 from safetynet.constants import COMMITTED, PENDING, STATE_TAG
+from sweeper import blobs
 from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import reconcile
-from sweeper.store import DocumentStore
+from sweeper.reconcile import (
+    RepairRefusedError,
+    apply_plan,
+    list_blobs,
+    plan_orphan_deletion,
+    reconcile,
+)
+from sweeper.store import Document, DocumentStore, Status, new_document_id
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
+
+
+@pytest.fixture
+def bound(store: DocumentStore, container: ContainerClient) -> ContainerClient:
+    """The test's container bound to the test's database, as the first sweep leaves it."""
+    blobs.bind(container, store.database_id())
+    return container
 
 
 def test_finds_each_kind_of_finding(
@@ -44,51 +60,201 @@ def test_young_blobs_are_not_judged(store: DocumentStore, container: ContainerCl
     assert reconcile(store, container, datetime.now(UTC) - timedelta(minutes=15)).clean
 
 
-def test_repair_deletes_orphans_and_seals_ready_blobs(
-    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+def test_repair_keeps_committed_orphans_and_fixes_the_rest(
+    protocol: UploadProtocol, store: DocumentStore, bound: ContainerClient
 ) -> None:
-    """Repair removes committed and pending orphans, seals pending blobs of Ready rows."""
-    container.upload_blob("orphan-committed", b"o", tags={STATE_TAG: COMMITTED})
-    container.upload_blob("orphan-pending", b"o", tags={STATE_TAG: PENDING})
+    """Repair seals pending blobs of Ready rows and deletes pending orphans; committed stay."""
+    bound.upload_blob("orphan-committed", b"o", tags={STATE_TAG: COMMITTED})
+    bound.upload_blob("orphan-pending", b"o", tags={STATE_TAG: PENDING})
     unsealed = protocol.reserve("unsealed.txt", ".txt")
     protocol.upload(unsealed, b"u")
     store.publish(unsealed.id)
 
-    repaired = reconcile(store, container, FUTURE, repair=True)
+    repaired = reconcile(store, bound, FUTURE, repair=True)
 
-    assert sorted(repaired.repaired) == sorted(
-        ["orphan-committed", "orphan-pending", unsealed.blob_name]
-    )
-    assert [b.name for b in container.list_blobs()] == [unsealed.blob_name]
-    assert container.get_blob_client(unsealed.blob_name).get_blob_tags() == {STATE_TAG: COMMITTED}
-    assert reconcile(store, container, FUTURE).clean
+    assert sorted(repaired.repaired) == sorted(["orphan-pending", unsealed.blob_name])
+    assert set(list_blobs(bound)) == {unsealed.blob_name, "orphan-committed"}
+    assert bound.get_blob_client(unsealed.blob_name).get_blob_tags() == {STATE_TAG: COMMITTED}
+    assert repaired.unresolved
+    assert [b.name for b in reconcile(store, bound, FUTURE).orphans] == ["orphan-committed"]
 
 
-def test_untagged_orphan_is_left_for_a_human(
+def test_untagged_orphan_is_left_for_a_human(store: DocumentStore, bound: ContainerClient) -> None:
+    """A blob without the protocol's tag was not written by it: repair reports, never deletes."""
+    bound.upload_blob("foreign.bin", b"f")
+    result = reconcile(store, bound, FUTURE, repair=True)
+    assert result.unresolved
+    assert list(list_blobs(bound)) == ["foreign.bin"]
+
+
+def test_repair_refuses_a_container_bound_to_another_database(
     store: DocumentStore, container: ContainerClient
 ) -> None:
-    """A blob without the protocol's tag was not written by it: repair reports, never deletes."""
-    container.upload_blob("foreign.bin", b"f")
-    result = reconcile(store, container, FUTURE, repair=True)
-    assert result.errors
-    assert [b.name for b in container.list_blobs()] == ["foreign.bin"]
+    """A container bound to another database is the wrong table: repair does nothing at all."""
+    blobs.bind(container, "another-database")
+    container.upload_blob("orphan-pending", b"o", tags={STATE_TAG: PENDING})
+    with pytest.raises(RepairRefusedError, match="wrong table"):
+        reconcile(store, container, FUTURE, repair=True)
+    assert list(list_blobs(container)) == ["orphan-pending"]
 
 
-@pytest.mark.parametrize(("repair", "code"), [([], 1), (["--repair"], 0)])
-def test_cli_exit_code_says_whether_findings_remain(
-    repair: list[str],
+def test_replace_racing_reconcile_repair_loses_nothing(
+    store: DocumentStore, bound: ContainerClient
+) -> None:
+    """A replace stalled between seal and switch keeps its new blob through a reconcile --repair."""
+    document = UploadProtocol(store, bound).put("cv.txt", b"v1", ".txt")
+
+    def stall_then_reconcile(step: str) -> None:
+        if step == "replace.seal":
+            # The stall outlasts --older-than: the new blob is as old as any orphan.
+            reconcile(store, bound, FUTURE, repair=True)
+
+    UploadProtocol(store, bound, checkpoint=stall_then_reconcile).replace(
+        document.id, b"v2", ".txt"
+    )
+    assert UploadProtocol(store, bound).read("cv.txt") == b"v2"
+
+
+def ready_documents(store: DocumentStore, container: ContainerClient, count: int) -> None:
+    protocol = UploadProtocol(store, container)
+    for i in range(count):
+        protocol.put(f"live-{i}.txt", f"live {i}".encode(), ".txt")
+
+
+@pytest.mark.parametrize(
+    ("case", "code"),
+    [("another database", 2), ("never bound", 2), ("same database, rows lost", 1)],
+)
+def test_repair_against_an_empty_table_keeps_every_document(
+    case: str,
     code: int,
     azurite: Azurite,
     container: ContainerClient,
     store: DocumentStore,
     db_url: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`reconcile` exits 1 while an orphan remains, and 0 once `--repair` removed it."""
-    container.upload_blob("orphan.bin", b"o", tags={STATE_TAG: COMMITTED})
-    argv = ["reconcile", "--db", db_url, "--connection-string", azurite.connection_string]
-    argv += ["--container", container.container_name, "--older-than", "1s", "--json", *repair]
-    time.sleep(1.1)  # --older-than takes whole seconds; the orphan must be older than 1 s
-    assert main(argv) == code
-    report = json.loads(capsys.readouterr().out)
-    assert [o["blob"] for o in report["orphans"]] == ["orphan.bin"]
+    """`reconcile --repair` against an empty table keeps every committed blob and exits non-zero."""
+    ready_documents(store, container, 20)
+    url = db_url
+    if case == "another database":
+        blobs.bind(container, store.database_id())
+        url = f"sqlite:///{tmp_path / 'empty.db'}"
+        DocumentStore.from_url(url).init_schema()
+    elif case == "same database, rows lost":
+        blobs.bind(container, store.database_id())
+        with store.engine.begin() as conn:
+            conn.execute(store.table.delete())
+    before = set(list_blobs(container))
+    time.sleep(1.1)  # --older-than takes whole seconds; the blobs must be older than 1 s
+
+    exit_code = main(
+        [
+            "reconcile",
+            "--db",
+            url,
+            "--connection-string",
+            azurite.connection_string,
+            "--container",
+            container.container_name,
+            "--older-than",
+            "1s",
+            "--repair",
+        ]
+    )
+
+    assert exit_code == code
+    assert len(before) == 20
+    assert set(list_blobs(container)) == before
+    out, err = capsys.readouterr()
+    assert ("20 committed orphan(s) kept" in out) if code == 1 else ("refused" in err)
+
+
+def test_plan_then_apply_deletes_only_what_was_reviewed(
+    store: DocumentStore, bound: ContainerClient, tmp_path: Path
+) -> None:
+    """A written plan deletes its committed orphan once applied; a row added since is respected."""
+    ready_documents(store, bound, 40)
+    bound.upload_blob("stray.bin", b"s", tags={STATE_TAG: COMMITTED})
+    bound.upload_blob("claimed-later.bin", b"c", tags={STATE_TAG: COMMITTED})
+    plan = plan_orphan_deletion(store, bound, reconcile(store, bound, FUTURE))
+    assert sorted(e["blob"] for e in plan["delete"]) == ["claimed-later.bin", "stray.bin"]
+    # Between plan and apply the application starts using one of the blobs.
+    store.reserve(
+        Document(new_document_id(), "late.txt", "claimed-later.bin", Status.READY, FUTURE)
+    )
+
+    result = apply_plan(store, bound, plan, max_delete=2)
+
+    assert result.errors == ["claimed-later.bin: referenced since listing; left alone"]
+    assert result.repaired == ["stray.bin"]
+    assert "claimed-later.bin" in list_blobs(bound)
+    assert "stray.bin" not in list_blobs(bound)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("max_delete", "more than --max-delete"),
+        ("share", "of the container"),
+        ("database", "another database"),
+        ("container", "not"),
+    ],
+)
+def test_unsafe_plans_are_refused_whole(
+    change: str, message: str, store: DocumentStore, bound: ContainerClient
+) -> None:
+    """Too many blobs, too large a share, another database or container: nothing deleted."""
+    ready_documents(store, bound, 5)
+    for name in ("a.bin", "b.bin"):
+        bound.upload_blob(name, b"o", tags={STATE_TAG: COMMITTED})
+    plan = plan_orphan_deletion(store, bound, reconcile(store, bound, FUTURE))
+    limits = {"max_delete": 2, "max_share": 0.5}
+    if change == "max_delete":
+        limits["max_delete"] = 1
+    elif change == "share":
+        limits["max_share"] = 0.1
+    elif change == "database":
+        plan["database_id"] = "another"
+    else:
+        plan["container"] = "another-container"
+    with pytest.raises(RepairRefusedError, match=message):
+        apply_plan(store, bound, plan, int(limits["max_delete"]), limits["max_share"])
+    assert {"a.bin", "b.bin"} <= set(list_blobs(bound))
+
+
+def test_cli_plan_round_trip(
+    azurite: Azurite,
+    store: DocumentStore,
+    bound: ContainerClient,
+    db_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--write-plan` deletes nothing and exits 1; `--apply-plan --max-delete` then exits 0."""
+    ready_documents(store, bound, 20)
+    bound.upload_blob("orphan.bin", b"o", tags={STATE_TAG: COMMITTED})
+    time.sleep(1.1)
+    plan = tmp_path / "plan.json"
+    argv: Callable[..., list[str]] = lambda *extra: [  # noqa: E731
+        "reconcile",
+        "--db",
+        db_url,
+        "--connection-string",
+        azurite.connection_string,
+        "--container",
+        bound.container_name,
+        "--older-than",
+        "1s",
+        *extra,
+    ]
+    assert main(argv("--write-plan", str(plan))) == 1
+    assert "orphan.bin" in list_blobs(bound)
+    assert [e["blob"] for e in json.loads(plan.read_text())["delete"]] == ["orphan.bin"]
+    assert main(argv("--apply-plan", str(plan))) == 2  # no --max-delete: refused
+    assert main(argv("--apply-plan", str(plan), "--max-delete", "1")) == 0
+    assert "orphan.bin" not in list_blobs(bound)
+    capsys.readouterr()
+    assert main(argv("--json")) == 0
+    assert json.loads(capsys.readouterr().out)["orphans"] == []

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from safetynet.cli import main
 from sweeper.store import (
     Document,
     DocumentStore,
@@ -108,3 +109,70 @@ def test_malformed_url_error_hides_the_password() -> None:
     with pytest.raises(StoreError) as raised:
         DocumentStore.from_url("postgresql://app:s3cret@db:notaport/documents")
     assert "s3cret" not in str(raised.value)
+
+
+OLD_SCHEMA = """
+CREATE TABLE {table} (
+    {id} VARCHAR(36) NOT NULL PRIMARY KEY,
+    {name} VARCHAR(1024) NOT NULL UNIQUE,
+    {blob_name} VARCHAR(1024) NOT NULL UNIQUE,
+    {status} VARCHAR(16) NOT NULL,
+    {created_utc} TIMESTAMP WITH TIME ZONE NOT NULL
+)
+"""
+"""The table as the first release created it, before claims, content hashes and records."""
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        DocumentTable(),
+        DocumentTable(table="app_files", id="file_id", name="path", blob_name="object_key"),
+    ],
+)
+def test_upgrade_brings_an_old_table_up_to_date(db_url: str, layout: DocumentTable) -> None:
+    """An old table is refused with a pointer to `db upgrade`, which adds what it lacks, keeping rows."""
+    store = DocumentStore.from_url(db_url, layout)
+    names = {f: getattr(layout, f) for f in ("table", "id", "name", "blob_name", "status")}
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(OLD_SCHEMA.format(**names, created_utc=layout.created_utc))
+        conn.exec_driver_sql(
+            f"INSERT INTO {layout.table} VALUES ('1', 'kept', 'kept.bin', 'Ready', "
+            "'2026-01-01 00:00:00+00:00')"
+        )
+    with pytest.raises(StoreError, match="safetynet db upgrade"):
+        store.check_schema()
+
+    added = store.upgrade_schema()
+
+    assert "column content_sha256" in added
+    assert f"table {layout.table}_blobs" in added
+    store.check_schema()
+    assert store.upgrade_schema() == []
+    assert [d.name for d in store.all()] == ["kept"]
+    assert store.database_id()
+    document = store.reserve(pending("new"))
+    assert store.publish(document.id)
+
+
+def test_db_upgrade_command(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    """`safetynet db upgrade` reports each addition, then that the table is up to date."""
+    url = f"sqlite:///{tmp_path}/old.db"
+    store = DocumentStore.from_url(url)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(
+            OLD_SCHEMA.format(
+                table="documents",
+                id="id",
+                name="name",
+                blob_name="blob_name",
+                status="status",
+                created_utc="created_utc",
+            )
+        )
+    assert main(["db", "upgrade", "--db", url]) == 0
+    assert "added column claimed_by" in capsys.readouterr().out
+    assert main(["db", "upgrade", "--db", url]) == 0
+    assert "up to date" in capsys.readouterr().out
+    assert main(["db", "upgrade", "--db", f"sqlite:///{tmp_path}/none.db"]) == 2
+    assert "db init" in capsys.readouterr().err

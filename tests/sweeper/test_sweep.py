@@ -13,6 +13,7 @@ from azure.storage.blob import ContainerClient
 from safetynet.constants import COMMITTED, STATE_TAG
 from sweeper.lease import SweepLease, SweepLeaseHeldError
 from sweeper.protocol import UploadProtocol
+from sweeper.reconcile import list_blobs
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.sweep import Sweeper, SweepReport
@@ -23,7 +24,8 @@ SweeperFactory = Callable[..., Sweeper]
 
 
 def blob_names(container: ContainerClient) -> set[str]:
-    return {b.name for b in container.list_blobs()}
+    """The protocol's blobs, without the toolkit's own markers under `.safetynet/`."""
+    return set(list_blobs(container))
 
 
 def test_every_row_class_ends_in_its_state(

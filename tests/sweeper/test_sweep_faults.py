@@ -9,6 +9,7 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from benchmarks.latency_proxy import LatencyProxy
 from safetynet.azurite import Azurite
+from sweeper.reconcile import list_blobs
 from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore, Status
 from sweeper.sweep import Sweeper
@@ -53,4 +54,4 @@ def test_persistent_failure_leaves_rows_pending_and_reported(
     assert len(report.errors) == 3
     assert {d.id for d in store.all() if d.status is Status.PENDING} == {d.id for d in documents}
     assert proxy.counts()[BATCH] == 3
-    assert len(list(container.list_blobs())) == 3
+    assert len(list_blobs(container)) == 3
