@@ -36,10 +36,17 @@ from azure.storage.blob import (
 from policies.model import Thresholds
 from safetynet.constants import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
 
-EXISTS_STATUSES = frozenset({409, 412})
-"""A refused create-only write. Azurite answers 409 BlobAlreadyExists; Azure documents 409 for
-If-None-Match: * on an existing blob in some operations and 412 ConditionNotMet in others
-(https://learn.microsoft.com/rest/api/storageservices/specifying-conditional-headers-for-blob-service-operations)."""
+EXISTS_REFUSALS = frozenset({(409, "BlobAlreadyExists"), (412, "ConditionNotMet")})
+"""A create-only write refused because the blob exists. Azurite answers 409 BlobAlreadyExists;
+Azure documents 409 for If-None-Match: * on an existing blob in some operations and 412
+ConditionNotMet in others
+(https://learn.microsoft.com/rest/api/storageservices/specifying-conditional-headers-for-blob-service-operations,
+error codes: https://learn.microsoft.com/rest/api/storageservices/blob-service-error-codes).
+Any other 409/412 (BlobImmutableDueToPolicy, LeaseIdMissing, ...) is a refusal for another
+reason and proves nothing about the condition."""
+
+CONDITION_NOT_MET = (412, "ConditionNotMet")
+"""x-ms-if-tags that does not hold (Delete Blob, Set Blob Tags)."""
 
 DEFAULT_SWEEPER_PERIOD = timedelta(minutes=5)
 """The infra program's default schedule, `0 */5 * * * *`."""
@@ -174,12 +181,16 @@ def loopback_host(url: str) -> str | None:
 
 
 def status_and_code(error: HttpResponseError) -> tuple[int, str]:
-    """The HTTP status and the service's x-ms-error-code ('' when absent)."""
-    raw = getattr(error, "error_code", None)
-    code = str(getattr(raw, "value", raw) or "")
+    """The HTTP status and the service's own x-ms-error-code ('' when absent).
+
+    The header comes first: the SDK rewrites `error_code` on some paths (a refused
+    `upload_blob(overwrite=False)` is relabelled BlobAlreadyExists whatever the service said),
+    and a probe must judge what the service answered."""
     response: Any = error.response
-    if not code and response is not None:
-        code = str(response.headers.get("x-ms-error-code") or "")
+    code = str(response.headers.get("x-ms-error-code") or "") if response is not None else ""
+    if not code:
+        raw = getattr(error, "error_code", None)
+        code = str(getattr(raw, "value", raw) or "")
     return error.status_code or 0, code
 
 

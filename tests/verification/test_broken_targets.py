@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import pytest
 from azure.storage.blob import BlobServiceClient
@@ -18,7 +19,12 @@ from policies.probes.access import (
 )
 from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
 from policies.probes.recovery import SOFT_DELETE
-from policies.probes.writes import CONCURRENT_CREATE, CONDITIONAL_SEAL, CREATE_ONLY
+from policies.probes.writes import (
+    CONCURRENT_CREATE,
+    CONDITIONAL_SEAL,
+    CREATE_ONLY,
+    TAG_GUARDED_DELETE,
+)
 from safetynet.azurite import Azurite
 from safetynet.constants import HEARTBEAT_BLOB
 from sweeper.heartbeat import heartbeat_body, write_heartbeat
@@ -217,3 +223,75 @@ def test_canary_collected_by_the_lifecycle_rule_passes(
         result = _single(later, PENDING_LIFECYCLE)
     assert result.outcome is PASS, result.detail
     assert "was deleted" in result.detail
+
+
+def _refuse_overwrites(status: int, code: str) -> Refusal:
+    """After the probe's own create of `create-only`, every create-only write of that name is
+    refused with (status, code): a refusal that is not the If-None-Match condition's."""
+    created: set[str] = set()
+
+    def refuse(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+        name = urlsplit(path).path
+        if method != "PUT" or not name.endswith("/create-only") or "comp=block&" in path + "&":
+            return None
+        if name not in created:
+            created.add(name)
+            return None
+        return status, code
+
+    return refuse
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(409, "BlobImmutableDueToPolicy"), (412, "LeaseIdMissing")],
+    ids=["immutable-409", "leased-412"],
+)
+def test_create_only_refused_for_another_reason_is_not_a_pass(
+    azurite: Azurite, fresh: ProbeTarget, status: int, code: str
+) -> None:
+    """An overwrite refused by an immutability policy or a lease, not by If-None-Match, proves
+    nothing about create-only: NOT_VERIFIABLE naming the service's own error code."""
+    with refusing_service(azurite.port, _refuse_overwrites(status, code)) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), CREATE_ONLY)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert f"{status} {code}" in result.detail
+
+
+def _refuse_after(
+    forwarded: int, verb: str, suffix: str, query: str, status: int, code: str
+) -> Refusal:
+    """Forwards the first `forwarded` `verb` requests for `<prefix>/<suffix>` with `query` in
+    their URL, refuses the later ones with (status, code)."""
+    seen: list[str] = []
+
+    def refuse(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+        if method != verb or not urlsplit(path).path.endswith(f"/{suffix}") or query not in path:
+            return None
+        seen.append(path)
+        return None if len(seen) <= forwarded else (status, code)
+
+    return refuse
+
+
+@pytest.mark.parametrize(
+    ("probe", "refuse"),
+    [
+        (
+            TAG_GUARDED_DELETE,
+            _refuse_after(0, "DELETE", "guard-committed", "", 412, "LeaseIdMissing"),
+        ),
+        (CONDITIONAL_SEAL, _refuse_after(1, "PUT", "seal", "comp=tags", 412, "LeaseIdMissing")),
+    ],
+    ids=["guarded-delete", "seal"],
+)
+def test_a_412_that_is_not_the_tag_condition_is_not_a_pass(
+    azurite: Azurite, fresh: ProbeTarget, probe: Probe, refuse: Refusal
+) -> None:
+    """A 412 for a lease, not for x-ms-if-tags, does not show the tag guard: NOT_VERIFIABLE."""
+    with refusing_service(azurite.port, refuse) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), probe)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert "412 LeaseIdMissing" in result.detail
