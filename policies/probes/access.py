@@ -103,6 +103,12 @@ def _anonymous_refusal(client: BlobClient) -> tuple[bytes | None, HttpResponseEr
         return None, error
 
 
+ACCESS_REFUSED = frozenset({401, 403, 404, 409})
+"""How the service refuses an anonymous reader: 404 ResourceNotFound (a private container),
+409 PublicAccessNotPermitted (the account), 401/403 (no or refused authorization; Azurite
+answers 403). Anything else (a 400, a 5xx) failed for another reason and shows nothing."""
+
+
 def check_private_container(target: Target) -> Observation:
     blob = target.blob("anonymous-read")
     data = payload("anonymous")
@@ -110,20 +116,27 @@ def check_private_container(target: Target) -> Observation:
     served, refusal = _anonymous_refusal(target.other_client(blob, None))
     if served is not None:
         return failed("an anonymous GET of a probe blob was served: the container is public")
+    assert refusal is not None
     anonymous = ContainerClient.from_container_url(
         target.container.url, credential=None, **target.client_options
     )
     try:
         names = [b.name for b in anonymous.list_blobs(name_starts_with=target.prefix)]
     except HttpResponseError as error:
-        listing = describe_refusal(error)
+        listing = error
     else:
         return failed(
             f"an anonymous List Blobs was served ({len(names)} name(s)): the container is public"
         )
-    assert refusal is not None
+    for what, error in (("GET", refusal), ("List Blobs", listing)):
+        if status_and_code(error)[0] not in ACCESS_REFUSED:
+            return not_verifiable(
+                f"an anonymous {what} failed with {describe_refusal(error)}, which is no refusal "
+                "of access: it says nothing about the container's setting"
+            )
     return passed(
-        f"anonymous GET refused with {describe_refusal(refusal)}, anonymous list with {listing}"
+        f"anonymous GET refused with {describe_refusal(refusal)}, anonymous list with "
+        f"{describe_refusal(listing)}"
     )
 
 
@@ -131,7 +144,10 @@ PRIVATE_CONTAINER = Probe(
     id="SNV-PRIVATE-CONTAINER",
     title="Nobody reads or lists the container anonymously",
     proves=("SN-CONTAINERS-PRIVATE",),
-    action="reads a probe blob and lists the run's prefix without credentials; both must be refused",
+    action=(
+        "reads a probe blob and lists the run's prefix without credentials; both must be refused "
+        "as access (401, 403, 404 or 409); any other error is NOT_VERIFIABLE"
+    ),
     reference=ANONYMOUS_DOC,
     requests=3,
     on_emulator="PASS (403); FAIL on a public container",

@@ -295,3 +295,24 @@ def test_a_412_that_is_not_the_tag_condition_is_not_a_pass(
         result = _single(LiveLooking(account, fresh.container), probe)
     assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
     assert "412 LeaseIdMissing" in result.detail
+
+
+def anonymous_bad_request(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """Anonymous requests answered with an error that is no refusal of access (a 400)."""
+    if "Authorization" not in headers and "sig=" not in path:
+        return 400, "InvalidQueryParameterValue"
+    return None
+
+
+def test_an_anonymous_read_that_fails_otherwise_is_not_a_private_container(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """Only a refusal of access (401, 403, 404, 409) shows the container private; an anonymous
+    read failing with a 400 shows nothing: NOT_VERIFIABLE."""
+    with refusing_service(azurite.port, anonymous_bad_request) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(Target(account, fresh.container), PRIVATE_CONTAINER)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert "400 InvalidQueryParameterValue" in result.detail
