@@ -128,10 +128,10 @@ def check_private_container(target: Target) -> Observation:
         return failed(
             f"an anonymous List Blobs was served ({len(names)} name(s)): the container is public"
         )
-    for what, error in (("GET", refusal), ("List Blobs", listing)):
-        if status_and_code(error)[0] not in ACCESS_REFUSED:
+    for what, answer in (("GET", refusal), ("List Blobs", listing)):
+        if status_and_code(answer)[0] not in ACCESS_REFUSED:
             return not_verifiable(
-                f"an anonymous {what} failed with {describe_refusal(error)}, which is no refusal "
+                f"an anonymous {what} failed with {describe_refusal(answer)}, which is no refusal "
                 "of access: it says nothing about the container's setting"
             )
     return passed(
