@@ -127,6 +127,11 @@ class Ledger:
         with self.lock:
             self.entries[name] = LedgerEntry(PENDING, canary)
 
+    def forget(self, name: str) -> None:
+        """The create was refused outright: there is nothing to clean up."""
+        with self.lock:
+            self.entries.pop(name, None)
+
     def tagged(self, name: str, state: str) -> None:
         with self.lock:
             self.entries[name].state = state
@@ -290,7 +295,13 @@ class Target:
         return rebuild(self.service, {**self.client_options, "retry_policy": quick_retry(0)})
 
     def create(self, blob: BlobClient, data: bytes, *, canary: bool = False) -> None:
-        """Create the probe blob create-only, tagged pending; CouldNotActError when refused."""
+        """Create the probe blob create-only, tagged pending; CouldNotActError when refused.
+
+        The name enters the ledger before the request: when an answer is lost (a dropped
+        connection, an interrupt) the blob may exist, and clean-up must still find it (a 404
+        there is fine). Only an outright refusal takes it out again; a 409 may be this run's
+        own earlier attempt, retried by the SDK."""
+        self.ledger.created(blob.blob_name, canary=canary)
         try:
             blob.upload_blob(
                 data,
@@ -300,9 +311,10 @@ class Target:
                 match_condition=MatchConditions.IfMissing,
             )
         except HttpResponseError as error:
+            if error.status_code != 409:
+                self.ledger.forget(blob.blob_name)
             raise_if_cannot_act(error, f"create {blob.blob_name}")
             raise
-        self.ledger.created(blob.blob_name, canary=canary)
 
     def set_state(self, blob: BlobClient, expected: str, state: str) -> None:
         """The protocol's guarded transition on a probe blob (the guard is what seal probes test)."""

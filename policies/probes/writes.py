@@ -115,11 +115,13 @@ CREATE_ONLY = Probe(
 def check_concurrent_create(target: Target) -> Observation:
     blob = target.blob("concurrent-create")
     payloads = [payload(f"writer {i}") for i in range(CONCURRENT_WRITERS)]
+    # In the ledger before the race: an interrupt during it must not leave a winner behind.
+    target.ledger.created(blob.blob_name)
     with ThreadPoolExecutor(CONCURRENT_WRITERS) as pool:
         refusals = list(pool.map(lambda data: _create_only(blob, data), payloads))
     winners = [data for data, refusal in zip(payloads, refusals, strict=True) if refusal is None]
-    if winners:
-        target.ledger.created(blob.blob_name)
+    if not winners:
+        target.ledger.forget(blob.blob_name)
     other = [r for r in refusals if r is not None and status_and_code(r) not in EXISTS_REFUSALS]
     if len(winners) > 1:
         return failed(f"{len(winners)} of {CONCURRENT_WRITERS} create-only uploads of one name won")

@@ -19,7 +19,7 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
-from benchmarks.latency_proxy import LatencyProxy, LatencyProxyServer, _Handler
+from benchmarks.latency_proxy import _HOP_BY_HOP, LatencyProxy, LatencyProxyServer, _Handler
 from policies.probes import RequestCounter
 
 TENANT = "00000000-0000-0000-0000-000000000000"
@@ -268,6 +268,28 @@ def soft_delete_off(method: str, path: str, headers: Mapping[str, str]) -> tuple
     return None
 
 
+class _LostAnswerHandler(_Handler):
+    """Forwards everything, but drops the answer to the first PUT of a blob whose name ends in
+    `server.lose`: the service created it, the client never hears so (a connection lost
+    mid-answer), and its retry meets the blob."""
+
+    server: DoubleServer
+
+    def _forward(self) -> None:
+        path = unquote(urlsplit(self.path).path)
+        if self.command == "PUT" and path.endswith(f"/{self.server.lose}") and not self.server.lost:
+            self.server.lost = True
+            body = self._read_body()
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            headers["Content-Length"] = str(len(body))
+            self._send_upstream(headers, body).read()
+            self.close_connection = True
+            return
+        super()._forward()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
 class DoubleServer(LatencyProxyServer):
     """The latency proxy's server with another handler and the state that handler needs."""
 
@@ -277,6 +299,8 @@ class DoubleServer(LatencyProxyServer):
         self.admin: BlobServiceClient = state.pop("admin", None)
         self.refuse: Refusal = state.pop("refuse", lambda *_: None)
         self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str], datetime]] = {}
+        self.lose: str = state.pop("lose", "")
+        self.lost = False
 
 
 class ServiceDouble(LatencyProxy):
@@ -311,3 +335,8 @@ def refusing_service(upstream_port: int, refuse: Refusal) -> ServiceDouble:
 def soft_deleting_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
     """Azurite with blob soft delete implemented in front of it (Azurite answers 501)."""
     return ServiceDouble(upstream_port, _SoftDeleteHandler, admin=admin)
+
+
+def lost_answer_service(upstream_port: int, suffix: str) -> ServiceDouble:
+    """Azurite behind a connection that drops the answer to the first create of `*/suffix`."""
+    return ServiceDouble(upstream_port, _LostAnswerHandler, lose=suffix)

@@ -31,6 +31,7 @@ from sweeper.heartbeat import heartbeat_body, write_heartbeat
 from tests.verification.conftest import ProbeTarget
 from tests.verification.doubles import (
     Refusal,
+    lost_answer_service,
     non_conforming_service,
     public_access_allowed,
     public_access_off,
@@ -316,3 +317,18 @@ def test_an_anonymous_read_that_fails_otherwise_is_not_a_private_container(
         result = _single(Target(account, fresh.container), PRIVATE_CONTAINER)
     assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
     assert "400 InvalidQueryParameterValue" in result.detail
+
+
+def test_a_create_whose_answer_is_lost_is_still_cleaned_up(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """The connection drops after the service created a probe blob: the retry meets the blob,
+    the probe cannot judge, and the blob the run never heard created is deleted at the end."""
+    with lost_answer_service(azurite.port, "create-only") as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        target = Target(account, fresh.container)
+        run = run_probes(target, [CREATE_ONLY])
+    container = fresh.service.get_container_client(fresh.container)
+    assert run.results[0].outcome is ProbeOutcome.NOT_VERIFIABLE, run.results[0].detail
+    assert not run.leftovers
+    assert [b.name for b in container.list_blobs(name_starts_with=target.prefix)] == []

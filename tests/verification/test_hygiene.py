@@ -8,7 +8,8 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from benchmarks.latency_proxy import LatencyProxy
-from policies.probes import PROBES, Target, run_probes
+from policies.probes import PROBES, Observation, Probe, Target, run_probes
+from policies.probes.liveness import CANARY
 from safetynet.azurite import Azurite
 from safetynet.constants import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
 from tests.verification.doubles import RecordingCounter
@@ -63,3 +64,35 @@ def test_a_run_stays_in_its_prefix_within_budget(azurite: Azurite) -> None:
     assert left == [f"{target.prefix}canary"]
     assert container.get_blob_client(left[0]).get_blob_tags() == {STATE_TAG: PENDING}
     admin.delete_container("hygiene")
+
+
+def _interrupted(target: Target) -> Observation:
+    target.create(target.blob("interrupted"), b"probe")
+    target.create(target.blob(CANARY), b"canary", canary=True)
+    raise KeyboardInterrupt
+
+
+INTERRUPTED = Probe(
+    id="SNV-TEST-INTERRUPTED",
+    title="creates two probe blobs, then the person presses Ctrl-C",
+    proves=(),
+    action="",
+    reference="",
+    requests=2,
+    on_emulator="",
+    on_live="",
+    run=_interrupted,
+)
+
+
+def test_an_interrupted_run_still_cleans_up(azurite: Azurite) -> None:
+    """Ctrl-C in the middle of a probe: the interrupt goes on, after the run's probe blobs are
+    deleted (the canary kept)."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    container = admin.create_container("interrupted")
+    target = Target(admin, "interrupted")
+    with pytest.raises(KeyboardInterrupt):
+        run_probes(target, [INTERRUPTED])
+    left = [b.name for b in container.list_blobs(name_starts_with=target.prefix)]
+    admin.delete_container("interrupted")
+    assert left == [f"{target.prefix}{CANARY}"]
