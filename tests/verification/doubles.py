@@ -11,7 +11,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -235,26 +235,31 @@ class _SoftDeleteHandler(_Handler):
         container = unquote(urlsplit(self.path).path).split("/")[2]
         for (owner, name), (data, _, created) in self.server.kept.items():
             if owner == container and name.startswith(prefix) and blobs is not None:
-                blobs.append(_deleted_entry(name, len(data), created))
+                deleted = created + self.server.deleted_after if self.server.deleted_after else None
+                blobs.append(_deleted_entry(name, len(data), created, deleted))
         rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
         return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
-def _deleted_entry(name: str, length: int, created: datetime) -> ET.Element:
+def _deleted_entry(
+    name: str, length: int, created: datetime, deleted: datetime | None
+) -> ET.Element:
+    """A soft-deleted blob as List Blobs include=deleted shows it; deleted now unless told."""
     entry = ET.Element("Blob")
     ET.SubElement(entry, "Name").text = name
     ET.SubElement(entry, "Deleted").text = "true"
     properties = ET.SubElement(entry, "Properties")
     now = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())
+    deleted_time = deleted.strftime("%a, %d %b %Y %H:%M:%S GMT") if deleted else now
     for tag, value in (
         ("Creation-Time", created.strftime("%a, %d %b %Y %H:%M:%S GMT")),
         ("Last-Modified", now),
         ("Etag", "0x8D0000000000000"),
         ("Content-Length", str(length)),
         ("BlobType", "BlockBlob"),
-        ("DeletedTime", now),
+        ("DeletedTime", deleted_time),
         ("RemainingRetentionDays", "7"),
     ):
         ET.SubElement(properties, tag).text = value
@@ -299,6 +304,7 @@ class DoubleServer(LatencyProxyServer):
         self.admin: BlobServiceClient = state.pop("admin", None)
         self.refuse: Refusal = state.pop("refuse", lambda *_: None)
         self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str], datetime]] = {}
+        self.deleted_after: timedelta | None = state.pop("deleted_after", None)
         self.lose: str = state.pop("lose", "")
         self.lost = False
 
@@ -332,9 +338,15 @@ def refusing_service(upstream_port: int, refuse: Refusal) -> ServiceDouble:
     return ServiceDouble(upstream_port, _RefusingHandler, refuse=refuse)
 
 
-def soft_deleting_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
-    """Azurite with blob soft delete implemented in front of it (Azurite answers 501)."""
-    return ServiceDouble(upstream_port, _SoftDeleteHandler, admin=admin)
+def soft_deleting_service(
+    upstream_port: int, admin: BlobServiceClient, deleted_after: timedelta | None = None
+) -> ServiceDouble:
+    """Azurite with blob soft delete implemented in front of it (Azurite answers 501); with
+    `deleted_after`, deleted blobs are listed as deleted that long after their creation (a
+    lifecycle rule's deletion, without waiting days)."""
+    return ServiceDouble(
+        upstream_port, _SoftDeleteHandler, admin=admin, deleted_after=deleted_after
+    )
 
 
 def lost_answer_service(upstream_port: int, suffix: str) -> ServiceDouble:

@@ -203,13 +203,19 @@ def test_soft_delete_off_fails(azurite: Azurite, fresh: ProbeTarget) -> None:
     assert "was not kept" in result.detail
 
 
+@pytest.mark.parametrize(
+    ("deleted_after", "outcome"),
+    [(timedelta(days=8), PASS), (None, ProbeOutcome.NOT_VERIFIABLE)],
+    ids=["deleted-after-the-rule-days", "deleted-right-away"],
+)
 def test_canary_collected_by_the_lifecycle_rule_passes(
-    azurite: Azurite, fresh: ProbeTarget
+    azurite: Azurite, fresh: ProbeTarget, deleted_after: timedelta | None, outcome: ProbeOutcome
 ) -> None:
-    """A canary older than the rule's days found soft-deleted (the rule acted on it) and none
-    alive past the deadline: the backstop holds."""
+    """A canary found soft-deleted, deleted no sooner than the rule's days after it was planted
+    (the rule acted on it), and none alive past the deadline: the backstop holds. One deleted
+    right away was deleted by something else and proves nothing."""
     admin = BlobServiceClient.from_connection_string(azurite.connection_string)
-    with soft_deleting_service(azurite.port, admin) as service:
+    with soft_deleting_service(azurite.port, admin, deleted_after) as service:
         account = BlobServiceClient.from_connection_string(service.connection_string)
         first = Target(account, fresh.container)
         _single(first, PENDING_LIFECYCLE)
@@ -222,8 +228,8 @@ def test_canary_collected_by_the_lifecycle_rule_passes(
             now=lambda: eight_days_on,
         )
         result = _single(later, PENDING_LIFECYCLE)
-    assert result.outcome is PASS, result.detail
-    assert "was deleted" in result.detail
+    assert result.outcome is outcome, result.detail
+    assert ("was deleted" if outcome is PASS else "deleted by something else") in result.detail
 
 
 def _refuse_overwrites(status: int, code: str) -> Refusal:
