@@ -37,6 +37,8 @@ from safetynet.constants import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, VERIFY
 CANARY = "canary"
 LIFECYCLE_SLACK = timedelta(days=2)
 HEARTBEAT_PERIODS = 3
+CLOCK_SKEW = timedelta(minutes=5)
+"""How far ahead of this machine's clock the sweeper's may run before its heartbeat is suspect."""
 
 
 def check_pending_lifecycle(target: Target) -> Observation:
@@ -125,6 +127,11 @@ def check_sweeper_heartbeat(target: Target) -> Observation:
     if finished.tzinfo is None:
         finished = finished.replace(tzinfo=UTC)
     age = target.now() - finished
+    if age < -CLOCK_SKEW:
+        return failed(
+            f"the heartbeat is dated {finished:%Y-%m-%d %H:%M:%S} UTC, {_duration(-age)} in the "
+            "future: it cannot show when the sweeper last ran"
+        )
     allowed = HEARTBEAT_PERIODS * target.settings.sweeper_period
     counts = ", ".join(
         f"{key} {value}" for key, value in sorted(body.items()) if isinstance(value, int)

@@ -338,3 +338,14 @@ def test_a_create_whose_answer_is_lost_is_still_cleaned_up(
     assert run.results[0].outcome is ProbeOutcome.NOT_VERIFIABLE, run.results[0].detail
     assert not run.leftovers
     assert [b.name for b in container.list_blobs(name_starts_with=target.prefix)] == []
+
+
+def test_a_heartbeat_from_the_future_fails(fresh: ProbeTarget) -> None:
+    """A heartbeat dated a day ahead (a wrong clock, a hand-written blob) cannot show a recent
+    run: FAIL, not PASS."""
+    container = fresh.service.get_container_client(fresh.container)
+    tomorrow = datetime.now(UTC) + timedelta(days=1)
+    container.upload_blob(HEARTBEAT_BLOB, heartbeat_body({"examined": 1}, "function", tomorrow))
+    result = fresh.run(SWEEPER_HEARTBEAT)
+    assert result.outcome is FAIL, result.detail
+    assert "in the future" in result.detail
