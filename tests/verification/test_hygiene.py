@@ -5,12 +5,14 @@ from __future__ import annotations
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
+from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobServiceClient
 
 from benchmarks.latency_proxy import LatencyProxy
-from policies.probes import PROBES, Observation, Probe, Target, run_probes
+from policies.probes import PROBES, Observation, Probe, ProbeOutcome, Target, run_probes
 from policies.probes.liveness import CANARY
 from safetynet.azurite import Azurite
+from safetynet.commands.verify import EXIT_INCOMPLETE, exit_code
 from safetynet.constants import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
 from tests.verification.doubles import RecordingCounter
 
@@ -96,3 +98,37 @@ def test_an_interrupted_run_still_cleans_up(azurite: Azurite) -> None:
     left = [b.name for b in container.list_blobs(name_starts_with=target.prefix)]
     admin.delete_container("interrupted")
     assert left == [f"{target.prefix}{CANARY}"]
+
+
+def _transport_broke(target: Target) -> Observation:
+    target.create(target.blob("broken-stream"), b"probe")
+    raise AzureError("the response stream was closed")
+
+
+TRANSPORT_BROKE = Probe(
+    id="SNV-TEST-TRANSPORT",
+    title="creates a probe blob, then the SDK raises an AzureError that is no HTTP answer",
+    proves=(),
+    action="",
+    reference="",
+    requests=1,
+    on_emulator="",
+    on_live="",
+    run=_transport_broke,
+)
+
+
+def test_an_sdk_error_without_an_answer_is_could_not_act(azurite: Azurite) -> None:
+    """An AzureError that carries no HTTP answer: NOT_VERIFIABLE and an incomplete run (exit 3),
+    not a crash the shell reads as exit 1 (FAIL); the probe blob is still deleted."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    container = admin.create_container("transport")
+    target = Target(admin, "transport")
+    run = run_probes(target, [TRANSPORT_BROKE])
+    left = [b.name for b in container.list_blobs(name_starts_with=target.prefix)]
+    admin.delete_container("transport")
+    assert run.results[0].outcome is ProbeOutcome.NOT_VERIFIABLE
+    assert "AzureError" in run.results[0].detail
+    assert "stream was closed" not in run.results[0].detail
+    assert exit_code(run) == EXIT_INCOMPLETE
+    assert left == []
