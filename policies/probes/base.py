@@ -294,7 +294,7 @@ class Target:
         """The identity in use without retries, for calls whose failure is itself the answer."""
         return rebuild(self.service, {**self.client_options, "retry_policy": quick_retry(0)})
 
-    def create(self, blob: BlobClient, data: bytes, *, canary: bool = False) -> None:
+    def create(self, blob: BlobClient, data: bytes, *, canary: bool = False) -> dict[str, Any]:
         """Create the probe blob create-only, tagged pending; CouldNotActError when refused.
 
         The name enters the ledger before the request: when an answer is lost (a dropped
@@ -303,7 +303,7 @@ class Target:
         own earlier attempt, retried by the SDK."""
         self.ledger.created(blob.blob_name, canary=canary)
         try:
-            blob.upload_blob(
+            answer: dict[str, Any] = blob.upload_blob(
                 data,
                 blob_type=BlobType.BLOCKBLOB,
                 overwrite=False,
@@ -315,6 +315,7 @@ class Target:
                 self.ledger.forget(blob.blob_name)
             raise_if_cannot_act(error, f"create {blob.blob_name}")
             raise
+        return answer
 
     def set_state(self, blob: BlobClient, expected: str, state: str) -> None:
         """The protocol's guarded transition on a probe blob (the guard is what seal probes test)."""

@@ -295,6 +295,35 @@ class _LostAnswerHandler(_Handler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
+class _VersioningHandler(_Handler):
+    """An account with blob versioning (and soft delete) on, as Azure documents it: every write
+    answers with x-ms-version-id; a deleted blob becomes a previous version, which Undelete
+    Blob answers 200 to without bringing the blob back
+    (https://learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview, "Blob soft
+    delete and versioning")."""
+
+    server: DoubleServer
+
+    def _forward(self) -> None:
+        if self.command == "PUT" and "comp=undelete" in self.path:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response_only(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        super()._forward()
+
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
+        response = super()._send_upstream(headers, body)
+        if self.command != "PUT" or response.status not in (200, 201):
+            return response
+        version = time.strftime("%Y-%m-%dT%H:%M:%S.0000000Z", time.gmtime())
+        answer = [*response.getheaders(), ("x-ms-version-id", version)]
+        return _UpstreamAnswer(response.status, response.reason, answer, response.read())
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
 class DoubleServer(LatencyProxyServer):
     """The latency proxy's server with another handler and the state that handler needs."""
 
@@ -352,3 +381,8 @@ def soft_deleting_service(
 def lost_answer_service(upstream_port: int, suffix: str) -> ServiceDouble:
     """Azurite behind a connection that drops the answer to the first create of `*/suffix`."""
     return ServiceDouble(upstream_port, _LostAnswerHandler, lose=suffix)
+
+
+def versioning_service(upstream_port: int) -> ServiceDouble:
+    """Azurite as an account with blob versioning on (Azurite accepts the setting only)."""
+    return ServiceDouble(upstream_port, _VersioningHandler)

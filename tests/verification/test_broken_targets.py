@@ -40,6 +40,7 @@ from tests.verification.doubles import (
     soft_delete_off,
     soft_deleting_service,
     tag_guarding_service,
+    versioning_service,
 )
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
@@ -349,3 +350,15 @@ def test_a_heartbeat_from_the_future_fails(fresh: ProbeTarget) -> None:
     result = fresh.run(SWEEPER_HEARTBEAT)
     assert result.outcome is FAIL, result.detail
     assert "in the future" in result.detail
+
+
+def test_soft_delete_on_a_versioning_account_is_not_verifiable(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """With versioning on, a deleted blob becomes a previous version that Undelete Blob does not
+    bring back: the probe cannot show soft delete that way and says so, instead of a FAIL."""
+    with versioning_service(azurite.port) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert "versioning" in result.detail
