@@ -45,6 +45,7 @@ SHARED_KEY_DOC = "https://learn.microsoft.com/azure/storage/common/shared-key-au
 ERROR_CODES_DOC = "https://learn.microsoft.com/rest/api/storageservices/common-rest-api-error-codes"
 ANONYMOUS_DOC = "https://learn.microsoft.com/azure/storage/blobs/anonymous-read-access-prevent"
 SAS_ERRORS_DOC = "https://learn.microsoft.com/rest/api/storageservices/sas-error-codes"
+PERMISSION_MISMATCH = (403, "AuthorizationPermissionMismatch")
 
 
 def check_shared_key_off(target: Target) -> Observation:
@@ -272,7 +273,7 @@ def check_tag_write_role(target: Target) -> Observation:
         )
     except HttpResponseError as error:
         status, code = status_and_code(error)
-        if status == 403 and code == "AuthorizationPermissionMismatch":
+        if (status, code) == PERMISSION_MISMATCH:
             return passed(
                 f"the identity in use wrote the state tag; the second identity was refused with "
                 f"{status} {code}: the role is what grants it"
@@ -346,8 +347,11 @@ def check_sas_tag_permission(target: Target) -> Observation:
     else:
         return failed("a SAS without the tag permission (t) wrote blob index tags")
     status, code = status_and_code(refusal)
-    if status != 403:
-        return not_verifiable(f"a SAS without t was refused with {status} {code}, not 403")
+    if (status, code) != PERMISSION_MISMATCH:
+        return not_verifiable(
+            f"a SAS without t was refused with {status} {code}, not 403 "
+            "AuthorizationPermissionMismatch (the missing permission)"
+        )
     try:
         target.other_client(blob, with_tags).set_blob_tags(
             tags, if_tags_match_condition=tag_condition(PENDING)

@@ -14,6 +14,7 @@ from policies.probes import Probe, ProbeOutcome, ProbeResult, ProbeSettings, Tar
 from policies.probes.access import (
     NO_PUBLIC_ACCESS,
     PRIVATE_CONTAINER,
+    SAS_TAG_PERMISSION,
     SHARED_KEY_OFF,
     TAG_WRITE_ROLE,
 )
@@ -362,3 +363,24 @@ def test_soft_delete_on_a_versioning_account_is_not_verifiable(
         result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
     assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
     assert "versioning" in result.detail
+
+
+def sas_without_t_refused_otherwise(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """A tag write through a SAS with read+write only, refused for a reason that is not the
+    missing permission (an IP or network rule answers 403 AuthorizationFailure)."""
+    if method == "PUT" and "comp=tags" in path and "sp=rw&" in path:
+        return 403, "AuthorizationFailure"
+    return None
+
+
+def test_a_sas_refused_for_another_reason_is_not_a_pass(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """Only 403 AuthorizationPermissionMismatch shows the missing `t` permission refused."""
+    with refusing_service(azurite.port, sas_without_t_refused_otherwise) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(Target(account, fresh.container), SAS_TAG_PERMISSION)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert "403 AuthorizationFailure" in result.detail
