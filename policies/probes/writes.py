@@ -167,6 +167,9 @@ def check_tag_guarded_delete(target: Target) -> Observation:
         return failed(
             f"a pending blob was not deleted under the pending guard: {describe_refusal(error)}"
         )
+    if pending.exists():
+        target.ledger.tagged(pending.blob_name, PENDING)
+        return failed("the pending blob's guarded delete was answered OK, but it is still there")
     try:
         committed.delete_blob(if_tags_match_condition=tag_condition(PENDING))
     except HttpResponseError as error:
@@ -185,7 +188,9 @@ def check_tag_guarded_delete(target: Target) -> Observation:
         return not_verifiable(
             f"the guarded delete was refused with {status} {code}, not 412 ConditionNotMet"
         )
-    return passed(f"pending blob deleted; committed blob refused with {status} {code}, intact")
+    return passed(
+        f"pending blob deleted (gone); committed blob refused with {status} {code}, intact"
+    )
 
 
 TAG_GUARDED_DELETE = Probe(

@@ -384,3 +384,23 @@ def test_a_sas_refused_for_another_reason_is_not_a_pass(
         result = _single(Target(account, fresh.container), SAS_TAG_PERMISSION)
     assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
     assert "403 AuthorizationFailure" in result.detail
+
+
+def delete_answered_but_not_done(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """A service that answers 202 Accepted to the pending probe blob's delete and keeps it."""
+    if method == "DELETE" and urlsplit(path).path.endswith("/guard-pending"):
+        return 202, "Accepted"
+    return None
+
+
+def test_a_delete_that_answers_ok_but_keeps_the_blob_fails(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """The pending blob must be gone after its guarded delete, not merely answered 202."""
+    with refusing_service(azurite.port, delete_answered_but_not_done) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(Target(account, fresh.container), TAG_GUARDED_DELETE)
+    assert result.outcome is FAIL, result.detail
+    assert "still there" in result.detail
