@@ -156,6 +156,18 @@ def shared_key_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[
     return None
 
 
+def shared_key_allowed(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """An account that allows shared key: a request signed with a made-up key fails its
+    signature check (the probe's is the only one signing `*/shared-key`)."""
+    if headers.get("Authorization", "").startswith("SharedKey ") and path.split("?")[0].endswith(
+        "/shared-key"
+    ):
+        return 403, "AuthenticationFailed"
+    return None
+
+
 def public_access_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
     """An account with allowBlobPublicAccess=false: every anonymous request is refused."""
     if "Authorization" not in headers and "sig=" not in path:

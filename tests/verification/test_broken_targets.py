@@ -37,6 +37,7 @@ from tests.verification.doubles import (
     public_access_allowed,
     public_access_off,
     refusing_service,
+    shared_key_allowed,
     shared_key_off,
     soft_delete_off,
     soft_deleting_service,
@@ -161,10 +162,11 @@ def test_a_second_identity_that_writes_tags_fails_the_role_probe(token_target: P
     ("refuse", "probe", "outcome", "fact"),
     [
         (shared_key_off, SHARED_KEY_OFF, PASS, "403 KeyBasedAuthenticationNotPermitted"),
+        (shared_key_allowed, SHARED_KEY_OFF, FAIL, "shared key access is allowed"),
         (public_access_off, NO_PUBLIC_ACCESS, PASS, "409 PublicAccessNotPermitted"),
         (public_access_allowed, NO_PUBLIC_ACCESS, FAIL, "the account allows public access"),
     ],
-    ids=["shared-key-off", "public-access-off", "public-access-allowed"],
+    ids=["shared-key-off", "shared-key-allowed", "public-access-off", "public-access-allowed"],
 )
 def test_account_settings_azurite_lacks(
     azurite: Azurite,
