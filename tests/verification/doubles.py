@@ -11,7 +11,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -336,6 +336,62 @@ class _VersioningHandler(_Handler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
+class _SnapshotSoftDeleteHandler(_Handler):
+    """Soft delete for snapshots in front of Azurite: a deleted snapshot is listed with
+    include=deleted,snapshots (Deleted=true), and Delete Blob deletetype=permanent on it is
+    answered with `server.permanent`: (status, code) as a refusal, or None to purge it."""
+
+    server: DoubleServer
+
+    def _forward(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)
+        parts = unquote(urlsplit(self.path).path).split("/", 3)
+        snapshot = query.get("snapshot", [""])[0]
+        if self.command == "DELETE" and snapshot and len(parts) == 4:
+            key = (parts[2], parts[3], snapshot)
+            if [v.lower() for v in query.get("deletetype", [])] == ["permanent"]:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.server.permanent is None and key in self.server.deleted_snapshots:
+                    self.server.deleted_snapshots.remove(key)
+                    self.send_response_only(202)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                status, code = self.server.permanent or (404, "BlobNotFound")
+                self.send_response_only(status, code)
+                self.send_header("x-ms-error-code", code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.server.deleted_snapshots.add(key)
+        super()._forward()
+
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
+        response = super()._send_upstream(headers, body)
+        query = parse_qs(urlsplit(self.path).query)
+        include = ",".join(query.get("include", []))
+        if query.get("comp") != ["list"] or "deleted" not in include:
+            return response
+        root = ET.fromstring(response.read())  # noqa: S314 (Azurite's answer on loopback)
+        blobs = root.find("Blobs")
+        container = unquote(urlsplit(self.path).path).split("/")[2]
+        for owner, name, snapshot in self.server.deleted_snapshots:
+            if owner == container and blobs is not None:
+                entry = _deleted_entry(name, 0, datetime.now(UTC), None)
+                entry.insert(1, _element("Snapshot", snapshot))
+                blobs.append(entry)
+        rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+        return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+def _element(tag: str, text: str) -> ET.Element:
+    element = ET.Element(tag)
+    element.text = text
+    return element
+
+
 class DoubleServer(LatencyProxyServer):
     """The latency proxy's server with another handler and the state that handler needs."""
 
@@ -347,6 +403,8 @@ class DoubleServer(LatencyProxyServer):
         self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str], datetime]] = {}
         self.deleted_after: timedelta | None = state.pop("deleted_after", None)
         self.lose: str = state.pop("lose", "")
+        self.permanent: tuple[int, str] | None = state.pop("permanent", None)
+        self.deleted_snapshots: set[tuple[str, str, str]] = set()
         self.lost = False
 
 
@@ -398,3 +456,11 @@ def lost_answer_service(upstream_port: int, suffix: str) -> ServiceDouble:
 def versioning_service(upstream_port: int) -> ServiceDouble:
     """Azurite as an account with blob versioning on (Azurite accepts the setting only)."""
     return ServiceDouble(upstream_port, _VersioningHandler)
+
+
+def snapshot_soft_deleting_service(
+    upstream_port: int, permanent: tuple[int, str] | None
+) -> ServiceDouble:
+    """Azurite with soft-deleted snapshots; `permanent` answers deletetype=permanent (None:
+    the purge goes through)."""
+    return ServiceDouble(upstream_port, _SnapshotSoftDeleteHandler, permanent=permanent)

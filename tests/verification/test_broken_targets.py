@@ -19,7 +19,7 @@ from policies.probes.access import (
     TAG_WRITE_ROLE,
 )
 from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
-from policies.probes.recovery import SOFT_DELETE
+from policies.probes.recovery import PERMANENT_DELETE, SOFT_DELETE
 from policies.probes.writes import (
     CONCURRENT_CREATE,
     CONDITIONAL_SEAL,
@@ -39,6 +39,7 @@ from tests.verification.doubles import (
     refusing_service,
     shared_key_allowed,
     shared_key_off,
+    snapshot_soft_deleting_service,
     soft_delete_off,
     soft_deleting_service,
     tag_guarding_service,
@@ -406,3 +407,28 @@ def test_a_delete_that_answers_ok_but_keeps_the_blob_fails(
         result = _single(Target(account, fresh.container), TAG_GUARDED_DELETE)
     assert result.outcome is FAIL, result.detail
     assert "still there" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("permanent", "outcome", "fact"),
+    [
+        ((409, "OperationNotAllowed"), PASS, "refused with 409"),
+        ((403, "AuthorizationPermissionMismatch"), ProbeOutcome.NOT_VERIFIABLE, "lacks"),
+        (None, FAIL, "permanent delete is allowed"),
+    ],
+    ids=["refused-409", "no-permission-403", "purged"],
+)
+def test_permanent_delete_of_a_soft_deleted_snapshot(
+    azurite: Azurite,
+    fresh: ProbeTarget,
+    permanent: tuple[int, str] | None,
+    outcome: ProbeOutcome,
+    fact: str,
+) -> None:
+    """With a soft-deleted snapshot to try: 409 passes, a 403 for the identity's missing
+    permanentDelete/action is NOT_VERIFIABLE, a purge that goes through fails."""
+    with snapshot_soft_deleting_service(azurite.port, permanent) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), PERMANENT_DELETE)
+    assert result.outcome is outcome, result.detail
+    assert fact in result.detail
