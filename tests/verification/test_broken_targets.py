@@ -12,6 +12,7 @@ from azure.storage.blob import BlobServiceClient
 
 from policies.probes import Probe, ProbeOutcome, ProbeResult, ProbeSettings, Target, run_probes
 from policies.probes.access import (
+    HTTPS_ONLY,
     NO_PUBLIC_ACCESS,
     PRIVATE_CONTAINER,
     SAS_TAG_PERMISSION,
@@ -26,7 +27,7 @@ from policies.probes.writes import (
     CREATE_ONLY,
     TAG_GUARDED_DELETE,
 )
-from safetynet.azurite import Azurite
+from safetynet.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, dev_blob_endpoint
 from safetynet.constants import HEARTBEAT_BLOB
 from sweeper.heartbeat import heartbeat_body, write_heartbeat
 from tests.verification.conftest import ProbeTarget
@@ -430,5 +431,33 @@ def test_permanent_delete_of_a_soft_deleted_snapshot(
     with snapshot_soft_deleting_service(azurite.port, permanent) as service:
         account = BlobServiceClient.from_connection_string(service.connection_string)
         result = _single(LiveLooking(account, fresh.container), PERMANENT_DELETE)
+    assert result.outcome is outcome, result.detail
+    assert fact in result.detail
+
+
+def requires_https(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """An account with secure transfer required: every plain-HTTP request is refused."""
+    return 400, "AccountRequiresHttps"
+
+
+@pytest.mark.parametrize(
+    ("refuse", "outcome", "fact"),
+    [
+        (requires_https, PASS, "400 AccountRequiresHttps"),
+        (None, FAIL, "HTTP is served"),
+    ],
+    ids=["secure-transfer-required", "http-served"],
+)
+def test_https_only_judges_the_plain_http_answer(
+    azurite: Azurite, fresh: ProbeTarget, refuse: Refusal | None, outcome: ProbeOutcome, fact: str
+) -> None:
+    """The target is named over https; its plain-HTTP twin (a double on the same port) either
+    refuses with 400 AccountRequiresHttps (PASS) or answers (Azurite behind it: FAIL)."""
+    with refusing_service(azurite.port, refuse or (lambda *_: None)) as service:
+        https = BlobServiceClient(
+            dev_blob_endpoint(service.port, "https"),
+            credential={"account_name": DEV_ACCOUNT, "account_key": DEV_KEY},
+        )
+        result = _single(LiveLooking(https, fresh.container), HTTPS_ONLY)
     assert result.outcome is outcome, result.detail
     assert fact in result.detail
