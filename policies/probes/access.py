@@ -45,6 +45,7 @@ SHARED_KEY_DOC = "https://learn.microsoft.com/azure/storage/common/shared-key-au
 ERROR_CODES_DOC = "https://learn.microsoft.com/rest/api/storageservices/common-rest-api-error-codes"
 ANONYMOUS_DOC = "https://learn.microsoft.com/azure/storage/blobs/anonymous-read-access-prevent"
 SAS_ERRORS_DOC = "https://learn.microsoft.com/rest/api/storageservices/sas-error-codes"
+PERMISSION_MISMATCH = (403, "AuthorizationPermissionMismatch")
 
 
 def check_shared_key_off(target: Target) -> Observation:
@@ -103,6 +104,12 @@ def _anonymous_refusal(client: BlobClient) -> tuple[bytes | None, HttpResponseEr
         return None, error
 
 
+ACCESS_REFUSED = frozenset({401, 403, 404, 409})
+"""How the service refuses an anonymous reader: 404 ResourceNotFound (a private container),
+409 PublicAccessNotPermitted (the account), 401/403 (no or refused authorization; Azurite
+answers 403). Anything else (a 400, a 5xx) failed for another reason and shows nothing."""
+
+
 def check_private_container(target: Target) -> Observation:
     blob = target.blob("anonymous-read")
     data = payload("anonymous")
@@ -110,20 +117,27 @@ def check_private_container(target: Target) -> Observation:
     served, refusal = _anonymous_refusal(target.other_client(blob, None))
     if served is not None:
         return failed("an anonymous GET of a probe blob was served: the container is public")
+    assert refusal is not None
     anonymous = ContainerClient.from_container_url(
         target.container.url, credential=None, **target.client_options
     )
     try:
         names = [b.name for b in anonymous.list_blobs(name_starts_with=target.prefix)]
     except HttpResponseError as error:
-        listing = describe_refusal(error)
+        listing = error
     else:
         return failed(
             f"an anonymous List Blobs was served ({len(names)} name(s)): the container is public"
         )
-    assert refusal is not None
+    for what, answer in (("GET", refusal), ("List Blobs", listing)):
+        if status_and_code(answer)[0] not in ACCESS_REFUSED:
+            return not_verifiable(
+                f"an anonymous {what} failed with {describe_refusal(answer)}, which is no refusal "
+                "of access: it says nothing about the container's setting"
+            )
     return passed(
-        f"anonymous GET refused with {describe_refusal(refusal)}, anonymous list with {listing}"
+        f"anonymous GET refused with {describe_refusal(refusal)}, anonymous list with "
+        f"{describe_refusal(listing)}"
     )
 
 
@@ -131,7 +145,10 @@ PRIVATE_CONTAINER = Probe(
     id="SNV-PRIVATE-CONTAINER",
     title="Nobody reads or lists the container anonymously",
     proves=("SN-CONTAINERS-PRIVATE",),
-    action="reads a probe blob and lists the run's prefix without credentials; both must be refused",
+    action=(
+        "reads a probe blob and lists the run's prefix without credentials; both must be refused "
+        "as access (401, 403, 404 or 409); any other error is NOT_VERIFIABLE"
+    ),
     reference=ANONYMOUS_DOC,
     requests=3,
     on_emulator="PASS (403); FAIL on a public container",
@@ -256,7 +273,7 @@ def check_tag_write_role(target: Target) -> Observation:
         )
     except HttpResponseError as error:
         status, code = status_and_code(error)
-        if status == 403 and code == "AuthorizationPermissionMismatch":
+        if (status, code) == PERMISSION_MISMATCH:
             return passed(
                 f"the identity in use wrote the state tag; the second identity was refused with "
                 f"{status} {code}: the role is what grants it"
@@ -330,8 +347,11 @@ def check_sas_tag_permission(target: Target) -> Observation:
     else:
         return failed("a SAS without the tag permission (t) wrote blob index tags")
     status, code = status_and_code(refusal)
-    if status != 403:
-        return not_verifiable(f"a SAS without t was refused with {status} {code}, not 403")
+    if (status, code) != PERMISSION_MISMATCH:
+        return not_verifiable(
+            f"a SAS without t was refused with {status} {code}, not 403 "
+            "AuthorizationPermissionMismatch (the missing permission)"
+        )
     try:
         target.other_client(blob, with_tags).set_blob_tags(
             tags, if_tags_match_condition=tag_condition(PENDING)

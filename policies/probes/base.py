@@ -36,10 +36,17 @@ from azure.storage.blob import (
 from policies.model import Thresholds
 from safetynet.constants import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
 
-EXISTS_STATUSES = frozenset({409, 412})
-"""A refused create-only write. Azurite answers 409 BlobAlreadyExists; Azure documents 409 for
-If-None-Match: * on an existing blob in some operations and 412 ConditionNotMet in others
-(https://learn.microsoft.com/rest/api/storageservices/specifying-conditional-headers-for-blob-service-operations)."""
+EXISTS_REFUSALS = frozenset({(409, "BlobAlreadyExists"), (412, "ConditionNotMet")})
+"""A create-only write refused because the blob exists. Azurite answers 409 BlobAlreadyExists;
+Azure documents 409 for If-None-Match: * on an existing blob in some operations and 412
+ConditionNotMet in others
+(https://learn.microsoft.com/rest/api/storageservices/specifying-conditional-headers-for-blob-service-operations,
+error codes: https://learn.microsoft.com/rest/api/storageservices/blob-service-error-codes).
+Any other 409/412 (BlobImmutableDueToPolicy, LeaseIdMissing, ...) is a refusal for another
+reason and proves nothing about the condition."""
+
+CONDITION_NOT_MET = (412, "ConditionNotMet")
+"""x-ms-if-tags that does not hold (Delete Blob, Set Blob Tags)."""
 
 DEFAULT_SWEEPER_PERIOD = timedelta(minutes=5)
 """The infra program's default schedule, `0 */5 * * * *`."""
@@ -120,6 +127,11 @@ class Ledger:
         with self.lock:
             self.entries[name] = LedgerEntry(PENDING, canary)
 
+    def forget(self, name: str) -> None:
+        """The create was refused outright: there is nothing to clean up."""
+        with self.lock:
+            self.entries.pop(name, None)
+
     def tagged(self, name: str, state: str) -> None:
         with self.lock:
             self.entries[name].state = state
@@ -174,12 +186,16 @@ def loopback_host(url: str) -> str | None:
 
 
 def status_and_code(error: HttpResponseError) -> tuple[int, str]:
-    """The HTTP status and the service's x-ms-error-code ('' when absent)."""
-    raw = getattr(error, "error_code", None)
-    code = str(getattr(raw, "value", raw) or "")
+    """The HTTP status and the service's own x-ms-error-code ('' when absent).
+
+    The header comes first: the SDK rewrites `error_code` on some paths (a refused
+    `upload_blob(overwrite=False)` is relabelled BlobAlreadyExists whatever the service said),
+    and a probe must judge what the service answered."""
     response: Any = error.response
-    if not code and response is not None:
-        code = str(response.headers.get("x-ms-error-code") or "")
+    code = str(response.headers.get("x-ms-error-code") or "") if response is not None else ""
+    if not code:
+        raw = getattr(error, "error_code", None)
+        code = str(getattr(raw, "value", raw) or "")
     return error.status_code or 0, code
 
 
@@ -278,10 +294,16 @@ class Target:
         """The identity in use without retries, for calls whose failure is itself the answer."""
         return rebuild(self.service, {**self.client_options, "retry_policy": quick_retry(0)})
 
-    def create(self, blob: BlobClient, data: bytes, *, canary: bool = False) -> None:
-        """Create the probe blob create-only, tagged pending; CouldNotActError when refused."""
+    def create(self, blob: BlobClient, data: bytes, *, canary: bool = False) -> dict[str, Any]:
+        """Create the probe blob create-only, tagged pending; CouldNotActError when refused.
+
+        The name enters the ledger before the request: when an answer is lost (a dropped
+        connection, an interrupt) the blob may exist, and clean-up must still find it (a 404
+        there is fine). Only an outright refusal takes it out again; a 409 may be this run's
+        own earlier attempt, retried by the SDK."""
+        self.ledger.created(blob.blob_name, canary=canary)
         try:
-            blob.upload_blob(
+            answer: dict[str, Any] = blob.upload_blob(
                 data,
                 blob_type=BlobType.BLOCKBLOB,
                 overwrite=False,
@@ -289,9 +311,11 @@ class Target:
                 match_condition=MatchConditions.IfMissing,
             )
         except HttpResponseError as error:
+            if error.status_code != 409:
+                self.ledger.forget(blob.blob_name)
             raise_if_cannot_act(error, f"create {blob.blob_name}")
             raise
-        self.ledger.created(blob.blob_name, canary=canary)
+        return answer
 
     def set_state(self, blob: BlobClient, expected: str, state: str) -> None:
         """The protocol's guarded transition on a probe blob (the guard is what seal probes test)."""

@@ -2,8 +2,9 @@
 
 - Lifecycle: each run plants a small canary tagged `state=pending` and never deletes it. A canary
   older than the rule's days plus two (lifecycle acts in whole days and may start up to 24 h
-  late) that still exists means the backstop does not hold. A canary that old found
-  soft-deleted, with none alive past the deadline, shows it does. Until one is that old, nothing
+  late) that still exists means the backstop does not hold. A canary found soft-deleted, deleted
+  no sooner than the rule's days after it was planted (so by the rule, not by a person or a
+  tool), with none alive past the deadline, shows it does. Until one is that old, nothing
   can be said, and the probe names the date from which it can.
   https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview
 - Sweeper: `sweeper/heartbeat.py` rewrites a heartbeat blob after each run; it must be younger
@@ -36,19 +37,29 @@ from safetynet.constants import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, VERIFY
 CANARY = "canary"
 LIFECYCLE_SLACK = timedelta(days=2)
 HEARTBEAT_PERIODS = 3
+CLOCK_SKEW = timedelta(minutes=5)
+"""How far ahead of this machine's clock the sweeper's may run before its heartbeat is suspect."""
 
 
 def check_pending_lifecycle(target: Target) -> Observation:
     target.create(target.blob(CANARY), payload("canary"), canary=True)
     deadline = timedelta(days=target.settings.pending_days) + LIFECYCLE_SLACK
     now = target.now()
+    rule_days = timedelta(days=target.settings.pending_days)
     alive: list[tuple[datetime, str]] = []
     collected: list[tuple[datetime, str]] = []
+    early: list[str] = []
     for item in target.container.list_blobs(name_starts_with=VERIFY_PREFIX, include=["deleted"]):
         if not item.name.endswith(f"/{CANARY}") or item.creation_time is None:
             continue
         planted = item.creation_time.astimezone(UTC)
-        (collected if item.deleted else alive).append((planted, item.name))
+        if not item.deleted:
+            alive.append((planted, item.name))
+        elif item.deleted_time is not None and item.deleted_time - planted >= rule_days:
+            collected.append((planted, item.name))
+        else:
+            # The rule cannot act before its days: something else deleted this one.
+            early.append(item.name)
     overdue = sorted(c for c in alive if now - c[0] > deadline)
     if overdue:
         planted, name = overdue[0]
@@ -57,22 +68,28 @@ def check_pending_lifecycle(target: Target) -> Observation:
             f"days; a rule deleting pending blobs after {target.settings.pending_days} days would "
             "have removed it"
         )
-    expired = sorted(
-        c for c in collected if now - c[0] > timedelta(days=target.settings.pending_days)
-    )
-    if expired:
-        planted, name = expired[-1]
-        return passed(f"canary {name} planted {planted:%Y-%m-%d} was deleted (it is soft-deleted)")
+    if collected:
+        planted, name = sorted(collected)[-1]
+        return passed(
+            f"canary {name} planted {planted:%Y-%m-%d} was deleted no sooner than "
+            f"{target.settings.pending_days} days later (it is soft-deleted)"
+        )
     oldest = min((c[0] for c in alive), default=now)
     reason = (
         f"; {target.emulator_reason()}, which has no lifecycle management: never provable here"
         if target.emulator_host
         else ""
     )
+    elsewhere = (
+        f"; {len(early)} canary(ies) deleted by something else, sooner than the rule could "
+        f"(first: {early[0]})"
+        if early
+        else ""
+    )
     return not_verifiable(
         f"no canary is older than {target.settings.pending_days} + {LIFECYCLE_SLACK.days} days "
         f"yet; the oldest, planted {oldest:%Y-%m-%d}, proves the rule from "
-        f"{oldest + deadline:%Y-%m-%d}{reason}"
+        f"{oldest + deadline:%Y-%m-%d}{elsewhere}{reason}"
     )
 
 
@@ -82,12 +99,12 @@ PENDING_LIFECYCLE = Probe(
     proves=("SN-PENDING-LIFECYCLE",),
     action=(
         "plants a canary tagged pending (never deleted by verify) and lists earlier canaries: "
-        "one alive past the rule's days + 2 fails, one found soft-deleted passes"
+        "one alive past the rule's days + 2 fails, one found soft-deleted, deleted no sooner than the rule's days after planting, passes"
     ),
     reference="https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview",
     requests=2,
     on_emulator="NOT_VERIFIABLE: no lifecycle management",
-    on_live="NOT_VERIFIABLE until a canary is days + 2 old; then PASS (found soft-deleted) or FAIL (still there)",
+    on_live="NOT_VERIFIABLE until a canary is days + 2 old; then PASS (found soft-deleted by the rule) or FAIL (still there)",
     run=check_pending_lifecycle,
 )
 
@@ -110,6 +127,11 @@ def check_sweeper_heartbeat(target: Target) -> Observation:
     if finished.tzinfo is None:
         finished = finished.replace(tzinfo=UTC)
     age = target.now() - finished
+    if age < -CLOCK_SKEW:
+        return failed(
+            f"the heartbeat is dated {finished:%Y-%m-%d %H:%M:%S} UTC, {_duration(-age)} in the "
+            "future: it cannot show when the sweeper last ran"
+        )
     allowed = HEARTBEAT_PERIODS * target.settings.sweeper_period
     counts = ", ".join(
         f"{key} {value}" for key, value in sorted(body.items()) if isinstance(value, int)

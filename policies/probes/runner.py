@@ -140,6 +140,17 @@ def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeO
     except (ServiceRequestError, ServiceResponseError) as error:
         run.incomplete.append(f"{probe.id}: endpoint unreachable ({type(error).__name__})")
         return ProbeOutcome.NOT_VERIFIABLE, f"the endpoint did not answer ({type(error).__name__})"
+    except AzureError as error:
+        # No HTTP answer to judge (a closed stream, a transport fault): the run could not act,
+        # which must exit 3, never crash into the exit code 1 that means FAIL. Only the type is
+        # shown: transport messages can carry a request URL with a SAS signature.
+        run.incomplete.append(
+            f"{probe.id}: the SDK failed without an answer ({type(error).__name__})"
+        )
+        return (
+            ProbeOutcome.NOT_VERIFIABLE,
+            f"the SDK failed without an answer ({type(error).__name__})",
+        )
     return observation.outcome, observation.detail
 
 

@@ -19,7 +19,8 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobBlock, BlobClient, BlobType
 
 from policies.probes.base import (
-    EXISTS_STATUSES,
+    CONDITION_NOT_MET,
+    EXISTS_REFUSALS,
     Observation,
     Probe,
     Target,
@@ -85,8 +86,7 @@ def check_create_only(target: Target) -> Observation:
                 f"a create-only {how} on an existing blob was {answer} and the bytes "
                 f"{'changed' if stored != original else 'stayed'}: If-None-Match: * is not enforced"
             )
-        status, _ = status_and_code(refusal)
-        if status not in EXISTS_STATUSES:
+        if status_and_code(refusal) not in EXISTS_REFUSALS:
             return not_verifiable(
                 f"the create-only {how} was refused for another reason "
                 f"({describe_refusal(refusal)}), not as an existing blob"
@@ -101,12 +101,13 @@ CREATE_ONLY = Probe(
     proves=(),
     action=(
         "creates a probe blob, then tries a create-only Put Blob and a staged create-only Put "
-        "Block List to the same name; both must be refused (409/412) and the bytes stay the same"
+        "Block List to the same name; both must be refused as existing (409 BlobAlreadyExists or "
+        "412 ConditionNotMet) and the bytes stay the same"
     ),
     reference=CONDITIONAL_HEADERS_DOC,
     requests=7,
     on_emulator="PASS (409 BlobAlreadyExists)",
-    on_live="PASS with 409 or 412; FAIL if an overwrite lands",
+    on_live="PASS with 409 BlobAlreadyExists or 412 ConditionNotMet; FAIL if an overwrite lands",
     run=check_create_only,
 )
 
@@ -114,12 +115,14 @@ CREATE_ONLY = Probe(
 def check_concurrent_create(target: Target) -> Observation:
     blob = target.blob("concurrent-create")
     payloads = [payload(f"writer {i}") for i in range(CONCURRENT_WRITERS)]
+    # In the ledger before the race: an interrupt during it must not leave a winner behind.
+    target.ledger.created(blob.blob_name)
     with ThreadPoolExecutor(CONCURRENT_WRITERS) as pool:
         refusals = list(pool.map(lambda data: _create_only(blob, data), payloads))
     winners = [data for data, refusal in zip(payloads, refusals, strict=True) if refusal is None]
-    if winners:
-        target.ledger.created(blob.blob_name)
-    other = [r for r in refusals if r is not None and status_and_code(r)[0] not in EXISTS_STATUSES]
+    if not winners:
+        target.ledger.forget(blob.blob_name)
+    other = [r for r in refusals if r is not None and status_and_code(r) not in EXISTS_REFUSALS]
     if len(winners) > 1:
         return failed(f"{len(winners)} of {CONCURRENT_WRITERS} create-only uploads of one name won")
     if other:
@@ -133,7 +136,8 @@ def check_concurrent_create(target: Target) -> Observation:
         return failed("the stored bytes are not the winner's: a loser overwrote them")
     return passed(
         f"1 of {CONCURRENT_WRITERS} concurrent create-only uploads won, "
-        f"{CONCURRENT_WRITERS - 1} refused with 409/412; the winner's bytes are stored"
+        f"{CONCURRENT_WRITERS - 1} refused as existing (409 BlobAlreadyExists / 412 "
+        "ConditionNotMet); the winner's bytes are stored"
     )
 
 
@@ -145,7 +149,7 @@ CONCURRENT_CREATE = Probe(
     reference=CONDITIONAL_HEADERS_DOC,
     requests=CONCURRENT_WRITERS + 1,
     on_emulator="PASS",
-    on_live="PASS: one winner, 19 x 409/412",
+    on_live="PASS: one winner, 19 x 409 BlobAlreadyExists / 412 ConditionNotMet",
     run=check_concurrent_create,
 )
 
@@ -163,6 +167,9 @@ def check_tag_guarded_delete(target: Target) -> Observation:
         return failed(
             f"a pending blob was not deleted under the pending guard: {describe_refusal(error)}"
         )
+    if pending.exists():
+        target.ledger.tagged(pending.blob_name, PENDING)
+        return failed("the pending blob's guarded delete was answered OK, but it is still there")
     try:
         committed.delete_blob(if_tags_match_condition=tag_condition(PENDING))
     except HttpResponseError as error:
@@ -177,9 +184,13 @@ def check_tag_guarded_delete(target: Target) -> Observation:
         return failed(f"the delete answered {status} {code} but the committed blob is gone")
     if stored != kept:
         return failed("the committed blob's bytes changed")
-    if status != 412:
-        return not_verifiable(f"the guarded delete was refused with {status} {code}, not 412")
-    return passed(f"pending blob deleted; committed blob refused with {status} {code}, intact")
+    if (status, code) != CONDITION_NOT_MET:
+        return not_verifiable(
+            f"the guarded delete was refused with {status} {code}, not 412 ConditionNotMet"
+        )
+    return passed(
+        f"pending blob deleted (gone); committed blob refused with {status} {code}, intact"
+    )
 
 
 TAG_GUARDED_DELETE = Probe(
@@ -188,7 +199,7 @@ TAG_GUARDED_DELETE = Probe(
     proves=(),
     action=(
         "deletes a pending probe blob and a committed one, each under x-ms-if-tags "
-        "\"state\" = 'pending'; the first must go, the second must be refused with 412 and stay"
+        "\"state\" = 'pending'; the first must go, the second must be refused with 412 ConditionNotMet and stay"
     ),
     reference="https://learn.microsoft.com/rest/api/storageservices/delete-blob",
     requests=7,
@@ -211,7 +222,7 @@ def check_conditional_seal(target: Target) -> Observation:
     state = blob.get_blob_tags().get(STATE_TAG)
     if refusal is not None:
         status, code = status_and_code(refusal)
-        if status == 412 and state == RETIRED:
+        if (status, code) == CONDITION_NOT_MET and state == RETIRED:
             return passed(
                 f"a seal on a retired blob was refused with {status} {code}; still retired"
             )
@@ -235,11 +246,11 @@ CONDITIONAL_SEAL = Probe(
     proves=(),
     action=(
         "retires a probe blob, then tries the seal (Set Blob Tags state=committed under "
-        "x-ms-if-tags \"state\" = 'pending'); it must be refused with 412 and the tag stay retired"
+        "x-ms-if-tags \"state\" = 'pending'); it must be refused with 412 ConditionNotMet and the tag stay retired"
     ),
     reference="https://learn.microsoft.com/rest/api/storageservices/set-blob-tags",
     requests=4,
     on_emulator="NOT_VERIFIABLE: Azurite ignores x-ms-if-tags on Set Blob Tags",
-    on_live="PASS with 412; FAIL if the seal goes through",
+    on_live="PASS with 412 ConditionNotMet; FAIL if the seal goes through",
     run=check_conditional_seal,
 )

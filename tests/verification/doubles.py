@@ -11,7 +11,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -19,7 +19,7 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
-from benchmarks.latency_proxy import LatencyProxy, LatencyProxyServer, _Handler
+from benchmarks.latency_proxy import _HOP_BY_HOP, LatencyProxy, LatencyProxyServer, _Handler
 from policies.probes import RequestCounter
 
 TENANT = "00000000-0000-0000-0000-000000000000"
@@ -156,6 +156,18 @@ def shared_key_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[
     return None
 
 
+def shared_key_allowed(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """An account that allows shared key: a request signed with a made-up key fails its
+    signature check (the probe's is the only one signing `*/shared-key`)."""
+    if headers.get("Authorization", "").startswith("SharedKey ") and path.split("?")[0].endswith(
+        "/shared-key"
+    ):
+        return 403, "AuthenticationFailed"
+    return None
+
+
 def public_access_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
     """An account with allowBlobPublicAccess=false: every anonymous request is refused."""
     if "Authorization" not in headers and "sig=" not in path:
@@ -235,26 +247,31 @@ class _SoftDeleteHandler(_Handler):
         container = unquote(urlsplit(self.path).path).split("/")[2]
         for (owner, name), (data, _, created) in self.server.kept.items():
             if owner == container and name.startswith(prefix) and blobs is not None:
-                blobs.append(_deleted_entry(name, len(data), created))
+                deleted = created + self.server.deleted_after if self.server.deleted_after else None
+                blobs.append(_deleted_entry(name, len(data), created, deleted))
         rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
         return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
-def _deleted_entry(name: str, length: int, created: datetime) -> ET.Element:
+def _deleted_entry(
+    name: str, length: int, created: datetime, deleted: datetime | None
+) -> ET.Element:
+    """A soft-deleted blob as List Blobs include=deleted shows it; deleted now unless told."""
     entry = ET.Element("Blob")
     ET.SubElement(entry, "Name").text = name
     ET.SubElement(entry, "Deleted").text = "true"
     properties = ET.SubElement(entry, "Properties")
     now = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())
+    deleted_time = deleted.strftime("%a, %d %b %Y %H:%M:%S GMT") if deleted else now
     for tag, value in (
         ("Creation-Time", created.strftime("%a, %d %b %Y %H:%M:%S GMT")),
         ("Last-Modified", now),
         ("Etag", "0x8D0000000000000"),
         ("Content-Length", str(length)),
         ("BlobType", "BlockBlob"),
-        ("DeletedTime", now),
+        ("DeletedTime", deleted_time),
         ("RemainingRetentionDays", "7"),
     ):
         ET.SubElement(properties, tag).text = value
@@ -268,6 +285,113 @@ def soft_delete_off(method: str, path: str, headers: Mapping[str, str]) -> tuple
     return None
 
 
+class _LostAnswerHandler(_Handler):
+    """Forwards everything, but drops the answer to the first PUT of a blob whose name ends in
+    `server.lose`: the service created it, the client never hears so (a connection lost
+    mid-answer), and its retry meets the blob."""
+
+    server: DoubleServer
+
+    def _forward(self) -> None:
+        path = unquote(urlsplit(self.path).path)
+        if self.command == "PUT" and path.endswith(f"/{self.server.lose}") and not self.server.lost:
+            self.server.lost = True
+            body = self._read_body()
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            headers["Content-Length"] = str(len(body))
+            self._send_upstream(headers, body).read()
+            self.close_connection = True
+            return
+        super()._forward()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+class _VersioningHandler(_Handler):
+    """An account with blob versioning (and soft delete) on, as Azure documents it: every write
+    answers with x-ms-version-id; a deleted blob becomes a previous version, which Undelete
+    Blob answers 200 to without bringing the blob back
+    (https://learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview, "Blob soft
+    delete and versioning")."""
+
+    server: DoubleServer
+
+    def _forward(self) -> None:
+        if self.command == "PUT" and "comp=undelete" in self.path:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response_only(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        super()._forward()
+
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
+        response = super()._send_upstream(headers, body)
+        if self.command != "PUT" or response.status not in (200, 201):
+            return response
+        version = time.strftime("%Y-%m-%dT%H:%M:%S.0000000Z", time.gmtime())
+        answer = [*response.getheaders(), ("x-ms-version-id", version)]
+        return _UpstreamAnswer(response.status, response.reason, answer, response.read())
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+class _SnapshotSoftDeleteHandler(_Handler):
+    """Soft delete for snapshots in front of Azurite: a deleted snapshot is listed with
+    include=deleted,snapshots (Deleted=true), and Delete Blob deletetype=permanent on it is
+    answered with `server.permanent`: (status, code) as a refusal, or None to purge it."""
+
+    server: DoubleServer
+
+    def _forward(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)
+        parts = unquote(urlsplit(self.path).path).split("/", 3)
+        snapshot = query.get("snapshot", [""])[0]
+        if self.command == "DELETE" and snapshot and len(parts) == 4:
+            key = (parts[2], parts[3], snapshot)
+            if [v.lower() for v in query.get("deletetype", [])] == ["permanent"]:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.server.permanent is None and key in self.server.deleted_snapshots:
+                    self.server.deleted_snapshots.remove(key)
+                    self.send_response_only(202)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                status, code = self.server.permanent or (404, "BlobNotFound")
+                self.send_response_only(status, code)
+                self.send_header("x-ms-error-code", code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.server.deleted_snapshots.add(key)
+        super()._forward()
+
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
+        response = super()._send_upstream(headers, body)
+        query = parse_qs(urlsplit(self.path).query)
+        include = ",".join(query.get("include", []))
+        if query.get("comp") != ["list"] or "deleted" not in include:
+            return response
+        root = ET.fromstring(response.read())  # noqa: S314 (Azurite's answer on loopback)
+        blobs = root.find("Blobs")
+        container = unquote(urlsplit(self.path).path).split("/")[2]
+        for owner, name, snapshot in self.server.deleted_snapshots:
+            if owner == container and blobs is not None:
+                entry = _deleted_entry(name, 0, datetime.now(UTC), None)
+                entry.insert(1, _element("Snapshot", snapshot))
+                blobs.append(entry)
+        rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+        return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+def _element(tag: str, text: str) -> ET.Element:
+    element = ET.Element(tag)
+    element.text = text
+    return element
+
+
 class DoubleServer(LatencyProxyServer):
     """The latency proxy's server with another handler and the state that handler needs."""
 
@@ -277,6 +401,11 @@ class DoubleServer(LatencyProxyServer):
         self.admin: BlobServiceClient = state.pop("admin", None)
         self.refuse: Refusal = state.pop("refuse", lambda *_: None)
         self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str], datetime]] = {}
+        self.deleted_after: timedelta | None = state.pop("deleted_after", None)
+        self.lose: str = state.pop("lose", "")
+        self.permanent: tuple[int, str] | None = state.pop("permanent", None)
+        self.deleted_snapshots: set[tuple[str, str, str]] = set()
+        self.lost = False
 
 
 class ServiceDouble(LatencyProxy):
@@ -308,6 +437,30 @@ def refusing_service(upstream_port: int, refuse: Refusal) -> ServiceDouble:
     return ServiceDouble(upstream_port, _RefusingHandler, refuse=refuse)
 
 
-def soft_deleting_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
-    """Azurite with blob soft delete implemented in front of it (Azurite answers 501)."""
-    return ServiceDouble(upstream_port, _SoftDeleteHandler, admin=admin)
+def soft_deleting_service(
+    upstream_port: int, admin: BlobServiceClient, deleted_after: timedelta | None = None
+) -> ServiceDouble:
+    """Azurite with blob soft delete implemented in front of it (Azurite answers 501); with
+    `deleted_after`, deleted blobs are listed as deleted that long after their creation (a
+    lifecycle rule's deletion, without waiting days)."""
+    return ServiceDouble(
+        upstream_port, _SoftDeleteHandler, admin=admin, deleted_after=deleted_after
+    )
+
+
+def lost_answer_service(upstream_port: int, suffix: str) -> ServiceDouble:
+    """Azurite behind a connection that drops the answer to the first create of `*/suffix`."""
+    return ServiceDouble(upstream_port, _LostAnswerHandler, lose=suffix)
+
+
+def versioning_service(upstream_port: int) -> ServiceDouble:
+    """Azurite as an account with blob versioning on (Azurite accepts the setting only)."""
+    return ServiceDouble(upstream_port, _VersioningHandler)
+
+
+def snapshot_soft_deleting_service(
+    upstream_port: int, permanent: tuple[int, str] | None
+) -> ServiceDouble:
+    """Azurite with soft-deleted snapshots; `permanent` answers deletetype=permanent (None:
+    the purge goes through)."""
+    return ServiceDouble(upstream_port, _SnapshotSoftDeleteHandler, permanent=permanent)

@@ -3,36 +3,48 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import pytest
-from azure.storage.blob import BlobServiceClient
+from azure.storage.blob import BlobServiceClient, ExponentialRetry
 
 from policies.probes import Probe, ProbeOutcome, ProbeResult, ProbeSettings, Target, run_probes
 from policies.probes.access import (
+    HTTPS_ONLY,
     NO_PUBLIC_ACCESS,
     PRIVATE_CONTAINER,
+    SAS_TAG_PERMISSION,
     SHARED_KEY_OFF,
     TAG_WRITE_ROLE,
 )
 from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
-from policies.probes.recovery import SOFT_DELETE
-from policies.probes.writes import CONCURRENT_CREATE, CONDITIONAL_SEAL, CREATE_ONLY
-from safetynet.azurite import Azurite
+from policies.probes.recovery import PERMANENT_DELETE, SOFT_DELETE
+from policies.probes.writes import (
+    CONCURRENT_CREATE,
+    CONDITIONAL_SEAL,
+    CREATE_ONLY,
+    TAG_GUARDED_DELETE,
+)
+from safetynet.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, dev_blob_endpoint
 from safetynet.constants import HEARTBEAT_BLOB
 from sweeper.heartbeat import heartbeat_body, write_heartbeat
 from tests.verification.conftest import ProbeTarget
 from tests.verification.doubles import (
     Refusal,
+    lost_answer_service,
     non_conforming_service,
     public_access_allowed,
     public_access_off,
     refusing_service,
+    shared_key_allowed,
     shared_key_off,
+    snapshot_soft_deleting_service,
     soft_delete_off,
     soft_deleting_service,
     tag_guarding_service,
+    versioning_service,
 )
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
@@ -152,10 +164,11 @@ def test_a_second_identity_that_writes_tags_fails_the_role_probe(token_target: P
     ("refuse", "probe", "outcome", "fact"),
     [
         (shared_key_off, SHARED_KEY_OFF, PASS, "403 KeyBasedAuthenticationNotPermitted"),
+        (shared_key_allowed, SHARED_KEY_OFF, FAIL, "shared key access is allowed"),
         (public_access_off, NO_PUBLIC_ACCESS, PASS, "409 PublicAccessNotPermitted"),
         (public_access_allowed, NO_PUBLIC_ACCESS, FAIL, "the account allows public access"),
     ],
-    ids=["shared-key-off", "public-access-off", "public-access-allowed"],
+    ids=["shared-key-off", "shared-key-allowed", "public-access-off", "public-access-allowed"],
 )
 def test_account_settings_azurite_lacks(
     azurite: Azurite,
@@ -196,13 +209,19 @@ def test_soft_delete_off_fails(azurite: Azurite, fresh: ProbeTarget) -> None:
     assert "was not kept" in result.detail
 
 
+@pytest.mark.parametrize(
+    ("deleted_after", "outcome"),
+    [(timedelta(days=8), PASS), (None, ProbeOutcome.NOT_VERIFIABLE)],
+    ids=["deleted-after-the-rule-days", "deleted-right-away"],
+)
 def test_canary_collected_by_the_lifecycle_rule_passes(
-    azurite: Azurite, fresh: ProbeTarget
+    azurite: Azurite, fresh: ProbeTarget, deleted_after: timedelta | None, outcome: ProbeOutcome
 ) -> None:
-    """A canary older than the rule's days found soft-deleted (the rule acted on it) and none
-    alive past the deadline: the backstop holds."""
+    """A canary found soft-deleted, deleted no sooner than the rule's days after it was planted
+    (the rule acted on it), and none alive past the deadline: the backstop holds. One deleted
+    right away was deleted by something else and proves nothing."""
     admin = BlobServiceClient.from_connection_string(azurite.connection_string)
-    with soft_deleting_service(azurite.port, admin) as service:
+    with soft_deleting_service(azurite.port, admin, deleted_after) as service:
         account = BlobServiceClient.from_connection_string(service.connection_string)
         first = Target(account, fresh.container)
         _single(first, PENDING_LIFECYCLE)
@@ -215,5 +234,232 @@ def test_canary_collected_by_the_lifecycle_rule_passes(
             now=lambda: eight_days_on,
         )
         result = _single(later, PENDING_LIFECYCLE)
-    assert result.outcome is PASS, result.detail
-    assert "was deleted" in result.detail
+    assert result.outcome is outcome, result.detail
+    assert ("was deleted" if outcome is PASS else "deleted by something else") in result.detail
+
+
+def _refuse_overwrites(status: int, code: str) -> Refusal:
+    """After the probe's own create of `create-only`, every create-only write of that name is
+    refused with (status, code): a refusal that is not the If-None-Match condition's."""
+    created: set[str] = set()
+
+    def refuse(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+        name = urlsplit(path).path
+        if method != "PUT" or not name.endswith("/create-only") or "comp=block&" in path + "&":
+            return None
+        if name not in created:
+            created.add(name)
+            return None
+        return status, code
+
+    return refuse
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(409, "BlobImmutableDueToPolicy"), (412, "LeaseIdMissing")],
+    ids=["immutable-409", "leased-412"],
+)
+def test_create_only_refused_for_another_reason_is_not_a_pass(
+    azurite: Azurite, fresh: ProbeTarget, status: int, code: str
+) -> None:
+    """An overwrite refused by an immutability policy or a lease, not by If-None-Match, proves
+    nothing about create-only: NOT_VERIFIABLE naming the service's own error code."""
+    with refusing_service(azurite.port, _refuse_overwrites(status, code)) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), CREATE_ONLY)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert f"{status} {code}" in result.detail
+
+
+def _refuse_after(
+    forwarded: int, verb: str, suffix: str, query: str, status: int, code: str
+) -> Refusal:
+    """Forwards the first `forwarded` `verb` requests for `<prefix>/<suffix>` with `query` in
+    their URL, refuses the later ones with (status, code)."""
+    seen: list[str] = []
+
+    def refuse(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+        if method != verb or not urlsplit(path).path.endswith(f"/{suffix}") or query not in path:
+            return None
+        seen.append(path)
+        return None if len(seen) <= forwarded else (status, code)
+
+    return refuse
+
+
+@pytest.mark.parametrize(
+    ("probe", "refuse"),
+    [
+        (
+            TAG_GUARDED_DELETE,
+            _refuse_after(0, "DELETE", "guard-committed", "", 412, "LeaseIdMissing"),
+        ),
+        (CONDITIONAL_SEAL, _refuse_after(1, "PUT", "seal", "comp=tags", 412, "LeaseIdMissing")),
+    ],
+    ids=["guarded-delete", "seal"],
+)
+def test_a_412_that_is_not_the_tag_condition_is_not_a_pass(
+    azurite: Azurite, fresh: ProbeTarget, probe: Probe, refuse: Refusal
+) -> None:
+    """A 412 for a lease, not for x-ms-if-tags, does not show the tag guard: NOT_VERIFIABLE."""
+    with refusing_service(azurite.port, refuse) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), probe)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert "412 LeaseIdMissing" in result.detail
+
+
+def anonymous_bad_request(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """Anonymous requests answered with an error that is no refusal of access (a 400)."""
+    if "Authorization" not in headers and "sig=" not in path:
+        return 400, "InvalidQueryParameterValue"
+    return None
+
+
+def test_an_anonymous_read_that_fails_otherwise_is_not_a_private_container(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """Only a refusal of access (401, 403, 404, 409) shows the container private; an anonymous
+    read failing with a 400 shows nothing: NOT_VERIFIABLE."""
+    with refusing_service(azurite.port, anonymous_bad_request) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(Target(account, fresh.container), PRIVATE_CONTAINER)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert "400 InvalidQueryParameterValue" in result.detail
+
+
+def test_a_create_whose_answer_is_lost_is_still_cleaned_up(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """The connection drops after the service created a probe blob: the retry meets the blob,
+    the probe cannot judge, and the blob the run never heard created is deleted at the end."""
+    with lost_answer_service(azurite.port, "create-only") as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        # Retry at once: the default back-off (with up to 3 s of jitter) only slows the test.
+        retry = ExponentialRetry(initial_backoff=0, increment_base=1, random_jitter_range=0)
+        target = Target(account, fresh.container, client_options={"retry_policy": retry})
+        run = run_probes(target, [CREATE_ONLY])
+    container = fresh.service.get_container_client(fresh.container)
+    assert run.results[0].outcome is ProbeOutcome.NOT_VERIFIABLE, run.results[0].detail
+    assert not run.leftovers
+    assert [b.name for b in container.list_blobs(name_starts_with=target.prefix)] == []
+
+
+def test_a_heartbeat_from_the_future_fails(fresh: ProbeTarget) -> None:
+    """A heartbeat dated a day ahead (a wrong clock, a hand-written blob) cannot show a recent
+    run: FAIL, not PASS."""
+    container = fresh.service.get_container_client(fresh.container)
+    tomorrow = datetime.now(UTC) + timedelta(days=1)
+    container.upload_blob(HEARTBEAT_BLOB, heartbeat_body({"examined": 1}, "function", tomorrow))
+    result = fresh.run(SWEEPER_HEARTBEAT)
+    assert result.outcome is FAIL, result.detail
+    assert "in the future" in result.detail
+
+
+def test_soft_delete_on_a_versioning_account_is_not_verifiable(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """With versioning on, a deleted blob becomes a previous version that Undelete Blob does not
+    bring back: the probe cannot show soft delete that way and says so, instead of a FAIL."""
+    with versioning_service(azurite.port) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), SOFT_DELETE)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert "versioning" in result.detail
+
+
+def sas_without_t_refused_otherwise(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """A tag write through a SAS with read+write only, refused for a reason that is not the
+    missing permission (an IP or network rule answers 403 AuthorizationFailure)."""
+    if method == "PUT" and "comp=tags" in path and "sp=rw&" in path:
+        return 403, "AuthorizationFailure"
+    return None
+
+
+def test_a_sas_refused_for_another_reason_is_not_a_pass(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """Only 403 AuthorizationPermissionMismatch shows the missing `t` permission refused."""
+    with refusing_service(azurite.port, sas_without_t_refused_otherwise) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(Target(account, fresh.container), SAS_TAG_PERMISSION)
+    assert result.outcome is ProbeOutcome.NOT_VERIFIABLE, result.detail
+    assert "403 AuthorizationFailure" in result.detail
+
+
+def delete_answered_but_not_done(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """A service that answers 202 Accepted to the pending probe blob's delete and keeps it."""
+    if method == "DELETE" and urlsplit(path).path.endswith("/guard-pending"):
+        return 202, "Accepted"
+    return None
+
+
+def test_a_delete_that_answers_ok_but_keeps_the_blob_fails(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """The pending blob must be gone after its guarded delete, not merely answered 202."""
+    with refusing_service(azurite.port, delete_answered_but_not_done) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(Target(account, fresh.container), TAG_GUARDED_DELETE)
+    assert result.outcome is FAIL, result.detail
+    assert "still there" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("permanent", "outcome", "fact"),
+    [
+        ((409, "OperationNotAllowed"), PASS, "refused with 409"),
+        ((403, "AuthorizationPermissionMismatch"), ProbeOutcome.NOT_VERIFIABLE, "lacks"),
+        (None, FAIL, "permanent delete is allowed"),
+    ],
+    ids=["refused-409", "no-permission-403", "purged"],
+)
+def test_permanent_delete_of_a_soft_deleted_snapshot(
+    azurite: Azurite,
+    fresh: ProbeTarget,
+    permanent: tuple[int, str] | None,
+    outcome: ProbeOutcome,
+    fact: str,
+) -> None:
+    """With a soft-deleted snapshot to try: 409 passes, a 403 for the identity's missing
+    permanentDelete/action is NOT_VERIFIABLE, a purge that goes through fails."""
+    with snapshot_soft_deleting_service(azurite.port, permanent) as service:
+        account = BlobServiceClient.from_connection_string(service.connection_string)
+        result = _single(LiveLooking(account, fresh.container), PERMANENT_DELETE)
+    assert result.outcome is outcome, result.detail
+    assert fact in result.detail
+
+
+def requires_https(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """An account with secure transfer required: every plain-HTTP request is refused."""
+    return 400, "AccountRequiresHttps"
+
+
+@pytest.mark.parametrize(
+    ("refuse", "outcome", "fact"),
+    [
+        (requires_https, PASS, "400 AccountRequiresHttps"),
+        (None, FAIL, "HTTP is served"),
+    ],
+    ids=["secure-transfer-required", "http-served"],
+)
+def test_https_only_judges_the_plain_http_answer(
+    azurite: Azurite, fresh: ProbeTarget, refuse: Refusal | None, outcome: ProbeOutcome, fact: str
+) -> None:
+    """The target is named over https; its plain-HTTP twin (a double on the same port) either
+    refuses with 400 AccountRequiresHttps (PASS) or answers (Azurite behind it: FAIL)."""
+    with refusing_service(azurite.port, refuse or (lambda *_: None)) as service:
+        https = BlobServiceClient(
+            dev_blob_endpoint(service.port, "https"),
+            credential={"account_name": DEV_ACCOUNT, "account_key": DEV_KEY},
+        )
+        result = _single(LiveLooking(https, fresh.container), HTTPS_ONLY)
+    assert result.outcome is outcome, result.detail
+    assert fact in result.detail

@@ -11,6 +11,10 @@ import jsonschema
 import pytest
 from azure.storage.blob import BlobServiceClient
 
+from policies.probes import ProbeOutcome, ProbeResult
+from policies.probes.runner import VerificationRun
+from policies.probes.writes import CREATE_ONLY
+from policies.report import VERIFY_RENDERERS
 from policies.testing.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
 from safetynet.azurite import DEV_KEY, Azurite
 from safetynet.cli import main
@@ -20,6 +24,7 @@ from safetynet.commands.verify import (
     EXIT_INCOMPLETE,
     EXIT_OK,
     EXIT_USAGE,
+    exit_code,
     second_credential,
 )
 
@@ -196,3 +201,18 @@ def test_second_credential_with_a_secret_needs_a_tenant() -> None:
     """A secret without a tenant names the missing variable."""
     with pytest.raises(UsageError, match="SECOND_TENANT_ID"):
         second_credential("SECOND", {"SECOND_CLIENT_ID": "c", "SECOND_CLIENT_SECRET": "s"})
+
+
+def test_leftovers_reach_every_pipeline_format() -> None:
+    """Probe blobs the clean-up could not delete make the run exit 3; JUnit and SARIF, which a
+    pipeline publishes instead of the table, name them too."""
+    run = VerificationRun(target="https://acct.blob.core.windows.net/documents", run_id="r1")
+    run.results.append(ProbeResult(CREATE_ONLY, ProbeOutcome.PASS, "refused", 7))
+    run.leftovers.append(".safetynet/verify/r1/create-only (403 AuthorizationPermissionMismatch)")
+    junit = ET.fromstring(VERIFY_RENDERERS["junit"](run))  # noqa: S314 (our own output)
+    sarif = json.loads(VERIFY_RENDERERS["sarif"](run))["runs"][0]["invocations"][0]
+    assert exit_code(run) == EXIT_INCOMPLETE
+    assert junit.get("errors") == "1"
+    assert "create-only" in (junit.find(".//error").get("message") or "")  # type: ignore[union-attr]
+    assert sarif["executionSuccessful"] is False
+    assert "create-only" in sarif["toolExecutionNotifications"][0]["message"]["text"]

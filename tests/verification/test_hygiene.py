@@ -5,11 +5,14 @@ from __future__ import annotations
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
+from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobServiceClient
 
 from benchmarks.latency_proxy import LatencyProxy
-from policies.probes import PROBES, Target, run_probes
+from policies.probes import PROBES, Observation, Probe, ProbeOutcome, Target, run_probes
+from policies.probes.liveness import CANARY
 from safetynet.azurite import Azurite
+from safetynet.commands.verify import EXIT_INCOMPLETE, exit_code
 from safetynet.constants import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
 from tests.verification.doubles import RecordingCounter
 
@@ -63,3 +66,69 @@ def test_a_run_stays_in_its_prefix_within_budget(azurite: Azurite) -> None:
     assert left == [f"{target.prefix}canary"]
     assert container.get_blob_client(left[0]).get_blob_tags() == {STATE_TAG: PENDING}
     admin.delete_container("hygiene")
+
+
+def _interrupted(target: Target) -> Observation:
+    target.create(target.blob("interrupted"), b"probe")
+    target.create(target.blob(CANARY), b"canary", canary=True)
+    raise KeyboardInterrupt
+
+
+INTERRUPTED = Probe(
+    id="SNV-TEST-INTERRUPTED",
+    title="creates two probe blobs, then the person presses Ctrl-C",
+    proves=(),
+    action="",
+    reference="",
+    requests=2,
+    on_emulator="",
+    on_live="",
+    run=_interrupted,
+)
+
+
+def test_an_interrupted_run_still_cleans_up(azurite: Azurite) -> None:
+    """Ctrl-C in the middle of a probe: the interrupt goes on, after the run's probe blobs are
+    deleted (the canary kept)."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    container = admin.create_container("interrupted")
+    target = Target(admin, "interrupted")
+    with pytest.raises(KeyboardInterrupt):
+        run_probes(target, [INTERRUPTED])
+    left = [b.name for b in container.list_blobs(name_starts_with=target.prefix)]
+    admin.delete_container("interrupted")
+    assert left == [f"{target.prefix}{CANARY}"]
+
+
+def _transport_broke(target: Target) -> Observation:
+    target.create(target.blob("broken-stream"), b"probe")
+    raise AzureError("the response stream was closed")
+
+
+TRANSPORT_BROKE = Probe(
+    id="SNV-TEST-TRANSPORT",
+    title="creates a probe blob, then the SDK raises an AzureError that is no HTTP answer",
+    proves=(),
+    action="",
+    reference="",
+    requests=1,
+    on_emulator="",
+    on_live="",
+    run=_transport_broke,
+)
+
+
+def test_an_sdk_error_without_an_answer_is_could_not_act(azurite: Azurite) -> None:
+    """An AzureError that carries no HTTP answer: NOT_VERIFIABLE and an incomplete run (exit 3),
+    not a crash the shell reads as exit 1 (FAIL); the probe blob is still deleted."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    container = admin.create_container("transport")
+    target = Target(admin, "transport")
+    run = run_probes(target, [TRANSPORT_BROKE])
+    left = [b.name for b in container.list_blobs(name_starts_with=target.prefix)]
+    admin.delete_container("transport")
+    assert run.results[0].outcome is ProbeOutcome.NOT_VERIFIABLE
+    assert "AzureError" in run.results[0].detail
+    assert "stream was closed" not in run.results[0].detail
+    assert exit_code(run) == EXIT_INCOMPLETE
+    assert left == []
