@@ -439,6 +439,11 @@ class Sweeper:
 
     def _clear_record(self, record: BlobRecord) -> str | None:
         """Delete the recorded blob under its tag guard; None when gone, else why not."""
+        # A row may reference the blob again (a deleted row restored by the application, a
+        # table restored without its records): whatever the tag says, it is live then.
+        owner = self.store.document_for_blob(record.blob_name)
+        if owner is not None:
+            return f"row {owner.id} references it; record kept, blob not deleted"
         blob = self.container.get_blob_client(record.blob_name)
         guard = PENDING if record.kind is BlobRecordKind.INTENT else RETIRED
         try:
@@ -456,9 +461,6 @@ class Sweeper:
                 return None
             if state != COMMITTED:
                 return f"tagged {STATE_TAG}={state!r}; left for a human"
-            owner = self.store.document_for_blob(record.blob_name)
-            if owner is not None:
-                return f"row {owner.id} references it; record kept, blob not deleted"
             blobs.retire(blob)
             blobs.delete_guarded(blob, RETIRED)
         except blobs.TagTransitionError as error:

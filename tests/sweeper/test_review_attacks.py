@@ -1,0 +1,103 @@
+"""Review of issue 8: attacks on the paths that delete blobs, each kept as a test."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from azure.storage.blob import ContainerClient
+
+from safetynet.constants import RETIRED, STATE_TAG
+from sweeper import blobs
+from sweeper.protocol import UploadProtocol
+from sweeper.reconcile import list_blobs, reconcile
+from sweeper.settings import SweepSettings
+from sweeper.store import BlobRecordKind, Document, DocumentStore, Status
+from sweeper.sweep import ContainerBindingError, Sweeper
+from tests.sweeper.conftest import CUTOFF
+
+FUTURE = datetime.now(UTC) + timedelta(hours=1)
+
+
+def sweep_after_grace(store: DocumentStore, container: ContainerClient) -> Sweeper:
+    return Sweeper(
+        store,
+        container,
+        SweepSettings(cutoff=CUTOFF),
+        clock=lambda: datetime.now(UTC) + timedelta(hours=3),
+    )
+
+
+def undo_delete(store: DocumentStore, document: Document) -> None:
+    """The application restores a deleted row from its own backup (or a table-only restore)."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            store.table.insert().values(
+                id=document.id,
+                name=document.name,
+                blob_name=document.blob_name,
+                status=Status.READY.value,
+                created=document.created_utc,
+            )
+        )
+
+
+def test_a_retired_blob_a_ready_row_references_again_is_not_deleted(
+    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A retired record whose blob a Ready row references again (row restored) keeps the blob."""
+    document = protocol.put("undo.txt", b"keep me", ".txt")
+    protocol.delete(document.id)
+    undo_delete(store, document)
+    assert blobs.state_of(container.get_blob_client(document.blob_name)) == RETIRED
+
+    report = sweep_after_grace(store, container).run()
+
+    assert report.retired_deleted == 0
+    assert any(document.id in error for error in report.errors)
+    assert protocol.read("undo.txt") == b"keep me"
+    assert [r.blob_name for r in store.records()] == [document.blob_name]
+
+
+def test_reconcile_reports_a_ready_row_whose_blob_is_tagged_retired(
+    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A Ready row pointing at a retired-tagged blob is a finding, and repair re-seals it."""
+    document = protocol.put("undo.txt", b"keep me", ".txt")
+    protocol.delete(document.id)
+    undo_delete(store, document)
+    with store.engine.begin() as conn:
+        conn.execute(store.blobs.delete())
+    blobs.bind(container, store.database_id())
+
+    found = reconcile(store, container, FUTURE)
+    assert [d.id for d in found.unsealed] == [document.id]
+    assert found.unresolved
+
+    repaired = reconcile(store, container, FUTURE, repair=True)
+    assert repaired.repaired == [document.blob_name]
+    assert not repaired.unresolved
+    assert tags_state(container, document.blob_name) == "committed"
+
+
+def tags_state(container: ContainerClient, name: str) -> str:
+    return container.get_blob_client(name).get_blob_tags()[STATE_TAG]
+
+
+def test_a_binding_marker_without_a_database_id_refuses_the_sweep(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A binding marker that names no database (forged or stripped) is not taken as ours."""
+    container.upload_blob(blobs.BINDING_BLOB, b"")
+
+    with pytest.raises(ContainerBindingError, match="names no database"):
+        Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run()
+    assert blobs.bound_database(container) is None
+
+
+def test_records_of_the_wrong_kind_are_not_touched(
+    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+) -> None:
+    """An intent younger than the cutoff survives a sweep that clears old retired records."""
+    assert list_blobs(container) == {}
+    assert BlobRecordKind.INTENT
