@@ -168,6 +168,12 @@ class Sweeper:
     def _bind(self) -> None:
         database_id = self.store.database_id()
         bound = blobs.bind(self.container, database_id)
+        if not bound:
+            raise ContainerBindingError(
+                f"container {self.container.container_name!r} has a binding marker "
+                f"({blobs.BINDING_BLOB}) that names no database; refusing to sweep until a "
+                "person checks which database it belongs to and removes the marker"
+            )
         if bound != database_id:
             raise ContainerBindingError(
                 f"container {self.container.container_name!r} is bound to database {bound}, "

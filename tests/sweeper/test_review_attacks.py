@@ -10,9 +10,9 @@ from azure.storage.blob import ContainerClient
 from safetynet.constants import RETIRED, STATE_TAG
 from sweeper import blobs
 from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import list_blobs, reconcile
+from sweeper.reconcile import reconcile
 from sweeper.settings import SweepSettings
-from sweeper.store import BlobRecordKind, Document, DocumentStore, Status
+from sweeper.store import Document, DocumentStore, Status
 from sweeper.sweep import ContainerBindingError, Sweeper
 from tests.sweeper.conftest import CUTOFF
 
@@ -93,11 +93,3 @@ def test_a_binding_marker_without_a_database_id_refuses_the_sweep(
     with pytest.raises(ContainerBindingError, match="names no database"):
         Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run()
     assert blobs.bound_database(container) is None
-
-
-def test_records_of_the_wrong_kind_are_not_touched(
-    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
-) -> None:
-    """An intent younger than the cutoff survives a sweep that clears old retired records."""
-    assert list_blobs(container) == {}
-    assert BlobRecordKind.INTENT
