@@ -28,7 +28,14 @@ from sweeper import blobs
 from sweeper.lease import SweepLease, SweepLeaseLostError
 from sweeper.protocol import MAX_NAME_LENGTH, Clock, utc_now
 from sweeper.settings import SweepSettings
-from sweeper.store import BlobRecord, BlobRecordKind, Document, DocumentStore, StoreError
+from sweeper.store import (
+    BlobRecord,
+    BlobRecordKind,
+    Document,
+    DocumentStore,
+    Status,
+    StoreError,
+)
 
 log = logging.getLogger("safetynet.sweeper")
 
@@ -467,6 +474,10 @@ class Sweeper:
                 return None
             if state != COMMITTED:
                 return f"tagged {STATE_TAG}={state!r}; left for a human"
+            if record.kind is BlobRecordKind.INTENT:
+                only_copy = self._only_copy(record)
+                if only_copy is not None:
+                    return only_copy
             blobs.retire(blob)
             blobs.delete_guarded(blob, RETIRED)
         except blobs.TagTransitionError as error:
@@ -474,6 +485,22 @@ class Sweeper:
         except AzureError as error:
             return f"{type(error).__name__}"
         return None
+
+    def _only_copy(self, record: BlobRecord) -> str | None:
+        """Why a sealed intent's blob must be kept: its document's own blob is gone.
+
+        A consistent database never shows this; a database restored to a point between a
+        replace's intent and its switch does, after the old blob was retired and swept.
+        """
+        document = self.store.get(record.document_id)
+        if document is None or document.status is not Status.READY:
+            return None
+        if blobs.state_of(self.container.get_blob_client(document.blob_name)) is not None:
+            return None
+        return (
+            f"document {document.id}'s blob {document.blob_name} is missing and this sealed "
+            "replacement is the only copy left; kept for a person (reconcile lists the row)"
+        )
 
     def _inspect_record(self, record: BlobRecord) -> str | None:
         state = blobs.state_of(self.container.get_blob_client(record.blob_name))

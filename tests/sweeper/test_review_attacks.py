@@ -8,8 +8,9 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from safetynet.constants import RETIRED, STATE_TAG
+from safetynet.demo import SimulatedCrash, crash_after
 from sweeper import blobs
-from sweeper.protocol import UploadProtocol
+from sweeper.protocol import ProtocolError, UploadProtocol
 from sweeper.reconcile import reconcile
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, Status
@@ -93,3 +94,31 @@ def test_a_binding_marker_without_a_database_id_refuses_the_sweep(
     with pytest.raises(ContainerBindingError, match="names no database"):
         Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run()
     assert blobs.bound_database(container) is None
+
+
+def test_a_sealed_intent_is_kept_when_its_document_has_no_other_blob(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """After a restore to a point mid-replace, the sealed new blob is the document's only copy."""
+    document = UploadProtocol(store, container).put("cv.txt", b"v1", ".txt")
+    crashing = UploadProtocol(store, container, checkpoint=crash_after("replace.seal"))
+    with pytest.raises(SimulatedCrash):
+        crashing.replace(document.id, b"v2", ".txt")
+    (intent,) = store.records()
+    container.delete_blob(document.blob_name)  # retired and swept before the database was restored
+
+    report = sweep_after_grace(store, container).run()
+
+    assert report.abandoned_replacements == 0
+    assert any(document.id in error and intent.blob_name in error for error in report.errors)
+    assert container.download_blob(intent.blob_name).readall() == b"v2"
+
+
+def test_abandon_refuses_a_ready_document(
+    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+) -> None:
+    """abandon() of a published document raises and keeps its row and blob."""
+    document = protocol.put("ready.txt", b"ready", ".txt")
+    with pytest.raises(ProtocolError, match="not abandoned"):
+        protocol.abandon(document.id)
+    assert protocol.read("ready.txt") == b"ready"
