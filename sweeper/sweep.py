@@ -173,7 +173,16 @@ class Sweeper:
         return report
 
     def _bind(self) -> None:
+        """Container and database name each other: a wrong table or a wrong container (a typo
+        in --container, another account) is refused before anything is claimed or deleted."""
         database_id = self.store.database_id()
+        identity = f"{self.container.account_name}/{self.container.container_name}"
+        bound_container = self.store.bound_container()
+        if bound_container is not None and bound_container != identity:
+            raise ContainerBindingError(
+                f"database {database_id} belongs to container {bound_container!r}, not "
+                f"{identity!r}; refusing to sweep the wrong container"
+            )
         bound = blobs.bind(self.container, database_id)
         if not bound:
             raise ContainerBindingError(
@@ -185,6 +194,11 @@ class Sweeper:
             raise ContainerBindingError(
                 f"container {self.container.container_name!r} is bound to database {bound}, "
                 f"not to this one ({database_id}); refusing to sweep with the wrong table"
+            )
+        if bound_container is None and self.store.bind_container(identity) != identity:
+            raise ContainerBindingError(
+                f"database {database_id} was just bound to container "
+                f"{self.store.bound_container()!r} by another sweep, not {identity!r}"
             )
 
     def _sweep(self, check_lease: Callable[[], None]) -> SweepReport:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -122,3 +123,21 @@ def test_abandon_refuses_a_ready_document(
     with pytest.raises(ProtocolError, match="not abandoned"):
         protocol.abandon(document.id)
     assert protocol.read("ready.txt") == b"ready"
+
+
+def test_a_sweep_of_another_container_is_refused_and_keeps_the_rows(
+    store: DocumentStore, container_factory: Callable[[], ContainerClient]
+) -> None:
+    """A database swept with its container refuses a sweep naming another one (a typo)."""
+    right, wrong = container_factory(), container_factory()
+    Sweeper(store, right, SweepSettings(cutoff=CUTOFF)).run()
+    sealed = UploadProtocol(store, right, checkpoint=crash_after("seal"))
+    with pytest.raises(SimulatedCrash):
+        sealed.put("sealed.txt", b"complete bytes", ".txt")
+
+    with pytest.raises(ContainerBindingError, match=wrong.container_name):
+        sweep_after_grace(store, wrong).run()
+
+    assert blobs.bound_database(wrong) is None
+    assert sweep_after_grace(store, right).run().rolled_forward == 1
+    assert UploadProtocol(store, right).read("sealed.txt") == b"complete bytes"
