@@ -11,8 +11,8 @@ from azure.storage.blob import ContainerClient
 from safetynet.constants import RETIRED, STATE_TAG
 from safetynet.demo import SimulatedCrash, crash_after
 from sweeper import blobs
-from sweeper.protocol import ProtocolError, UploadProtocol
-from sweeper.reconcile import reconcile
+from sweeper.protocol import ProtocolError, ReservationExpiredError, UploadProtocol
+from sweeper.reconcile import list_blobs, reconcile
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.sweep import ContainerBindingError, Sweeper
@@ -141,3 +141,22 @@ def test_a_sweep_of_another_container_is_refused_and_keeps_the_rows(
     assert blobs.bound_database(wrong) is None
     assert sweep_after_grace(store, right).run().rolled_forward == 1
     assert UploadProtocol(store, right).read("sealed.txt") == b"complete bytes"
+
+
+def test_a_replace_whose_intent_was_swept_before_its_upload_leaves_no_committed_orphan(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A replace stalled before its upload, whose intent a sweep cleared, retires its new blob."""
+    document = UploadProtocol(store, container).put("cv.txt", b"v1", ".txt")
+
+    def stall(step: str) -> None:
+        if step == "replace.intent":
+            sweep_after_grace(store, container).run()
+
+    with pytest.raises(ReservationExpiredError):
+        UploadProtocol(store, container, checkpoint=stall).replace(document.id, b"v2", ".txt")
+
+    listed = list_blobs(container)
+    assert {n: b.state for n, b in listed.items() if n != document.blob_name} != {}
+    assert all(b.state == RETIRED for n, b in listed.items() if n != document.blob_name)
+    assert UploadProtocol(store, container).read("cv.txt") == b"v1"
