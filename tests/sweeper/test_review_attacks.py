@@ -160,3 +160,34 @@ def test_a_replace_whose_intent_was_swept_before_its_upload_leaves_no_committed_
     assert {n: b.state for n, b in listed.items() if n != document.blob_name} != {}
     assert all(b.state == RETIRED for n, b in listed.items() if n != document.blob_name)
     assert UploadProtocol(store, container).read("cv.txt") == b"v1"
+
+
+@pytest.mark.parametrize("slow_finish", ["delete", "publish"])
+def test_a_slow_sweeper_whose_claim_expired_finishes_nothing(
+    slow_finish: str,
+    store: DocumentStore,
+    container: ContainerClient,
+    stale_rows: Callable[..., list[Document]],
+) -> None:
+    """Once another sweeper took over an expired claim, the slow one's finish changes no row."""
+    (row,) = stale_rows(1)
+    now = datetime.now(UTC)
+    cutoff, ttl = now - CUTOFF, timedelta(minutes=10)
+    slow_at = now - timedelta(minutes=20)
+    assert store.claim_stale(cutoff, 10, "slow", slow_at, slow_at - ttl) == [row]
+    assert store.claim_stale(cutoff, 10, "fast", now, now - ttl) == [row]
+
+    done = {"delete": ([row.id], []), "publish": ([], [row.id])}[slow_finish]
+    assert store.finish_claim("slow", [row.id], *done) == (0, 0)
+    assert store.get(row.id) == row
+
+    assert store.finish_claim("fast", [row.id], [row.id], []) == (1, 0)
+
+
+def test_the_store_never_abandons_a_ready_row(
+    protocol: UploadProtocol, store: DocumentStore
+) -> None:
+    """DocumentStore.abandon of a Ready row (a caller skipping the protocol's check) removes nothing."""
+    document = protocol.put("ready.txt", b"ready", ".txt")
+    assert store.abandon(document.id) is False
+    assert store.get(document.id) == document
