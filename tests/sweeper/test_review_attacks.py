@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -14,7 +15,7 @@ from sweeper import blobs
 from sweeper.protocol import ProtocolError, ReservationExpiredError, UploadProtocol
 from sweeper.reconcile import list_blobs, reconcile
 from sweeper.settings import SweepSettings
-from sweeper.store import Document, DocumentStore, Status
+from sweeper.store import Document, DocumentStore, DocumentTable, Status
 from sweeper.sweep import ContainerBindingError, Sweeper
 from tests.sweeper.conftest import CUTOFF
 
@@ -191,3 +192,39 @@ def test_the_store_never_abandons_a_ready_row(
     document = protocol.put("ready.txt", b"ready", ".txt")
     assert store.abandon(document.id) is False
     assert store.get(document.id) == document
+
+
+@pytest.mark.postgres
+def test_db_upgrade_of_a_populated_table_in_its_own_schema_loses_nothing(
+    postgres_database: str, container: ContainerClient
+) -> None:
+    """Upgrading a mixed-case table in a named schema keeps its rows, twice, and then sweeps."""
+    schema = f"app_{uuid.uuid4().hex[:8]}"
+    layout = DocumentTable(
+        table="AppFiles", id="FileId", name="Path", blob_name="ObjectKey", schema=schema
+    )
+    store = DocumentStore.from_url(postgres_database, layout)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+        conn.exec_driver_sql(
+            f'CREATE TABLE "{schema}"."AppFiles" ("FileId" VARCHAR(36) PRIMARY KEY, '
+            '"Path" VARCHAR(1024) NOT NULL UNIQUE, "ObjectKey" VARCHAR(1024) NOT NULL UNIQUE, '
+            "status VARCHAR(16) NOT NULL, created_utc TIMESTAMP WITH TIME ZONE NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            f'INSERT INTO "{schema}"."AppFiles" VALUES '
+            "('1', 'kept', 'kept.bin', 'Ready', '2026-01-01 00:00:00+00:00'), "
+            "('2', 'stale', 'stale.bin', 'Pending', '2026-01-01 00:00:00+00:00')"
+        )
+    try:
+        assert store.upgrade_schema()
+        assert store.upgrade_schema() == []
+        store.check_schema()
+        assert {d.name for d in store.all()} == {"kept", "stale"}
+        report = Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run()
+        assert (report.missing_blobs, report.errors) == (1, [])
+        assert [d.name for d in store.all()] == ["kept"]
+    finally:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+        store.engine.dispose()
