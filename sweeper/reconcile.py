@@ -229,6 +229,16 @@ def apply_plan(
     entries: Sequence[Mapping[str, str]] = plan.get("delete", [])
     if plan.get("version") != PLAN_VERSION or not isinstance(entries, list):
         raise RepairRefusedError("not a reconcile plan (version or `delete` list missing)")
+    for number, entry in enumerate(entries, start=1):
+        # A hand-edited entry would otherwise fail half-way, after earlier deletions.
+        if not (
+            isinstance(entry, Mapping)
+            and isinstance(entry.get("blob"), str)
+            and isinstance(entry.get("etag"), str)
+        ):
+            raise RepairRefusedError(
+                f"plan entry {number} lacks a blob name or ETag; nothing deleted"
+            )
     if plan.get("container") != container.container_name:
         raise RepairRefusedError(
             f"the plan is for container {plan.get('container')!r}, not {container.container_name!r}"

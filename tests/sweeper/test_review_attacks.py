@@ -9,11 +9,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import RETIRED, STATE_TAG
+from safetynet.constants import COMMITTED, RETIRED, STATE_TAG
 from safetynet.demo import SimulatedCrash, crash_after
 from sweeper import blobs
 from sweeper.protocol import ProtocolError, ReservationExpiredError, UploadProtocol
-from sweeper.reconcile import list_blobs, reconcile
+from sweeper.reconcile import (
+    RepairRefusedError,
+    apply_plan,
+    list_blobs,
+    plan_orphan_deletion,
+    reconcile,
+)
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, DocumentTable, Status
 from sweeper.sweep import ContainerBindingError, Sweeper
@@ -228,3 +234,19 @@ def test_db_upgrade_of_a_populated_table_in_its_own_schema_loses_nothing(
         with store.engine.begin() as conn:
             conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
         store.engine.dispose()
+
+
+@pytest.mark.parametrize("bad_entry", [{"blob": "b.bin"}, "b.bin", {"blob": 7, "etag": "x"}])
+def test_a_hand_edited_plan_with_a_malformed_entry_is_refused_whole(
+    bad_entry: object, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A plan entry without a blob name and ETag refuses the plan before anything is deleted."""
+    for name in ("a.bin", "b.bin"):
+        container.upload_blob(name, b"o", tags={STATE_TAG: COMMITTED})
+    blobs.bind(container, store.database_id())
+    plan = plan_orphan_deletion(store, container, reconcile(store, container, FUTURE))
+    plan["delete"] = [e for e in plan["delete"] if e["blob"] == "a.bin"] + [bad_entry]
+
+    with pytest.raises(RepairRefusedError, match="entry 2"):
+        apply_plan(store, container, plan, max_delete=2, max_share=1.0)
+    assert {"a.bin", "b.bin"} <= set(list_blobs(container))
