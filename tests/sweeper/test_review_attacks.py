@@ -250,3 +250,18 @@ def test_a_hand_edited_plan_with_a_malformed_entry_is_refused_whole(
     with pytest.raises(RepairRefusedError, match="entry 2"):
         apply_plan(store, container, plan, max_delete=2, max_share=1.0)
     assert {"a.bin", "b.bin"} <= set(list_blobs(container))
+
+
+def test_repair_with_another_table_of_the_same_database_is_refused(
+    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A second table in the same database has its own identity: repair through it is refused."""
+    document = protocol.put("live.txt", b"live", ".txt")
+    container.upload_blob("pending-orphan.bin", b"p", tags={STATE_TAG: "pending"})
+    blobs.bind(container, store.database_id())
+    other = DocumentStore(store.engine, DocumentTable(table="other_documents"))
+    other.init_schema()
+
+    with pytest.raises(RepairRefusedError, match="wrong table"):
+        reconcile(other, container, FUTURE, repair=True)
+    assert set(list_blobs(container)) == {document.blob_name, "pending-orphan.bin"}
