@@ -158,6 +158,9 @@ def _seal_unsealed(
     except (blobs.TagTransitionError, AzureError) as error:
         result.errors.append(f"{document.blob_name}: {error}")
     else:
+        if state == RETIRED:
+            # Its record would keep every sweep reporting the live blob it may not delete.
+            store.drop_retired_record(document.blob_name)
         result.repaired.append(document.blob_name)
 
 

@@ -522,6 +522,17 @@ class DocumentStore:
                 .values(kind=BlobRecordKind.RETIRED.value, recorded_utc=to_utc(now))
             )
 
+    def drop_retired_record(self, blob_name: str) -> bool:
+        """Forget a retired record (the blob is live again); deletes no blob. True if dropped."""
+        b = self.blobs.c
+        with self._connect() as conn:
+            dropped = conn.execute(
+                self.blobs.delete().where(
+                    b.blob_name == blob_name, b.kind == BlobRecordKind.RETIRED.value
+                )
+            ).rowcount
+        return dropped == 1
+
     def delete_row(self, document_id: str, blob_name: str, now: datetime) -> bool:
         """Remove a row only if it still points at `blob_name`, recording the blob as retired."""
         c = self.table.c
