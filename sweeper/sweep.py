@@ -501,20 +501,29 @@ class Sweeper:
         return None
 
     def _only_copy(self, record: BlobRecord) -> str | None:
-        """Why a sealed intent's blob must be kept: its document's own blob is gone.
+        """Why a sealed intent's blob must be kept: its document's own blob is retired or gone.
 
-        A consistent database never shows this; a database restored to a point between a
-        replace's intent and its switch does, after the old blob was retired and swept.
+        A stalled replace never retired the blob its row points at, so a consistent database
+        never shows this. A database restored to a point between a replace's intent and its
+        switch does: the switch happened after all, the old blob was retired (and perhaps
+        swept), and the intent's blob holds the document's newest, maybe only, bytes.
         """
         document = self.store.get(record.document_id)
         if document is None or document.status is not Status.READY:
             return None
-        if blobs.state_of(self.container.get_blob_client(document.blob_name)) is not None:
-            return None
-        return (
-            f"document {document.id}'s blob {document.blob_name} is missing and this sealed "
-            "replacement is the only copy left; kept for a person (reconcile lists the row)"
-        )
+        state = blobs.state_of(self.container.get_blob_client(document.blob_name))
+        if state is None:
+            return (
+                f"document {document.id}'s blob {document.blob_name} is missing and this sealed "
+                "replacement is the only copy left; kept for a person (reconcile lists the row)"
+            )
+        if state == RETIRED:
+            return (
+                f"document {document.id}'s blob {document.blob_name} is already retired: the "
+                "database looks older than the container (restored?); this sealed replacement "
+                "is kept for a person"
+            )
+        return None
 
     def _inspect_record(self, record: BlobRecord) -> str | None:
         state = blobs.state_of(self.container.get_blob_client(record.blob_name))
