@@ -378,6 +378,7 @@ class _NoBlobService:
         status_code = 202
         headers: dict[str, str] = {}  # noqa: RUF012 - never mutated
 
+    account_name = "no-blob-service"
     container_name = "no-blob-service"
 
     def __init__(self) -> None:

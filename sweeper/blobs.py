@@ -181,7 +181,8 @@ def bound_database(container: ContainerClient) -> str | None:
 
 
 def bind(container: ContainerClient, database_id: str) -> str:
-    """Bind the container to `database_id` unless already bound; the id it is bound to.
+    """Bind the container to `database_id` unless already bound; the id it is bound to
+    ('' when a marker exists without one).
 
     One read when the container is bound already; a create-only write when it is not, so two
     first sweeps racing cannot both bind.
@@ -199,4 +200,6 @@ def bind(container: ContainerClient, database_id: str) -> str:
     except HttpResponseError as error:
         if error.status_code not in EXISTS_STATUSES:
             raise
-    return bound_database(container) or database_id
+    # A marker that exists but names no database (forged, or its metadata stripped by a copy)
+    # binds the container to nobody: never read it as ours.
+    return bound_database(container) or ""

@@ -327,6 +327,10 @@ class UploadProtocol:
             document_id, current.blob_name, new_blob.blob_name, self.clock(), content
         )
         if outcome is SwitchResult.INTENT_LOST:
+            # No row can point at the new blob now. If the sweeper cleared the intent before
+            # the upload landed, no record names the blob either: retired, reconcile --repair
+            # removes it instead of reporting a committed orphan forever.
+            self._retire_tag(new_blob.blob_name)
             raise ReservationExpiredError(
                 f"document {document_id}: replace stalled past the cutoff and the sweeper "
                 "claimed its new blob; the document still holds its previous bytes",

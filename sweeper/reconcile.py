@@ -51,7 +51,9 @@ class Reconciliation:
     dangling: list[Document] = field(default_factory=list)
     """Ready rows whose blob is missing (I1 broken)."""
     unsealed: list[Document] = field(default_factory=list)
-    """Ready rows whose blob still says pending (I2 broken): the lifecycle rule would eat it."""
+    """Ready rows whose blob says pending (I2 broken: the lifecycle rule would eat it) or
+    retired (a row restored after its document was deleted or replaced: the sweeper and
+    reconcile treat such a blob as garbage)."""
     repaired: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     blob_count: int = 0
@@ -105,7 +107,7 @@ def reconcile(
 ) -> Reconciliation:
     """Find findings older than `older_than`; with `repair`, fix the ones that are safe to fix.
 
-    Repair seals the pending blob of a Ready row and deletes pending or retired orphans under
+    Repair seals the pending (or retired) blob of a Ready row and deletes pending or retired orphans under
     their tag guard, each only after re-reading the table for that blob. Committed and untagged
     orphans are only reported (see `plan_orphan_deletion`). A container bound to another
     database refuses repair (RepairRefusedError) before anything is done.
@@ -123,10 +125,10 @@ def reconcile(
         blob = listed.get(document.blob_name)
         if blob is None:
             result.dangling.append(document)
-        elif blob.state == PENDING:
+        elif blob.state in (PENDING, RETIRED):
             result.unsealed.append(document)
             if repair:
-                _seal_unsealed(store, container, document, result)
+                _seal_unsealed(store, container, document, blob.state, result)
     for blob in listed.values():
         if blob.name in rows or blob.name in recorded or blob.last_modified >= older_than:
             continue
@@ -137,17 +139,28 @@ def reconcile(
 
 
 def _seal_unsealed(
-    store: DocumentStore, container: ContainerClient, document: Document, result: Reconciliation
+    store: DocumentStore,
+    container: ContainerClient,
+    document: Document,
+    state: str,
+    result: Reconciliation,
 ) -> None:
     current = store.get(document.id)
-    if current is None or current.blob_name != document.blob_name:
+    if (
+        current is None
+        or current.blob_name != document.blob_name
+        or current.status is not Status.READY
+    ):
         result.errors.append(f"{document.blob_name}: row changed since listing; not sealed")
         return
     try:
-        blobs.seal(container.get_blob_client(document.blob_name))
+        blobs.transition(container.get_blob_client(document.blob_name), state, COMMITTED)
     except (blobs.TagTransitionError, AzureError) as error:
         result.errors.append(f"{document.blob_name}: {error}")
     else:
+        if state == RETIRED:
+            # Its record would keep every sweep reporting the live blob it may not delete.
+            store.drop_retired_record(document.blob_name)
         result.repaired.append(document.blob_name)
 
 
@@ -219,6 +232,16 @@ def apply_plan(
     entries: Sequence[Mapping[str, str]] = plan.get("delete", [])
     if plan.get("version") != PLAN_VERSION or not isinstance(entries, list):
         raise RepairRefusedError("not a reconcile plan (version or `delete` list missing)")
+    for number, entry in enumerate(entries, start=1):
+        # A hand-edited entry would otherwise fail half-way, after earlier deletions.
+        if not (
+            isinstance(entry, Mapping)
+            and isinstance(entry.get("blob"), str)
+            and isinstance(entry.get("etag"), str)
+        ):
+            raise RepairRefusedError(
+                f"plan entry {number} lacks a blob name or ETag; nothing deleted"
+            )
     if plan.get("container") != container.container_name:
         raise RepairRefusedError(
             f"the plan is for container {plan.get('container')!r}, not {container.container_name!r}"

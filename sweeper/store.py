@@ -24,6 +24,7 @@ SUPPORTED_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 CONNECT_TIMEOUT_S = 10
 """A database that does not answer fails a timer run in seconds, not at the OS's TCP timeout."""
 DATABASE_ID_KEY = "database_id"
+CONTAINER_KEY = "container"
 
 
 class Status(enum.StrEnum):
@@ -268,6 +269,26 @@ class DocumentStore:
             raise StoreError(f"{self._where()} has no identity; run `safetynet db upgrade`")
         return str(value)
 
+    def _meta_value(self, key: str) -> str | None:
+        with self._connect() as conn:
+            value = conn.execute(
+                sa.select(self.meta.c.value).where(self.meta.c.key == key)
+            ).scalar_one_or_none()
+        return None if value is None else str(value)
+
+    def bound_container(self) -> str | None:
+        """The container (`account/container`) the first sweep bound this database to."""
+        return self._meta_value(CONTAINER_KEY)
+
+    def bind_container(self, identity: str) -> str:
+        """Bind this database to `identity` unless it is bound already; the one it is bound to."""
+        try:
+            with self._connect() as conn:
+                conn.execute(self.meta.insert().values(key=CONTAINER_KEY, value=identity))
+        except sa.exc.IntegrityError:
+            pass  # bound already, perhaps by a sweep racing this one: the stored value decides
+        return self.bound_container() or identity
+
     def _missing(self) -> tuple[bool, list[str]]:
         """(documents table present, what `db upgrade` would add)."""
         with self._connect() as conn:
@@ -500,6 +521,17 @@ class DocumentStore:
                 .where(b.blob_name == blob_name, b.kind == BlobRecordKind.INTENT.value)
                 .values(kind=BlobRecordKind.RETIRED.value, recorded_utc=to_utc(now))
             )
+
+    def drop_retired_record(self, blob_name: str) -> bool:
+        """Forget a retired record (the blob is live again); deletes no blob. True if dropped."""
+        b = self.blobs.c
+        with self._connect() as conn:
+            dropped = conn.execute(
+                self.blobs.delete().where(
+                    b.blob_name == blob_name, b.kind == BlobRecordKind.RETIRED.value
+                )
+            ).rowcount
+        return dropped == 1
 
     def delete_row(self, document_id: str, blob_name: str, now: datetime) -> bool:
         """Remove a row only if it still points at `blob_name`, recording the blob as retired."""

@@ -28,7 +28,14 @@ from sweeper import blobs
 from sweeper.lease import SweepLease, SweepLeaseLostError
 from sweeper.protocol import MAX_NAME_LENGTH, Clock, utc_now
 from sweeper.settings import SweepSettings
-from sweeper.store import BlobRecord, BlobRecordKind, Document, DocumentStore, StoreError
+from sweeper.store import (
+    BlobRecord,
+    BlobRecordKind,
+    Document,
+    DocumentStore,
+    Status,
+    StoreError,
+)
 
 log = logging.getLogger("safetynet.sweeper")
 
@@ -166,12 +173,32 @@ class Sweeper:
         return report
 
     def _bind(self) -> None:
+        """Container and database name each other: a wrong table or a wrong container (a typo
+        in --container, another account) is refused before anything is claimed or deleted."""
         database_id = self.store.database_id()
+        identity = f"{self.container.account_name}/{self.container.container_name}"
+        bound_container = self.store.bound_container()
+        if bound_container is not None and bound_container != identity:
+            raise ContainerBindingError(
+                f"database {database_id} belongs to container {bound_container!r}, not "
+                f"{identity!r}; refusing to sweep the wrong container"
+            )
         bound = blobs.bind(self.container, database_id)
+        if not bound:
+            raise ContainerBindingError(
+                f"container {self.container.container_name!r} has a binding marker "
+                f"({blobs.BINDING_BLOB}) that names no database; refusing to sweep until a "
+                "person checks which database it belongs to and removes the marker"
+            )
         if bound != database_id:
             raise ContainerBindingError(
                 f"container {self.container.container_name!r} is bound to database {bound}, "
                 f"not to this one ({database_id}); refusing to sweep with the wrong table"
+            )
+        if bound_container is None and self.store.bind_container(identity) != identity:
+            raise ContainerBindingError(
+                f"database {database_id} was just bound to container "
+                f"{self.store.bound_container()!r} by another sweep, not {identity!r}"
             )
 
     def _sweep(self, check_lease: Callable[[], None]) -> SweepReport:
@@ -439,6 +466,11 @@ class Sweeper:
 
     def _clear_record(self, record: BlobRecord) -> str | None:
         """Delete the recorded blob under its tag guard; None when gone, else why not."""
+        # A row may reference the blob again (a deleted row restored by the application, a
+        # table restored without its records): whatever the tag says, it is live then.
+        owner = self.store.document_for_blob(record.blob_name)
+        if owner is not None:
+            return f"row {owner.id} references it; record kept, blob not deleted"
         blob = self.container.get_blob_client(record.blob_name)
         guard = PENDING if record.kind is BlobRecordKind.INTENT else RETIRED
         try:
@@ -456,15 +488,41 @@ class Sweeper:
                 return None
             if state != COMMITTED:
                 return f"tagged {STATE_TAG}={state!r}; left for a human"
-            owner = self.store.document_for_blob(record.blob_name)
-            if owner is not None:
-                return f"row {owner.id} references it; record kept, blob not deleted"
+            if record.kind is BlobRecordKind.INTENT:
+                only_copy = self._only_copy(record)
+                if only_copy is not None:
+                    return only_copy
             blobs.retire(blob)
             blobs.delete_guarded(blob, RETIRED)
         except blobs.TagTransitionError as error:
             return str(error)
         except AzureError as error:
             return f"{type(error).__name__}"
+        return None
+
+    def _only_copy(self, record: BlobRecord) -> str | None:
+        """Why a sealed intent's blob must be kept: its document's own blob is retired or gone.
+
+        A stalled replace never retired the blob its row points at, so a consistent database
+        never shows this. A database restored to a point between a replace's intent and its
+        switch does: the switch happened after all, the old blob was retired (and perhaps
+        swept), and the intent's blob holds the document's newest, maybe only, bytes.
+        """
+        document = self.store.get(record.document_id)
+        if document is None or document.status is not Status.READY:
+            return None
+        state = blobs.state_of(self.container.get_blob_client(document.blob_name))
+        if state is None:
+            return (
+                f"document {document.id}'s blob {document.blob_name} is missing and this sealed "
+                "replacement is the only copy left; kept for a person (reconcile lists the row)"
+            )
+        if state == RETIRED:
+            return (
+                f"document {document.id}'s blob {document.blob_name} is already retired: the "
+                "database looks older than the container (restored?); this sealed replacement "
+                "is kept for a person"
+            )
         return None
 
     def _inspect_record(self, record: BlobRecord) -> str | None:

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--repair",
         action="store_true",
-        help="seal pending blobs of Ready rows; delete pending or retired orphans under their "
+        help="seal pending or retired blobs of Ready rows; delete pending or retired orphans under their "
         "tag guard. Committed orphans are only reported",
     )
     parser.add_argument(
@@ -136,7 +136,10 @@ def _print(
             f"Ready row {document.id} ({document.name}) points to missing blob {document.blob_name}"
         )
     for document in result.unsealed:
-        print(f"Ready row {document.id} ({document.name}) has a blob still tagged pending")
+        print(
+            f"Ready row {document.id} ({document.name}) has a blob not tagged committed "
+            f"({document.blob_name})"
+        )
     for name in result.repaired:
         print(f"{'deleted' if applied else 'repaired'} {name}")
     for error in result.errors:
