@@ -8,39 +8,50 @@ import pulumi
 from pulumi_azure_native import monitor, storage
 
 from infra.config import StackConfig
-from safetynet.constants import PENDING, STATE_TAG
+from safetynet.constants import PENDING, RETIRED, STATE_TAG
 
 PENDING_RULE: Final = "delete-abandoned-uploads"
+RETIRED_RULE: Final = "delete-retired-blobs"
 VERSIONS_RULE: Final = "expire-old-versions"
 AUDITED_LOGS: Final = ("StorageWrite", "StorageDelete")
 """Blob logs sent to the workspace: who wrote and who deleted what, the questions after a loss."""
 
 
+def _delete_tagged(
+    rule_name: str, state: str, days: int, prefix: list[str]
+) -> storage.ManagementPolicyRuleArgs:
+    """Delete block blobs under `prefix` whose `state` tag equals `state`, `days` after creation."""
+    return storage.ManagementPolicyRuleArgs(
+        name=rule_name,
+        enabled=True,
+        type=storage.RuleType.LIFECYCLE,
+        definition=storage.ManagementPolicyDefinitionArgs(
+            filters=storage.ManagementPolicyFilterArgs(
+                blob_types=["blockBlob"],
+                prefix_match=prefix,
+                blob_index_match=[storage.TagFilterArgs(name=STATE_TAG, op="==", value=state)],
+            ),
+            actions=storage.ManagementPolicyActionArgs(
+                base_blob=storage.ManagementPolicyBaseBlobArgs(
+                    delete=storage.DateAfterModificationArgs(
+                        days_after_creation_greater_than=days
+                    )
+                )
+            ),
+        ),
+    )
+
+
 def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArgs]:
-    """The backstop of seed 000, plus version expiry when versioning is on."""
+    """The backstop of seed 000, the retired-blob backstop, and version expiry if versioning."""
     prefix = [f"{config.container_name}/"]
     rules = [
-        storage.ManagementPolicyRuleArgs(
-            name=PENDING_RULE,
-            enabled=True,
-            type=storage.RuleType.LIFECYCLE,
-            definition=storage.ManagementPolicyDefinitionArgs(
-                filters=storage.ManagementPolicyFilterArgs(
-                    blob_types=["blockBlob"],
-                    prefix_match=prefix,
-                    blob_index_match=[
-                        storage.TagFilterArgs(name=STATE_TAG, op="==", value=PENDING)
-                    ],
-                ),
-                actions=storage.ManagementPolicyActionArgs(
-                    base_blob=storage.ManagementPolicyBaseBlobArgs(
-                        delete=storage.DateAfterModificationArgs(
-                            days_after_creation_greater_than=config.pending_expiry_days
-                        )
-                    )
-                ),
-            ),
-        )
+        _delete_tagged(PENDING_RULE, PENDING, config.pending_expiry_days, prefix),
+        # A replaced document's old blob is tagged retired before its guarded delete; if that
+        # delete never happens (crash, sweeper not running) this collects it. Set Blob Tags
+        # does not change Last-Modified, so no lifecycle clock starts at retirement: the days
+        # count from creation, and an old blob goes at the next lifecycle run after retiring.
+        _delete_tagged(RETIRED_RULE, RETIRED, config.retired_blob_days, prefix),
     ]
     if config.versioning:
         # Every overwrite or delete keeps a version; without expiry they are kept (and billed)
@@ -70,6 +81,7 @@ def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArg
 def hardened_account(
     name: str,
     *,
+    account_name: pulumi.Input[str],
     resource_group_name: pulumi.Input[str],
     location: str,
     sku: storage.SkuName,
@@ -79,6 +91,9 @@ def hardened_account(
     this program shares (the data account and the sweeper's runtime account alike)."""
     return storage.StorageAccount(
         name,
+        # Explicit: azure-native's auto-name keeps hyphens of the logical name, which ARM
+        # refuses (infra/naming.py).
+        account_name=account_name,
         resource_group_name=resource_group_name,
         location=location,
         kind=storage.Kind.STORAGE_V2,
@@ -112,6 +127,7 @@ class DataAccount(pulumi.ComponentResource):
         name: str,
         config: StackConfig,
         *,
+        account_name: pulumi.Input[str],
         resource_group_name: pulumi.Input[str],
         workspace_id: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
@@ -121,10 +137,13 @@ class DataAccount(pulumi.ComponentResource):
 
         self.account = hardened_account(
             name,
+            account_name=account_name,
             resource_group_name=resource_group_name,
             location=config.location,
             sku=storage.SkuName(config.storage_sku),
-            opts=child,
+            # The documents live here: a change that would replace the account (a new name,
+            # say) fails the update instead of deleting it.
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
         )
         account_name = self.account.name
 
