@@ -28,7 +28,7 @@ API
     camelCase property dict CrossGuard would see, secrets unwrapped), `parent_type` and
     `parent_name` (`pulumi:pulumi:Stack` for top-level resources), `secret_inputs` (top-level
     input keys that were secret), `custom` (False for components), `depends_on` (logical names
-    of the resources it depends on, as the engine receives them). Numbers arrive as floats
+    of the resources it depends on, as the engine receives them), `protect`. Numbers arrive as floats
     (`1.0`), as they do over Pulumi's wire format.
 `RAW_DEFAULTS`
     The raw configuration a run starts from: `infra.config.DEFAULTS`, a test database URL, and
@@ -80,6 +80,7 @@ class RegisteredResource:
     custom: bool = True
     depends_on: frozenset[str] = frozenset()
     """Logical names of the resources named in `depends_on` (explicit dependencies only)."""
+    protect: bool = False
 
 
 @dataclass
@@ -269,12 +270,14 @@ class _Monitor(pulumi_mocks.MockMonitor):
         self.by_urn: dict[str, tuple[str, str]] = {}
         self.parents: dict[str, str] = {}
         self.dependencies: dict[str, list[str]] = {}
+        self.protected: dict[str, bool] = {}
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         self.by_urn[response.urn] = (request.type, request.name)
         self.parents[response.urn] = request.parent
         self.dependencies[response.urn] = list(request.dependencies)
+        self.protected[response.urn] = bool(request.protect)
         if request.type != STACK_TYPE:
             self.order.append((response.urn, request.type, request.name, bool(request.custom)))
         return response
@@ -360,6 +363,7 @@ def _run(
                 secret_inputs=secret_keys,
                 custom=custom,
                 depends_on=depends_on,
+                protect=monitor.protected.get(urn, False),
             )
         )
     return StackRun(resources=registered, outputs=outputs)

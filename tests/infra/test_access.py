@@ -1,12 +1,40 @@
-"""Least-privilege RBAC: custom roles on the account, assignments on the container."""
+"""Least-privilege RBAC: custom roles in the resource group, assignments on the container."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from infra.access import NEVER_GRANTED, ROLES, SWEEPER, SWEEPER_LEASE_BLOB, RoleSpec
+from infra.access import (
+    CONDITION_RESOURCE_ATTRIBUTES,
+    DELETE,
+    NEVER_GRANTED,
+    ROLES,
+    SWEEPER,
+    SWEEPER_CONDITION,
+    SWEEPER_LEASE_BLOB,
+    VERIFIER,
+    VERIFIER_CONDITION,
+    VERIFY_PREFIX,
+    RoleSpec,
+)
 from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
-from tests.infra.harness import RegisteredResource, StackRun
+from tests.infra.harness import SUBSCRIPTION_ID, RegisteredResource, StackRun
+
+VERIFIER_ID = "99999999-8888-7777-6666-555555555555"
+TAGS_ATTRIBUTE = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags"
+SUBSCRIPTION_ROLE_ID = re.compile(
+    rf"/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft\.Authorization/roleDefinitions/"
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+)
+ASSIGNABLE_SCOPE = re.compile(
+    r"/providers/Microsoft\.Management/managementGroups/[^/]+"
+    r"|/subscriptions/[^/]+"
+    r"|/subscriptions/[^/]+/resourceGroups/[^/]+"
+)
+"""Management groups, subscriptions or resource groups: what Microsoft documents as a custom
+role's assignable scopes (https://learn.microsoft.com/azure/role-based-access-control/custom-roles)."""
 
 DEFINITION = "azure-native:authorization:RoleDefinition"
 ASSIGNMENT = "azure-native:authorization:RoleAssignment"
@@ -46,16 +74,26 @@ def test_no_role_holds_a_dangerous_action(stack: StackRun, spec: RoleSpec) -> No
 
 
 @pytest.mark.parametrize("spec", ROLES, ids=lambda spec: spec.key)
-def test_roles_are_custom_and_assignable_only_on_the_account(
+def test_roles_are_custom_and_assignable_only_in_the_stacks_resource_group(
     stack: StackRun, spec: RoleSpec
 ) -> None:
-    """Each role is defined on the data account and cannot be assigned anywhere else."""
+    """Each role is defined in, and assignable only in, the resource group holding the account."""
     role = definition(stack, spec)
+    group_id = account_id(stack).split("/providers/")[0]
     assert role.inputs["roleType"] == "CustomRole"
-    assert role.inputs["scope"] == account_id(stack)
-    assert role.inputs["assignableScopes"] == [account_id(stack)]
+    assert role.inputs["scope"] == group_id
+    assert role.inputs["assignableScopes"] == [group_id]
+    assert all(ASSIGNABLE_SCOPE.fullmatch(scope) for scope in role.inputs["assignableScopes"])
     # Role names are unique per tenant: the account's name keeps two stacks apart.
     assert role.inputs["roleName"] == f"safetynet {spec.key} ({stack.outputs['accountName']})"
+
+
+def test_every_assignment_names_its_role_in_the_subscription_form(run: RunFactory) -> None:
+    """Role definition ids are `/subscriptions/<sub>/providers/.../roleDefinitions/<guid>`."""
+    result = run({"verifierPrincipalIds": [VERIFIER_ID]})
+    ids = [res.inputs["roleDefinitionId"] for res in result.of_type(ASSIGNMENT)]
+    ids += [result.outputs[f"{spec.key}RoleDefinitionId"] for spec in ROLES]
+    assert ids and all(SUBSCRIPTION_ROLE_ID.fullmatch(role_id) for role_id in ids), ids
 
 
 def test_the_uploader_can_write_tags_and_the_others_cannot_overreach() -> None:
@@ -115,3 +153,44 @@ def test_no_builtin_role_is_granted_on_the_data_account(stack: StackRun) -> None
     on_data = [res for res in stack.of_type(ASSIGNMENT) if res.inputs["scope"].startswith(account)]
     assert on_data
     assert {res.inputs["roleDefinitionId"] for res in on_data} <= custom
+
+
+def test_a_configured_verifier_gets_the_verifier_role_with_its_prefix_condition(
+    run: RunFactory,
+) -> None:
+    """Each verifier principal holds the verifier role on the container, under the prefix condition."""
+    result = run({"verifierPrincipalIds": [VERIFIER_ID]})
+    [assignment] = [res for res in data_assignments(result) if res.inputs["principalId"] == VERIFIER_ID]
+    assert assignment.inputs["roleDefinitionId"] == result.outputs["verifierRoleDefinitionId"]
+    assert assignment.inputs["scope"].endswith("/containers/documents")
+    assert assignment.inputs["condition"] == VERIFIER_CONDITION
+    assert assignment.inputs["conditionVersion"] == "2.0"
+
+
+def test_the_verifier_condition_confines_every_granted_action_to_the_verify_prefix() -> None:
+    """Every data action of the verifier role is named in the condition, gated on the prefix."""
+    for action in VERIFIER.data_actions:
+        assert f"ActionMatches{{'{action}'}}" in VERIFIER_CONDITION
+    path_rule = (
+        "@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] "
+        f"StringLike '{VERIFY_PREFIX}*'"
+    )
+    list_rule = (
+        "@Request[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:prefix] "
+        f"StringStartsWith '{VERIFY_PREFIX}'"
+    )
+    assert path_rule in VERIFIER_CONDITION
+    assert list_rule in VERIFIER_CONDITION
+    assert VERIFIER_CONDITION.count("(") == VERIFIER_CONDITION.count(")")
+    assert not set(VERIFIER.data_actions) & set(NEVER_GRANTED)
+
+
+def test_no_condition_keys_a_delete_on_blob_index_tags() -> None:
+    """Azure offers no tags attribute for blobs/delete, so the state guard stays x-ms-if-tags."""
+    assert TAGS_ATTRIBUTE not in CONDITION_RESOURCE_ATTRIBUTES["delete"]
+    assert TAGS_ATTRIBUTE in CONDITION_RESOURCE_ATTRIBUTES["tags/write"]
+    for condition in (SWEEPER_CONDITION, VERIFIER_CONDITION):
+        used = set(re.findall(r"@Resource\[([^\]]+)\]", condition))
+        if f"ActionMatches{{'{DELETE}'}}" in condition:
+            assert used <= CONDITION_RESOURCE_ATTRIBUTES["delete"], used
+        assert TAGS_ATTRIBUTE not in used
