@@ -114,7 +114,9 @@ def choose_credential(env: Mapping[str, str]) -> CredentialChoice:
 def _service_principal(
     kind: str, tenant: str | None, client: str | None, variable: str
 ) -> CredentialChoice:
-    missing = [name for name, value in (("ARM_TENANT_ID", tenant), ("ARM_CLIENT_ID", client)) if not value]
+    missing = [
+        name for name, value in (("ARM_TENANT_ID", tenant), ("ARM_CLIENT_ID", client)) if not value
+    ]
     if missing:
         raise DeployerIdentityError(f"{variable} is set but {' and '.join(missing)} is not")
     return CredentialChoice(kind, tenant_id=tenant, client_id=client, secret_variable=variable)
@@ -125,20 +127,22 @@ def build_credential(choice: CredentialChoice, env: Mapping[str, str]) -> Any:
     from azure import identity
 
     secret = env.get(choice.secret_variable, "") if choice.secret_variable else ""
+    # `_service_principal` guarantees both for the service-principal kinds.
+    tenant, client = choice.tenant_id or "", choice.client_id or ""
     if choice.kind == "managed_identity":
         return identity.ManagedIdentityCredential(client_id=choice.client_id)
     if choice.kind == "client_secret":
-        return identity.ClientSecretCredential(choice.tenant_id, choice.client_id, secret)
+        return identity.ClientSecretCredential(tenant, client, secret)
     if choice.kind == "client_certificate":
         return identity.CertificateCredential(
-            choice.tenant_id,
-            choice.client_id,
+            tenant,
+            client,
             secret,
             password=env.get("ARM_CLIENT_CERTIFICATE_PASSWORD") or None,
         )
     if choice.kind == "oidc_token_file":
         return identity.WorkloadIdentityCredential(
-            tenant_id=choice.tenant_id, client_id=choice.client_id, token_file_path=secret
+            tenant_id=tenant, client_id=client, token_file_path=secret
         )
     return identity.AzureCliCredential()
 
@@ -213,7 +217,7 @@ class _PackagePublisher(ResourceProvider):
         token = credential.get_token(ARM_SCOPE).token
         check_same_identity(token, props["deployerObjectId"])
         headers = {"Authorization": f"Bearer {token}"}
-        request = urllib.request.Request(
+        request = urllib.request.Request(  # noqa: S310 (publish_url builds an https URL)
             publish_url(props["scmHost"]),
             data=data,
             method="POST",
@@ -224,7 +228,7 @@ class _PackagePublisher(ResourceProvider):
         latest = f"https://{props['scmHost']}/api/deployments/latest"
         deadline = time.monotonic() + DEPLOYMENT_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
-            with urllib.request.urlopen(  # noqa: S310 (https URL built above)
+            with urllib.request.urlopen(
                 urllib.request.Request(latest, headers=headers), timeout=60
             ) as response:
                 if deployment_finished(json.loads(response.read())):

@@ -33,9 +33,7 @@ def _delete_tagged(
             ),
             actions=storage.ManagementPolicyActionArgs(
                 base_blob=storage.ManagementPolicyBaseBlobArgs(
-                    delete=storage.DateAfterModificationArgs(
-                        days_after_creation_greater_than=days
-                    )
+                    delete=storage.DateAfterModificationArgs(days_after_creation_greater_than=days)
                 )
             ),
         ),

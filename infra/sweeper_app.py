@@ -24,6 +24,7 @@ to a secret in a vault this component provisions (RBAC-only, soft delete, purge 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import pulumi
@@ -37,7 +38,7 @@ PYTHON_VERSION: Final = "3.11"
 DEPLOYMENT_CONTAINER: Final = "deployments"
 INSTANCE_MEMORY_MB: Final = 2048
 MAXIMUM_INSTANCE_COUNT: Final = 40
-DATABASE_URL_SECRET: Final = "sweeper-database-url"
+DATABASE_URL_SECRET: Final = "sweeper-database-url"  # noqa: S105 (a secret's name)
 KEY_VAULT_RETENTION_DAYS: Final = 90
 """Soft-delete retention of the vault (7-90 days; 90 is Azure's default)."""
 
@@ -158,9 +159,7 @@ class SweeperApp(pulumi.ComponentResource):
             location=config.location,
             properties=keyvault.VaultPropertiesArgs(
                 tenant_id=tenant_id,
-                sku=keyvault.SkuArgs(
-                    family=keyvault.SkuFamily.A, name=keyvault.SkuName.STANDARD
-                ),
+                sku=keyvault.SkuArgs(family=keyvault.SkuFamily.A, name=keyvault.SkuName.STANDARD),
                 # Data access by Azure RBAC only: no access policies that bypass role grants.
                 enable_rbac_authorization=True,
                 enable_soft_delete=True,
@@ -280,9 +279,9 @@ class SweeperApp(pulumi.ComponentResource):
         self.register_outputs({"appName": self.app.name, "principalId": self.principal_id})
 
 
-def _repository_host(states: object) -> str:
-    """The SCM (Kudu) host name ARM reports for the site; Flex sites have regional names."""
-    for state in states or []:  # type: ignore[attr-defined]
-        if getattr(state, "host_type", None) == "Repository" and getattr(state, "name", None):
-            return str(state.name)
+def _repository_host(states: Sequence[web.outputs.HostNameSslStateResponse] | None) -> str:
+    """The SCM (Kudu) host name ARM reports for the site; Flex sites can have regional names."""
+    for state in states or []:
+        if state.host_type == "Repository" and state.name:
+            return state.name
     return ""

@@ -351,7 +351,9 @@ def _run(
         parent_type, parent_name = monitor.by_urn.get(parent_urn, (STACK_TYPE, ""))
         inputs, secret_keys = mocks.captured.get((typ, name), ({}, frozenset()))
         depends_on = frozenset(
-            monitor.by_urn[dep][1] for dep in monitor.dependencies.get(urn, []) if dep in monitor.by_urn
+            monitor.by_urn[dep][1]
+            for dep in monitor.dependencies.get(urn, [])
+            if dep in monitor.by_urn
         )
         registered.append(
             RegisteredResource(

@@ -51,7 +51,13 @@ def test_every_registered_azure_type_has_a_naming_rule(stack: StackRun) -> None:
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"containerName": "a-b-c", "verifierPrincipalIds": ["aaaaaaaa-0000-0000-0000-000000000001"]}],
+    [
+        {},
+        {
+            "containerName": "a-b-c",
+            "verifierPrincipalIds": ["aaaaaaaa-0000-0000-0000-000000000001"],
+        },
+    ],
     ids=["defaults", "other-container"],
 )
 def test_every_registered_name_is_valid_for_its_type(run: RunFactory, overrides: dict) -> None:

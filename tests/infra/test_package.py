@@ -20,7 +20,7 @@ DEPLOYER = "00000000-0000-0000-0000-0000000000cc"
 OTHER = "00000000-0000-0000-0000-0000000000dd"
 TENANT = "00000000-0000-0000-0000-0000000000bb"
 CLIENT = "00000000-0000-0000-0000-0000000000ee"
-SECRET = "s3cr3t-value"  # noqa: S105 (a fake secret that must never appear in a message)
+SECRET = "s3cr3t-value"
 
 
 def fake_token(claims: dict[str, object]) -> str:

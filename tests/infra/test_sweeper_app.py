@@ -169,17 +169,19 @@ def test_only_the_apps_identity_reads_the_secret_and_only_that_secret(stack: Sta
     """Key Vault Secrets User is granted to the app's identity, scoped to the one secret."""
     readers = [res for res in stack.of_type(ASSIGNMENT) if role_guid(res) == KEY_VAULT_SECRETS_USER]
     assert [res.inputs["principalId"] for res in readers] == [stack.outputs["sweeperPrincipalId"]]
-    assert readers[0].inputs["scope"].endswith(
-        f"/vaults/{stack.outputs['keyVaultName']}/secrets/{DATABASE_URL_SECRET}"
+    assert (
+        readers[0]
+        .inputs["scope"]
+        .endswith(f"/vaults/{stack.outputs['keyVaultName']}/secrets/{DATABASE_URL_SECRET}")
     )
 
 
 def test_no_setting_holds_a_key_or_connection_string(stack: StackRun) -> None:
     """Host storage is reached by account name and identity; no key or SAS appears anywhere."""
     settings = app_settings(stack)
-    assert settings["AzureWebJobsStorage__accountName"] == runtime_account(stack).inputs[
-        "accountName"
-    ]
+    assert (
+        settings["AzureWebJobsStorage__accountName"] == runtime_account(stack).inputs["accountName"]
+    )
     assert "AzureWebJobsStorage" not in settings
     for value in settings.values():
         assert not any(marker in value for marker in KEY_MARKERS)
