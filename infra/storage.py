@@ -41,16 +41,9 @@ def _delete_tagged(
 
 
 def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArgs]:
-    """The backstop of seed 000, the retired-blob backstop, and version expiry if versioning."""
+    """The backstop of seed 000, version expiry if versioning is on, the retired-blob backstop."""
     prefix = [f"{config.container_name}/"]
-    rules = [
-        _delete_tagged(PENDING_RULE, PENDING, config.pending_expiry_days, prefix),
-        # A replaced document's old blob is tagged retired before its guarded delete; if that
-        # delete never happens (crash, sweeper not running) this collects it. Set Blob Tags
-        # does not change Last-Modified, so no lifecycle clock starts at retirement: the days
-        # count from creation, and an old blob goes at the next lifecycle run after retiring.
-        _delete_tagged(RETIRED_RULE, RETIRED, config.retired_blob_days, prefix),
-    ]
+    rules = [_delete_tagged(PENDING_RULE, PENDING, config.pending_expiry_days, prefix)]
     if config.versioning:
         # Every overwrite or delete keeps a version; without expiry they are kept (and billed)
         # forever.
@@ -73,6 +66,11 @@ def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArg
                 ),
             )
         )
+    # A replaced document's old blob is tagged retired before its guarded delete; if that
+    # delete never happens (crash, sweeper not running) this collects it. Set Blob Tags does not
+    # change Last-Modified, so no lifecycle clock starts at retirement: the days count from
+    # creation, and an old blob goes at the next lifecycle run after retiring.
+    rules.append(_delete_tagged(RETIRED_RULE, RETIRED, config.retired_blob_days, prefix))
     return rules
 
 
