@@ -21,7 +21,11 @@ import base64
 import binascii
 import hashlib
 import json
+import ssl
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +40,9 @@ ARM_SCOPE: Final = "https://management.azure.com/.default"
 """Kudu on the SCM host accepts ARM-audience tokens (public cloud; sovereign clouds differ)."""
 DEPLOYMENT_TIMEOUT_SECONDS: Final = 900
 DEPLOYMENT_SUCCESS: Final = 4
-DEPLOYMENT_FAILED: Final = 3
-"""Kudu deployment status codes reported by `/api/deployments/latest`."""
+RUNNING_STATUSES: Final = frozenset({0, 1, 2})
+"""Kudu deployment status codes reported by `/api/deployments/<id>`: pending, building,
+deploying."""
 
 
 @dataclass(frozen=True)
@@ -178,11 +183,69 @@ def publish_url(scm_host: str) -> str:
 
 
 def deployment_finished(status: Mapping[str, Any]) -> bool:
-    """True on success, False while running; raises on a failed deployment."""
+    """True on success, False while pending, building or deploying; raises on any other end.
+
+    Kudu's codes (Azure/azure-dev issue 3658): -1 cancelled, 0 pending, 1 building, 2 deploying,
+    3 failed, 4 success, 5 conflict, 6 partial success. A partial success is not a success.
+    """
     code = status.get("status")
-    if code == DEPLOYMENT_FAILED:
-        raise RuntimeError(f"the deployment failed: {status.get('status_text') or 'no reason'}")
-    return code == DEPLOYMENT_SUCCESS
+    if code == DEPLOYMENT_SUCCESS:
+        return True
+    if code in RUNNING_STATUSES:
+        return False
+    reason = status.get("status_text") or "no reason given"
+    raise RuntimeError(f"the deployment ended with status {code!r}: {reason}")
+
+
+def publish(
+    scm_host: str,
+    data: bytes,
+    token: str,
+    *,
+    context: ssl.SSLContext | None = None,
+    poll_seconds: float = 5.0,
+    timeout_seconds: float = DEPLOYMENT_TIMEOUT_SECONDS,
+) -> str:
+    """One deploy: POST the zip to `/api/publish`, then poll the deployment it names until done.
+
+    Returns the deployment id. An HTTP error stops it with the status and the path, never the
+    token.
+    """
+    headers = {"Authorization": f"Bearer {token}"}
+    response = _call(
+        urllib.request.Request(  # noqa: S310 (publish_url builds an https URL)
+            publish_url(scm_host),
+            data=data,
+            method="POST",
+            headers={**headers, "Content-Type": "application/zip"},
+        ),
+        context,
+    )
+    deployment = response.decode("utf-8", "replace").strip().strip('"') or "latest"
+    status_url = f"https://{scm_host}/api/deployments/{deployment}"
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        body = _call(urllib.request.Request(status_url, headers=headers), context)
+        try:
+            status = json.loads(body)
+        except ValueError:
+            raise RuntimeError(f"{status_url} answered with a body that is not JSON") from None
+        if deployment_finished(status):
+            return str(status.get("id") or deployment)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the deployment did not finish within {timeout_seconds:.0f} s")
+        time.sleep(poll_seconds)
+
+
+def _call(request: urllib.request.Request, context: ssl.SSLContext | None) -> bytes:
+    try:
+        with urllib.request.urlopen(request, timeout=300, context=context) as response:  # noqa: S310
+            return bytes(response.read())
+    except urllib.error.HTTPError as error:
+        path = urllib.parse.urlsplit(request.full_url).path
+        raise RuntimeError(
+            f"{request.get_method()} {path} answered {error.code} {error.reason}"
+        ) from None
 
 
 class _PackagePublisher(ResourceProvider):
@@ -208,7 +271,6 @@ class _PackagePublisher(ResourceProvider):
     @staticmethod
     def _publish(props: dict[str, Any]) -> None:
         import os
-        import urllib.request
 
         data = Path(props["path"]).read_bytes()
         if hashlib.sha256(data).hexdigest() != props["sha256"]:
@@ -216,25 +278,7 @@ class _PackagePublisher(ResourceProvider):
         credential = build_credential(choose_credential(os.environ), os.environ)
         token = credential.get_token(ARM_SCOPE).token
         check_same_identity(token, props["deployerObjectId"])
-        headers = {"Authorization": f"Bearer {token}"}
-        request = urllib.request.Request(  # noqa: S310 (publish_url builds an https URL)
-            publish_url(props["scmHost"]),
-            data=data,
-            method="POST",
-            headers={**headers, "Content-Type": "application/zip"},
-        )
-        with urllib.request.urlopen(request, timeout=300):  # noqa: S310 (https URL built above)
-            pass
-        latest = f"https://{props['scmHost']}/api/deployments/latest"
-        deadline = time.monotonic() + DEPLOYMENT_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            with urllib.request.urlopen(
-                urllib.request.Request(latest, headers=headers), timeout=60
-            ) as response:
-                if deployment_finished(json.loads(response.read())):
-                    return
-            time.sleep(5)
-        raise RuntimeError(f"the deployment did not finish in {DEPLOYMENT_TIMEOUT_SECONDS} s")
+        publish(props["scmHost"], data, token)
 
 
 class FunctionPackage(pulumi.dynamic.Resource, module="safetynet", name="FunctionPackage"):
