@@ -30,6 +30,8 @@ from typing import Final
 import pulumi
 from pulumi_azure_native import authorization
 
+from safetynet.constants import HEARTBEAT_BLOB, VERIFY_PREFIX
+
 _BLOBS: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 READ: Final = f"{_BLOBS}/read"
 WRITE: Final = f"{_BLOBS}/write"
@@ -40,9 +42,6 @@ TAGS_WRITE: Final = f"{_BLOBS}/tags/write"
 
 SWEEPER_LEASE_BLOB: Final = ".safetynet/sweeper.lease"
 """The one blob the sweeper may create and lease (its single-active-sweeper lock)."""
-
-VERIFY_PREFIX: Final = ".safetynet/verify/"
-"""Where `safetynet verify` writes its probe blobs; the verifier may touch nothing else."""
 
 BLOB_PATH: Final = "@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path]"
 BLOB_PREFIX: Final = (
@@ -162,8 +161,9 @@ VERIFIER: Final = RoleSpec(
     grants=(
         Grant(
             READ,
-            f"Get Blob / Get Blob Properties of its probe blobs and List Blobs with prefix "
-            f"{VERIFY_PREFIX} (soft-deleted probes); the condition allows no other path.",
+            f"Get Blob / Get Blob Properties of its probe blobs and of the sweeper's heartbeat "
+            f"{HEARTBEAT_BLOB}, and List Blobs with prefix {VERIFY_PREFIX} (soft-deleted "
+            "probes, canaries); the condition allows no other path.",
         ),
         Grant(
             ADD,
@@ -215,18 +215,22 @@ def _not_any(actions: list[str]) -> str:
     return " AND ".join(f"!(ActionMatches{{'{action}'}})" for action in actions)
 
 
-VERIFIER_CONDITION: Final = (
-    "(("
-    + _not_any([ADD, WRITE, TAGS_WRITE, TAGS_READ, DELETE])
-    + f" AND !(ActionMatches{{'{READ}'}} AND NOT SubOperationMatches{{'Blob.List'}})) OR "
-    f"({BLOB_PATH} StringLike '{VERIFY_PREFIX}*')) AND "
+VERIFIER_CLAUSES: Final = (
+    f"(({_not_any([ADD, WRITE, TAGS_WRITE, TAGS_READ, DELETE])}) OR "
+    f"({BLOB_PATH} StringLike '{VERIFY_PREFIX}*'))",
+    f"((!(ActionMatches{{'{READ}'}} AND NOT SubOperationMatches{{'Blob.List'}})) OR "
+    f"({BLOB_PATH} StringLike '{VERIFY_PREFIX}*' OR {BLOB_PATH} StringEquals '{HEARTBEAT_BLOB}'))",
     f"((!(ActionMatches{{'{READ}'}} AND SubOperationMatches{{'Blob.List'}})) OR "
-    f"({BLOB_PREFIX} StringStartsWith '{VERIFY_PREFIX}'))"
+    f"({BLOB_PREFIX} StringStartsWith '{VERIFY_PREFIX}'))",
 )
-"""ABAC condition on the verifier's assignments: every write, tag write, delete and read is
-limited to blobs whose path starts with `.safetynet/verify/`, and listing to that prefix ("Blob
-path" is a resource attribute of read, add/action, write, tags/read, tags/write and delete;
-listing has only the "Blob prefix" request attribute)."""
+"""The verifier's ABAC clauses, all of which must hold: (1) create, write, tag read/write and
+delete only on blobs under `.safetynet/verify/`; (2) read only those and the sweeper's heartbeat
+blob (`SNV-SWEEPER-HEARTBEAT` reads it); (3) list only with that prefix. "Blob path" is a
+resource attribute of read, add/action, write, tags/read, tags/write and delete; listing has
+only the "Blob prefix" request attribute. Each clause has the form Microsoft documents for
+"allow these actions only on these paths" (storage-auth-abac-examples)."""
+
+VERIFIER_CONDITION: Final = " AND ".join(VERIFIER_CLAUSES)
 
 
 def subscription_role_id(subscription_id: str, role_guid: str) -> str:

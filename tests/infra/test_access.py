@@ -7,18 +7,24 @@ import re
 import pytest
 
 from infra.access import (
+    ADD,
     CONDITION_RESOURCE_ATTRIBUTES,
     DELETE,
     NEVER_GRANTED,
+    READ,
     ROLES,
     SWEEPER,
     SWEEPER_CONDITION,
     SWEEPER_LEASE_BLOB,
+    TAGS_READ,
+    TAGS_WRITE,
     VERIFIER,
+    VERIFIER_CLAUSES,
     VERIFIER_CONDITION,
-    VERIFY_PREFIX,
+    WRITE,
     RoleSpec,
 )
+from safetynet.constants import HEARTBEAT_BLOB, VERIFY_PREFIX
 from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
 from tests.infra.harness import SUBSCRIPTION_ID, RegisteredResource, StackRun
 
@@ -171,21 +177,23 @@ def test_a_configured_verifier_gets_the_verifier_role_with_its_prefix_condition(
 
 
 def test_the_verifier_condition_confines_every_granted_action_to_the_verify_prefix() -> None:
-    """Every data action of the verifier role is named in the condition, gated on the prefix."""
-    for action in VERIFIER.data_actions:
-        assert f"ActionMatches{{'{action}'}}" in VERIFIER_CONDITION
-    path_rule = (
-        "@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] "
-        f"StringLike '{VERIFY_PREFIX}*'"
+    """Writes, tags and deletes only under the prefix; reads there and of the heartbeat; lists there."""
+    path = "@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path]"
+    prefix = "@Request[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:prefix]"
+    confined, reads, lists = VERIFIER_CLAUSES
+    for action in (ADD, WRITE, TAGS_WRITE, TAGS_READ, DELETE):
+        assert f"ActionMatches{{'{action}'}}" in confined
+    assert confined.endswith(f"({path} StringLike '{VERIFY_PREFIX}*'))")
+    assert f"ActionMatches{{'{READ}'}} AND NOT SubOperationMatches{{'Blob.List'}}" in reads
+    assert reads.endswith(
+        f"({path} StringLike '{VERIFY_PREFIX}*' OR {path} StringEquals '{HEARTBEAT_BLOB}'))"
     )
-    list_rule = (
-        "@Request[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:prefix] "
-        f"StringStartsWith '{VERIFY_PREFIX}'"
-    )
-    assert path_rule in VERIFIER_CONDITION
-    assert list_rule in VERIFIER_CONDITION
+    assert f"ActionMatches{{'{READ}'}} AND SubOperationMatches{{'Blob.List'}}" in lists
+    assert lists.endswith(f"({prefix} StringStartsWith '{VERIFY_PREFIX}'))")
+    assert HEARTBEAT_BLOB not in confined + lists
+    assert set(VERIFIER.data_actions) == {READ, ADD, WRITE, TAGS_WRITE, TAGS_READ, DELETE}
+    assert " AND ".join(VERIFIER_CLAUSES) == VERIFIER_CONDITION
     assert VERIFIER_CONDITION.count("(") == VERIFIER_CONDITION.count(")")
-    assert not set(VERIFIER.data_actions) & set(NEVER_GRANTED)
 
 
 def test_no_condition_keys_a_delete_on_blob_index_tags() -> None:
