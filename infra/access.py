@@ -135,16 +135,22 @@ SWEEPER: Final = RoleSpec(
             "List Blobs with include=tags and Get Blob Tags: reconcile finds pending blobs "
             "no row points to.",
         ),
-        Grant(READ, "List Blobs (reconcile) and Get Blob Properties of the lease blob."),
+        Grant(
+            READ,
+            "List Blobs (reconcile), Get Blob Properties of the lease blob and Get Blob of the "
+            "heartbeat (its ETag for the next conditional rewrite).",
+        ),
         Grant(
             ADD,
-            f"Create the lock blob {SWEEPER_LEASE_BLOB} once; the role assignment's "
-            "condition allows this on that path only.",
+            f"Create the lock blob {SWEEPER_LEASE_BLOB} and the heartbeat {HEARTBEAT_BLOB} "
+            "once (create-only); the role assignment's condition allows this on those two "
+            "paths only.",
         ),
         Grant(
             WRITE,
-            f"Lease Blob on {SWEEPER_LEASE_BLOB} (one active sweeper without SKIP LOCKED); "
-            "the condition allows it on that path only.",
+            f"Lease Blob on {SWEEPER_LEASE_BLOB} (one active sweeper without SKIP LOCKED) and "
+            f"the If-Match rewrite of {HEARTBEAT_BLOB} after each run; the condition allows it "
+            "on those two paths only.",
         ),
     ),
 )
@@ -206,9 +212,12 @@ NEVER_GRANTED: Final = (
 SWEEPER_CONDITION: Final = (
     "((!(ActionMatches{'" + WRITE + "'}) AND !(ActionMatches{'" + ADD + "'})) OR "
     "(@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] "
-    f"StringEquals '{SWEEPER_LEASE_BLOB}'))"
+    f"StringEquals '{SWEEPER_LEASE_BLOB}' OR "
+    "@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] "
+    f"StringEquals '{HEARTBEAT_BLOB}'))"
 )
-"""ABAC condition on the sweeper's assignment: it may write only its own lock blob."""
+"""ABAC condition on the sweeper's assignment: it may write only its lock blob and its heartbeat
+(`sweeper/heartbeat.py`, read by `safetynet verify`), never a document."""
 
 
 def _not_any(actions: list[str]) -> str:

@@ -137,7 +137,7 @@ def test_one_assignment_per_configured_principal(run: RunFactory) -> None:
 def test_the_sweeper_identity_holds_the_sweeper_role_with_a_lease_path_condition(
     stack: StackRun,
 ) -> None:
-    """The app's identity gets the sweeper role; its writes are limited to the lock blob."""
+    """The app's identity gets the sweeper role; its writes are limited to lock and heartbeat."""
     [assignment] = [
         res
         for res in data_assignments(stack)
@@ -148,13 +148,15 @@ def test_the_sweeper_identity_holds_the_sweeper_role_with_a_lease_path_condition
     assert assignment.inputs["conditionVersion"] == "2.0"
     condition = assignment.inputs["condition"]
     assert f"StringEquals '{SWEEPER_LEASE_BLOB}'" in condition
+    assert f"StringEquals '{HEARTBEAT_BLOB}'" in condition
+    assert "StringLike" not in condition
     writes = [grant.data_action for grant in SWEEPER.grants if "write" in grant.data_action]
     writes += [grant.data_action for grant in SWEEPER.grants if "add/action" in grant.data_action]
     assert all(f"ActionMatches{{'{action}'}}" in condition for action in writes)
 
 
 def test_no_builtin_role_is_granted_on_the_data_account(stack: StackRun) -> None:
-    """Every assignment on the data account uses one of the three custom roles."""
+    """Every assignment on the data account uses one of the project's custom roles."""
     custom = {str(stack.outputs[f"{spec.key}RoleDefinitionId"]) for spec in ROLES}
     account = account_id(stack)
     on_data = [res for res in stack.of_type(ASSIGNMENT) if res.inputs["scope"].startswith(account)]
