@@ -54,8 +54,8 @@ ALLOWED: Final[Mapping[str, str]] = {
     "versioning": "true or false",
     "versionExpiryDays": "an integer from 1 to 365",
     "pendingExpiryDays": "an integer from 1 to 365",
-    "retiredBlobDays": "an integer from 1 to 365: blobs tagged state=retired are deleted this "
-    "many days after creation",
+    "retiredBlobDays": "an integer from 2 to 365: blobs tagged state=retired are deleted this "
+    "many days after they were last read",
     "uploaderPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty",
     "readerPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty",
     "verifierPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty: pipeline "
@@ -177,7 +177,8 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         versioning=_boolean(values, "versioning"),
         version_expiry_days=_integer(values, "versionExpiryDays", 1, 365),
         pending_expiry_days=pending_days,
-        retired_blob_days=_integer(values, "retiredBlobDays", 1, 365),
+        # Access times are updated at most once a day: 2 days keep a blob read today.
+        retired_blob_days=_integer(values, "retiredBlobDays", 2, 365),
         uploader_principal_ids=_guids(values, "uploaderPrincipalIds"),
         reader_principal_ids=_guids(values, "readerPrincipalIds"),
         verifier_principal_ids=_guids(values, "verifierPrincipalIds"),

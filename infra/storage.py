@@ -18,9 +18,9 @@ AUDITED_LOGS: Final = ("StorageWrite", "StorageDelete")
 
 
 def _delete_tagged(
-    rule_name: str, state: str, days: int, prefix: list[str]
+    rule_name: str, state: str, prefix: list[str], when: storage.DateAfterModificationArgs
 ) -> storage.ManagementPolicyRuleArgs:
-    """Delete block blobs under `prefix` whose `state` tag equals `state`, `days` after creation."""
+    """Delete block blobs under `prefix` whose `state` tag equals `state`, `when` says."""
     return storage.ManagementPolicyRuleArgs(
         name=rule_name,
         enabled=True,
@@ -32,9 +32,7 @@ def _delete_tagged(
                 blob_index_match=[storage.TagFilterArgs(name=STATE_TAG, op="==", value=state)],
             ),
             actions=storage.ManagementPolicyActionArgs(
-                base_blob=storage.ManagementPolicyBaseBlobArgs(
-                    delete=storage.DateAfterModificationArgs(days_after_creation_greater_than=days)
-                )
+                base_blob=storage.ManagementPolicyBaseBlobArgs(delete=when)
             ),
         ),
     )
@@ -43,7 +41,16 @@ def _delete_tagged(
 def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArgs]:
     """The backstop of seed 000, version expiry if versioning is on, the retired-blob backstop."""
     prefix = [f"{config.container_name}/"]
-    rules = [_delete_tagged(PENDING_RULE, PENDING, config.pending_expiry_days, prefix)]
+    rules = [
+        _delete_tagged(
+            PENDING_RULE,
+            PENDING,
+            prefix,
+            storage.DateAfterModificationArgs(
+                days_after_creation_greater_than=config.pending_expiry_days
+            ),
+        )
+    ]
     if config.versioning:
         # Every overwrite or delete keeps a version; without expiry they are kept (and billed)
         # forever.
@@ -66,11 +73,23 @@ def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArg
                 ),
             )
         )
-    # A replaced document's old blob is tagged retired before its guarded delete; if that
-    # delete never happens (crash, sweeper not running) this collects it. Set Blob Tags does not
-    # change Last-Modified, so no lifecycle clock starts at retirement: the days count from
-    # creation, and an old blob goes at the next lifecycle run after retiring.
-    rules.append(_delete_tagged(RETIRED_RULE, RETIRED, config.retired_blob_days, prefix))
+    # A replaced or deleted document's old blob is tagged retired and stays readable until the
+    # sweeper deletes it after its grace period; if the sweeper never runs, this collects it.
+    # Set Blob Tags changes neither Last-Modified nor creation time, so counting from those
+    # would delete an old blob at the next lifecycle run, under a reader still downloading it.
+    # Counting from the last read (last access time tracking, turned on below) keeps it while
+    # it is read. Lifecycle uses the date tracking was enabled when a blob has no access time.
+    # https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-policy-configure
+    rules.append(
+        _delete_tagged(
+            RETIRED_RULE,
+            RETIRED,
+            prefix,
+            storage.DateAfterModificationArgs(
+                days_after_last_access_time_greater_than=config.retired_blob_days
+            ),
+        )
+    )
     return rules
 
 
@@ -159,6 +178,8 @@ class DataAccount(pulumi.ComponentResource):
                 enabled=True, days=config.container_soft_delete_days
             ),
             is_versioning_enabled=config.versioning,
+            # The retired-blob rule counts days since the last read.
+            last_access_time_tracking_policy=storage.LastAccessTimeTrackingPolicyArgs(enable=True),
             opts=child,
         )
 

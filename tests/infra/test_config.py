@@ -70,7 +70,7 @@ BAD_VALUES = [
     ("readerPrincipalIds", {"id": GUID}),
     ("verifierPrincipalIds", ["not-a-guid"]),
     ("verifierPrincipalIds", "not json"),
-    ("retiredBlobDays", 0),
+    ("retiredBlobDays", 1),
     ("retiredBlobDays", 366),
     ("retiredBlobDays", "seven"),
     ("sweeperSchedule", "*/5 * * * *"),

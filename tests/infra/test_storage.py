@@ -102,9 +102,14 @@ def test_versioning_is_off_by_default_and_then_no_version_rule_exists(stack: Sta
     assert set(rules(stack)) == {PENDING_RULE, RETIRED_RULE}
 
 
-def test_a_second_rule_collects_retired_blobs_after_the_configured_days(run: RunFactory) -> None:
-    """Block blobs under `<container>/` tagged state == retired go `retiredBlobDays` after creation."""
-    rule = rules(run({"containerName": "invoices", "retiredBlobDays": 9}))[RETIRED_RULE]
+def test_a_second_rule_collects_retired_blobs_days_after_their_last_read(
+    run: RunFactory,
+) -> None:
+    """Blobs under `<container>/` tagged state == retired go `retiredBlobDays` after the last read."""
+    result = run({"containerName": "invoices", "retiredBlobDays": 9})
+    rule = rules(result)[RETIRED_RULE]
+    props = result.one("azure-native:storage:BlobServiceProperties").inputs
+    assert props["lastAccessTimeTrackingPolicy"] == {"enable": True}
     assert rule["enabled"] is True
     assert rule["type"] == "Lifecycle"
     filters = rule["definition"]["filters"]
@@ -114,7 +119,7 @@ def test_a_second_rule_collects_retired_blobs_after_the_configured_days(run: Run
         "blobIndexMatch": [{"name": STATE_TAG, "op": "==", "value": RETIRED}],
     }
     assert rule["definition"]["actions"] == {
-        "baseBlob": {"delete": {"daysAfterCreationGreaterThan": 9}}
+        "baseBlob": {"delete": {"daysAfterLastAccessTimeGreaterThan": 9}}
     }
 
 
