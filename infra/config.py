@@ -32,8 +32,10 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "versioning": False,
     "versionExpiryDays": 30,
     "pendingExpiryDays": 1,
+    "retiredBlobDays": 7,
     "uploaderPrincipalIds": [],
     "readerPrincipalIds": [],
+    "verifierPrincipalIds": [],
     "sweeperSchedule": "0 */5 * * * *",
     "sweeperCutoff": "15m",
     "sweeperLease": False,
@@ -52,8 +54,12 @@ ALLOWED: Final[Mapping[str, str]] = {
     "versioning": "true or false",
     "versionExpiryDays": "an integer from 1 to 365",
     "pendingExpiryDays": "an integer from 1 to 365",
+    "retiredBlobDays": "an integer from 2 to 365: blobs tagged state=retired are deleted this "
+    "many days after they were last read",
     "uploaderPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty",
     "readerPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty",
+    "verifierPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty: pipeline "
+    "identities that run `safetynet verify`",
     "sweeperSchedule": "an NCRONTAB expression with 6 fields "
     "(second minute hour day month weekday), e.g. 0 */5 * * * *",
     "sweeperCutoff": "a duration such as 15m, 2h or 1d: at least 1m and shorter than "
@@ -110,8 +116,10 @@ class StackConfig:
     versioning: bool
     version_expiry_days: int
     pending_expiry_days: int
+    retired_blob_days: int
     uploader_principal_ids: tuple[str, ...]
     reader_principal_ids: tuple[str, ...]
+    verifier_principal_ids: tuple[str, ...]
     sweeper_schedule: str
     sweeper_cutoff: str
     sweeper_lease: bool
@@ -169,8 +177,11 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         versioning=_boolean(values, "versioning"),
         version_expiry_days=_integer(values, "versionExpiryDays", 1, 365),
         pending_expiry_days=pending_days,
+        # Access times are updated at most once a day: 2 days keep a blob read today.
+        retired_blob_days=_integer(values, "retiredBlobDays", 2, 365),
         uploader_principal_ids=_guids(values, "uploaderPrincipalIds"),
         reader_principal_ids=_guids(values, "readerPrincipalIds"),
+        verifier_principal_ids=_guids(values, "verifierPrincipalIds"),
         sweeper_schedule=_ncrontab(values, "sweeperSchedule"),
         sweeper_cutoff=cutoff,
         sweeper_lease=_boolean(values, "sweeperLease"),

@@ -1,33 +1,48 @@
-"""Uploads the sweeper's code package with an Entra token, because shared keys are off.
+"""Publishes the sweeper's code package with One deploy, as the identity that runs `pulumi up`.
 
-`pulumi_azure_native.storage.Blob` authenticates with the account key (pulumi-azure-native
-issues #2015 and #2948, open), which a key-less account refuses. This dynamic resource uploads
-with `DefaultAzureCredential` instead: the identity running `pulumi up`, granted Storage Blob
-Data Contributor on the deployment container by the program itself. Role assignments take
-minutes to propagate, so a 403 is retried for a while before the update fails.
+Deployment path: Flex Consumption deploys with "One deploy" ("Deployment technologies in Azure
+Functions", https://learn.microsoft.com/azure/azure-functions/functions-deployment-technologies:
+one deploy is the Flex Consumption technology; techniques that need a manual trigger sync are
+not recommended). The zip is POSTed to the site's SCM endpoint `/api/publish`; the platform
+stores it in the deployment container configured in `functionAppConfig` (written with the
+app's identity) and syncs the triggers itself, so a timer-only app starts without a restart.
+Basic auth is off, so the request carries an Entra bearer token.
+
+One identity: azure-native authenticates from `ARM_*` variables (or `az login`), while
+`DefaultAzureCredential` reads only `AZURE_*` ones; with a service principal in `ARM_*` it would
+publish as somebody else. `choose_credential` maps the same `ARM_*` variables azure-native reads
+to an azure-identity credential, and `_publish` refuses to go on when the token's object id is not
+the one `get_client_config` reported for the provider.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
-from dataclasses import dataclass
+import json
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import pulumi
-from pulumi.dynamic import (
-    CreateResult,
-    DiffResult,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
 from infra.config import ConfigError
 
-PACKAGE_BLOB: Final = "released-package.zip"
-"""The name Flex Consumption's blob-container deployment reads the package from."""
-
-RBAC_PROPAGATION_SECONDS: Final = 600
+ARM_SCOPE: Final = "https://management.azure.com/.default"
+"""Kudu on the SCM host accepts ARM-audience tokens (public cloud; sovereign clouds differ)."""
+DEPLOYMENT_TIMEOUT_SECONDS: Final = 900
+DEPLOYMENT_SUCCESS: Final = 4
+RUNNING_STATUSES: Final = frozenset({0, 1, 2})
+"""Kudu deployment status codes reported by `/api/deployments/<id>`: pending, building,
+deploying."""
 
 
 @dataclass(frozen=True)
@@ -48,54 +63,226 @@ def read_package(path: Path) -> PackageFile:
     return PackageFile(path=path, sha256=digest, size=path.stat().st_size)
 
 
-class _PackageUploader(ResourceProvider):
+class DeployerIdentityError(RuntimeError):
+    """The identity that would publish is not the one azure-native deploys with."""
+
+
+@dataclass(frozen=True)
+class CredentialChoice:
+    """Which azure-identity credential matches azure-native's login, and its non-secret args."""
+
+    kind: str
+    """`cli`, `client_secret`, `client_certificate`, `managed_identity` or `oidc_token_file`."""
+    tenant_id: str | None = None
+    client_id: str | None = None
+    secret_variable: str | None = None
+    """The `ARM_*` variable holding the secret or path, read only when building the credential."""
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+def _flag(env: Mapping[str, str], key: str) -> bool:
+    return env.get(key, "").strip().lower() == "true"
+
+
+def choose_credential(env: Mapping[str, str]) -> CredentialChoice:
+    """The credential azure-native would use, from the same `ARM_*` variables.
+
+    azure-native reads ARM_CLIENT_ID / ARM_CLIENT_SECRET / ARM_TENANT_ID (service principal),
+    ARM_CLIENT_CERTIFICATE_PATH (certificate), ARM_USE_MSI (managed identity), ARM_USE_OIDC
+    with ARM_OIDC_TOKEN_FILE_PATH (workload identity), and otherwise the Azure CLI login.
+    """
+    tenant = env.get("ARM_TENANT_ID") or None
+    client = env.get("ARM_CLIENT_ID") or None
+    if _flag(env, "ARM_USE_MSI"):
+        return CredentialChoice("managed_identity", client_id=client)
+    if _flag(env, "ARM_USE_OIDC"):
+        if not env.get("ARM_OIDC_TOKEN_FILE_PATH"):
+            raise DeployerIdentityError(
+                "ARM_USE_OIDC is set: the package publish supports OIDC through "
+                "ARM_OIDC_TOKEN_FILE_PATH only; set it (with ARM_CLIENT_ID and ARM_TENANT_ID)"
+            )
+        return _service_principal("oidc_token_file", tenant, client, "ARM_OIDC_TOKEN_FILE_PATH")
+    if env.get("ARM_CLIENT_CERTIFICATE_PATH"):
+        return _service_principal(
+            "client_certificate", tenant, client, "ARM_CLIENT_CERTIFICATE_PATH"
+        )
+    if env.get("ARM_CLIENT_SECRET"):
+        return _service_principal("client_secret", tenant, client, "ARM_CLIENT_SECRET")
+    if client:
+        raise DeployerIdentityError(
+            "ARM_CLIENT_ID is set without ARM_CLIENT_SECRET, ARM_CLIENT_CERTIFICATE_PATH, "
+            "ARM_USE_MSI or ARM_USE_OIDC: azure-native would not know how to sign in either"
+        )
+    return CredentialChoice("cli")
+
+
+def _service_principal(
+    kind: str, tenant: str | None, client: str | None, variable: str
+) -> CredentialChoice:
+    missing = [
+        name for name, value in (("ARM_TENANT_ID", tenant), ("ARM_CLIENT_ID", client)) if not value
+    ]
+    if missing:
+        raise DeployerIdentityError(f"{variable} is set but {' and '.join(missing)} is not")
+    return CredentialChoice(kind, tenant_id=tenant, client_id=client, secret_variable=variable)
+
+
+def build_credential(choice: CredentialChoice, env: Mapping[str, str]) -> Any:
+    """The azure-identity credential for `choice` (secrets read from `env` only here)."""
+    from azure import identity
+
+    secret = env.get(choice.secret_variable, "") if choice.secret_variable else ""
+    # `_service_principal` guarantees both for the service-principal kinds.
+    tenant, client = choice.tenant_id or "", choice.client_id or ""
+    if choice.kind == "managed_identity":
+        return identity.ManagedIdentityCredential(client_id=choice.client_id)
+    if choice.kind == "client_secret":
+        return identity.ClientSecretCredential(tenant, client, secret)
+    if choice.kind == "client_certificate":
+        return identity.CertificateCredential(
+            tenant,
+            client,
+            secret,
+            password=env.get("ARM_CLIENT_CERTIFICATE_PASSWORD") or None,
+        )
+    if choice.kind == "oidc_token_file":
+        return identity.WorkloadIdentityCredential(
+            tenant_id=tenant, client_id=client, token_file_path=secret
+        )
+    return identity.AzureCliCredential()
+
+
+def token_object_id(token: str) -> str:
+    """The `oid` claim of an Entra access token (the payload is read, not verified)."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError, binascii.Error):
+        raise DeployerIdentityError("the access token is not a JWT with claims") from None
+    oid = claims.get("oid") if isinstance(claims, dict) else None
+    if not isinstance(oid, str) or not oid:
+        raise DeployerIdentityError("the access token has no oid claim")
+    return oid
+
+
+def check_same_identity(token: str, deployer_object_id: str) -> None:
+    """Refuses to publish as an identity other than the one azure-native deploys with."""
+    publisher = token_object_id(token)
+    if publisher.lower() != deployer_object_id.lower():
+        raise DeployerIdentityError(
+            f"the package would be published by object id {publisher}, but azure-native "
+            f"deploys as {deployer_object_id}; sign both in the same way (ARM_* variables or "
+            "`az login`, see the README, Deploy)"
+        )
+
+
+def publish_url(scm_host: str) -> str:
+    if not scm_host:
+        raise RuntimeError("ARM reported no SCM (Repository) host name for the function app")
+    return f"https://{scm_host}/api/publish?RemoteBuild=false"
+
+
+def deployment_finished(status: Mapping[str, Any]) -> bool:
+    """True on success, False while pending, building or deploying; raises on any other end.
+
+    Kudu's codes (Azure/azure-dev issue 3658): -1 cancelled, 0 pending, 1 building, 2 deploying,
+    3 failed, 4 success, 5 conflict, 6 partial success. A partial success is not a success.
+    """
+    code = status.get("status")
+    if code == DEPLOYMENT_SUCCESS:
+        return True
+    if code in RUNNING_STATUSES:
+        return False
+    reason = status.get("status_text") or "no reason given"
+    raise RuntimeError(f"the deployment ended with status {code!r}: {reason}")
+
+
+def publish(
+    scm_host: str,
+    data: bytes,
+    token: str,
+    *,
+    context: ssl.SSLContext | None = None,
+    poll_seconds: float = 5.0,
+    timeout_seconds: float = DEPLOYMENT_TIMEOUT_SECONDS,
+) -> str:
+    """One deploy: POST the zip to `/api/publish`, then poll the deployment it names until done.
+
+    Returns the deployment id. An HTTP error stops it with the status and the path, never the
+    token.
+    """
+    headers = {"Authorization": f"Bearer {token}"}
+    response = _call(
+        urllib.request.Request(  # noqa: S310 (publish_url builds an https URL)
+            publish_url(scm_host),
+            data=data,
+            method="POST",
+            headers={**headers, "Content-Type": "application/zip"},
+        ),
+        context,
+    )
+    deployment = response.decode("utf-8", "replace").strip().strip('"') or "latest"
+    status_url = f"https://{scm_host}/api/deployments/{deployment}"
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        body = _call(urllib.request.Request(status_url, headers=headers), context)
+        try:
+            status = json.loads(body)
+        except ValueError:
+            raise RuntimeError(f"{status_url} answered with a body that is not JSON") from None
+        if deployment_finished(status):
+            return str(status.get("id") or deployment)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the deployment did not finish within {timeout_seconds:.0f} s")
+        time.sleep(poll_seconds)
+
+
+def _call(request: urllib.request.Request, context: ssl.SSLContext | None) -> bytes:
+    try:
+        with urllib.request.urlopen(request, timeout=300, context=context) as response:  # noqa: S310
+            return bytes(response.read())
+    except urllib.error.HTTPError as error:
+        path = urllib.parse.urlsplit(request.full_url).path
+        raise RuntimeError(
+            f"{request.get_method()} {path} answered {error.code} {error.reason}"
+        ) from None
+
+
+class _PackagePublisher(ResourceProvider):
     """Runs in the engine's dynamic-provider host, never under test mocks."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        self._upload(props)
-        return CreateResult(id_=f"{props['containerUrl']}/{props['blobName']}", outs=props)
+        self._publish(props)
+        return CreateResult(id_=f"{props['appId']}/package/{props['sha256']}", outs=props)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("containerUrl", "blobName", "sha256")
+        keys = ("appId", "scmHost", "sha256")
         changed = [key for key in keys if olds.get(key) != news.get(key)]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        self._upload(news)
+        self._publish(news)
         return UpdateResult(outs=news)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        # The container goes with the runtime account; deleting the package first would only
-        # break a running app earlier.
+        # The package goes with the app and its runtime account.
         return None
 
     @staticmethod
-    def _upload(props: dict[str, Any]) -> None:
-        import time
-
-        from azure.core.exceptions import HttpResponseError
-        from azure.identity import DefaultAzureCredential
-        from azure.storage.blob import ContainerClient
+    def _publish(props: dict[str, Any]) -> None:
+        import os
 
         data = Path(props["path"]).read_bytes()
         if hashlib.sha256(data).hexdigest() != props["sha256"]:
             raise RuntimeError(f"{props['path']} changed during the update; run it again")
-        container = ContainerClient.from_container_url(
-            props["containerUrl"], credential=DefaultAzureCredential()
-        )
-        deadline = time.monotonic() + RBAC_PROPAGATION_SECONDS
-        while True:
-            try:
-                container.upload_blob(props["blobName"], data, overwrite=True)
-                return
-            except HttpResponseError as error:
-                if error.status_code != 403 or time.monotonic() > deadline:
-                    raise
-                time.sleep(15)
+        credential = build_credential(choose_credential(os.environ), os.environ)
+        token = credential.get_token(ARM_SCOPE).token
+        check_same_identity(token, props["deployerObjectId"])
+        publish(props["scmHost"], data, token)
 
 
 class FunctionPackage(pulumi.dynamic.Resource, module="safetynet", name="FunctionPackage"):
-    """The zip at `released-package.zip` in the deployment container, replaced when it changes."""
+    """The zip published to the app with One deploy, published again when its hash changes."""
 
     sha256: pulumi.Output[str]
 
@@ -104,15 +291,18 @@ class FunctionPackage(pulumi.dynamic.Resource, module="safetynet", name="Functio
         name: str,
         *,
         package: PackageFile,
-        container_url: pulumi.Input[str],
+        app_id: pulumi.Input[str],
+        scm_host: pulumi.Input[str],
+        deployer_object_id: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(
-            _PackageUploader(),
+            _PackagePublisher(),
             name,
             {
-                "containerUrl": container_url,
-                "blobName": PACKAGE_BLOB,
+                "appId": app_id,
+                "scmHost": scm_host,
+                "deployerObjectId": deployer_object_id,
                 "path": str(package.path),
                 "sha256": package.sha256,
                 "size": package.size,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pulumi
-from pulumi_azure_native import resources
+from pulumi_azure_native import authorization, resources
 
-from infra.access import READER, SWEEPER, UPLOADER, AccessRoles
-from infra.config import StackConfig
+from infra.access import READER, SWEEPER, UPLOADER, VERIFIER, AccessRoles
+from infra.config import NAMESPACE, StackConfig
 from infra.monitoring import Monitoring
+from infra.naming import StackNames, stack_names
 from infra.package import read_package
 from infra.storage import DataAccount
 from infra.sweeper_app import SweeperApp
@@ -21,19 +22,29 @@ OUTPUT_NAMES = (
     "uploaderRoleDefinitionId",
     "sweeperRoleDefinitionId",
     "readerRoleDefinitionId",
+    "verifierRoleDefinitionId",
     "sweeperAppName",
     "sweeperPrincipalId",
+    "keyVaultName",
 )
 
 
 def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
     """Declares every resource and returns the stack outputs (not yet exported)."""
     package = read_package(config.sweeper_package_path)
+    # The identity running `pulumi up` as azure-native sees it: its subscription names the
+    # resources, its object id is checked against the identity that publishes the package.
+    client = authorization.get_client_config_output()
+    stack = pulumi.get_stack()
+    names: pulumi.Output[StackNames] = client.subscription_id.apply(
+        lambda subscription: stack_names(NAMESPACE, stack, subscription)
+    )
     group = resources.ResourceGroup("safetynet", location=config.location)
     monitoring = Monitoring("safetynet", resource_group_name=group.name, location=config.location)
     data = DataAccount(
         "safetynet",
         config,
+        account_name=names.apply(lambda n: n.data_account),
         resource_group_name=group.name,
         workspace_id=monitoring.workspace.id,
     )
@@ -42,17 +53,25 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         config,
         package=package,
         resource_group_name=group.name,
+        runtime_account_name=names.apply(lambda n: n.runtime_account),
+        key_vault_name=names.apply(lambda n: n.key_vault),
+        app_name=names.apply(lambda n: n.function_app),
+        subscription_id=client.subscription_id,
+        tenant_id=client.tenant_id,
+        deployer_object_id=client.object_id,
         data_blob_endpoint=data.blob_endpoint,
         insights_id=monitoring.insights.id,
         insights_connection_string=monitoring.insights.connection_string,
     )
     access = AccessRoles(
         "access",
-        account_id=data.account.id,
+        resource_group_id=group.id,
+        subscription_id=client.subscription_id,
         account_name=data.account.name,
         container_id=data.container.id,
         uploader_principal_ids=config.uploader_principal_ids,
         reader_principal_ids=config.reader_principal_ids,
+        verifier_principal_ids=config.verifier_principal_ids,
         sweeper_principal_id=sweeper.principal_id,
     )
     outputs: dict[str, pulumi.Output[str]] = {
@@ -64,7 +83,9 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         "uploaderRoleDefinitionId": access.role_definition_ids[UPLOADER.key],
         "sweeperRoleDefinitionId": access.role_definition_ids[SWEEPER.key],
         "readerRoleDefinitionId": access.role_definition_ids[READER.key],
+        "verifierRoleDefinitionId": access.role_definition_ids[VERIFIER.key],
         "sweeperAppName": sweeper.app.name,
         "sweeperPrincipalId": sweeper.principal_id,
+        "keyVaultName": sweeper.vault.name,
     }
     return outputs

@@ -8,37 +8,46 @@ import pulumi
 from pulumi_azure_native import monitor, storage
 
 from infra.config import StackConfig
-from safetynet.constants import PENDING, STATE_TAG
+from safetynet.constants import PENDING, RETIRED, STATE_TAG
 
 PENDING_RULE: Final = "delete-abandoned-uploads"
+RETIRED_RULE: Final = "delete-retired-blobs"
 VERSIONS_RULE: Final = "expire-old-versions"
 AUDITED_LOGS: Final = ("StorageWrite", "StorageDelete")
 """Blob logs sent to the workspace: who wrote and who deleted what, the questions after a loss."""
 
 
+def _delete_tagged(
+    rule_name: str, state: str, prefix: list[str], when: storage.DateAfterModificationArgs
+) -> storage.ManagementPolicyRuleArgs:
+    """Delete block blobs under `prefix` whose `state` tag equals `state`, `when` says."""
+    return storage.ManagementPolicyRuleArgs(
+        name=rule_name,
+        enabled=True,
+        type=storage.RuleType.LIFECYCLE,
+        definition=storage.ManagementPolicyDefinitionArgs(
+            filters=storage.ManagementPolicyFilterArgs(
+                blob_types=["blockBlob"],
+                prefix_match=prefix,
+                blob_index_match=[storage.TagFilterArgs(name=STATE_TAG, op="==", value=state)],
+            ),
+            actions=storage.ManagementPolicyActionArgs(
+                base_blob=storage.ManagementPolicyBaseBlobArgs(delete=when)
+            ),
+        ),
+    )
+
+
 def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArgs]:
-    """The backstop of seed 000, plus version expiry when versioning is on."""
+    """The backstop of seed 000, version expiry if versioning is on, the retired-blob backstop."""
     prefix = [f"{config.container_name}/"]
     rules = [
-        storage.ManagementPolicyRuleArgs(
-            name=PENDING_RULE,
-            enabled=True,
-            type=storage.RuleType.LIFECYCLE,
-            definition=storage.ManagementPolicyDefinitionArgs(
-                filters=storage.ManagementPolicyFilterArgs(
-                    blob_types=["blockBlob"],
-                    prefix_match=prefix,
-                    blob_index_match=[
-                        storage.TagFilterArgs(name=STATE_TAG, op="==", value=PENDING)
-                    ],
-                ),
-                actions=storage.ManagementPolicyActionArgs(
-                    base_blob=storage.ManagementPolicyBaseBlobArgs(
-                        delete=storage.DateAfterModificationArgs(
-                            days_after_creation_greater_than=config.pending_expiry_days
-                        )
-                    )
-                ),
+        _delete_tagged(
+            PENDING_RULE,
+            PENDING,
+            prefix,
+            storage.DateAfterModificationArgs(
+                days_after_creation_greater_than=config.pending_expiry_days
             ),
         )
     ]
@@ -64,12 +73,30 @@ def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArg
                 ),
             )
         )
+    # A replaced or deleted document's old blob is tagged retired and stays readable until the
+    # sweeper deletes it after its grace period; if the sweeper never runs, this collects it.
+    # Set Blob Tags changes neither Last-Modified nor creation time, so counting from those
+    # would delete an old blob at the next lifecycle run, under a reader still downloading it.
+    # Counting from the last read (last access time tracking, turned on below) keeps it while
+    # it is read. Lifecycle uses the date tracking was enabled when a blob has no access time.
+    # https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-policy-configure
+    rules.append(
+        _delete_tagged(
+            RETIRED_RULE,
+            RETIRED,
+            prefix,
+            storage.DateAfterModificationArgs(
+                days_after_last_access_time_greater_than=config.retired_blob_days
+            ),
+        )
+    )
     return rules
 
 
 def hardened_account(
     name: str,
     *,
+    account_name: pulumi.Input[str],
     resource_group_name: pulumi.Input[str],
     location: str,
     sku: storage.SkuName,
@@ -79,6 +106,9 @@ def hardened_account(
     this program shares (the data account and the sweeper's runtime account alike)."""
     return storage.StorageAccount(
         name,
+        # Explicit: azure-native's auto-name keeps hyphens of the logical name, which ARM
+        # refuses (infra/naming.py).
+        account_name=account_name,
         resource_group_name=resource_group_name,
         location=location,
         kind=storage.Kind.STORAGE_V2,
@@ -112,6 +142,7 @@ class DataAccount(pulumi.ComponentResource):
         name: str,
         config: StackConfig,
         *,
+        account_name: pulumi.Input[str],
         resource_group_name: pulumi.Input[str],
         workspace_id: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
@@ -121,10 +152,13 @@ class DataAccount(pulumi.ComponentResource):
 
         self.account = hardened_account(
             name,
+            account_name=account_name,
             resource_group_name=resource_group_name,
             location=config.location,
             sku=storage.SkuName(config.storage_sku),
-            opts=child,
+            # The documents live here: a change that would replace the account (a new name,
+            # say) fails the update instead of deleting it.
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
         )
         account_name = self.account.name
 
@@ -144,6 +178,8 @@ class DataAccount(pulumi.ComponentResource):
                 enabled=True, days=config.container_soft_delete_days
             ),
             is_versioning_enabled=config.versioning,
+            # The retired-blob rule counts days since the last read.
+            last_access_time_tracking_policy=storage.LastAccessTimeTrackingPolicyArgs(enable=True),
             opts=child,
         )
 

@@ -1,17 +1,34 @@
 """The sweeper deployed: a Flex Consumption function app that holds no keys.
 
-Its host storage and deployment package live in a runtime account of their own, also without
-shared keys, reached with the app's system-assigned identity. Keeping them apart from the data
-account means the host's broad rights (the Functions host needs Storage Blob Data Owner on its
-own storage) never touch documents: on the data account the app holds only the sweeper role.
+Built the way Microsoft's Flex Consumption samples build it
+(Azure-Samples/azure-functions-flex-consumption-samples, starters/http/*/infra: main.bicep,
+app/processor.bicep, core/host/functions-flexconsumption.bicep): a user-assigned identity that
+holds its host-storage role *before* the site exists, a site with `functionAppConfig` and no
+`siteConfig`, and the app settings as a separate `config/appsettings` resource.
+
+No `siteConfig` is sent at all: Flex Consumption refuses classic site configuration with ARM 400
+(extended code 51021, "The following site configuration property (Site.SiteConfig.
+NetFrameworkVersion) for Flex Consumption sites is invalid"), and azure-native's `SiteConfigArgs`
+adds `netFrameworkVersion: v4.6` as soon as any site config is passed (pulumi/pulumi-azure-native
+issues 4168 and 3074; the Terraform AVM web-site module strips such properties for FC1,
+Azure/terraform-azurerm-avm-res-web-site issue 283). `ftpsState` is moot on Flex (Linux only;
+FTPS deployment is Windows-only per "Deployment technologies in Azure Functions") and basic-auth
+publishing is switched off below; new sites default to TLS 1.2.
+
+The host storage and the deployment package live in a runtime account of their own, without
+shared keys. The host's broad rights there (Storage Blob Data Owner, as Azure Functions documents
+for identity-based `AzureWebJobsStorage`) never touch documents: on the data account the same
+identity holds only the sweeper role. The database URL reaches the app as a Key Vault reference
+to a secret in a vault this component provisions (RBAC-only, soft delete, purge protection).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import pulumi
-from pulumi_azure_native import authorization, storage, web
+from pulumi_azure_native import authorization, keyvault, managedidentity, storage, web
 
 from infra.config import StackConfig
 from infra.package import FunctionPackage, PackageFile
@@ -21,19 +38,47 @@ PYTHON_VERSION: Final = "3.11"
 DEPLOYMENT_CONTAINER: Final = "deployments"
 INSTANCE_MEMORY_MB: Final = 2048
 MAXIMUM_INSTANCE_COUNT: Final = 40
+DATABASE_URL_SECRET: Final = "sweeper-database-url"  # noqa: S105 (a secret's name)
+KEY_VAULT_RETENTION_DAYS: Final = 90
+"""Soft-delete retention of the vault (7-90 days; 90 is Azure's default)."""
 
 _BUILTIN: Final = "/providers/Microsoft.Authorization/roleDefinitions/"
 STORAGE_BLOB_DATA_OWNER: Final = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
-STORAGE_BLOB_DATA_CONTRIBUTOR: Final = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 MONITORING_METRICS_PUBLISHER: Final = "3913510d-42f4-4e42-8a64-420c390055eb"
+KEY_VAULT_SECRETS_USER: Final = "4633458b-17de-408a-b874-0445c86b69e6"
+
+FC1_REFUSED_SITE_CONFIG: Final = (
+    "netFrameworkVersion",
+    "ftpsState",
+    "linuxFxVersion",
+    "alwaysOn",
+    "use32BitWorkerProcess",
+    "javaVersion",
+    "powerShellVersion",
+)
+"""Site config Flex Consumption answers with 51021 (issue 4168, AVM issue 283); none is sent."""
+FC1_REFUSED_APP_SETTINGS: Final = (
+    "WEBSITE_RUN_FROM_PACKAGE",
+    "FUNCTIONS_WORKER_RUNTIME",
+    "WEBSITE_CONTENTSHARE",
+    "WEBSITE_CONTENTAZUREFILECONNECTIONSTRING",
+    "WEBSITE_NODE_DEFAULT_VERSION",
+    "FUNCTIONS_WORKER_PROCESS_COUNT",
+)
+"""App settings "Flex Consumption plan deprecations" (functions-app-settings) says not to set."""
 
 
 def builtin_role(subscription_id: str, role_guid: str) -> str:
     return f"/subscriptions/{subscription_id}{_BUILTIN}{role_guid}"
 
 
+def key_vault_reference(secret_uri: str) -> str:
+    """The app-setting value the platform resolves with the app's Key Vault reference identity."""
+    return f"@Microsoft.KeyVault(SecretUri={secret_uri})"
+
+
 class SweeperApp(pulumi.ComponentResource):
-    """Plan, app, runtime account, package and the role assignments the platform needs."""
+    """Identity, plan, app, runtime account, vault, package and the platform's role grants."""
 
     app: web.WebApp
     principal_id: pulumi.Output[str]
@@ -45,6 +90,12 @@ class SweeperApp(pulumi.ComponentResource):
         *,
         package: PackageFile,
         resource_group_name: pulumi.Input[str],
+        runtime_account_name: pulumi.Input[str],
+        key_vault_name: pulumi.Input[str],
+        app_name: pulumi.Input[str],
+        subscription_id: pulumi.Input[str],
+        tenant_id: pulumi.Input[str],
+        deployer_object_id: pulumi.Input[str],
         data_blob_endpoint: pulumi.Input[str],
         insights_id: pulumi.Input[str],
         insights_connection_string: pulumi.Input[str],
@@ -52,16 +103,38 @@ class SweeperApp(pulumi.ComponentResource):
     ) -> None:
         super().__init__("safetynet:sweeper:SweeperApp", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        client = authorization.get_client_config_output()
+
+        self.identity = managedidentity.UserAssignedIdentity(
+            f"{name}-identity",
+            resource_group_name=resource_group_name,
+            location=config.location,
+            opts=child,
+        )
+        self.principal_id = self.identity.principal_id
+
+        def grant(label: str, role_guid: str, scope: pulumi.Input[str]) -> pulumi.Resource:
+            return authorization.RoleAssignment(
+                f"{name}-{label}",
+                principal_id=self.principal_id,
+                # A new identity may not have replicated yet; naming its type avoids the
+                # directory lookup that would fail.
+                principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+                role_definition_id=pulumi.Output.from_input(subscription_id).apply(
+                    lambda sub: builtin_role(sub, role_guid)
+                ),
+                scope=scope,
+                opts=child,
+            )
 
         self.runtime_account = hardened_account(
             f"{name}-runtime",
+            account_name=runtime_account_name,
             resource_group_name=resource_group_name,
             location=config.location,
             sku=storage.SkuName.STANDARD_LRS,
             opts=child,
         )
-        deployments = storage.BlobContainer(
+        storage.BlobContainer(
             f"{name}-deployments",
             container_name=DEPLOYMENT_CONTAINER,
             account_name=self.runtime_account.name,
@@ -69,27 +142,43 @@ class SweeperApp(pulumi.ComponentResource):
             public_access=storage.PublicAccess.NONE,
             opts=child,
         )
-        container_url = pulumi.Output.concat(
-            self.runtime_account.primary_endpoints.apply(lambda ends: ends.blob),
-            DEPLOYMENT_CONTAINER,
-        )
+        blob_endpoint = self.runtime_account.primary_endpoints.apply(lambda ends: ends.blob)
+        container_url = pulumi.Output.concat(blob_endpoint, DEPLOYMENT_CONTAINER)
 
-        # The deployer uploads the package with its own Entra identity (see infra.package).
-        deployer_can_upload = authorization.RoleAssignment(
-            f"{name}-deployer-upload",
-            principal_id=client.object_id,
-            role_definition_id=client.subscription_id.apply(
-                lambda sub: builtin_role(sub, STORAGE_BLOB_DATA_CONTRIBUTOR)
+        # Timer locks and the deployment package are blobs. A timer-only app uses no queue or
+        # table in host storage (no blob trigger, no Durable Functions), so it gets neither of
+        # the optional queue/table roles the samples' rbac.bicep can add (enableQueue/enableTable
+        # default to false there).
+        host_storage = grant("host-storage", STORAGE_BLOB_DATA_OWNER, self.runtime_account.id)
+        publisher = grant("insights-publisher", MONITORING_METRICS_PUBLISHER, insights_id)
+
+        self.vault = keyvault.Vault(
+            f"{name}-vault",
+            vault_name=key_vault_name,
+            resource_group_name=resource_group_name,
+            location=config.location,
+            properties=keyvault.VaultPropertiesArgs(
+                tenant_id=tenant_id,
+                sku=keyvault.SkuArgs(family=keyvault.SkuFamily.A, name=keyvault.SkuName.STANDARD),
+                # Data access by Azure RBAC only: no access policies that bypass role grants.
+                enable_rbac_authorization=True,
+                enable_soft_delete=True,
+                soft_delete_retention_in_days=KEY_VAULT_RETENTION_DAYS,
+                enable_purge_protection=True,
             ),
-            scope=deployments.id,
             opts=child,
         )
-        self.package = FunctionPackage(
-            f"{name}-package",
-            package=package,
-            container_url=container_url,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployer_can_upload]),
+        secret = keyvault.Secret(
+            f"{name}-database-url",
+            secret_name=DATABASE_URL_SECRET,
+            vault_name=self.vault.name,
+            resource_group_name=resource_group_name,
+            properties=keyvault.SecretPropertiesArgs(
+                value=pulumi.Output.secret(config.database_url)
+            ),
+            opts=child,
         )
+        secret_reader = grant("database-url-reader", KEY_VAULT_SECRETS_USER, secret.id)
 
         plan = web.AppServicePlan(
             f"{name}-plan",
@@ -101,45 +190,27 @@ class SweeperApp(pulumi.ComponentResource):
             opts=child,
         )
 
-        settings: list[tuple[str, pulumi.Input[str]]] = [
-            # Identity-based host storage: an account name and no connection string.
-            ("AzureWebJobsStorage__accountName", self.runtime_account.name),
-            ("APPLICATIONINSIGHTS_CONNECTION_STRING", insights_connection_string),
-            ("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "Authorization=AAD"),
-            ("SAFETYNET_ACCOUNT_URL", data_blob_endpoint),
-            ("SAFETYNET_CONTAINER", config.container_name),
-            ("SAFETYNET_CUTOFF", config.sweeper_cutoff),
-            ("SAFETYNET_SCHEDULE", config.sweeper_schedule),
-            ("SAFETYNET_LEASE", "true" if config.sweeper_lease else "false"),
-            ("SAFETYNET_DB_URL", pulumi.Output.secret(config.database_url)),
-            # A new package changes this value, and a settings change restarts the app onto it.
-            ("SAFETYNET_PACKAGE_SHA256", self.package.sha256),
-        ]
         self.app = web.WebApp(
             f"{name}-app",
+            name=app_name,
             resource_group_name=resource_group_name,
             location=config.location,
             kind="functionapp,linux",
             server_farm_id=plan.id,
             identity=web.ManagedServiceIdentityArgs(
-                type=web.ManagedServiceIdentityType.SYSTEM_ASSIGNED
+                type=web.ManagedServiceIdentityType.USER_ASSIGNED,
+                user_assigned_identities=[self.identity.id],
             ),
+            key_vault_reference_identity=self.identity.id,
             https_only=True,
-            site_config=web.SiteConfigArgs(
-                app_settings=[
-                    web.NameValuePairArgs(name=key, value=value) for key, value in settings
-                ],
-                min_tls_version=web.SupportedTlsVersions.SUPPORTED_TLS_VERSIONS_1_2,
-                scm_min_tls_version=web.SupportedTlsVersions.SUPPORTED_TLS_VERSIONS_1_2,
-                ftps_state=web.FtpsState.DISABLED,
-            ),
             function_app_config=web.FunctionAppConfigArgs(
                 deployment=web.FunctionsDeploymentArgs(
                     storage=web.FunctionsDeploymentStorageArgs(
                         type=web.FunctionsDeploymentStorageType.BLOB_CONTAINER,
                         value=container_url,
                         authentication=web.FunctionsDeploymentStorageAuthenticationArgs(
-                            type=web.AuthenticationType.SYSTEM_ASSIGNED_IDENTITY
+                            type=web.AuthenticationType.USER_ASSIGNED_IDENTITY,
+                            user_assigned_identity_resource_id=self.identity.id,
                         ),
                     )
                 ),
@@ -151,10 +222,39 @@ class SweeperApp(pulumi.ComponentResource):
                     maximum_instance_count=MAXIMUM_INSTANCE_COUNT,
                 ),
             ),
-            opts=child,
+            # The roles exist before the site: its first start already reaches host storage,
+            # telemetry and the Key Vault reference with the identity.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[host_storage, publisher, secret_reader]
+            ),
         )
-        self.principal_id = self.app.identity.apply(
-            lambda identity: identity.principal_id if identity else ""
+
+        settings: dict[str, pulumi.Input[str]] = {
+            # Identity-based host storage: account name, credential kind and which identity.
+            "AzureWebJobsStorage__accountName": self.runtime_account.name,
+            "AzureWebJobsStorage__credential": "managedidentity",
+            "AzureWebJobsStorage__clientId": self.identity.client_id,
+            "APPLICATIONINSIGHTS_CONNECTION_STRING": insights_connection_string,
+            "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": pulumi.Output.concat(
+                "ClientId=", self.identity.client_id, ";Authorization=AAD"
+            ),
+            # DefaultAzureCredential in the sweeper picks the user-assigned identity by this id.
+            "AZURE_CLIENT_ID": self.identity.client_id,
+            "SAFETYNET_ACCOUNT_URL": data_blob_endpoint,
+            "SAFETYNET_CONTAINER": config.container_name,
+            "SAFETYNET_CUTOFF": config.sweeper_cutoff,
+            "SAFETYNET_SCHEDULE": config.sweeper_schedule,
+            "SAFETYNET_LEASE": "true" if config.sweeper_lease else "false",
+            "SAFETYNET_DB_URL": secret.properties.apply(
+                lambda props: key_vault_reference(props.secret_uri)
+            ),
+        }
+        app_settings = web.WebAppApplicationSettings(
+            f"{name}-settings",
+            name=self.app.name,
+            resource_group_name=resource_group_name,
+            properties=settings,
+            opts=child,
         )
 
         # Basic-auth publishing would be a password beside the identity: turn both kinds off.
@@ -167,21 +267,21 @@ class SweeperApp(pulumi.ComponentResource):
                 opts=child,
             )
 
-        def grant(label: str, role_guid: str, scope: pulumi.Input[str]) -> None:
-            authorization.RoleAssignment(
-                f"{name}-{label}",
-                principal_id=self.principal_id,
-                principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
-                role_definition_id=client.subscription_id.apply(
-                    lambda sub: builtin_role(sub, role_guid)
-                ),
-                scope=scope,
-                opts=child,
-            )
-
-        # Documented requirement of identity-based AzureWebJobsStorage (timer locks, host
-        # state); scoped to the runtime account, which holds no documents.
-        grant("host-storage", STORAGE_BLOB_DATA_OWNER, self.runtime_account.id)
-        grant("insights-publisher", MONITORING_METRICS_PUBLISHER, insights_id)
+        self.package = FunctionPackage(
+            f"{name}-package",
+            package=package,
+            app_id=self.app.id,
+            scm_host=self.app.host_name_ssl_states.apply(_repository_host),
+            deployer_object_id=deployer_object_id,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[app_settings]),
+        )
 
         self.register_outputs({"appName": self.app.name, "principalId": self.principal_id})
+
+
+def _repository_host(states: Sequence[web.outputs.HostNameSslStateResponse] | None) -> str:
+    """The SCM (Kudu) host name ARM reports for the site; Flex sites can have regional names."""
+    for state in states or []:
+        if state.host_type == "Repository" and state.name:
+            return state.name
+    return ""

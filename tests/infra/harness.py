@@ -27,7 +27,8 @@ API
     `type` (e.g. `azure-native:storage:StorageAccount`), `name` (logical name), `inputs` (the
     camelCase property dict CrossGuard would see, secrets unwrapped), `parent_type` and
     `parent_name` (`pulumi:pulumi:Stack` for top-level resources), `secret_inputs` (top-level
-    input keys that were secret), `custom` (False for components). Numbers arrive as floats
+    input keys that were secret), `custom` (False for components), `depends_on` (logical names
+    of the resources it depends on, as the engine receives them), `protect`. Numbers arrive as floats
     (`1.0`), as they do over Pulumi's wire format.
 `RAW_DEFAULTS`
     The raw configuration a run starts from: `infra.config.DEFAULTS`, a test database URL, and
@@ -77,6 +78,9 @@ class RegisteredResource:
     parent_name: str
     secret_inputs: frozenset[str] = frozenset()
     custom: bool = True
+    depends_on: frozenset[str] = frozenset()
+    """Logical names of the resources named in `depends_on` (explicit dependencies only)."""
+    protect: bool = False
 
 
 @dataclass
@@ -190,16 +194,54 @@ class _Mocks(pulumi.runtime.Mocks):
             )
             return f"{account_id}/blobServices/default/containers/{state['name']}", state
         if typ == "azure-native:authorization:RoleDefinition":
-            role = _uuid("role", name)
+            # ARM names a role definition by its GUID; its id carries the definition's scope.
+            role = inputs.get("roleDefinitionId") or _uuid("role", name)
+            state["name"] = role
             return (
                 f"{inputs['scope']}/providers/Microsoft.Authorization/roleDefinitions/{role}",
                 state,
             )
+        if typ == "azure-native:managedidentity:UserAssignedIdentity":
+            state["principalId"] = _uuid("principal", name)
+            state["clientId"] = _uuid("client", name)
+            state["tenantId"] = TENANT_ID
+            identity_name = inputs.get("resourceName") or name
+            return (
+                f"{group}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{identity_name}",
+                state,
+            )
+        if typ == "azure-native:keyvault:Vault":
+            vault = inputs.get("vaultName") or name
+            state["name"] = vault
+            state["properties"] = {
+                **inputs.get("properties", {}),
+                "vaultUri": f"https://{vault}.vault.azure.net/",
+            }
+            return f"{group}/providers/Microsoft.KeyVault/vaults/{vault}", state
+        if typ == "azure-native:keyvault:Secret":
+            secret = inputs.get("secretName") or name
+            vault = inputs["vaultName"]
+            state["name"] = secret
+            state["properties"] = {
+                "secretUri": f"https://{vault}.vault.azure.net/secrets/{secret}",
+                "secretUriWithVersion": f"https://{vault}.vault.azure.net/secrets/{secret}/v1",
+            }
+            return f"{group}/providers/Microsoft.KeyVault/vaults/{vault}/secrets/{secret}", state
         if typ == "azure-native:web:WebApp":
+            site = inputs.get("name") or name
+            state["name"] = site
             identity = dict(inputs.get("identity") or {})
-            identity.update(principalId=_uuid("principal", name), tenantId=TENANT_ID)
+            identity.update(tenantId=TENANT_ID)
+            # Inputs list the identity ids; ARM answers with a map keyed by them.
+            assigned = identity.get("userAssignedIdentities") or []
+            if isinstance(assigned, list):
+                identity["userAssignedIdentities"] = {key: {} for key in assigned}
             state["identity"] = identity
-            return f"{group}/providers/Microsoft.Web/sites/{name}", state
+            state["hostNameSslStates"] = [
+                {"name": f"{site}.azurewebsites.net", "hostType": "Standard"},
+                {"name": f"{site}.scm.azurewebsites.net", "hostType": "Repository"},
+            ]
+            return f"{group}/providers/Microsoft.Web/sites/{site}", state
         if typ == "azure-native:applicationinsights:Component":
             key = _uuid("instrumentation", name)
             state["connectionString"] = (
@@ -227,11 +269,15 @@ class _Monitor(pulumi_mocks.MockMonitor):
         self.order: list[tuple[str, str, str, bool]] = []
         self.by_urn: dict[str, tuple[str, str]] = {}
         self.parents: dict[str, str] = {}
+        self.dependencies: dict[str, list[str]] = {}
+        self.protected: dict[str, bool] = {}
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         self.by_urn[response.urn] = (request.type, request.name)
         self.parents[response.urn] = request.parent
+        self.dependencies[response.urn] = list(request.dependencies)
+        self.protected[response.urn] = bool(request.protect)
         if request.type != STACK_TYPE:
             self.order.append((response.urn, request.type, request.name, bool(request.custom)))
         return response
@@ -304,6 +350,11 @@ def _run(
         parent_urn = monitor.parents.get(urn, "")
         parent_type, parent_name = monitor.by_urn.get(parent_urn, (STACK_TYPE, ""))
         inputs, secret_keys = mocks.captured.get((typ, name), ({}, frozenset()))
+        depends_on = frozenset(
+            monitor.by_urn[dep][1]
+            for dep in monitor.dependencies.get(urn, [])
+            if dep in monitor.by_urn
+        )
         registered.append(
             RegisteredResource(
                 type=typ,
@@ -313,6 +364,8 @@ def _run(
                 parent_name=parent_name,
                 secret_inputs=secret_keys,
                 custom=custom,
+                depends_on=depends_on,
+                protect=monitor.protected.get(urn, False),
             )
         )
     return StackRun(resources=registered, outputs=outputs)

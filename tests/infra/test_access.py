@@ -1,12 +1,46 @@
-"""Least-privilege RBAC: custom roles on the account, assignments on the container."""
+"""Least-privilege RBAC: custom roles in the resource group, assignments on the container."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from infra.access import NEVER_GRANTED, ROLES, SWEEPER, SWEEPER_LEASE_BLOB, RoleSpec
+from infra.access import (
+    ADD,
+    CONDITION_RESOURCE_ATTRIBUTES,
+    DELETE,
+    NEVER_GRANTED,
+    READ,
+    ROLES,
+    SWEEPER,
+    SWEEPER_CONDITION,
+    SWEEPER_LEASE_BLOB,
+    TAGS_READ,
+    TAGS_WRITE,
+    VERIFIER,
+    VERIFIER_CLAUSES,
+    VERIFIER_CONDITION,
+    WRITE,
+    RoleSpec,
+)
+from safetynet.constants import HEARTBEAT_BLOB, VERIFY_PREFIX
 from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
-from tests.infra.harness import RegisteredResource, StackRun
+from tests.infra.harness import SUBSCRIPTION_ID, RegisteredResource, StackRun
+
+VERIFIER_ID = "99999999-8888-7777-6666-555555555555"
+TAGS_ATTRIBUTE = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags"
+SUBSCRIPTION_ROLE_ID = re.compile(
+    rf"/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft\.Authorization/roleDefinitions/"
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+)
+ASSIGNABLE_SCOPE = re.compile(
+    r"/providers/Microsoft\.Management/managementGroups/[^/]+"
+    r"|/subscriptions/[^/]+"
+    r"|/subscriptions/[^/]+/resourceGroups/[^/]+"
+)
+"""Management groups, subscriptions or resource groups: what Microsoft documents as a custom
+role's assignable scopes (https://learn.microsoft.com/azure/role-based-access-control/custom-roles)."""
 
 DEFINITION = "azure-native:authorization:RoleDefinition"
 ASSIGNMENT = "azure-native:authorization:RoleAssignment"
@@ -46,16 +80,27 @@ def test_no_role_holds_a_dangerous_action(stack: StackRun, spec: RoleSpec) -> No
 
 
 @pytest.mark.parametrize("spec", ROLES, ids=lambda spec: spec.key)
-def test_roles_are_custom_and_assignable_only_on_the_account(
+def test_roles_are_custom_and_assignable_only_in_the_stacks_resource_group(
     stack: StackRun, spec: RoleSpec
 ) -> None:
-    """Each role is defined on the data account and cannot be assigned anywhere else."""
+    """Each role is defined in, and assignable only in, the resource group holding the account."""
     role = definition(stack, spec)
+    group_id = account_id(stack).split("/providers/")[0]
     assert role.inputs["roleType"] == "CustomRole"
-    assert role.inputs["scope"] == account_id(stack)
-    assert role.inputs["assignableScopes"] == [account_id(stack)]
+    assert role.inputs["scope"] == group_id
+    assert role.inputs["assignableScopes"] == [group_id]
+    assert all(ASSIGNABLE_SCOPE.fullmatch(scope) for scope in role.inputs["assignableScopes"])
     # Role names are unique per tenant: the account's name keeps two stacks apart.
     assert role.inputs["roleName"] == f"safetynet {spec.key} ({stack.outputs['accountName']})"
+
+
+def test_every_assignment_names_its_role_in_the_subscription_form(run: RunFactory) -> None:
+    """Role definition ids are `/subscriptions/<sub>/providers/.../roleDefinitions/<guid>`."""
+    result = run({"verifierPrincipalIds": [VERIFIER_ID]})
+    ids = [res.inputs["roleDefinitionId"] for res in result.of_type(ASSIGNMENT)]
+    ids += [result.outputs[f"{spec.key}RoleDefinitionId"] for spec in ROLES]
+    assert ids
+    assert [role_id for role_id in ids if not SUBSCRIPTION_ROLE_ID.fullmatch(role_id)] == []
 
 
 def test_the_uploader_can_write_tags_and_the_others_cannot_overreach() -> None:
@@ -92,7 +137,7 @@ def test_one_assignment_per_configured_principal(run: RunFactory) -> None:
 def test_the_sweeper_identity_holds_the_sweeper_role_with_a_lease_path_condition(
     stack: StackRun,
 ) -> None:
-    """The app's identity gets the sweeper role; its writes are limited to the lock blob."""
+    """The app's identity gets the sweeper role; its writes are limited to lock and heartbeat."""
     [assignment] = [
         res
         for res in data_assignments(stack)
@@ -103,15 +148,62 @@ def test_the_sweeper_identity_holds_the_sweeper_role_with_a_lease_path_condition
     assert assignment.inputs["conditionVersion"] == "2.0"
     condition = assignment.inputs["condition"]
     assert f"StringEquals '{SWEEPER_LEASE_BLOB}'" in condition
+    assert f"StringEquals '{HEARTBEAT_BLOB}'" in condition
+    assert "StringLike" not in condition
     writes = [grant.data_action for grant in SWEEPER.grants if "write" in grant.data_action]
     writes += [grant.data_action for grant in SWEEPER.grants if "add/action" in grant.data_action]
     assert all(f"ActionMatches{{'{action}'}}" in condition for action in writes)
 
 
 def test_no_builtin_role_is_granted_on_the_data_account(stack: StackRun) -> None:
-    """Every assignment on the data account uses one of the three custom roles."""
+    """Every assignment on the data account uses one of the project's custom roles."""
     custom = {str(stack.outputs[f"{spec.key}RoleDefinitionId"]) for spec in ROLES}
     account = account_id(stack)
     on_data = [res for res in stack.of_type(ASSIGNMENT) if res.inputs["scope"].startswith(account)]
     assert on_data
     assert {res.inputs["roleDefinitionId"] for res in on_data} <= custom
+
+
+def test_a_configured_verifier_gets_the_verifier_role_with_its_prefix_condition(
+    run: RunFactory,
+) -> None:
+    """Each verifier principal holds the verifier role on the container, under the prefix condition."""
+    result = run({"verifierPrincipalIds": [VERIFIER_ID]})
+    [assignment] = [
+        res for res in data_assignments(result) if res.inputs["principalId"] == VERIFIER_ID
+    ]
+    assert assignment.inputs["roleDefinitionId"] == result.outputs["verifierRoleDefinitionId"]
+    assert assignment.inputs["scope"].endswith("/containers/documents")
+    assert assignment.inputs["condition"] == VERIFIER_CONDITION
+    assert assignment.inputs["conditionVersion"] == "2.0"
+
+
+def test_the_verifier_condition_confines_every_granted_action_to_the_verify_prefix() -> None:
+    """Writes, tags and deletes only under the prefix; reads there and of the heartbeat; lists there."""
+    path = "@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path]"
+    prefix = "@Request[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:prefix]"
+    confined, reads, lists = VERIFIER_CLAUSES
+    for action in (ADD, WRITE, TAGS_WRITE, TAGS_READ, DELETE):
+        assert f"ActionMatches{{'{action}'}}" in confined
+    assert confined.endswith(f"({path} StringLike '{VERIFY_PREFIX}*'))")
+    assert f"ActionMatches{{'{READ}'}} AND NOT SubOperationMatches{{'Blob.List'}}" in reads
+    assert reads.endswith(
+        f"({path} StringLike '{VERIFY_PREFIX}*' OR {path} StringEquals '{HEARTBEAT_BLOB}'))"
+    )
+    assert f"ActionMatches{{'{READ}'}} AND SubOperationMatches{{'Blob.List'}}" in lists
+    assert lists.endswith(f"({prefix} StringStartsWith '{VERIFY_PREFIX}'))")
+    assert HEARTBEAT_BLOB not in confined + lists
+    assert set(VERIFIER.data_actions) == {READ, ADD, WRITE, TAGS_WRITE, TAGS_READ, DELETE}
+    assert " AND ".join(VERIFIER_CLAUSES) == VERIFIER_CONDITION
+    assert VERIFIER_CONDITION.count("(") == VERIFIER_CONDITION.count(")")
+
+
+def test_no_condition_keys_a_delete_on_blob_index_tags() -> None:
+    """Azure offers no tags attribute for blobs/delete, so the state guard stays x-ms-if-tags."""
+    assert TAGS_ATTRIBUTE not in CONDITION_RESOURCE_ATTRIBUTES["delete"]
+    assert TAGS_ATTRIBUTE in CONDITION_RESOURCE_ATTRIBUTES["tags/write"]
+    for condition in (SWEEPER_CONDITION, VERIFIER_CONDITION):
+        used = set(re.findall(r"@Resource\[([^\]]+)\]", condition))
+        if f"ActionMatches{{'{DELETE}'}}" in condition:
+            assert used <= CONDITION_RESOURCE_ATTRIBUTES["delete"], used
+        assert TAGS_ATTRIBUTE not in used

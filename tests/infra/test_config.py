@@ -37,6 +37,8 @@ def test_defaults_are_the_documented_safe_values() -> None:
     assert config.sweeper_lease is False
     assert config.pending_expiry_days == 1
     assert config.uploader_principal_ids == ()
+    assert config.verifier_principal_ids == ()
+    assert config.retired_blob_days == 7
     assert config.sweeper_cutoff_seconds == 15 * 60
     assert config.sweeper_package_path == Path(str(DEFAULTS["sweeperPackagePath"]))
 
@@ -66,6 +68,11 @@ BAD_VALUES = [
     ("uploaderPrincipalIds", [GUID, GUID.upper()]),
     ("readerPrincipalIds", "not json"),
     ("readerPrincipalIds", {"id": GUID}),
+    ("verifierPrincipalIds", ["not-a-guid"]),
+    ("verifierPrincipalIds", "not json"),
+    ("retiredBlobDays", 1),
+    ("retiredBlobDays", 366),
+    ("retiredBlobDays", "seven"),
     ("sweeperSchedule", "*/5 * * * *"),
     ("sweeperSchedule", "0 */5 * * * * *"),
     ("sweeperCutoff", "15"),

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from infra.storage import AUDITED_LOGS, PENDING_RULE, VERSIONS_RULE
-from safetynet.constants import PENDING, STATE_TAG
+from infra.storage import AUDITED_LOGS, PENDING_RULE, RETIRED_RULE, VERSIONS_RULE
+from safetynet.constants import PENDING, RETIRED, STATE_TAG
 from tests.infra.conftest import RunFactory
 from tests.infra.harness import RAW_DEFAULTS, RegisteredResource, StackRun
 
@@ -96,10 +96,37 @@ def test_the_lifecycle_rule_deletes_only_pending_block_blobs_of_the_container(
 
 
 def test_versioning_is_off_by_default_and_then_no_version_rule_exists(stack: StackRun) -> None:
-    """Without versioning there are no versions to expire, so only the pending rule exists."""
+    """Without versioning there are no versions to expire: only the pending and retired rules."""
     props = stack.one("azure-native:storage:BlobServiceProperties")
     assert props.inputs["isVersioningEnabled"] is False
-    assert set(rules(stack)) == {PENDING_RULE}
+    assert set(rules(stack)) == {PENDING_RULE, RETIRED_RULE}
+
+
+def test_a_second_rule_collects_retired_blobs_days_after_their_last_read(
+    run: RunFactory,
+) -> None:
+    """Blobs under `<container>/` tagged state == retired go `retiredBlobDays` after the last read."""
+    result = run({"containerName": "invoices", "retiredBlobDays": 9})
+    rule = rules(result)[RETIRED_RULE]
+    props = result.one("azure-native:storage:BlobServiceProperties").inputs
+    assert props["lastAccessTimeTrackingPolicy"] == {"enable": True}
+    assert rule["enabled"] is True
+    assert rule["type"] == "Lifecycle"
+    filters = rule["definition"]["filters"]
+    assert filters == {
+        "blobTypes": ["blockBlob"],
+        "prefixMatch": ["invoices/"],
+        "blobIndexMatch": [{"name": STATE_TAG, "op": "==", "value": RETIRED}],
+    }
+    assert rule["definition"]["actions"] == {
+        "baseBlob": {"delete": {"daysAfterLastAccessTimeGreaterThan": 9}}
+    }
+
+
+def test_the_data_account_is_protected_from_replacement(stack: StackRun) -> None:
+    """The documents' account carries `protect`, so a rename fails instead of deleting it."""
+    assert data_account(stack).protect is True
+    assert stack.one(ACCOUNT, "sweeper-runtime").protect is False
 
 
 def test_versioning_on_adds_a_rule_that_expires_old_versions(run: RunFactory) -> None:

@@ -1,56 +1,126 @@
-"""The sweeper's function app: Flex Consumption, Python 3.11, identity everywhere, no keys."""
+"""The sweeper's function app: Flex Consumption, Python 3.11, one user-assigned identity, no keys."""
 
 from __future__ import annotations
 
+import json
+import re
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from infra.config import ConfigError
-from infra.package import PACKAGE_BLOB
 from infra.sweeper_app import (
+    DATABASE_URL_SECRET,
     DEPLOYMENT_CONTAINER,
+    FC1_REFUSED_APP_SETTINGS,
+    FC1_REFUSED_SITE_CONFIG,
+    KEY_VAULT_SECRETS_USER,
     MONITORING_METRICS_PUBLISHER,
     PYTHON_VERSION,
-    STORAGE_BLOB_DATA_CONTRIBUTOR,
     STORAGE_BLOB_DATA_OWNER,
 )
 from tests.infra.conftest import RunFactory
-from tests.infra.harness import DEPLOYER_OBJECT_ID, TEST_DATABASE_URL, RegisteredResource, StackRun
+from tests.infra.harness import (
+    DEPLOYER_OBJECT_ID,
+    SUBSCRIPTION_ID,
+    TEST_DATABASE_URL,
+    RegisteredResource,
+    StackRun,
+)
 
 APP = "azure-native:web:WebApp"
+SETTINGS = "azure-native:web:WebAppApplicationSettings"
 ACCOUNT = "azure-native:storage:StorageAccount"
 ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
+VAULT = "azure-native:keyvault:Vault"
+SECRET = "azure-native:keyvault:Secret"
 PACKAGE = "pulumi-python:dynamic/safetynet:FunctionPackage"
 KEY_MARKERS = ("AccountKey=", "SharedAccessSignature", "sig=", "DefaultEndpointsProtocol")
+HOST_JSON = Path(__file__).resolve().parents[2] / "sweeper" / "host.json"
 
 
 def app_settings(run: StackRun) -> dict[str, str]:
-    settings = run.one(APP).inputs["siteConfig"]["appSettings"]
-    return {item["name"]: item["value"] for item in settings}
+    return dict(run.one(SETTINGS).inputs["properties"])
 
 
 def runtime_account(run: StackRun) -> RegisteredResource:
     return run.one(ACCOUNT, "sweeper-runtime")
 
 
+def identity_id(run: StackRun) -> str:
+    return (
+        f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/safetynet-rg/providers/"
+        "Microsoft.ManagedIdentity/userAssignedIdentities/sweeper-identity"
+    )
+
+
 def assignments_of(run: StackRun, principal: object) -> list[RegisteredResource]:
     return [res for res in run.of_type(ASSIGNMENT) if res.inputs["principalId"] == principal]
 
 
+def role_guid(assignment: RegisteredResource) -> str:
+    return str(assignment.inputs["roleDefinitionId"]).rsplit("/", 1)[-1]
+
+
+def keys_anywhere(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {key for item in value.values() for key in keys_anywhere(item)}
+    if isinstance(value, list):
+        return {key for item in value for key in keys_anywhere(item)}
+    return set()
+
+
 def test_the_app_runs_python_on_flex_consumption_linux(stack: StackRun) -> None:
-    """A Linux function app on an FC1 plan, Python 3.11, with a system-assigned identity."""
+    """A Linux function app on an FC1 plan, Python 3.11, HTTPS only."""
     app = stack.one(APP).inputs
     plan = stack.one("azure-native:web:AppServicePlan").inputs
     assert plan["sku"] == {"name": "FC1", "tier": "FlexConsumption"}
     assert plan["reserved"] is True
     assert app["kind"] == "functionapp,linux"
     assert app["functionAppConfig"]["runtime"] == {"name": "python", "version": PYTHON_VERSION}
-    assert app["identity"] == {"type": "SystemAssigned"}
     assert app["httpsOnly"] is True
-    assert app["siteConfig"]["minTlsVersion"] == "1.2"
-    assert app["siteConfig"]["ftpsState"] == "Disabled"
+
+
+def test_the_site_sends_no_site_config_that_flex_consumption_refuses(stack: StackRun) -> None:
+    """No siteConfig at all: FC1 answers netFrameworkVersion, ftpsState and the like with 51021."""
+    app = stack.one(APP).inputs
+    assert "siteConfig" not in app
+    assert not keys_anywhere(app) & set(FC1_REFUSED_SITE_CONFIG)
+    assert not set(app_settings(stack)) & set(FC1_REFUSED_APP_SETTINGS)
+
+
+def test_the_app_uses_one_user_assigned_identity_for_everything(stack: StackRun) -> None:
+    """Site identity, Key Vault references and deployment storage all use the same identity."""
+    app = stack.one(APP).inputs
+    uai = identity_id(stack)
+    assert app["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [uai]}
+    assert app["keyVaultReferenceIdentity"] == uai
+    storage = app["functionAppConfig"]["deployment"]["storage"]
+    assert storage["authentication"] == {
+        "type": "UserAssignedIdentity",
+        "userAssignedIdentityResourceId": uai,
+    }
+    settings = app_settings(stack)
+    assert settings["AzureWebJobsStorage__credential"] == "managedidentity"
+    assert settings["AzureWebJobsStorage__clientId"] == settings["AZURE_CLIENT_ID"]
+    assert settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == (
+        f"ClientId={settings['AZURE_CLIENT_ID']};Authorization=AAD"
+    )
+
+
+def test_the_identitys_roles_exist_before_the_site(stack: StackRun) -> None:
+    """The site depends on its host-storage, telemetry and secret grants (Microsoft's Flex samples)."""
+    grants = {"sweeper-host-storage", "sweeper-insights-publisher", "sweeper-database-url-reader"}
+    assert grants <= stack.one(APP).depends_on
+    principal = stack.outputs["sweeperPrincipalId"]
+    assert {role_guid(res) for res in assignments_of(stack, principal)} >= {
+        STORAGE_BLOB_DATA_OWNER,
+        MONITORING_METRICS_PUBLISHER,
+        KEY_VAULT_SECRETS_USER,
+    }
 
 
 def test_app_settings_are_wired_from_the_stack_config(run: RunFactory) -> None:
@@ -69,21 +139,50 @@ def test_app_settings_are_wired_from_the_stack_config(run: RunFactory) -> None:
     assert settings["SAFETYNET_SCHEDULE"] == "0 0 * * * *"
     assert settings["SAFETYNET_LEASE"] == "true"
     assert settings["SAFETYNET_ACCOUNT_URL"] == result.outputs["blobEndpoint"]
-    assert settings["SAFETYNET_DB_URL"] == TEST_DATABASE_URL
 
 
-def test_the_database_url_is_registered_as_a_secret(stack: StackRun) -> None:
-    """The settings that carry the database URL are a secret input, encrypted in state."""
-    assert "siteConfig" in stack.one(APP).secret_inputs
+def test_the_database_url_is_a_key_vault_reference_never_plain(stack: StackRun) -> None:
+    """SAFETYNET_DB_URL names the vault secret; the URL itself is only the secret's value."""
+    setting = app_settings(stack)["SAFETYNET_DB_URL"]
+    vault = stack.outputs["keyVaultName"]
+    assert setting == (
+        f"@Microsoft.KeyVault(SecretUri=https://{vault}.vault.azure.net/secrets/"
+        f"{DATABASE_URL_SECRET})"
+    )
+    assert TEST_DATABASE_URL not in json.dumps([res.inputs for res in stack.of_type(SETTINGS)])
+    secret = stack.one(SECRET)
+    assert secret.inputs["properties"] == {"value": TEST_DATABASE_URL}
+    assert "properties" in secret.secret_inputs
+
+
+def test_the_vault_is_rbac_only_with_soft_delete_and_purge_protection(stack: StackRun) -> None:
+    """Access policies are off (RBAC decides), deletes are recoverable and cannot be purged."""
+    props = stack.one(VAULT).inputs["properties"]
+    assert props["enableRbacAuthorization"] is True
+    assert props["enableSoftDelete"] is True
+    assert props["enablePurgeProtection"] is True
+    assert 7 <= props["softDeleteRetentionInDays"] <= 90
+    assert "accessPolicies" not in props
+
+
+def test_only_the_apps_identity_reads_the_secret_and_only_that_secret(stack: StackRun) -> None:
+    """Key Vault Secrets User is granted to the app's identity, scoped to the one secret."""
+    readers = [res for res in stack.of_type(ASSIGNMENT) if role_guid(res) == KEY_VAULT_SECRETS_USER]
+    assert [res.inputs["principalId"] for res in readers] == [stack.outputs["sweeperPrincipalId"]]
+    assert (
+        readers[0]
+        .inputs["scope"]
+        .endswith(f"/vaults/{stack.outputs['keyVaultName']}/secrets/{DATABASE_URL_SECRET}")
+    )
 
 
 def test_no_setting_holds_a_key_or_connection_string(stack: StackRun) -> None:
     """Host storage is reached by account name and identity; no key or SAS appears anywhere."""
     settings = app_settings(stack)
-    host_account = settings["AzureWebJobsStorage__accountName"]
-    assert runtime_account(stack).name.replace("-", "") in host_account
+    assert (
+        settings["AzureWebJobsStorage__accountName"] == runtime_account(stack).inputs["accountName"]
+    )
     assert "AzureWebJobsStorage" not in settings
-    assert settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == "Authorization=AAD"
     for value in settings.values():
         assert not any(marker in value for marker in KEY_MARKERS)
 
@@ -97,32 +196,31 @@ def test_the_runtime_account_is_as_key_less_as_the_data_account(stack: StackRun)
     assert inputs["enableHttpsTrafficOnly"] is True
 
 
-def test_the_package_is_read_with_the_apps_identity_from_the_runtime_account(
-    stack: StackRun,
-) -> None:
-    """Deployment storage is the runtime account's container, authenticated by the identity."""
+def test_the_deployment_container_is_the_runtime_accounts(stack: StackRun) -> None:
+    """Flex Consumption keeps the published package in the runtime account's container."""
     storage = stack.one(APP).inputs["functionAppConfig"]["deployment"]["storage"]
+    account = runtime_account(stack).inputs["accountName"]
     assert storage["type"] == "blobContainer"
-    assert storage["authentication"] == {"type": "SystemAssignedIdentity"}
-    assert storage["value"].endswith(f".blob.core.windows.net/{DEPLOYMENT_CONTAINER}")
-    assert "safetynetmock" not in storage["value"]
+    assert storage["value"] == f"https://{account}.blob.core.windows.net/{DEPLOYMENT_CONTAINER}"
 
 
-def test_the_package_upload_is_keyless_and_tracks_the_zip(stack: StackRun) -> None:
-    """The package resource uploads the zip's hash to released-package.zip; the app restarts on it."""
+def test_the_package_is_published_to_the_app_after_its_settings(stack: StackRun) -> None:
+    """One deploy goes to the site's SCM host, after the app settings, checked against the deployer."""
     package = stack.one(PACKAGE).inputs
-    assert package["blobName"] == PACKAGE_BLOB
-    assert package["containerUrl"].endswith(f"/{DEPLOYMENT_CONTAINER}")
-    assert app_settings(stack)["SAFETYNET_PACKAGE_SHA256"] == package["sha256"]
-    deployer = assignments_of(stack, DEPLOYER_OBJECT_ID)
-    assert [res.inputs["roleDefinitionId"].rsplit("/", 1)[-1] for res in deployer] == [
-        STORAGE_BLOB_DATA_CONTRIBUTOR
-    ]
-    assert deployer[0].inputs["scope"].endswith(f"/containers/{DEPLOYMENT_CONTAINER}")
+    app_name = stack.outputs["sweeperAppName"]
+    assert package["scmHost"] == f"{app_name}.scm.azurewebsites.net"
+    assert package["appId"].endswith(f"/Microsoft.Web/sites/{app_name}")
+    assert package["deployerObjectId"] == DEPLOYER_OBJECT_ID
+    assert "sweeper-settings" in stack.one(PACKAGE).depends_on
+
+
+def test_the_deployer_gets_no_data_plane_role(stack: StackRun) -> None:
+    """One deploy needs no blob rights for the deployer: the platform writes the package."""
+    assert assignments_of(stack, DEPLOYER_OBJECT_ID) == []
 
 
 def test_a_new_zip_changes_the_package_hash(run: RunFactory, tmp_path: Path) -> None:
-    """Rebuilding the function with other content gives a new hash, so Pulumi uploads again."""
+    """Rebuilding the function with other content gives a new hash, so Pulumi publishes again."""
     other = tmp_path / "other.zip"
     with zipfile.ZipFile(other, "w") as archive:
         archive.writestr("function_app.py", "# another build\n")
@@ -141,13 +239,13 @@ def test_a_missing_zip_stops_the_program_naming_the_make_target(
 def test_the_host_gets_broad_rights_only_on_its_own_account(stack: StackRun) -> None:
     """Storage Blob Data Owner (host storage) is scoped to the runtime account, never the data."""
     roles = {
-        res.inputs["roleDefinitionId"].rsplit("/", 1)[-1]: res.inputs["scope"]
+        role_guid(res): res.inputs["scope"]
         for res in assignments_of(stack, stack.outputs["sweeperPrincipalId"])
+        if res.parent_type == "safetynet:sweeper:SweeperApp"
     }
-    runtime_id = roles[STORAGE_BLOB_DATA_OWNER]
     host_account = app_settings(stack)["AzureWebJobsStorage__accountName"]
-    assert runtime_id.endswith(f"/storageAccounts/{host_account}")
-    assert runtime_id != stack.outputs["accountId"]
+    assert roles[STORAGE_BLOB_DATA_OWNER].endswith(f"/storageAccounts/{host_account}")
+    assert roles[STORAGE_BLOB_DATA_OWNER] != stack.outputs["accountId"]
     assert roles[MONITORING_METRICS_PUBLISHER].endswith(
         f"/{stack.one('azure-native:applicationinsights:Component').name}"
     )
@@ -169,3 +267,19 @@ def test_telemetry_needs_an_entra_identity(stack: StackRun) -> None:
     assert app_settings(stack)["APPLICATIONINSIGHTS_CONNECTION_STRING"].startswith(
         "InstrumentationKey="
     )
+
+
+FLEX_DEFAULT_TIMEOUT_MINUTES = 30
+FLEX_SCALE_IN_GRACE_MINUTES = 60
+"""MicrosoftDocs/azure-docs includes/functions-timeout-duration.md: Flex Consumption default 30
+minutes, no enforced maximum, 60 minutes of grace on scale-in (Consumption: 5 and at most 10)."""
+
+
+def test_the_function_timeout_follows_the_flex_consumption_limits() -> None:
+    """host.json uses Flex's 30-minute default, inside the 60-minute scale-in grace period."""
+    timeout = json.loads(HOST_JSON.read_text(encoding="utf-8"))["functionTimeout"]
+    match = re.fullmatch(r"(\d\d):(\d\d):(\d\d)", timeout)
+    assert match, timeout
+    minutes = int(match.group(1)) * 60 + int(match.group(2))
+    assert minutes == FLEX_DEFAULT_TIMEOUT_MINUTES
+    assert minutes <= FLEX_SCALE_IN_GRACE_MINUTES

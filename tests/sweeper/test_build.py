@@ -207,7 +207,7 @@ def test_host_json_targets_functions_v4_with_a_bounded_timeout() -> None:
 
     assert host["version"] == "2.0"
     assert host["extensionBundle"]["version"] == "[4.*, 5.0.0)"
-    assert host["functionTimeout"] == "00:10:00"
+    assert host["functionTimeout"] == "00:30:00"
     excluded = host["logging"]["applicationInsights"]["samplingSettings"]["excludedTypes"]
     assert "Request" in excluded.split(";")
 

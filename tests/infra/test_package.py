@@ -1,0 +1,239 @@
+"""The package publish signs in as azure-native does and refuses any other identity."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from infra.package import (
+    DeployerIdentityError,
+    check_same_identity,
+    choose_credential,
+    deployment_finished,
+    publish,
+    publish_url,
+    token_object_id,
+)
+from policies.testing.tls import make_tls_files
+
+DEPLOYER = "00000000-0000-0000-0000-0000000000cc"
+OTHER = "00000000-0000-0000-0000-0000000000dd"
+TENANT = "00000000-0000-0000-0000-0000000000bb"
+CLIENT = "00000000-0000-0000-0000-0000000000ee"
+SECRET = "s3cr3t-value"
+
+
+def fake_token(claims: dict[str, object]) -> str:
+    def part(data: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part(claims)}.signature"
+
+
+@pytest.mark.parametrize(
+    ("env", "kind"),
+    [
+        ({}, "cli"),
+        (
+            {"ARM_CLIENT_ID": CLIENT, "ARM_CLIENT_SECRET": SECRET, "ARM_TENANT_ID": TENANT},
+            "client_secret",
+        ),
+        (
+            {
+                "ARM_CLIENT_ID": CLIENT,
+                "ARM_CLIENT_CERTIFICATE_PATH": "/certs/sp.pem",
+                "ARM_TENANT_ID": TENANT,
+            },
+            "client_certificate",
+        ),
+        ({"ARM_USE_MSI": "true", "ARM_CLIENT_ID": CLIENT}, "managed_identity"),
+        (
+            {
+                "ARM_USE_OIDC": "true",
+                "ARM_OIDC_TOKEN_FILE_PATH": "/var/run/token",
+                "ARM_CLIENT_ID": CLIENT,
+                "ARM_TENANT_ID": TENANT,
+            },
+            "oidc_token_file",
+        ),
+    ],
+    ids=["az-login", "secret", "certificate", "msi", "oidc"],
+)
+def test_the_credential_follows_the_arm_variables_azure_native_reads(
+    env: dict[str, str], kind: str
+) -> None:
+    """ARM_* decide the credential, as they decide azure-native's login; AZURE_* play no part."""
+    choice = choose_credential({**env, "AZURE_CLIENT_ID": OTHER, "AZURE_CLIENT_SECRET": "x"})
+    assert choice.kind == kind
+    if kind not in ("cli", "managed_identity"):
+        assert (choice.tenant_id, choice.client_id) == (TENANT, CLIENT)
+    assert SECRET not in repr(choice)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"ARM_CLIENT_ID": CLIENT}, "without ARM_CLIENT_SECRET"),
+        ({"ARM_CLIENT_SECRET": SECRET, "ARM_TENANT_ID": TENANT}, "ARM_CLIENT_ID is not"),
+        ({"ARM_USE_OIDC": "true", "ARM_CLIENT_ID": CLIENT}, "ARM_OIDC_TOKEN_FILE_PATH"),
+    ],
+)
+def test_an_incomplete_login_is_refused_with_the_missing_variable(
+    env: dict[str, str], message: str
+) -> None:
+    """A half-configured service principal stops the publish, naming what is missing, no secret."""
+    with pytest.raises(DeployerIdentityError, match=message) as error:
+        choose_credential(env)
+    assert SECRET not in str(error.value)
+
+
+def test_a_token_of_another_identity_is_refused() -> None:
+    """The publish stops when the token's oid is not the deployer azure-native reported."""
+    check_same_identity(fake_token({"oid": DEPLOYER.upper()}), DEPLOYER)
+    with pytest.raises(DeployerIdentityError, match=f"object id {OTHER}.*deploys as {DEPLOYER}"):
+        check_same_identity(fake_token({"oid": OTHER}), DEPLOYER)
+
+
+@pytest.mark.parametrize("token", ["not-a-jwt", fake_token({"sub": "x"}), "a.!!!.c"])
+def test_a_token_without_an_oid_is_refused(token: str) -> None:
+    """A token whose object id cannot be read never counts as the deployer's."""
+    with pytest.raises(DeployerIdentityError):
+        token_object_id(token)
+
+
+def test_the_publish_goes_to_the_one_deploy_endpoint_of_the_scm_host() -> None:
+    """One deploy is `POST https://<scm host>/api/publish`; a missing host is an error."""
+    assert publish_url("app.scm.azurewebsites.net") == (
+        "https://app.scm.azurewebsites.net/api/publish?RemoteBuild=false"
+    )
+    with pytest.raises(RuntimeError, match="SCM"):
+        publish_url("")
+
+
+@pytest.mark.parametrize("code", [-1, 3, 5, 6, None])
+def test_a_deployment_that_ends_otherwise_than_success_is_an_error(code: object) -> None:
+    """Cancelled, failed, conflict, partial success or no status stop the update with the text."""
+    with pytest.raises(RuntimeError, match="bad package"):
+        deployment_finished({"status": code, "status_text": "bad package"})
+
+
+def test_pending_building_and_deploying_mean_wait_and_4_means_done() -> None:
+    """Kudu's running codes 0-2 keep polling; 4 is success."""
+    assert [deployment_finished({"status": code}) for code in (0, 1, 2, 4)] == [
+        False,
+        False,
+        False,
+        True,
+    ]
+
+
+TOKEN = "header.payload.signature"
+DEPLOYMENT_ID = "3f394416-b25a-4e42-aa01-02a1f011772e"
+
+
+@dataclass
+class FakeKudu:
+    """Kudu's One deploy surface on loopback HTTPS: /api/publish and /api/deployments/<id>."""
+
+    statuses: list[dict[str, object]]
+    publish_status: int = 202
+    received: list[tuple[str, str, dict[str, str], bytes]] = field(default_factory=list)
+    host: str = ""
+    context: ssl.SSLContext | None = None
+
+
+@pytest.fixture
+def kudu(tmp_path: Path) -> Iterator[FakeKudu]:
+    fake = FakeKudu(statuses=[])
+    tls = make_tls_files(tmp_path)
+
+    class Handler(BaseHTTPRequestHandler):
+        def _record(self) -> bytes:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            fake.received.append((self.command, self.path, dict(self.headers), body))
+            return body
+
+        def _send(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            self._record()
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                self._send(401, b"")
+            elif self.path != "/api/publish?RemoteBuild=false":
+                self._send(404, b"")
+            else:
+                self._send(fake.publish_status, json.dumps(DEPLOYMENT_ID).encode())
+
+        def do_GET(self) -> None:
+            self._record()
+            if self.path != f"/api/deployments/{DEPLOYMENT_ID}" or not fake.statuses:
+                self._send(404, b"")
+            else:
+                self._send(200, json.dumps(fake.statuses.pop(0)).encode())
+
+        def log_message(self, *_: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(tls.cert, tls.key)
+    server.socket = server_context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    fake.host = f"127.0.0.1:{server.server_address[1]}"
+    fake.context = ssl.create_default_context(cafile=str(tls.ca))
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_the_zip_is_posted_with_the_token_and_polled_until_success(kudu: FakeKudu) -> None:
+    """The zip goes to /api/publish as application/zip; the named deployment is polled to 4."""
+    kudu.statuses = [{"id": DEPLOYMENT_ID, "status": 1}, {"id": DEPLOYMENT_ID, "status": 4}]
+    result = publish(kudu.host, b"PK-zip-bytes", TOKEN, context=kudu.context, poll_seconds=0)
+    assert result == DEPLOYMENT_ID
+    post, *polls = kudu.received
+    assert post[0:2] == ("POST", "/api/publish?RemoteBuild=false")
+    assert post[2]["Content-Type"] == "application/zip"
+    assert post[3] == b"PK-zip-bytes"
+    assert [(method, path) for method, path, _, _ in polls] == [
+        ("GET", f"/api/deployments/{DEPLOYMENT_ID}")
+    ] * 2
+    assert all(headers["Authorization"] == f"Bearer {TOKEN}" for _, _, headers, _ in polls)
+
+
+def test_a_failed_deployment_stops_the_update_with_kudus_reason(kudu: FakeKudu) -> None:
+    """Status 3 with its status_text fails the publish instead of reporting success."""
+    kudu.statuses = [{"status": 3, "status_text": "WEBSITE_RUN_FROM_PACKAGE is not supported"}]
+    with pytest.raises(RuntimeError, match="status 3: WEBSITE_RUN_FROM_PACKAGE"):
+        publish(kudu.host, b"zip", TOKEN, context=kudu.context, poll_seconds=0)
+
+
+def test_a_refused_publish_names_the_status_and_path_but_not_the_token(kudu: FakeKudu) -> None:
+    """A 401 from /api/publish is reported as such; the bearer token never appears."""
+    with pytest.raises(RuntimeError, match="POST /api/publish answered 401") as error:
+        publish(kudu.host, b"zip", "other.token.value", context=kudu.context, poll_seconds=0)
+    assert "other.token.value" not in str(error.value)
+
+
+def test_a_deployment_that_never_finishes_times_out(kudu: FakeKudu) -> None:
+    """Polling stops after the timeout with a message instead of waiting forever."""
+    kudu.statuses = [{"status": 2}] * 5
+    with pytest.raises(RuntimeError, match="did not finish"):
+        publish(kudu.host, b"zip", TOKEN, context=kudu.context, poll_seconds=0, timeout_seconds=0)
