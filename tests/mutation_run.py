@@ -13,9 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks import machine
+from benchmarks.__main__ import write_section
 from safetynet.azurite import AZURITE_BIN_ENV, Azurite, find_azurite_bin
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "reliability.md"
 
 
 def mutmut(
@@ -28,15 +31,21 @@ def mutmut(
 
 
 def main(argv: list[str]) -> int:
-    children = argv[0] if argv else "2"
-    with Azurite() as emulator:
-        # Tests that start an emulator of their own (the demo) find it from the copy in mutants/.
-        env = os.environ | {
-            "SAFETYNET_TEST_AZURITE_PORT": str(emulator.port),
-            AZURITE_BIN_ENV: str(find_azurite_bin()),
-        }
-        run = mutmut("run", "--max-children", children, env=env, capture=False)
-        results = mutmut("results", "--all", "true", env=env)
+    """`[CHILDREN]` runs mutmut and reports; `--report` only reports the last run."""
+    children = argv[0] if argv and argv[0] != "--report" else "2"
+    env = dict(os.environ)
+    returncode = 0
+    if "--report" not in argv:
+        with Azurite() as emulator:
+            # Tests that start an emulator of their own find the real binary, not mutants/'s.
+            env |= {
+                "SAFETYNET_TEST_AZURITE_PORT": str(emulator.port),
+                AZURITE_BIN_ENV: str(find_azurite_bin()),
+            }
+            returncode = mutmut(
+                "run", "--max-children", children, env=env, capture=False
+            ).returncode
+    results = mutmut("results", "--all", "true", env=env)
     print(results.stdout)
     statuses: dict[str, int] = {}
     survivors = []
@@ -48,12 +57,31 @@ def main(argv: list[str]) -> int:
                 survivors.append(name)
     killed = statuses.get("killed", 0)
     judged = killed + statuses.get("survived", 0)
-    print(f"mutants by status: {statuses}")
-    if judged:
-        print(f"score: {killed}/{judged} killed = {100 * killed / judged:.1f}%")
+    score = f"{killed}/{judged} killed = {100 * killed / judged:.1f}%" if judged else "none judged"
+    print(f"mutants by status: {statuses}\nscore: {score}")
     for name in survivors:
         print(mutmut("show", name, env=env).stdout)
-    return run.returncode
+    write_section(
+        DOCS,
+        "mutation",
+        "\n".join(
+            [
+                "## Mutation run",
+                "",
+                f"`make mutation` (`python tests/mutation_run.py {children}`, mutmut "
+                f"{mutmut('--version', env=env).stdout.split()[-1]}) on {machine.describe()}.",
+                "",
+                f"Score: {score}. By status: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+                + ".",
+                "",
+                "Surviving mutants (each is explained below this section):",
+                "",
+                *(f"- `{name}`" for name in survivors),
+            ]
+        ),
+    )
+    return returncode
 
 
 if __name__ == "__main__":
