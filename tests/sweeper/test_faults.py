@@ -9,6 +9,7 @@ terminated mid-sweep; the sweeper's lease is lost while it sweeps.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -240,3 +241,18 @@ def test_sweeper_that_loses_its_lease_overlaps_safely(
     assert_nothing_lost(UploadProtocol(store, container), kept)
     finish_and_check(store, client, watch)
     assert store.count() == len(kept)
+
+
+def test_storage_sdk_retries_throttling_on_its_own_schedule(
+    proxy: LatencyProxy, container: ContainerClient
+) -> None:
+    """azure-storage-blob retries a throttled 503 after its own back-off, not after Retry-After."""
+    # Azure Storage throttles with 503 ServerBusy and a Retry-After suggestion
+    # (MicrosoftDocs/azure-docs issue 76932); the storage SDK's StorageRetryPolicy
+    # (azure/storage/blob/_shared/policies.py) computes its own back-off and never reads the header.
+    client = through(proxy.connection_string, container, DeleteLog("unused"), retries=3)
+    proxy.inject("PUT", throttled(30))
+    started = time.perf_counter()
+    client.upload_blob("throttled.bin", b"x")
+    assert time.perf_counter() - started < 5
+    assert proxy.counts()["PUT"] == 2

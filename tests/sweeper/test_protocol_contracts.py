@@ -1,0 +1,102 @@
+"""Contracts the mutation run found unguarded: races on replace and delete, optional arguments,
+messages, and the dry run's view of a sealed row."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from azure.storage.blob import ContainerClient
+
+from safetynet.constants import COMMITTED, STATE_TAG
+from sweeper.protocol import ConcurrentReplaceError, ProtocolError, UploadProtocol
+from sweeper.settings import SweepSettings
+from sweeper.store import DocumentStore
+from sweeper.sweep import Sweeper
+from tests.sweeper.conftest import CUTOFF, stale_rows_in
+
+
+def blob_names(container: ContainerClient) -> set[str]:
+    return {b.name for b in container.list_blobs()}
+
+
+def test_replace_without_extension_gets_a_bare_name(
+    protocol: UploadProtocol, container: ContainerClient
+) -> None:
+    """Replacing with no extension given stores the new bytes under a name without one."""
+    document = protocol.put("a", b"v1")
+    replaced = protocol.replace(document.id, b"v2")
+    assert "." not in replaced.blob_name
+    assert protocol.read("a") == b"v2"
+
+
+def test_replace_uploads_only_the_declared_length(
+    protocol: UploadProtocol, container: ContainerClient
+) -> None:
+    """A stream replacement with `length` stores exactly that many bytes."""
+    document = protocol.put("a.txt", b"v1", ".txt")
+    protocol.replace(document.id, io.BytesIO(b"abcdef"), ".txt", length=3)
+    assert protocol.read("a.txt") == b"abc"
+
+
+def test_losing_replace_removes_its_new_blob(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A replace that loses the switch to a concurrent one deletes its own upload and says why."""
+    plain = UploadProtocol(store, container)
+    document = plain.put("a.txt", b"v1", ".txt")
+    raced: list[str] = []
+
+    def other_writer_replaces_first(step: str) -> None:
+        if step == "replace.seal" and not raced:
+            raced.append(plain.replace(document.id, b"winner", ".txt").blob_name)
+
+    loser = UploadProtocol(store, container, checkpoint=other_writer_replaces_first)
+    with pytest.raises(ConcurrentReplaceError, match=f"document {document.id} changed during"):
+        loser.replace(document.id, b"loser", ".txt")
+    assert blob_names(container) == set(raced)
+    assert plain.read("a.txt") == b"winner"
+
+
+class ReplacedBeforeDelete(DocumentStore):
+    """A table where another writer replaces the document just before our delete lands."""
+
+    def __init__(self, store: DocumentStore, container: ContainerClient) -> None:
+        super().__init__(store.engine, store.layout)
+        self.other = UploadProtocol(store, container)
+
+    def delete_row(self, document_id: str, blob_name: str) -> bool:
+        self.other.replace(document_id, b"newer", ".txt")
+        return super().delete_row(document_id, blob_name)
+
+
+def test_delete_that_loses_to_a_replace_keeps_the_newer_document(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A delete racing a replace refuses, names the document, and leaves the newer bytes."""
+    document = UploadProtocol(store, container).put("a.txt", b"v1", ".txt")
+    racing = UploadProtocol(ReplacedBeforeDelete(store, container), container)
+    with pytest.raises(
+        ConcurrentReplaceError, match=f"document {document.id} changed during delete"
+    ):
+        racing.delete(document.id)
+    assert UploadProtocol(store, container).read("a.txt") == b"newer"
+    assert len(blob_names(container)) == 1
+
+
+def test_reading_a_missing_document_names_it(protocol: UploadProtocol) -> None:
+    """Reading a name with no Ready document fails with a message that names it."""
+    with pytest.raises(ProtocolError, match=r"no ready document named 'nothing\.txt'"):
+        protocol.read("nothing.txt")
+
+
+def test_dry_run_counts_a_sealed_row_as_rolled_forward(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A dry run reports a stale sealed row as a roll-forward, the same as the real sweep."""
+    (sealed,) = stale_rows_in(store, container, 1, prefix="sealed")
+    container.get_blob_client(sealed.blob_name).set_blob_tags({STATE_TAG: COMMITTED})
+    preview = Sweeper(store, container, SweepSettings(cutoff=CUTOFF, dry_run=True)).run()
+    assert (preview.rolled_forward, preview.errors) == (1, [])
+    real = Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run()
+    assert real.rolled_forward == 1
