@@ -4,14 +4,21 @@ messages, and the dry run's view of a sealed row."""
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from azure.storage.blob import ContainerClient
 
 from safetynet.constants import COMMITTED, STATE_TAG
-from sweeper.protocol import ConcurrentReplaceError, ProtocolError, UploadProtocol
+from sweeper.protocol import (
+    ConcurrentReplaceError,
+    InvalidNameError,
+    ProtocolError,
+    ReservationExpiredError,
+    UploadProtocol,
+)
 from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore
+from sweeper.store import DocumentStore, Status
 from sweeper.sweep import Sweeper
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
@@ -100,3 +107,72 @@ def test_dry_run_counts_a_sealed_row_as_rolled_forward(
     assert (preview.rolled_forward, preview.errors) == (1, [])
     real = Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run()
     assert real.rolled_forward == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("", "document name must not be empty"),
+        ("   ", "document name must not be empty"),
+        ("x" * 1025, "document name is 1025 characters; at most 1024"),
+        ("tab\there", "document name must not contain control characters"),
+    ],
+)
+def test_invalid_names_are_refused_with_the_reason(
+    protocol: UploadProtocol, name: str, message: str
+) -> None:
+    """A name that is empty, too long or holds a control character is refused, saying which."""
+    with pytest.raises(InvalidNameError, match=f"^{message}$"):
+        protocol.reserve(name)
+
+
+def test_names_at_the_limits_are_accepted(protocol: UploadProtocol) -> None:
+    """1,024 characters and spaces are allowed."""
+    assert protocol.reserve("x" * 1024).name == "x" * 1024
+    assert protocol.reserve("a name with spaces").status is Status.PENDING
+
+
+def test_bad_extension_names_the_rule(protocol: UploadProtocol) -> None:
+    """An extension that is not a dot and 1-16 letters or digits is refused with the rule."""
+    with pytest.raises(InvalidNameError, match=r"^extension 'pdf' must be empty or a dot"):
+        protocol.reserve("a", "pdf")
+
+
+def test_blob_names_are_32_hex_digits_and_the_extension(protocol: UploadProtocol) -> None:
+    """A reserved blob name is the id's 32 hex digits followed by the lower-cased extension."""
+    assert re.fullmatch(r"[0-9a-f]{32}\.pdf", protocol.reserve("a", ".PDF").blob_name)
+
+
+def test_put_of_a_stream_uploads_the_declared_length(protocol: UploadProtocol) -> None:
+    """A stream put with `length` stores exactly that many bytes."""
+    protocol.put("a.txt", io.BytesIO(b"abcdef"), ".txt", length=2)
+    assert protocol.read("a.txt") == b"ab"
+
+
+def test_row_swept_between_seal_and_publish_is_reported(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """If the row disappears after the seal, publish raises instead of claiming success."""
+
+    def row_swept_after_seal(step: str) -> None:
+        if step == "seal":
+            with store.engine.begin() as conn:
+                conn.execute(store.table.delete())
+
+    protocol = UploadProtocol(store, container, checkpoint=row_swept_after_seal)
+    document = protocol.reserve("a.txt", ".txt")
+    with pytest.raises(ReservationExpiredError, match=f"document {document.id} was swept"):
+        protocol.complete(document.id, b"bytes")
+
+
+def test_completing_a_swept_reservation_names_it(protocol: UploadProtocol) -> None:
+    """Completing a reservation that no longer exists says which document and why."""
+    with pytest.raises(ReservationExpiredError, match="document gone has no reservation"):
+        protocol.complete("gone", b"bytes")
+
+
+def test_sealing_a_blob_that_never_landed_names_the_document(protocol: UploadProtocol) -> None:
+    """Sealing without an upload fails with the document id and the reason."""
+    document = protocol.reserve("a.txt", ".txt")
+    with pytest.raises(ReservationExpiredError, match=f"document {document.id}: cannot seal"):
+        protocol.seal(document)
