@@ -318,16 +318,18 @@ def run_crash_case(
     container: ContainerClient,
     step: str,
     protocol_type: type[UploadProtocol] = UploadProtocol,
+    client_type: type[ContainerClient] = ContainerClient,
 ) -> CrashCase:
     """One crash after `step` with a bystander document, then sweep, reconcile, check.
 
     I1, I2, I3 and I6 are judged at every instant: after each protocol step, right after the
     crash before any repair, and after each repair. I3 sees every delete sent, through a
     client with a request hook; I6 is also judged once against the state before the operation.
-    `protocol_type` lets a test run the same matrix over a deliberately broken protocol.
+    `protocol_type` and `client_type` let a test run the same matrix over a deliberately
+    broken protocol or blob client.
     """
     deletes = DeleteLog(container.container_name)
-    watched = ContainerClient.from_container_url(
+    watched = client_type.from_container_url(
         container.url, credential=container.credential, raw_request_hook=deletes
     )
     UploadProtocol(store, watched).put("bystander.txt", b"untouched", ".txt")

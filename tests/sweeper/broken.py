@@ -1,71 +1,62 @@
-"""Deliberately broken variants of the protocol, store and sweeper.
+"""Deliberately broken variants of the protocol, the store, the sweeper and the blob client.
 
 Each breaks one safety property the way a plausible edit would. The tests in
 test_invariants_broken.py run the same checks over the real part and its broken twin: the real
 one passes, the twin is caught. A check that cannot tell them apart proves nothing.
+
+The twins override public or long-standing methods only (or sit in the blob client the code
+is handed), so they keep breaking the same property while the internals they wrap evolve.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+from typing import Any
 
-import sqlalchemy as sa
+from azure.storage.blob import BlobClient, ContainerClient
 
-from safetynet.constants import PENDING, STATE_TAG
+from safetynet.constants import PENDING, RETIRED, STATE_TAG
 from sweeper import blobs
 from sweeper.protocol import UploadProtocol
-from sweeper.store import Document, DocumentStore, StaleBatch
-from sweeper.sweep import BlobOutcome, Sweeper, SweepReport
+from sweeper.store import Document, DocumentStore, Status
+from sweeper.sweep import Sweeper, SweepReport
+
+FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 class PublishBeforeSeal(UploadProtocol):
     """The order rule reversed: the row turns Ready while its blob still says pending."""
 
     def complete(
-        self, document_id: str, data: blobs.UploadData, length: int | None = None
+        self, document_id: str, data: blobs.UploadData, length: int | None = None, *more: Any
     ) -> Document:
         document = self.store.get(document_id)
         assert document is not None
-        self.upload(document, data, length)
+        self.upload(document, data, length, *more)
         published = self.publish(document)
         self.seal(document)
         return published
 
 
 class DeleteFirstReplace(UploadProtocol):
-    """Replace that drops the old blob before the row points at the new one."""
+    """Replace that retires and deletes the old blob before the row points at the new one."""
 
-    def replace(
-        self,
-        document_id: str,
-        data: blobs.UploadData,
-        extension: str = "",
-        length: int | None = None,
-    ) -> Document:
-        self._drop(self._ready(document_id).blob_name, "replace")
-        return super().replace(document_id, data, extension, length)
-
-
-class UnguardedDrop(UploadProtocol):
-    """Replace and delete that remove the old blob with a plain delete, no retire, no guard."""
-
-    def _drop(self, blob_name: str, step: str | None = None) -> None:
-        self.container.get_blob_client(blob_name).delete_blob()
-
-
-class LeakyDrop(UploadProtocol):
-    """Replace and delete that never remove the old blob: committed orphans pile up."""
-
-    def _drop(self, blob_name: str, step: str | None = None) -> None:
-        return None
+    def replace(self, document_id: str, *args: Any, **kwargs: Any) -> Document:
+        old = self.container.get_blob_client(self._ready(document_id).blob_name)
+        blobs.retire(old)
+        self.checkpoint("replace.retire")
+        blobs.delete_guarded(old, RETIRED)
+        return super().replace(document_id, *args, **kwargs)
 
 
 class OverwritingUpload(UploadProtocol):
     """An upload without the create-only condition: a retry overwrites the first bytes."""
 
-    def upload(self, document: Document, data: blobs.UploadData, length: int | None = None) -> bool:
+    def upload(
+        self, document: Document, data: blobs.UploadData, length: int | None = None, *more: Any
+    ) -> bool:
         blob = self.container.get_blob_client(document.blob_name)
         blob.upload_blob(data, length=length, overwrite=True, tags={STATE_TAG: PENDING})
         self.checkpoint("upload")
@@ -73,63 +64,75 @@ class OverwritingUpload(UploadProtocol):
 
 
 class ClaimsEveryStatus(DocumentStore):
-    """A claim query that lost its status filter: old Ready rows are claimed too."""
+    """A claim that lost its status filter: the first chunk includes old Ready rows too."""
 
-    @contextmanager
-    def claim_stale(
-        self, cutoff: datetime, limit: int, after: Document | None = None
-    ) -> Iterator[StaleBatch]:
-        c = self.table.c
-        query = self._select().where(c.created < cutoff)
-        if after is not None:
-            query = query.where(
-                sa.or_(
-                    c.created > after.created_utc,
-                    sa.and_(c.created == after.created_utc, c.id > after.id),
-                )
-            )
-        query = query.order_by(c.created, c.id).limit(limit)
-        with self._connect() as conn:
-            rows = [self._to_document(r) for r in conn.execute(query)]
-            yield StaleBatch(self, conn, rows)
+    def claim_stale(self, cutoff: datetime, *args: Any, **kwargs: Any) -> Any:
+        claimed = super().claim_stale(cutoff, *args, **kwargs)
+        if kwargs.get("after") is not None:
+            return claimed
+        ready = [d for d in self.all() if d.status is Status.READY and d.created_utc < cutoff]
+        if isinstance(claimed, list):
+            return claimed + ready
+        return _extended(claimed, ready)
+
+
+@contextmanager
+def _extended(claimed: AbstractContextManager[Any], extra: list[Document]) -> Iterator[Any]:
+    with claimed as batch:
+        batch.documents = [*batch.documents, *extra]
+        yield batch
 
 
 class ClaimsFreshRows(DocumentStore):
-    """A claim query that ignores the cutoff: uploads still in progress are swept."""
+    """A claim that ignores the cutoff: uploads still in progress are swept."""
 
-    @contextmanager
-    def claim_stale(
-        self, cutoff: datetime, limit: int, after: Document | None = None
-    ) -> Iterator[StaleBatch]:
-        with super().claim_stale(datetime.max.replace(tzinfo=cutoff.tzinfo), limit, after) as b:
-            yield b
-
-
-class UnguardedSweeper(Sweeper):
-    """Deletes stale rows' blobs without the `state = 'pending'` condition."""
-
-    def _send_batch(self, names: Sequence[str]) -> list[int]:
-        responses = self.container.delete_blobs(*names, raise_on_any_failure=False)
-        return [r.status_code for r in responses]
-
-
-class DeletesSealedSweeper(Sweeper):
-    """Treats a sealed blob (412) like a missing one: the row goes, its complete bytes orphaned."""
-
-    def _finish(
-        self, batch: StaleBatch, outcomes: dict[str, BlobOutcome], report: SweepReport
-    ) -> None:
-        demoted = {
-            name: BlobOutcome.MISSING if outcome is BlobOutcome.SEALED else outcome
-            for name, outcome in outcomes.items()
-        }
-        super()._finish(batch, demoted, report)
+    def claim_stale(self, cutoff: datetime, *args: Any, **kwargs: Any) -> Any:
+        return super().claim_stale(FAR_FUTURE, *args, **kwargs)
 
 
 class IdleSweeper(Sweeper):
-    """Claims stale rows and then changes nothing."""
+    """A sweeper that reports success and changes nothing."""
 
-    def _finish(
-        self, batch: StaleBatch, outcomes: dict[str, BlobOutcome], report: SweepReport
-    ) -> None:
-        report.examined += len(batch.documents)
+    def run(self) -> SweepReport:
+        return SweepReport()
+
+
+class UnguardedBlob(BlobClient):
+    def delete_blob(self, delete_snapshots: str | None = None, **kwargs: Any) -> None:
+        kwargs.pop("if_tags_match_condition", None)
+        super().delete_blob(delete_snapshots, **kwargs)
+
+
+class UnguardedContainer(ContainerClient):
+    """A blob client that drops the tag guard from every delete, single or batched."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._hook = kwargs.get("raw_request_hook")
+
+    def get_blob_client(self, blob: Any, snapshot: str | None = None, **kwargs: Any) -> BlobClient:
+        name = blob if isinstance(blob, str) else blob.name
+        return UnguardedBlob.from_blob_url(
+            f"{self.url}/{name}", credential=self.credential, raw_request_hook=self._hook
+        )
+
+    def delete_blobs(self, *blobs: Any, **kwargs: Any) -> Any:
+        stripped = [
+            {k: v for k, v in b.items() if k != "if_tags_match_condition"}
+            if isinstance(b, dict)
+            else b
+            for b in blobs
+        ]
+        return super().delete_blobs(*stripped, **kwargs)
+
+
+class SealedLooksMissing(ContainerClient):
+    """A batch delete whose 412 answers (the tag is not pending) read as 404 (never landed)."""
+
+    def delete_blobs(self, *blobs: Any, **kwargs: Any) -> Any:
+        responses = list(super().delete_blobs(*blobs, **kwargs))
+        for response in responses:
+            if response.status_code == 412:
+                response.status_code = 404
+                response.headers["x-ms-error-code"] = "BlobNotFound"
+        return iter(responses)
