@@ -48,13 +48,13 @@ policy-pack/venv/.installed: pyproject.toml policy-pack/requirements.txt
 # Long runs of the proofs: 2,000 interleavings, the fault tests five times; figures go to
 # docs/reliability.md.
 soak: $(PY_STAMP) $(NODE_STAMP)
-	$(BIN)/python tests/soak_run.py
+	$(BIN)/python -m tests.soak_run
 
 # mutmut over policies/rules and the sweeper's core ([tool.mutmut] in pyproject.toml);
 # CPU-heavy: about 20-40 minutes on 2 cores. Score and survivors go to docs/reliability.md.
 mutation: $(PY_STAMP) $(NODE_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,mutation]'
-	$(BIN)/python tests/mutation_run.py
+	$(BIN)/python -m tests.mutation_run
 
 function-zip: $(PY_STAMP)
 	$(BIN)/safetynet build-function --output build/sweeper-function.zip

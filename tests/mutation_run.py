@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
             [
                 "## Mutation run",
                 "",
-                f"`make mutation` (`python tests/mutation_run.py {children}`, mutmut "
+                f"`make mutation` (`python -m tests.mutation_run {children}`, mutmut "
                 f"{mutmut('--version', env=env).stdout.split()[-1]}) on {machine.describe()}.",
                 "",
                 f"Score: {score}. By status: "

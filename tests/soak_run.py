@@ -1,7 +1,7 @@
 """`make soak`: the interleavings with many more examples and longer runs, the fault tests
 repeated, and the crash matrix; the figures go into docs/reliability.md.
 
-`python tests/soak_run.py [EXAMPLES] [STEPS] [FAULT_ROUNDS]` (defaults 2000, 12, 5).
+`python -m tests.soak_run [EXAMPLES] [STEPS] [FAULT_ROUNDS]` (defaults 2000, 12, 5).
 """
 
 from __future__ import annotations
