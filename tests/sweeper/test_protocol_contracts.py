@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+from functools import partial
 
 import pytest
 from azure.storage.blob import ContainerClient
@@ -190,3 +191,13 @@ def test_sealing_a_blob_that_never_landed_names_the_document(protocol: UploadPro
     document = protocol.reserve("a.txt", ".txt")
     with pytest.raises(ReservationExpiredError, match=f"document {document.id}: cannot seal"):
         protocol.seal(document)
+
+
+@pytest.mark.parametrize("action", ["replace", "delete"])
+def test_replace_or_delete_of_an_unknown_document_names_it(
+    protocol: UploadProtocol, action: str
+) -> None:
+    """Replacing or deleting an id with no Ready document fails with a message naming it."""
+    act = partial(protocol.replace, "missing", b"bytes") if action == "replace" else None
+    with pytest.raises(ProtocolError, match=r"^document missing is not a Ready document$"):
+        (act or partial(protocol.delete, "missing"))()
