@@ -1,9 +1,10 @@
-"""`python -m tests.mutation_rejudge`: the last mutation run's survivors judged again by the
-current tests, without a new run.
+"""`python -m tests.mutation_rejudge`: the last mutation run's survivors (and any mutants it
+left unchecked or timed out) judged by the current tests, without a new run.
 
 mutmut's trampolines read the active mutant from MUTANT_UNDER_TEST at call time, so each
-survivor is run in mutants/ (the current tests copied in) against the tests named for its
-module. Writes the `mutation-rejudged` section of docs/reliability.md.
+mutant is run in mutants/ (the current tests copied in) against the tests named for its
+module, each run limited to PER_MUTANT_S. Writes the `mutation-rejudged` section of
+docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -12,13 +13,20 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks.__main__ import write_section
 from safetynet.azurite import Azurite
 from tests.mutation_run import DOCS, ROOT, mutmut
 
+PER_MUTANT_S = 180
 TESTS = {
+    "sweeper.sweep.": [
+        "tests/sweeper/test_sweep_contracts.py",
+        "tests/sweeper/test_invariants_broken.py",
+        "tests/sweeper/test_sweep.py",
+    ],
     "policies.": [
         "tests/policies/test_rule_messages.py",
         "tests/policies/test_rules.py",
@@ -36,56 +44,62 @@ TESTS = {
 }
 
 
-def survivors(env: dict[str, str]) -> list[str]:
-    lines = mutmut("results", env=env).stdout.splitlines()
-    return [line.strip().rpartition(": ")[0] for line in lines if line.endswith(": survived")]
+def unresolved(env: dict[str, str]) -> dict[str, str]:
+    """Mutant name -> its status in the last run, for every mutant not killed there."""
+    lines = mutmut("results", "--all", "true", env=env).stdout.splitlines()
+    pairs = (line.strip().rpartition(": ")[::2] for line in lines)
+    return {name: status for name, status in pairs if name and status != "killed"}
 
 
-def killed(name: str, env: dict[str, str], extra: dict[str, str] | None = None) -> bool:
-    """Whether the tests for `name`'s module fail with that mutant active ("" for none)."""
+def judge(name: str, env: dict[str, str], extra: dict[str, str] | None = None) -> str:
+    """ "killed", "survived" or "timeout": the tests for `name`'s module with that mutant on."""
     files = next(files for prefix, files in TESTS.items() if name.startswith(prefix))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-x",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "not postgres",
-            *files,
-        ],
-        cwd=ROOT / "mutants",
-        env=env | {"MUTANT_UNDER_TEST": name, "PYTHONPATH": str(ROOT / "mutants")} | (extra or {}),
-        capture_output=True,
-        check=False,
-    )
-    return done.returncode != 0
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+    try:
+        done = subprocess.run(
+            [*command, "-m", "not postgres", *files],
+            cwd=ROOT / "mutants",
+            env=env
+            | {"MUTANT_UNDER_TEST": name, "PYTHONPATH": str(ROOT / "mutants")}
+            | (extra or {}),
+            capture_output=True,
+            check=False,
+            timeout=PER_MUTANT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return "survived" if done.returncode == 0 else "killed"
 
 
 def main() -> int:
-    shutil.copytree(ROOT / "tests", ROOT / "mutants" / "tests", dirs_exist_ok=True)
+    for unmutated in ("tests", "safetynet", "benchmarks"):
+        shutil.copytree(ROOT / unmutated, ROOT / "mutants" / unmutated, dirs_exist_ok=True)
     env = dict(os.environ)
-    names = survivors(env)
+    before = unresolved(env)
     with Azurite() as emulator:
         env["SAFETYNET_TEST_AZURITE_PORT"] = str(emulator.port)
         # The pinned rule messages are those of the code that was mutated (mutants/ is a copy
         # from the run's start), and every test set must pass with no mutant active.
-        killed("policies.", env, {"SAFETYNET_REGENERATE_MESSAGES": "1"})
-        broken = [prefix for prefix in TESTS if killed(prefix, env)]
+        judge("policies.", env, {"SAFETYNET_REGENERATE_MESSAGES": "1"})
+        broken = [prefix for prefix in TESTS if judge(prefix, env) != "survived"]
         if broken:
             print(f"the tests for {broken} fail without any mutant: nothing to judge")
             return 1
         with ThreadPoolExecutor(2) as pool:
-            verdicts = dict(zip(names, pool.map(lambda n: killed(n, env), names), strict=True))
-    still = [n for n, k in verdicts.items() if not k]
+            now = dict(zip(before, pool.map(lambda n: judge(n, env), before), strict=True))
+    rows = Counter((before[n], now[n]) for n in before)
+    still = [n for n, verdict in now.items() if verdict == "survived"]
     body = [
-        "## Survivors judged again with the tests added since",
+        "## Mutants judged again with the tests added since",
         "",
-        f"`python -m tests.mutation_rejudge`: {len(names)} survivors of the run above, "
-        f"{len(names) - len(still)} now killed, {len(still)} still surviving:",
+        "`python -m tests.mutation_rejudge`: every mutant the run above did not kill, run "
+        f"against the current tests ({PER_MUTANT_S} s limit each):",
+        "",
+        "| in the run | now | mutants |",
+        "| --- | --- | ---: |",
+        *(f"| {a} | {b} | {count} |" for (a, b), count in sorted(rows.items())),
+        "",
+        f"Still surviving ({len(still)}):",
         "",
         *(f"- `{n}`" for n in still),
     ]
