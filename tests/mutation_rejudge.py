@@ -71,9 +71,30 @@ def judge(name: str, env: dict[str, str], extra: dict[str, str] | None = None) -
     return "survived" if done.returncode == 0 else "killed"
 
 
-def main() -> int:
+def restore_policy_tests(commit: str) -> None:
+    """tests/policies as of `commit` (the code the run mutated), keeping the pinned messages."""
+    names = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", commit, "tests/policies"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in names:
+        if "rule_messages" in name:
+            continue
+        content = subprocess.run(
+            ["git", "show", f"{commit}:{name}"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        (ROOT / "mutants" / name).write_bytes(content)
+
+
+def main(argv: list[str]) -> int:
+    """`[--policy-tests-from COMMIT]` when main moved the rules after the run started."""
     for unmutated in ("tests", "safetynet", "benchmarks"):
         shutil.copytree(ROOT / unmutated, ROOT / "mutants" / unmutated, dirs_exist_ok=True)
+    if argv[:1] == ["--policy-tests-from"]:
+        restore_policy_tests(argv[1])
     env = dict(os.environ)
     before = unresolved(env)
     with Azurite() as emulator:
@@ -111,4 +132,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
