@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -121,12 +122,16 @@ def main(argv: list[str]) -> int:
             print(f"the tests for {broken} fail without any mutant: nothing to judge")
             return 1
 
+        lock = threading.Lock()
+
         def judged(name: str) -> str:
             if name not in cache:
                 if time.monotonic() > deadline:
                     return "not judged"
-                cache[name] = judge(name, env)
-                cache_file.write_text(json.dumps(cache))
+                verdict = judge(name, env)
+                with lock:
+                    cache[name] = verdict
+                    cache_file.write_text(json.dumps(cache))
             return cache[name]
 
         with ThreadPoolExecutor(2) as pool:
