@@ -141,7 +141,7 @@ def test_crash_matrix_catches_broken_protocols(
 def test_retry_that_overwrites_is_caught_as_i6(
     store: DocumentStore, container: ContainerClient
 ) -> None:
-    """A retried upload without the create-only condition overwrites bytes and breaks I6."""
+    """A retried upload (same bytes) without the create-only condition overwrites: I6."""
     outcomes = {}
     for protocol_type in (UploadProtocol, broken.OverwritingUpload):
         watch = InvariantWatch(store, container)
@@ -151,7 +151,9 @@ def test_retry_that_overwrites_is_caught_as_i6(
             first.put(name, b"first attempt", ".txt")
         document = store.get_by_name(name)
         assert document is not None
-        protocol_type(store, container, checkpoint=watch.check).complete(document.id, b"retry")
+        protocol_type(store, container, checkpoint=watch.check).complete(
+            document.id, b"first attempt"
+        )
         outcomes[protocol_type] = [v.result.id for v in watch.violations]
     assert outcomes == {UploadProtocol: [], broken.OverwritingUpload: ["I6"]}
 

@@ -7,6 +7,7 @@ import contextlib
 import io
 import re
 from functools import partial
+from typing import Any
 
 import pytest
 from azure.storage.blob import ContainerClient
@@ -82,9 +83,9 @@ class ReplacedBeforeDelete(DocumentStore):
         super().__init__(store.engine, store.layout)
         self.other = UploadProtocol(store, container)
 
-    def delete_row(self, document_id: str, blob_name: str) -> bool:
+    def delete_row(self, document_id: str, blob_name: str, *more: Any) -> bool:
         self.other.replace(document_id, b"newer", ".txt")
-        return super().delete_row(document_id, blob_name)
+        return super().delete_row(document_id, blob_name, *more)
 
 
 def test_delete_that_loses_to_a_replace_keeps_the_newer_document(
