@@ -128,6 +128,7 @@ def make_machine(service: BlobServiceClient, workdir: Path) -> type[RuleBasedSta
             plain = UploadProtocol(self.store, self.client, clock=self.clock)
             for name in names:
                 plain.put(name, self.payload(), ".txt")
+            self.sweeper().run()  # binds the container to this database, as a first sweep does
             self.watch = InvariantWatch(self.store, self.client, self.log)
 
         @rule(name=st.sampled_from(NAMES), crash=st.sampled_from((*PUT_STEPS, NO_CRASH)))
