@@ -229,16 +229,16 @@ def run() -> str:
             f"{'PASS' if passed else 'MISS'}. The protocol's own steps at 4 MiB (medians): "
             f"reserve {_ms(statistics.median(proto_large.steps_s['reserve']))}, upload "
             f"{_ms(statistics.median(proto_large.steps_s['upload']))}, seal "
-            f"{_ms(statistics.median(proto_large.steps_s['seal']))} for its two blob requests, "
+            f"{_ms(statistics.median(proto_large.steps_s['seal']))} (its blob requests are counted above), "
             f"publish {_ms(statistics.median(proto_large.steps_s['publish']))}.",
             "",
             "The extra blob round trips per upload: "
             + (", ".join(f"`{k}` +{n:.2f}" for k, n in extra) or "none")
-            + ". The seal is a Set Blob Tags (`PUT comp=tags`) and then a Get Blob Tags "
-            "(`GET comp=tags`) that reads the state back, because Azurite ignores the "
-            "`x-ms-if-tags` condition on Set Blob Tags (DESIGN.md section 4): on Azure the "
-            "condition alone would decide and the read-back is the round trip a live account "
-            "could drop. The two database statements (reserve, publish) are not delayed by the "
-            "proxy; the step table shows what they cost here.",
+            + ". The seal sets the state tag (`PUT comp=tags`) and reads tags back (`GET comp=tags`): "
+            "Azurite ignores the `x-ms-if-tags` condition on Set Blob Tags (DESIGN.md section 4), "
+            "so the state is checked by reading it; on Azure the condition alone would decide, "
+            "and those reads are round trips a live account could drop. The database statements "
+            "are not delayed by the proxy; the step table shows what reserve and publish cost "
+            "here.",
         ]
     )
