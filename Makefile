@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: venv demo test lint bench function-zip policy-pack clean
+.PHONY: venv demo test lint bench soak mutation function-zip policy-pack clean
 .DEFAULT_GOAL := venv
 
 venv: $(PY_STAMP)
@@ -45,8 +45,19 @@ policy-pack/venv/.installed: pyproject.toml policy-pack/requirements.txt
 	policy-pack/venv/bin/python -m pip install --quiet -e . -r policy-pack/requirements.txt
 	@touch $@
 
+# Long runs of the proofs: 2,000 interleavings, the fault tests five times; figures go to
+# docs/reliability.md.
+soak: $(PY_STAMP) $(NODE_STAMP)
+	$(BIN)/python -m tests.soak_run
+
+# mutmut over policies/rules and the sweeper's core ([tool.mutmut] in pyproject.toml);
+# CPU-heavy: about 20-40 minutes on 2 cores. Score and survivors go to docs/reliability.md.
+mutation: $(PY_STAMP) $(NODE_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,mutation]'
+	$(BIN)/python -m tests.mutation_run
+
 function-zip: $(PY_STAMP)
 	$(BIN)/safetynet build-function --output build/sweeper-function.zip
 
 clean:
-	rm -rf $(VENV) node_modules build policy-pack/venv .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) node_modules build policy-pack/venv mutants .pytest_cache .mypy_cache .ruff_cache

@@ -19,7 +19,7 @@ from benchmarks import machine
 from safetynet.azurite import PROJECT_ROOT
 
 DOCS = PROJECT_ROOT / "docs" / "benchmarks.md"
-BENCHMARKS = ("sweep", "audit")
+BENCHMARKS = ("sweep", "audit", "protocol")
 """In the order `make bench` runs them."""
 
 HEADER = """# Benchmarks

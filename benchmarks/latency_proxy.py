@@ -1,16 +1,25 @@
-"""A loopback reverse proxy that adds a fixed delay to every request and counts them.
+"""A loopback reverse proxy that adds a fixed delay to every request, counts them, and
+injects faults on demand.
 
 Azurite answers in about a millisecond; Azure called from a function does not. Putting this
 proxy between a client and Azurite models the cloud round trip, so a benchmark shows what
 batching wins there, and its counter shows how many blob-service requests a run really made.
+The fault tests use it to make the service fail the way Azure does: 500 and 503 answers,
+throttling with Retry-After, connections reset before or after the request reached the
+service, and answers stalled past the client's timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
+import struct
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import parse_qs, urlsplit
@@ -31,6 +40,36 @@ _HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected failure. `status` answers without forwarding (the service never saw it);
+    `reset` closes the connection with a TCP reset, `"before"` or `"after"` forwarding;
+    `stall_s` forwards, then holds the answer that long (past the client's read timeout)."""
+
+    status: int = 0
+    retry_after_s: int | None = None
+    reset: str | None = None
+    stall_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.reset not in (None, "before", "after"):
+            raise ValueError(f"reset must be 'before' or 'after', not {self.reset!r}")
+        if not (self.status or self.reset or self.stall_s):
+            raise ValueError("a fault needs a status, a reset or a stall")
+
+
+SERVER_BUSY = Fault(status=503)
+INTERNAL_ERROR = Fault(status=500)
+
+
+def throttled(retry_after_s: int = 1) -> Fault:
+    """Azure's throttling answer: 503 ServerBusy with Retry-After."""
+    return Fault(status=503, retry_after_s=retry_after_s)
+
+
+_ERROR_CODES = {500: "InternalError", 503: "ServerBusy"}
 
 
 def request_kind(method: str, path: str) -> str:
@@ -73,18 +112,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._connection = http.client.HTTPConnection(*self.server.upstream, timeout=60)
         return self._connection
 
-    def finish(self) -> None:
-        super().finish()
-        if self._connection is not None:
-            self._connection.close()
-
     def _forward(self) -> None:
         body = self._read_body()
         kind = request_kind(self.command, self.path)
         self.server.record(kind)
         time.sleep(self.server.delay_s)
-        if self.server.take_injected_fault(kind):
-            self._send_server_busy()
+        action = self.headers.get("x-ms-lease-action")
+        fault = self.server.take_fault(f"{kind} {action}" if action else kind, kind)
+        self.server.run_trigger(kind)
+        if fault is not None and fault.status:
+            self._send_error_status(fault)
+            return
+        if fault is not None and fault.reset == "before":
+            self._reset()
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         if body or "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
@@ -97,6 +137,11 @@ class _Handler(BaseHTTPRequestHandler):
         # The body goes back byte for byte (batch answers are multipart: never re-encoded);
         # http.client has already undone any chunked framing, so the length is re-declared.
         payload = response.read()
+        if fault is not None and fault.reset == "after":
+            self._reset()
+            return
+        if fault is not None:
+            time.sleep(fault.stall_s)
         self.send_response_only(response.status, response.reason)
         for name, value in response.getheaders():
             if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
@@ -110,13 +155,34 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD" and payload:
             self.wfile.write(payload)
 
-    def _send_server_busy(self) -> None:
+    def _send_error_status(self, fault: Fault) -> None:
         body = b"injected fault"
-        self.send_response_only(503, "Server Busy")
-        self.send_header("x-ms-error-code", "ServerBusy")
+        self.send_response_only(fault.status)
+        self.send_header("x-ms-error-code", _ERROR_CODES.get(fault.status, "InjectedFault"))
+        if fault.retry_after_s is not None:
+            self.send_header("Retry-After", str(fault.retry_after_s))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _reset(self) -> None:
+        """Close with RST (SO_LINGER 0), as a dropped connection looks to the client."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except OSError:
+            # The client gave up on a stalled answer, or the connection was reset on purpose.
+            self.close_connection = True
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        if self._connection is not None:
+            self._connection.close()
 
     def _send_upstream(self, headers: dict[str, str], body: bytes) -> http.client.HTTPResponse:
         for attempt in (1, 2):
@@ -143,19 +209,31 @@ class LatencyProxyServer(ThreadingHTTPServer):
         self.upstream = upstream
         self.delay_s = delay_s
         self._counts: Counter[str] = Counter()
-        self._faults: Counter[str] = Counter()
+        self._faults: dict[str, deque[Fault]] = {}
+        self._triggers: dict[str, Callable[[], None]] = {}
         self._lock = threading.Lock()
 
-    def inject_faults(self, kind: str, count: int) -> None:
+    def inject(self, kind: str, faults: list[Fault]) -> None:
         with self._lock:
-            self._faults[kind] = count
+            self._faults[kind] = deque(faults)
 
-    def take_injected_fault(self, kind: str) -> bool:
+    def take_fault(self, *kinds: str) -> Fault | None:
         with self._lock:
-            if self._faults[kind] <= 0:
-                return False
-            self._faults[kind] -= 1
-            return True
+            for kind in kinds:
+                queue = self._faults.get(kind)
+                if queue:
+                    return queue.popleft()
+        return None
+
+    def once(self, kind: str, trigger: Callable[[], None]) -> None:
+        with self._lock:
+            self._triggers[kind] = trigger
+
+    def run_trigger(self, kind: str) -> None:
+        with self._lock:
+            trigger = self._triggers.pop(kind, None)
+        if trigger is not None:
+            trigger()
 
     def record(self, kind: str) -> None:
         with self._lock:
@@ -199,7 +277,16 @@ class LatencyProxy:
     def fail_next(self, kind: str, count: int) -> None:
         """Answer the next `count` requests of `kind` (e.g. `POST comp=batch`) with 503
         ServerBusy instead of forwarding them: a throttled or failing service, on demand."""
-        self._server.inject_faults(kind, count)
+        self._server.inject(kind, [SERVER_BUSY] * count)
+
+    def inject(self, kind: str, *faults: Fault) -> None:
+        """The next requests of `kind` meet `faults`, one each, in order. A lease request's
+        kind may name its action (`PUT comp=lease renew`) to hit only that action."""
+        self._server.inject(kind, list(faults))
+
+    def once(self, kind: str, trigger: Callable[[], None]) -> None:
+        """Call `trigger` when the next request of `kind` arrives, before it is forwarded."""
+        self._server.once(kind, trigger)
 
     def reset(self) -> None:
         self._server.reset()

@@ -77,11 +77,22 @@ class AzuriteTls:
 
 
 class Azurite:
-    """One Azurite blob endpoint on 127.0.0.1, in memory, for the lifetime of a `with` block."""
+    """One Azurite blob endpoint on 127.0.0.1, in memory, for the lifetime of a `with` block.
 
-    def __init__(self, start_timeout_s: float = 30.0, *, tls: AzuriteTls | None = None) -> None:
+    With `location`, data persists in that folder instead and the port stays the same across
+    `stop()` and `start()`, so a test can restart the emulator under a running client.
+    """
+
+    def __init__(
+        self,
+        start_timeout_s: float = 30.0,
+        *,
+        tls: AzuriteTls | None = None,
+        location: Path | None = None,
+    ) -> None:
         self._start_timeout_s = start_timeout_s
         self.tls = tls
+        self._location = location
         self._process: subprocess.Popen[bytes] | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self.port = 0
@@ -105,7 +116,11 @@ class Azurite:
 
     def start(self) -> Azurite:
         binary = find_azurite_bin()
-        self.port = _free_loopback_port()
+        if not (self.port and self._location):
+            self.port = _free_loopback_port()
+        storage = (
+            ["--location", str(self._location)] if self._location else ["--inMemoryPersistence"]
+        )
         self._workdir = tempfile.TemporaryDirectory(prefix="safetynet-azurite-")
         log = Path(self._workdir.name) / "azurite.log"
         command = [
@@ -114,7 +129,7 @@ class Azurite:
             "127.0.0.1",
             "--blobPort",
             str(self.port),
-            "--inMemoryPersistence",
+            *storage,
             "--skipApiVersionCheck",
             "--disableTelemetry",
         ]

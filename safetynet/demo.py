@@ -23,7 +23,7 @@ from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
 from safetynet.constants import COMMITTED, PENDING, STATE_TAG, tag_condition
 from sweeper import blobs
-from sweeper.invariants import InvariantResult, check_invariants, snapshot
+from sweeper.invariants import DeleteLog, InvariantResult, InvariantWatch, check_invariants
 from sweeper.protocol import UploadProtocol
 from sweeper.reconcile import list_blobs, reconcile
 from sweeper.settings import SweepSettings
@@ -52,10 +52,12 @@ class CrashCase:
     step: str
     measured: str
     invariants: list[InvariantResult]
+    crashed: bool = True
+    """False when the named step never ran, so the case proved nothing about that crash."""
 
     @property
     def ok(self) -> bool:
-        return all(i.holds for i in self.invariants)
+        return self.crashed and all(i.holds for i in self.invariants)
 
 
 @dataclass
@@ -311,13 +313,31 @@ def crash_after(step: str) -> Callable[[str], None]:
     return checkpoint
 
 
-def run_crash_case(store: DocumentStore, container: ContainerClient, step: str) -> CrashCase:
-    """One crash after `step` with a bystander document, then sweep, reconcile, check."""
-    UploadProtocol(store, container).put("bystander.txt", b"untouched", ".txt")
-    protocol = UploadProtocol(store, container, checkpoint=crash_after(step))
+def run_crash_case(
+    store: DocumentStore,
+    container: ContainerClient,
+    step: str,
+    protocol_type: type[UploadProtocol] = UploadProtocol,
+    client_type: type[ContainerClient] = ContainerClient,
+) -> CrashCase:
+    """One crash after `step` with a bystander document, then sweep, reconcile, check.
+
+    I1, I2, I3 and I6 are judged at every instant: after each protocol step, right after the
+    crash before any repair, and after each repair. I3 sees every delete sent, through a
+    client with a request hook; I6 is also judged once against the state before the operation.
+    `protocol_type` and `client_type` let a test run the same matrix over a deliberately
+    broken protocol or blob client.
+    """
+    deletes = DeleteLog(container.container_name)
+    watched = client_type.from_container_url(
+        container.url, credential=container.credential, raw_request_hook=deletes
+    )
+    UploadProtocol(store, watched).put("bystander.txt", b"untouched", ".txt")
     if step not in PUT_STEPS:
-        document = UploadProtocol(store, container).put("subject.txt", b"v1", ".txt")
-    before = snapshot(container)
+        document = UploadProtocol(store, watched).put("subject.txt", b"v1", ".txt")
+    watch = InvariantWatch(store, watched, deletes)
+    before = dict(watch.previous)
+    protocol = protocol_type(store, watched, checkpoint=watch.then(crash_after(step)))
     try:
         if step in PUT_STEPS:
             protocol.put("subject.txt", b"v1", ".txt")
@@ -326,16 +346,32 @@ def run_crash_case(store: DocumentStore, container: ContainerClient, step: str) 
         else:
             protocol.delete(document.id)
     except SimulatedCrash:
-        pass
-    before = {**before, **snapshot(container)}
+        crashed = True
+    else:
+        crashed = False
+    watch.check(f"crash after {step}")
     left = _counts(store, container)
-    _sweep(store, container)
-    repaired = reconcile(store, container, older_than=_later() - CUTOFF, repair=True).repaired
-    second = _sweep(store, container)
+    _sweep(store, watched)
+    watch.check("sweep")
+    repaired = reconcile(store, watched, older_than=_later() - CUTOFF, repair=True).repaired
+    watch.check("reconcile")
+    second = _sweep(store, watched)
+    watch.check("second sweep")
     stale_before = _later() - CUTOFF
-    invariants = check_invariants(store, container, before, stale_before, second)
-    measured = f"{left} -> {_counts(store, container)}, reconcile repaired {len(repaired)}"
-    return CrashCase(step, measured, invariants)
+    final = {r.id: r for r in check_invariants(store, watched, before, stale_before, second, [])}
+    instant = {r.id: r for r in watch.summary()}
+    overwritten = final["I6"]
+    instant["I6"] = InvariantResult(
+        "I6",
+        instant["I6"].holds and overwritten.holds,
+        "; ".join(d for d in (instant["I6"].detail, overwritten.detail) if d),
+    )
+    invariants = [instant.get(i) or final[i] for i in ("I1", "I2", "I3", "I4", "I5", "I6")]
+    measured = (
+        f"{left} -> {_counts(store, container)}, reconcile repaired {len(repaired)}, "
+        f"checked at {watch.moments} instants"
+    )
+    return CrashCase(step, measured, invariants, crashed)
 
 
 def run_demo(service: BlobServiceClient) -> DemoReport:
@@ -370,7 +406,8 @@ def render(report: DemoReport) -> str:
     crash_rows = [("crash after", "left -> after repair", "I1 I2 I3 I4 I5 I6", "")]
     for case in report.crashes:
         marks = " ".join("ok" if i.holds else "NO" for i in case.invariants)
-        crash_rows.append((case.step, case.measured, marks, "ok" if case.ok else "VIOLATED"))
+        verdict = "ok" if case.ok else "VIOLATED" if case.crashed else "NEVER CRASHED"
+        crash_rows.append((case.step, case.measured, marks, verdict))
     lines += _table(crash_rows)
     for case in report.crashes:
         for invariant in case.invariants:

@@ -20,6 +20,10 @@ POSTGRES_ADMIN_URL = os.environ.get(
 REQUIRE_POSTGRES = os.environ.get("SAFETYNET_REQUIRE_POSTGRES") == "1"
 
 
+RUNNING_AZURITE_PORT = os.environ.get("SAFETYNET_TEST_AZURITE_PORT")
+"""Set by `make mutation`: one emulator serves every mutant's test run instead of one each."""
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("verification", "behaviour probes (tests/verification)")
     group.addoption(
@@ -37,6 +41,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture(scope="session")
 def azurite() -> Iterator[Azurite]:
+    if RUNNING_AZURITE_PORT:
+        running = Azurite()
+        running.port = int(RUNNING_AZURITE_PORT)
+        yield running
+        return
     with Azurite() as emulator:
         yield emulator
 

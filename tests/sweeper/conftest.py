@@ -100,3 +100,13 @@ def stale_rows(store: DocumentStore, container: ContainerClient) -> Callable[...
         return stale_rows_in(store, container, count, with_blobs, prefix)
 
     return make
+
+
+def age_row(store: DocumentStore, document_id: str, age: timedelta) -> None:
+    """Writes the row's created time `age` in the past, as if it had been reserved then."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            store.table.update()
+            .where(store.table.c.id == document_id)
+            .values(created=datetime.now(UTC) - age)
+        )

@@ -15,6 +15,7 @@ def test_invariants_hold_after_crash(
 ) -> None:
     """Whatever step the process died after, sweeping and reconciling restores every invariant."""
     case = run_crash_case(store, container, step)
+    assert case.crashed, f"the protocol never reached step {step}"
     broken = [f"{i.id}: {i.detail}" for i in case.invariants if not i.holds]
     assert broken == []
     assert len(case.invariants) == 6

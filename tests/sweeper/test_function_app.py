@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import azure.functions as func
@@ -31,6 +32,7 @@ from sweeper.protocol import UploadProtocol
 from sweeper.settings import SettingsError
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.sweep import SweepReport
+from tests.sweeper.conftest import age_row
 
 StaleRows = Callable[..., list[Document]]
 
@@ -297,7 +299,8 @@ def test_ready_rows_are_never_swept_whatever_their_age(
 ) -> None:
     """A published document stays Ready with its committed blob even when older than the cutoff."""
     ready = protocol.put("old.pdf", b"old bytes", extension=".pdf")
-    settings = app_settings(azurite, container, db_url) | {"SAFETYNET_CUTOFF": "1s"}
+    age_row(store, ready.id, timedelta(days=2))
+    settings = app_settings(azurite, container, db_url)
 
     report = sweep_once(settings)
 
