@@ -435,3 +435,35 @@ def test_function_settings(
     assert outcomes  # at least one tick swept for real
     assert "safetynet.sweep.finished" in logs.getvalue()
     assert all(secret not in logs.getvalue() for secret in PLANTED)
+
+
+def test_verify_options(workdir: Path, azurite: Azurite, existing_container: str) -> None:
+    """verify: counts, durations, names, endpoints and paths end in a contract code, cleanly."""
+
+    @FUZZ
+    @given(
+        options=st.fixed_dictionaries(
+            {},
+            optional={
+                "--max-pending-days": numbers,
+                "--sweeper-period": durations | argv_text,
+                "--container": names | argv_text,
+                "--account-url": urls,
+                "--arm-endpoint": urls | argv_text,
+                "--second-credential": argv_text,
+                "--format": st.sampled_from(["json", "table", "sarif", "junit", "xlsx"]),
+                "--output": paths(workdir),
+            },
+        ),
+    )
+    @example(options={"--format": "json"})
+    def check(options: dict[str, str]) -> None:
+        base = {"--connection-string": azurite.connection_string, "--container": existing_container}
+        code, out, err = run(argv_of(["verify"], {**base, **options}), {})
+        as_json = options.get("--format") == "json" and "--output" not in options
+        assert_contract(code, out, err, as_json)
+        seen.add(code)
+
+    seen: set[int] = set()
+    check()
+    assert seen - {ExitCode.USAGE}  # the fuzz reached real probes, not only the option checks
