@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -465,8 +464,3 @@ def test_function_applies_the_endpoint_rule_with_its_opt_in(
     }
     with pytest.raises(SettingsError, match="SAFETYNET_ALLOW_CUSTOM_ENDPOINT"):
         sweep_once(settings)
-
-
-def test_environment_is_left_alone() -> None:
-    """No test above leaks a secret-bearing variable into the environment of the next."""
-    assert "SAFETYNET_ACCOUNT_URL" not in os.environ
