@@ -424,3 +424,11 @@ def test_hostile_options_are_usage_errors_with_json(
     assert code == ExitCode.USAGE
     assert named in captured.err
     assert json.loads(captured.out.splitlines()[-1])["error"]["exit_code"] == ExitCode.USAGE
+
+
+def test_table_escapes_names_from_arm(audit: Audit, fake: FakeArm) -> None:
+    """An account name with a newline from ARM stays on its row, escaped, in the table."""
+    fake.add(compliant_account("evil\nforged", GROUP))
+    _, text = audit("--format", "table")
+    assert not any(line.startswith("forged") for line in text.splitlines())
+    assert "evil\\nforged" in text
