@@ -169,16 +169,20 @@ class Redactor:
 _SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def printable(text: str) -> str:
+def printable(text: str, *, backslashes: bool = True) -> str:
     """`text` with control, format, unassigned, private-use and line-separator characters (and
     backslashes) escaped.
 
     Names come from users and from the container: a blob named "x\\ncontainer and table
     agree" must print as one line that says what it is, not forge a second line.
+    `backslashes=False` leaves backslashes alone, for whole messages whose names were escaped
+    already (escaping twice would print `\\\\n`).
     """
     out = []
     for char in text:
-        if char in _SHORT_ESCAPES:
+        if char == "\\" and not backslashes:
+            out.append(char)
+        elif char in _SHORT_ESCAPES:
             out.append(_SHORT_ESCAPES[char])
         elif unicodedata.category(char) in ("Cc", "Cf", "Cn", "Co", "Cs", "Zl", "Zp"):
             code = ord(char)

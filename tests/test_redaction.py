@@ -105,3 +105,8 @@ def test_logging_filter_scrubs_message_arguments_and_exceptions() -> None:
         )
     RedactingFilter(redactor).filter(record)
     assert "hunter2-secret" not in logging.Formatter().format(record)
+
+
+def test_printable_can_leave_backslashes_of_escaped_names_alone() -> None:
+    """A message holding an escaped name is escaped once more without doubling its backslashes."""
+    assert printable("name 'a\\nb'\n", backslashes=False) == "name 'a\\nb'\\n"

@@ -290,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
         where = printable(problem.account or scope.label)
         print(
             f"safetynet audit: {where}: {problem.operation}: {problem.kind.value}: "
-            f"{printable(problem.message)}",
+            f"{printable(problem.message, backslashes=False)}",
             file=sys.stderr,
         )
     if args.fail_on != NO_FAIL and report.failures(Severity(args.fail_on)):

@@ -83,7 +83,7 @@ def error_object(code: ExitCode, message: str, **extra: Any) -> str:
 
 def fail(command: str, code: ExitCode, message: str, as_json: bool, **extra: Any) -> int:
     """Report a failure on stderr (and as JSON on stdout when asked); returns the exit code."""
-    print(f"safetynet {command}: {printable(message)}", file=sys.stderr)
+    print(f"safetynet {command}: {printable(message, backslashes=False)}", file=sys.stderr)
     if as_json:
         print(error_object(code, message, **extra))
     return int(code)
@@ -97,7 +97,9 @@ def capped(errors: Sequence[str]) -> list[str]:
 def ascii_int(text: str) -> int:
     """A whole number in ASCII digits; int() would also take '٤', '1_0' and ' 4 '."""
     if not (text.isascii() and text.lstrip("-").isdigit()) or len(text) > 12:
-        raise argparse.ArgumentTypeError(f"{printable(text)!r} is not a whole number")
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a whole number"
+        )  # escaped by Parser.error
     return int(text)
 
 

@@ -46,7 +46,9 @@ def _zip_path(text: str) -> Path:
         or path.is_dir()
         or path.name in ("", ".", "..")
     ):
-        raise argparse.ArgumentTypeError(f"'{printable(text)}' is not a file path for the zip")
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a file path for the zip"
+        )  # escaped by Parser.error
     return path
 
 

@@ -464,3 +464,14 @@ def test_function_applies_the_endpoint_rule_with_its_opt_in(
     }
     with pytest.raises(SettingsError, match="SAFETYNET_ALLOW_CUSTOM_ENDPOINT"):
         sweep_once(settings)
+
+
+def test_a_value_with_a_newline_is_escaped_once(run_cli: RunCli, tmp_path: Path) -> None:
+    """A bad --cutoff holding a newline is shown on one line, escaped exactly once."""
+    code, _, err = run_cli("sweep", "--db", sqlite_url(tmp_path / "x.db"), "--cutoff=1\nforged")
+    assert code == ExitCode.USAGE
+    assert err.splitlines()[0].endswith(
+        "is not a duration; use a whole number (digits 0-9) and a unit s, m, h or d (e.g. 90s, 15m, 2h, 1d)"
+    )
+    assert "'1\\nforged'" in err
+    assert not any(line.startswith("forged") for line in err.splitlines())
