@@ -33,7 +33,7 @@ from safetynet.commands.common import CommandError, UsageError, ascii_int, fail,
 from safetynet.commands.target import TARGET_ERRORS, add_blob_options, classify, open_blob_service
 from safetynet.constants import PENDING, STATE_TAG
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import printable
+from safetynet.redaction import Redactor, printable
 from sweeper.settings import SettingsError, parse_duration
 
 DEFAULTS = Thresholds()
@@ -228,7 +228,9 @@ def run(args: argparse.Namespace) -> int:
     except TARGET_ERRORS as error:
         refused = classify(error, args, started=False)
         return fail("verify", refused.code, str(refused), as_json)
-    text = VERIFY_RENDERERS[args.format](result)
+    # The report quotes ARM's and the service's words, which may echo what was sent.
+    redactor: Redactor = getattr(args, "redactor", None) or Redactor()
+    text = redactor.scrub(VERIFY_RENDERERS[args.format](result))
     if not _write(text, args.output):
         return ExitCode.USAGE
     return exit_code(result)
