@@ -97,7 +97,7 @@ def _messages(error: BaseException) -> list[str]:
 
 def _scrubbed(error: Exception, redactor: Redactor) -> Exception:
     """The same kind of error with a scrubbed message and no chained cause."""
-    message = printable(redactor.scrub(str(error)))
+    message = printable(redactor.scrub(str(error)), backslashes=False)
     try:
         return type(error)(message)
     except Exception:  # an error type that does not take one message
