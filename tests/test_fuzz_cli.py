@@ -231,7 +231,7 @@ ENV = st.fixed_dictionaries(
 )
 
 
-FLAGS = ("--allow-custom-endpoint", "--dry-run", "--json")
+FLAGS = ("--allow-custom-endpoint", "--dry-run", "--json", "--repair")
 
 
 def argv_of(command: list[str], options: Mapping[str, str]) -> list[str]:
@@ -247,10 +247,26 @@ def test_sweep_and_reconcile_options_and_environment(
     seen: set[int] = set()
 
     @FUZZ
-    @given(command=st.sampled_from(["sweep", "reconcile"]), overrides=OVERRIDES, env=ENV)
-    @example(command="sweep", overrides={"--json": ""}, env={})
-    @example(command="reconcile", overrides={}, env={"SAFETYNET_CUTOFF": "1s"})
-    def check(command: str, overrides: dict[str, str], env: dict[str, str]) -> None:
+    @given(
+        command=st.sampled_from(["sweep", "reconcile"]),
+        overrides=OVERRIDES,
+        env=ENV,
+        plan=st.fixed_dictionaries(
+            {},
+            optional={
+                "--write-plan": paths(workdir),
+                "--apply-plan": paths(workdir) | st.just(str(workdir / "afile")),
+                "--max-delete": numbers,
+                "--max-share": st.sampled_from(["0.5", "0", "nan", "inf", "1e999", "-1", "x"]),
+                "--repair": st.just(""),
+            },
+        ),
+    )
+    @example(command="sweep", overrides={"--json": ""}, env={}, plan={})
+    @example(command="reconcile", overrides={}, env={"SAFETYNET_CUTOFF": "1s"}, plan={})
+    def check(
+        command: str, overrides: dict[str, str], env: dict[str, str], plan: dict[str, str]
+    ) -> None:
         options = {
             "--db": valid_db,
             "--connection-string": azurite.connection_string,
@@ -259,6 +275,7 @@ def test_sweep_and_reconcile_options_and_environment(
         }
         if command == "reconcile":
             options = {k: v for k, v in options.items() if k not in ("--concurrency", "--dry-run")}
+            options.update(plan)
             if "--cutoff" in options:
                 options["--older-than"] = options.pop("--cutoff")
         if "SAFETYNET_ACCOUNT_URL" in env:
