@@ -36,6 +36,7 @@ from azure.mgmt.storage import StorageManagementClient
 from policies.adapters import arm
 from policies.model import Account, Facet, Thresholds
 from policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
+from safetynet.redaction import Redactor, printable
 
 DEFAULT_CONCURRENCY = 8
 STORAGE_API_VERSION = arm.STORAGE_API_VERSION
@@ -159,8 +160,11 @@ def classify(error: Exception) -> tuple[ErrorKind, str]:
 
 
 def _first_line(error: Exception) -> str:
+    """ARM's own words, shortened, escaped, and scrubbed of anything credential-like: an error
+    body may echo the request's token, and these words go into every report format."""
     text = str(error).strip() or type(error).__name__
-    return " ".join(line.strip() for line in text.splitlines()[:2] if line.strip())
+    line = " ".join(line.strip() for line in text.splitlines()[:2] if line.strip())
+    return printable(Redactor().scrub(line))
 
 
 READ_ERRORS = (HttpResponseError, ClientAuthenticationError, ServiceRequestError, DecodeError)

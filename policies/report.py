@@ -11,6 +11,7 @@ from typing import Any, Final
 from policies.audit import AuditReport, ReadError
 from policies.probes import Probe, ProbeOutcome, ProbeResult, VerificationRun
 from policies.rules import RULES, Finding, Outcome, Rule, Severity
+from safetynet.redaction import printable
 
 TOOL_NAME: Final = "safetynet"
 TOOL_URI: Final = "https://github.com/blob-safetynet/blob-safetynet"
@@ -79,8 +80,9 @@ def render_json(report: AuditReport) -> str:
 def render_table(report: AuditReport) -> str:
     """A plain text table for people, then the read errors."""
     rows = [("ACCOUNT", "RULE", "SEVERITY", "OUTCOME", "MESSAGE")]
+    # Names and messages quote what ARM returned: escaped, so none can forge a row.
     rows += [
-        (f.account, f.rule.id, f.severity.value, f.outcome.value, f.message)
+        (printable(f.account), f.rule.id, f.severity.value, f.outcome.value, printable(f.message))
         for f in report.findings
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
@@ -91,7 +93,7 @@ def render_table(report: AuditReport) -> str:
     if not report.findings and not report.all_errors:
         lines.append(f"no storage account in {report.scope.label}")
     for error in report.all_errors:
-        where = error.account or report.scope.label
+        where = printable(error.account or report.scope.label)
         lines.append(f"ERROR {where} {error.operation}: {error.kind.value}: {error.message}")
     findings = report.findings
     counts = ", ".join(f"{sum(f.outcome is o for f in findings)} {o.value}" for o in Outcome)

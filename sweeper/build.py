@@ -43,8 +43,8 @@ ROOT_FILES: Final = ("function_app.py", "host.json")
 """Taken from sweeper/ but placed at the zip root, where the Functions host looks for them."""
 BUILD_ONLY: Final = frozenset({"build.py", *ROOT_FILES})
 """sweeper/ modules that must not be shipped inside the package itself."""
-SHARED_MODULES: Final = ("__init__.py", "constants.py")
-"""The only part of `safetynet` the sweeper imports (the shared constants)."""
+SHARED_MODULES: Final = ("__init__.py", "constants.py", "redaction.py")
+"""The only parts of `safetynet` the sweeper imports (the shared constants and redaction)."""
 ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
 """The earliest time a zip entry can hold; any fixed value makes builds byte-identical."""
 _SKIPPED_PARTS: Final = frozenset({"__pycache__", "bin"})
@@ -138,8 +138,13 @@ def build_zip(
             (pip or run_pip)(pip_command(site, python_version, requirements))
         output.parent.mkdir(parents=True, exist_ok=True)
         partial = output.with_name(output.name + ".partial")
-        entries = _write_zip(stage, partial)
-        partial.replace(output)
+        try:
+            entries = _write_zip(stage, partial)
+            partial.replace(output)
+        finally:
+            # A failed write (disk full, output is a directory) leaves nothing half-written.
+            if partial.is_file():
+                partial.unlink()
     return BuildResult(output, entries, output.stat().st_size, with_dependencies)
 
 

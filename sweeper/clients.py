@@ -3,11 +3,9 @@ only for the local emulator."""
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
-
 from azure.storage.blob import BlobServiceClient, ExponentialRetry
 
-from sweeper.settings import SettingsError
+from sweeper.settings import SettingsError, check_blob_endpoint
 
 CONNECTION_TIMEOUT_S = 10
 READ_TIMEOUT_S = 20
@@ -25,29 +23,45 @@ def retry_policy() -> ExponentialRetry:
 
 
 def blob_service(
-    account_url: str | None = None, connection_string: str | None = None
+    account_url: str | None = None,
+    connection_string: str | None = None,
+    *,
+    allow_custom_endpoint: bool = False,
+    names: tuple[str, str] = ("--account-url", "--connection-string"),
 ) -> BlobServiceClient:
+    """A client for the one target given; the endpoint rule (`check_blob_endpoint`) applies.
+
+    `names` are what the caller calls the two targets (options, or the Function's settings).
+    """
+    url_name, string_name = names
     if bool(account_url) == bool(connection_string):
-        raise SettingsError(
-            "give exactly one of --account-url (Azure) or --connection-string (Azurite)"
-        )
+        raise SettingsError(f"give exactly one of {url_name} (Azure) or {string_name} (Azurite)")
     if connection_string:
         try:
-            return BlobServiceClient.from_connection_string(
+            service = BlobServiceClient.from_connection_string(
                 connection_string,
                 retry_policy=retry_policy(),
                 connection_timeout=CONNECTION_TIMEOUT_S,
                 read_timeout=READ_TIMEOUT_S,
             )
-        except ValueError as error:
-            raise SettingsError(f"connection string is malformed: {error}") from None
-    assert account_url is not None
-    parsed = urlparse(account_url)
-    if parsed.scheme != "https" or not parsed.netloc:
-        raise SettingsError(
-            f"account URL {account_url!r} must be https://<account>.blob.core.windows.net "
-            "(tokens are never sent over plain HTTP)"
+        except (ValueError, TypeError):
+            # The SDK's words may quote the string, which holds the key: never repeat them.
+            raise SettingsError(
+                f"{string_name} is malformed; expected "
+                "DefaultEndpointsProtocol=<http|https>;AccountName=<name>;AccountKey=<key>;"
+                "BlobEndpoint=<url>"
+            ) from None
+        check_blob_endpoint(
+            service.url,
+            with_key=True,
+            allow_custom=allow_custom_endpoint,
+            setting=f"{string_name} endpoint",
         )
+        return service
+    assert account_url is not None
+    check_blob_endpoint(
+        account_url, with_key=False, allow_custom=allow_custom_endpoint, setting=url_name
+    )
     from azure.identity import DefaultAzureCredential  # heavy import, only for Azure targets
 
     return BlobServiceClient(

@@ -12,17 +12,17 @@ them to Application Insights as traces.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Final
-from urllib.parse import urlparse
 
 import azure.functions as func
 from azure.storage.blob import BlobServiceClient
 
+from safetynet.redaction import RedactingFilter, Redactor, printable, secrets_in
 from sweeper.clients import blob_service
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError
@@ -33,6 +33,9 @@ from sweeper.sweep import Sweeper, SweepReport
 SCHEDULE_SETTING: Final = "SAFETYNET_SCHEDULE"
 DB_URL_SETTING: Final = "SAFETYNET_DB_URL"
 CONNECTION_STRING_SETTING: Final = "SAFETYNET_CONNECTION_STRING"
+ACCOUNT_URL_SETTING: Final = "SAFETYNET_ACCOUNT_URL"
+SECRET_SETTINGS: Final = (DB_URL_SETTING, ACCOUNT_URL_SETTING, CONNECTION_STRING_SETTING)
+"""Settings whose values hold secrets (passwords, SAS, keys): scrubbed from every log record."""
 FUNCTION_NAME: Final = "sweep_timer"
 SUMMARY_EVENT: Final = "safetynet.sweep.finished"
 """The `event` field of the per-run summary: what a KQL query over `traces` filters on."""
@@ -67,14 +70,63 @@ def sweep_timer(timer: func.TimerRequest) -> None:
 
 
 def sweep_once(env: Mapping[str, str]) -> SweepReport | None:
-    """Sweep once with the app settings in `env`; None when another sweeper holds the lease."""
+    """Sweep once with the app settings in `env`; None when another sweeper holds the lease.
+
+    Whatever it logs or raises is scrubbed of the secret settings' values: the host sends both
+    to Application Insights, where anyone with read access to the traces would see them.
+    """
+    redactor = Redactor(secrets_in(env.get(name) for name in SECRET_SETTINGS))
+    with _scrubbed_logs(redactor):
+        try:
+            return _sweep_once(env)
+        except Exception as error:
+            if all(redactor.scrub(text) == text for text in _messages(error)):
+                raise  # nothing to hide: the host records the error as it is
+            raise _scrubbed(error, redactor) from None
+
+
+def _messages(error: BaseException) -> list[str]:
+    """The message of `error` and of every exception chained to it (the host prints them all)."""
+    texts: list[str] = []
+    seen: BaseException | None = error
+    while seen is not None and len(texts) < 20:
+        texts.append(str(seen))
+        seen = seen.__cause__ or seen.__context__
+    return texts
+
+
+def _scrubbed(error: Exception, redactor: Redactor) -> Exception:
+    """The same kind of error with a scrubbed message and no chained cause."""
+    message = printable(redactor.scrub(str(error)), backslashes=False)
+    try:
+        return type(error)(message)
+    except Exception:  # an error type that does not take one message
+        return SweepFailedError(f"{type(error).__name__}: {message}")
+
+
+@contextmanager
+def _scrubbed_logs(redactor: Redactor) -> Iterator[None]:
+    """Every handler of the host (and of a test) scrubs the records of this invocation."""
+    scrub = RedactingFilter(redactor)
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(scrub)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(scrub)
+
+
+def _sweep_once(env: Mapping[str, str]) -> SweepReport | None:
     settings = FunctionSettings.from_environment(env)
     store = _open_store(settings.db_url)
     try:
         store.check_schema()
-        container = _service(settings.account_url, settings.connection_string).get_container_client(
-            settings.sweep.container
+        service = _service(
+            settings.account_url, settings.connection_string, settings.allow_custom_endpoint
         )
+        container = service.get_container_client(settings.sweep.container)
         try:
             report = Sweeper(store, container, settings.sweep).run()
         except SweepLeaseHeldError as held:
@@ -96,41 +148,32 @@ def sweep_once(env: Mapping[str, str]) -> SweepReport | None:
 
 
 def _open_store(db_url: str) -> DocumentStore:
-    """The document store, with an error that never repeats the URL (it holds the password)."""
+    """The document store; its errors show the URL only through the redaction module."""
     try:
         store = DocumentStore.from_url(db_url)
     except (StoreError, ValueError) as error:
-        reason = str(error).replace(db_url, "<redacted>")
-        raise SettingsError(f"{DB_URL_SETTING}: {reason}") from None
+        raise SettingsError(f"{DB_URL_SETTING}: {error}") from None
     return store
 
 
 @functools.cache
-def _service(account_url: str | None, connection_string: str | None) -> BlobServiceClient:
+def _service(
+    account_url: str | None, connection_string: str | None, allow_custom_endpoint: bool
+) -> BlobServiceClient:
     """One client per worker process and target, created on first use.
 
     Caching keeps DefaultAzureCredential's token cache and the HTTP connection pool warm across
-    ticks on a warm instance; the first tick of a cold instance pays for both once.
+    ticks on a warm instance; the first tick of a cold instance pays for both once. The endpoint
+    rule is the CLI's: a connection string (a shared key) only for a loopback emulator, an
+    account URL only for Azure's blob endpoints, anything else only with
+    SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true.
     """
-    if connection_string:
-        service = blob_service(connection_string=connection_string)
-        _require_emulator(service)
-        return service
-    return blob_service(account_url=account_url)
-
-
-def _require_emulator(service: BlobServiceClient) -> None:
-    """A connection string carries a shared key: accepted only for an emulator on this machine."""
-    host = urlparse(service.url).hostname or ""
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        raise SettingsError(
-            f"{CONNECTION_STRING_SETTING} points at {host!r}; it is only for the local Azurite "
-            "emulator. On Azure set SAFETYNET_ACCOUNT_URL and use the app's managed identity"
-        )
+    return blob_service(
+        account_url,
+        connection_string,
+        allow_custom_endpoint=allow_custom_endpoint,
+        names=(ACCOUNT_URL_SETTING, CONNECTION_STRING_SETTING),
+    )
 
 
 def summary_fields(report: SweepReport, container: str) -> dict[str, Any]:

@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import sqlalchemy as sa
 
 from safetynet.constants import DEFAULT_CONTAINER
+from safetynet.redaction import display_db_url, display_url, printable
 
-_DURATION = re.compile(r"(\d+)([smhd])")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+_DURATION = re.compile(r"([0-9]+)([smhd])", re.ASCII)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}", re.ASCII)
+"""3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit:
+https://learn.microsoft.com/en-us/rest/api/storageservices/naming-and-referencing-containers--blobs--and-metadata"""
+AZURE_BLOB_SUFFIXES = (
+    # Azure public cloud: https://learn.microsoft.com/en-us/azure/storage/common/storage-account-overview#standard-endpoints
+    ".blob.core.windows.net",
+    # Azure Government: https://learn.microsoft.com/en-us/azure/azure-government/compare-azure-government-global-azure
+    ".blob.core.usgovcloudapi.net",
+    # Azure operated by 21Vianet: https://learn.microsoft.com/en-us/azure/china/resources-developer-guide
+    ".blob.core.chinacloudapi.cn",
+)
+"""Blob endpoints a storage token or key may be sent to without --allow-custom-endpoint."""
 MIN_CUTOFF = timedelta(seconds=1)
 MAX_CUTOFF = timedelta(days=365)
 MAX_BLOB_BATCH = 256
@@ -22,32 +40,33 @@ class SettingsError(ValueError):
 
 
 def parse_duration(text: str, setting: str = "cutoff") -> timedelta:
-    """`90s`, `15m`, `2h` or `1d`, between 1 second and 365 days."""
+    """`90s`, `15m`, `2h` or `1d` in ASCII digits, between 1 second and 365 days."""
     match = _DURATION.fullmatch(text.strip())
     if match is None:
         raise SettingsError(
-            f"{setting}: {text!r} is not a duration; use a whole number and a unit s, m, h or d "
-            "(e.g. 90s, 15m, 2h, 1d)"
+            f"{setting}: '{printable(text)}' is not a duration; use a whole number (digits 0-9) "
+            "and a unit s, m, h or d (e.g. 90s, 15m, 2h, 1d)"
         )
-    value = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-    if not MIN_CUTOFF <= value <= MAX_CUTOFF:
-        raise SettingsError(f"{setting}: {text!r} is out of range; allowed 1s to 365d")
-    return value
+    # Compared as whole seconds first: timedelta(days=10**22) raises OverflowError.
+    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if not MIN_CUTOFF.total_seconds() <= seconds <= MAX_CUTOFF.total_seconds():
+        raise SettingsError(f"{setting}: '{printable(text)}' is out of range; allowed 1s to 365d")
+    return timedelta(seconds=seconds)
 
 
 def parse_bool(text: str, setting: str) -> bool:
     """`true` or `false` (any case); anything else is an error, never a silent false."""
     value = text.strip().lower()
     if value not in ("true", "false"):
-        raise SettingsError(f"{setting}: {text!r} is not a boolean; use true or false")
+        raise SettingsError(f"{setting}: '{printable(text)}' is not a boolean; use true or false")
     return value == "true"
 
 
 def _bounded_int(raw: str | int, setting: str, low: int, high: int) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{setting}: {raw!r} is not a whole number") from None
+    text = str(raw).strip()
+    if not (text.isascii() and text.lstrip("-").isdigit()) or len(text) > 12:
+        raise SettingsError(f"{setting}: '{printable(text)}' is not a whole number")
+    value = int(text)
     if not low <= value <= high:
         raise SettingsError(f"{setting}: {value} is out of range; allowed {low} to {high}")
     return value
@@ -74,8 +93,110 @@ class SweepSettings:
         _bounded_int(self.concurrency, "concurrency", 1, 64)
         _bounded_int(self.chunk_size, "chunk size", 1, 100_000)
         _bounded_int(self.max_attempts, "max attempts", 1, 20)
-        if not self.container:
-            raise SettingsError("container: must not be empty")
+        check_container_name(self.container)
+
+
+def check_container_name(name: str, setting: str = "container") -> str:
+    """`name` if Azure accepts it as a container name; else a SettingsError saying why."""
+    if not _CONTAINER.fullmatch(name):
+        raise SettingsError(
+            f"{setting}: '{printable(name)}' is not a container name; use 3-63 lowercase letters, "
+            "digits and single hyphens, starting and ending with a letter or digit"
+        )
+    return name
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_blob_endpoint(
+    url: str, *, with_key: bool, allow_custom: bool = False, setting: str = "account URL"
+) -> None:
+    """The one endpoint rule of the CLI and the Function, for account URLs and connection strings.
+
+    A token (account URL) goes only to Azure's public or sovereign blob endpoints or to an
+    emulator on loopback; a shared key (connection string) only to loopback. Anything else,
+    e.g. a custom domain or Azure Stack, needs `allow_custom`: a credential must never be sent to
+    an arbitrary server because an option or a setting was mistyped or planted.
+    """
+    shown = display_url(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. "https://[::1" (an unclosed IPv6 literal)
+        raise SettingsError(f"{setting} {shown} is not a URL") from None
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise SettingsError(f"{setting} {shown} is not an http(s) URL")
+    if parts.username is not None or parts.password is not None:
+        raise SettingsError(f"{setting} {shown} must not carry user info")
+    host = parts.hostname.lower()
+    loopback = _is_loopback(host)
+    if with_key:
+        trusted = loopback
+    else:
+        if parts.scheme != "https":
+            raise SettingsError(
+                f"{setting} {shown} must be https://<account>.blob.core.windows.net "
+                "(tokens are never sent over plain HTTP)"
+            )
+        if parts.query or parts.fragment:
+            raise SettingsError(
+                f"{setting} {shown}: remove the query string (a SAS); the sweeper authenticates "
+                "with DefaultAzureCredential, never with a SAS"
+            )
+        trusted = loopback or host.endswith(AZURE_BLOB_SUFFIXES)
+    if not (trusted or allow_custom):
+        allowed = (
+            "a loopback emulator"
+            if with_key
+            else "Azure blob endpoints ("
+            + ", ".join(f"*{suffix}" for suffix in AZURE_BLOB_SUFFIXES)
+            + ") or a loopback emulator"
+        )
+        raise SettingsError(
+            f"{setting} {shown} is not {allowed}; to send credentials to this host anyway, "
+            "pass --allow-custom-endpoint (app setting SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true)"
+        )
+
+
+def check_database_url(url: str, *, creating: bool = False, setting: str = "database URL") -> None:
+    """Refuse database URLs that would connect somewhere unintended or create something.
+
+    Only `db init` (`creating`) may create: every other command needs an existing SQLite file
+    (connecting would create an empty one). In-memory SQLite vanishes when the command exits;
+    a PostgreSQL URL without a database name connects to libpq's default database.
+    """
+    shown = display_db_url(url)
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        raise SettingsError(
+            f"{setting} is malformed; expected scheme://[user[:password]@]host[:port]/database "
+            "or sqlite:///path"
+        ) from None
+    if "@" in (parsed.host or ""):
+        raise SettingsError(
+            f"{setting} {shown}: the user info holds an unencoded '@'; percent-encode it as %40"
+        )
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        path = parsed.database or ""
+        if path in ("", ":memory:") or parsed.query.get("mode") == "memory":
+            raise SettingsError(
+                f"{setting} {shown} is an in-memory SQLite database, gone when the command "
+                "exits; use sqlite:///path/to/file.db"
+            )
+        if not creating and not Path(path).is_file():
+            raise SettingsError(
+                f"{setting} {shown}: no such SQLite file; create it with `safetynet db init`"
+            )
+    elif backend == "postgresql" and not parsed.database:
+        raise SettingsError(
+            f"{setting} {shown} names no database; add it: postgresql+psycopg://host/database"
+        )
 
 
 @dataclass(frozen=True)
@@ -87,6 +208,7 @@ class FunctionSettings:
     sweep: SweepSettings
     connection_string: str | None = None
     """Azurite only (tests); on Azure the account URL and the app's identity are used."""
+    allow_custom_endpoint: bool = False
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> FunctionSettings:
@@ -99,15 +221,22 @@ class FunctionSettings:
             )
         sweep = SweepSettings(
             cutoff=parse_duration(env.get("SAFETYNET_CUTOFF", "15m"), "SAFETYNET_CUTOFF"),
-            container=env.get("SAFETYNET_CONTAINER", DEFAULT_CONTAINER),
+            container=check_container_name(
+                env.get("SAFETYNET_CONTAINER", DEFAULT_CONTAINER), "SAFETYNET_CONTAINER"
+            ),
             use_lease=parse_bool(env.get("SAFETYNET_LEASE", "false"), "SAFETYNET_LEASE"),
             retired_grace=parse_duration(
                 env.get("SAFETYNET_RETIRED_GRACE", "1h"), "SAFETYNET_RETIRED_GRACE"
             ),
         )
+        allow_custom = parse_bool(
+            env.get("SAFETYNET_ALLOW_CUSTOM_ENDPOINT", "false"), "SAFETYNET_ALLOW_CUSTOM_ENDPOINT"
+        )
+        check_database_url(env["SAFETYNET_DB_URL"], setting="SAFETYNET_DB_URL")
         return cls(
             env["SAFETYNET_DB_URL"],
             env.get("SAFETYNET_ACCOUNT_URL") or None,
             sweep,
             env.get("SAFETYNET_CONNECTION_STRING") or None,
+            allow_custom,
         )

@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from safetynet.redaction import display_db_url
+
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
 SUPPORTED_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 CONNECT_TIMEOUT_S = 10
@@ -188,9 +190,14 @@ def create_engine(url: str) -> Engine:
     connect_args = {"connect_timeout": CONNECT_TIMEOUT_S} if backend == "postgresql" else {}
     try:
         return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
-    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as error:
-        safe = parsed.render_as_string(hide_password=True)
-        raise StoreError(f"cannot use database URL {safe}: {error}") from None
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as error:
+        # ImportError: the URL names a driver that is not installed (postgresql+pg8000://).
+        reason = (
+            f"driver {error.name!r} is not installed"
+            if isinstance(error, ImportError)
+            else type(error).__name__
+        )
+        raise StoreError(f"cannot use database URL {display_db_url(url)}: {reason}") from None
 
 
 def to_utc(value: datetime) -> datetime:
@@ -238,7 +245,8 @@ class DocumentStore:
             raise StoreError(f"{self._where()}: {error}") from error
 
     def _where(self) -> str:
-        return f"database {self.engine.url.render_as_string(hide_password=True)}"
+        """The database as messages may show it: scheme, host, port and name only."""
+        return f"database {display_db_url(self.engine.url.render_as_string(hide_password=False))}"
 
     def _describe(self, error: sa.exc.DBAPIError) -> str:
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
@@ -313,8 +321,7 @@ class DocumentStore:
             inspector = sa.inspect(conn)
             if not inspector.has_table(self.layout.table, schema=self.layout.schema):
                 raise StoreError(
-                    f"table {self.layout.table!r} does not exist in "
-                    f"{self.engine.url.render_as_string(hide_password=True)}; "
+                    f"table {self.layout.table!r} does not exist in {self._where()}; "
                     "create it with `safetynet db init --db URL`"
                 )
             present = {

@@ -78,6 +78,9 @@ class SweepReport:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     dry_run: bool = False
+    stopped: str | None = None
+    """Why the run stopped before the end (the database or the lease failed mid-run), else None.
+    The CLI exits 4 for it (a service failed mid-run), not 1 (rows that could not be swept)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -215,9 +218,11 @@ class Sweeper:
                     self._sweep_records(pool, report, token, kind, before, check_lease)
         except SweepLeaseLostError as lost:
             report.errors.append(str(lost))
+            report.stopped = str(lost)
             log.error("sweep stopped: %s", lost)
         except StoreError as error:
             report.errors.append(f"sweep stopped: {error}")
+            report.stopped = str(error)
             log.error("sweep stopped: %s", error)
         return report
 

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from safetynet.azurite import Azurite
+from safetynet.cli import main
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "SAFETYNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -137,3 +138,19 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'documents.db'}"
     else:
         yield request.getfixturevalue("postgres_url")
+
+
+RunCli = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
+    """Runs the console script in-process: (exit code, stdout, stderr). A traceback fails."""
+
+    def invoke(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err
+        return code, out, err
+
+    return invoke

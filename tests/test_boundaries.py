@@ -10,6 +10,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("infra", "policies", "sweeper")
 SDKS = ("azure", "pulumi", "pulumi_azure_native", "pulumi_policy", "sqlalchemy")
+SHARED = ("safetynet.constants", "safetynet.redaction")
+"""The bottom layer every part may import: the protocol's names, and the one redaction path
+(the Function, the audit and the CLI must hide secrets the same way). Both are standard
+library only."""
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -29,7 +33,7 @@ def imported_roots(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("part", PARTS)
 def test_parts_import_nothing_of_each_other(part: str) -> None:
-    """infra/, policies/ and sweeper/ share only safetynet.constants, never each other."""
+    """infra/, policies/ and sweeper/ share only the bottom layer of safetynet, never each other."""
     offenders = {
         str(path.relative_to(ROOT)): sorted(imported_roots(path) & (set(PARTS) - {part}))
         for path in (ROOT / part).rglob("*.py")
@@ -37,14 +41,14 @@ def test_parts_import_nothing_of_each_other(part: str) -> None:
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_parts_take_only_constants_from_safetynet() -> None:
-    """The only safetynet module a part may import is the shared constants."""
+def test_parts_take_only_the_shared_modules_from_safetynet() -> None:
+    """The only safetynet modules a part may import are the shared constants and redaction."""
     offenders = [
         f"{path.relative_to(ROOT)}: {module}"
         for part in PARTS
         for path in (ROOT / part).rglob("*.py")
         for module in imported_modules(path)
-        if module.startswith("safetynet") and module != "safetynet.constants"
+        if module.startswith("safetynet") and module not in SHARED
     ]
     assert offenders == []
 
@@ -76,3 +80,14 @@ def test_rules_and_model_do_not_reach_the_probes() -> None:
         if module.startswith("policies.probes") or module.startswith("policies.report")
     ]
     assert offenders == []
+
+
+def test_shared_modules_import_only_the_standard_library() -> None:
+    """The bottom layer stays SDK-free, so importing it never drags a part's dependencies in."""
+    offenders = {
+        module: sorted(
+            imported_roots(ROOT / (module.replace(".", "/") + ".py")) & {*SDKS, *PARTS, "safetynet"}
+        )
+        for module in SHARED
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}

@@ -1,13 +1,15 @@
 """`safetynet audit`: judge live storage accounts by the policy rules, in a pipeline's format.
 
-Exit 0: no failing rule at or above --fail-on. 1: at least one. 2: bad usage. 3: nothing
-failed but the audit is incomplete (authentication failed, a permission is missing, or ARM
-answered something unreadable), so a pipeline never mistakes "could not look" for "compliant".
+Exit 0: no failing rule at or above --fail-on and every rule judged. 1: at least one failed.
+2: bad usage. 3: nothing failed but the audit is incomplete (authentication failed, a
+permission is missing, ARM answered something unreadable, a rule could not be judged, or no
+account was found), so a pipeline never mistakes "could not look" for "compliant".
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 import sys
@@ -24,24 +26,36 @@ from policies.audit import (
 )
 from policies.model import Thresholds
 from policies.report import RENDERERS
-from policies.rules import Severity
+from policies.rules import Outcome, Severity
+from safetynet.commands.common import UsageError, ascii_int, fail, parse_flag
+from safetynet.exitcodes import ExitCode
+from safetynet.redaction import Redactor, display_url, printable
+from sweeper.settings import SettingsError, check_container_name
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 TOKEN_ENV = "SAFETYNET_ARM_TOKEN"  # noqa: S105 (the variable's name, not a token)
 NO_FAIL = "none"
+MAX_CONCURRENCY = 64
+MAX_DAYS = 36_500
 _ACCOUNT_ID = re.compile(
     r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)"
     r"/providers/Microsoft\.Storage/storageAccounts/(?P<name>[^/]+)/?",
     re.IGNORECASE,
 )
+_SUBSCRIPTION = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+# Resource group: 1-90 letters, digits, underscores, hyphens, periods, parentheses; no trailing
+# period. Storage account: 3-24 lowercase letters and digits. Both from
+# https://learn.microsoft.com/en-us/azure/azure-resource-manager/management/resource-name-rules
+_RESOURCE_GROUP = re.compile(r"[\w\-.()]{0,89}[\w\-()]")
+_ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}", re.ASCII)
+_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*", re.ASCII)
+"""RFC 6750's b64token: the characters a bearer token may hold."""
+ARM_HOSTS = ("management.azure.com", "management.usgovcloudapi.net", "management.chinacloudapi.cn")
+"""Resource Manager of the public, US Government and China clouds (the same documents as the
+blob endpoint suffixes in sweeper/settings.py)."""
 DEFAULTS = Thresholds()
 
 
-class UsageError(Exception):
-    """Bad options: the message says which and why."""
-
-
-_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?")
+_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?", re.ASCII)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -89,16 +103,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "pinned; pass an older one where a cloud lags)",
     )
     conn.add_argument(
+        "--allow-custom-endpoint",
+        action="store_const",
+        const="true",
+        default=env("SAFETYNET_ALLOW_CUSTOM_ENDPOINT", "false"),
+        help="send the token to an --arm-endpoint that is neither Azure's Resource Manager nor "
+        "loopback (env SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true|false)",
+    )
+    conn.add_argument(
         "--concurrency",
-        type=int,
+        type=ascii_int,
         default=DEFAULT_CONCURRENCY,
-        help=f"accounts read at once (default {DEFAULT_CONCURRENCY}; 1 = sequential)",
+        help=f"accounts read at once, 1-{MAX_CONCURRENCY} (default {DEFAULT_CONCURRENCY}; "
+        "1 = sequential)",
     )
     limits = parser.add_argument_group("thresholds (same as the policy pack's config)")
     limits.add_argument(
-        "--min-blob-soft-delete-days", type=int, default=DEFAULTS.min_blob_soft_delete_days
+        "--min-blob-soft-delete-days", type=ascii_int, default=DEFAULTS.min_blob_soft_delete_days
     )
-    limits.add_argument("--max-pending-days", type=int, default=DEFAULTS.max_pending_days)
+    limits.add_argument("--max-pending-days", type=ascii_int, default=DEFAULTS.max_pending_days)
     limits.add_argument(
         "--container",
         default=env("SAFETYNET_CONTAINER", DEFAULTS.container),
@@ -121,20 +144,43 @@ def scope_from(args: argparse.Namespace) -> Scope:
     if account and account.startswith("/"):
         match = _ACCOUNT_ID.fullmatch(account)
         if match is None:
-            raise UsageError(f"--account {account!r} is not a storage account resource id")
+            raise UsageError(
+                f"--account '{printable(account)}' is not a storage account resource id"
+            )
         if subscription and subscription.lower() != match["sub"].lower():
             raise UsageError("--account names another subscription than --subscription")
-        return Scope(match["sub"], match["rg"], match["name"])
+        return _checked(Scope(match["sub"], match["rg"], match["name"]))
     if not subscription:
         raise UsageError("--subscription (or AZURE_SUBSCRIPTION_ID) is required")
     if account and not group:
         raise UsageError("--account NAME needs --resource-group (or pass the full resource id)")
-    return Scope(subscription, group, account)
+    return _checked(Scope(subscription, group, account))
+
+
+def _checked(scope: Scope) -> Scope:
+    """`scope` if each name is one Azure accepts; they become parts of ARM request paths."""
+    checks = [
+        ("subscription", scope.subscription_id, _SUBSCRIPTION, "a subscription id (a GUID)"),
+        ("resource group", scope.resource_group, _RESOURCE_GROUP, "a resource group name"),
+        ("account", scope.account, _ACCOUNT_NAME, "3-24 lowercase letters and digits"),
+    ]
+    for what, value, pattern, expected in checks:
+        if value is not None and not pattern.fullmatch(value):
+            raise UsageError(f"{what} '{printable(value)}' is not {expected}")
+    return scope
 
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
-    if args.min_blob_soft_delete_days < 1 or args.max_pending_days < 1:
-        raise UsageError("--min-blob-soft-delete-days and --max-pending-days must be >= 1")
+    for option, days in (
+        ("--min-blob-soft-delete-days", args.min_blob_soft_delete_days),
+        ("--max-pending-days", args.max_pending_days),
+    ):
+        if not 1 <= days <= MAX_DAYS:
+            raise UsageError(f"{option} must be between 1 and {MAX_DAYS}")
+    try:
+        check_container_name(args.container, "--container")
+    except SettingsError as error:
+        raise UsageError(str(error)) from None
     return Thresholds(
         min_blob_soft_delete_days=args.min_blob_soft_delete_days,
         max_pending_days=args.max_pending_days,
@@ -143,30 +189,82 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
     )
 
 
-def _check_endpoint(endpoint: str | None) -> None:
+def check_arm_endpoint(endpoint: str | None, allow_custom: bool) -> None:
+    """The ARM token goes only to Azure's Resource Manager or loopback, unless allowed."""
     if endpoint is None:
         return
-    url = urlsplit(endpoint)
-    if url.scheme != "https" or not url.netloc:
+    shown = display_url(endpoint)
+    try:
+        url = urlsplit(endpoint)
+    except ValueError:  # e.g. "https://[::1" (an unclosed IPv6 literal)
+        raise UsageError(f"--arm-endpoint {shown} is not a URL") from None
+    if url.scheme != "https" or not url.hostname:
         raise UsageError(
-            f"--arm-endpoint {endpoint!r} must be an https:// URL (tokens are never sent "
-            "over plain HTTP)"
+            f"--arm-endpoint {shown} must be an https:// URL (tokens are never sent over plain "
+            "HTTP)"
+        )
+    if url.username is not None or url.query or url.fragment:
+        raise UsageError(f"--arm-endpoint {shown} must not carry user info or a query string")
+    host = url.hostname.lower()
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not (loopback or host in ARM_HOSTS or allow_custom):
+        raise UsageError(
+            f"--arm-endpoint {shown} is not Azure Resource Manager ({', '.join(ARM_HOSTS)}) "
+            "or loopback; to send the token there anyway, pass --allow-custom-endpoint"
         )
 
 
+def token_from_environment() -> str | None:
+    """The pipeline's token, surrounding whitespace removed (a token file saved on Windows ends
+    in CR LF, which an HTTP header refuses); anything else that is not a token is refused."""
+    raw = os.environ.get(TOKEN_ENV)
+    if raw is None:
+        return None
+    token = raw.strip()
+    if not token:
+        # Set but blank is a mistake (an empty secret variable), not a request for another login.
+        raise UsageError(f"${TOKEN_ENV} is set but empty; unset it to use DefaultAzureCredential")
+    if not _TOKEN.fullmatch(token):
+        raise UsageError(
+            f"${TOKEN_ENV} holds characters a bearer token cannot (RFC 6750: letters, digits "
+            "and -._~+/ with trailing =); the value is not shown"
+        )
+    return token
+
+
+def _check_output(path: Path | None) -> None:
+    """Fail before reading ARM when the report could not be written where asked."""
+    if path is None:
+        return
+    if not str(path).strip() or path.is_dir():
+        raise UsageError(f"--output '{printable(str(path))}' is a directory, not a file")
+    parent = path.parent if str(path.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise UsageError(f"--output '{printable(str(path))}': its parent is not a directory")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"--output '{printable(str(path))}' is not writable")
+
+
 def run(args: argparse.Namespace) -> int:
+    as_json = args.format == "json"
+    redactor: Redactor = getattr(args, "redactor", None) or Redactor()
     try:
         scope = scope_from(args)
         limits = thresholds_from(args)
-        _check_endpoint(args.arm_endpoint)
-        if args.concurrency < 1:
-            raise UsageError("--concurrency must be >= 1")
+        check_arm_endpoint(
+            args.arm_endpoint, parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint")
+        )
+        if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+            raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if not _API_VERSION.fullmatch(args.storage_api_version):
             raise UsageError("--storage-api-version must look like 2024-01-01 (or ...-preview)")
+        _check_output(args.output)
+        token = token_from_environment()
     except UsageError as error:
-        print(f"safetynet audit: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    token = os.environ.get(TOKEN_ENV)
+        return fail("audit", error.code, str(error), as_json)
     credential = StaticTokenCredential(token) if token else default_credential()
     report = run_audit(
         scope,
@@ -176,21 +274,36 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         storage_api_version=args.storage_api_version,
     )
-    text = RENDERERS[args.format](report)
+    # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.
+    text = redactor.scrub(RENDERERS[args.format](report))
     if args.output is None:
         sys.stdout.write(text)
     else:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text, encoding="utf-8")
+        try:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            message = f"cannot write --output '{printable(str(args.output))}': {reason}"
+            return fail("audit", ExitCode.USAGE, message, as_json)
     for problem in report.all_errors:
-        where = problem.account or scope.label
+        where = printable(problem.account or scope.label)
         print(
             f"safetynet audit: {where}: {problem.operation}: {problem.kind.value}: "
-            f"{problem.message}",
+            f"{printable(problem.message, backslashes=False)}",
             file=sys.stderr,
         )
     if args.fail_on != NO_FAIL and report.failures(Severity(args.fail_on)):
-        return EXIT_FAILED
-    if report.all_errors:
-        return EXIT_INCOMPLETE
-    return EXIT_OK
+        return ExitCode.FINDINGS
+    unknown = sum(f.outcome is Outcome.UNKNOWN for f in report.findings)
+    if unknown and not report.all_errors:
+        print(f"safetynet audit: {unknown} rule(s) could not be judged (UNKNOWN)", file=sys.stderr)
+    if not report.results and not report.all_errors:
+        print(
+            f"safetynet audit: no storage account found in {printable(scope.label)}; "
+            "check the scope and the identity's read permission",
+            file=sys.stderr,
+        )
+    if report.all_errors or unknown or not report.results:
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK

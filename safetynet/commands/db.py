@@ -1,11 +1,23 @@
-"""`safetynet db init` and `db upgrade`: create the tables, or bring an older schema up to date."""
+"""`safetynet db init` and `db upgrade`: create the tables, or bring an older schema up to date.
+
+The only commands that create anything in a database. `init` refuses targets where "ready"
+would be a lie (in-memory SQLite) or land somewhere unintended (PostgreSQL without a database
+name); `upgrade` needs a database that exists (it never creates a SQLite file).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import sys
+from collections.abc import Callable
 
+import sqlalchemy as sa
+
+from safetynet.commands.common import fail
+from safetynet.exitcodes import ExitCode
+from safetynet.redaction import display_db_url
+from sweeper.settings import SettingsError, check_database_url
 from sweeper.store import DocumentStore, StoreError
 
 
@@ -24,42 +36,61 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             default=os.environ.get("SAFETYNET_DB_URL"),
             help="SQLAlchemy URL, e.g. sqlite:///documents.db (env SAFETYNET_DB_URL)",
         )
+        action.add_argument(
+            "--json", action="store_true", help="print one JSON object, also on errors"
+        )
         action.set_defaults(handler=handler)
 
 
-def _where(store: DocumentStore) -> str:
-    return store.engine.url.render_as_string(hide_password=True)
+def _open(args: argparse.Namespace, command: str, creating: bool) -> DocumentStore | int:
+    """The store for --db, or the exit code after reporting why it cannot be used."""
+    if not args.db:
+        message = "--db URL (or SAFETYNET_DB_URL) is required"
+        return fail(command, ExitCode.USAGE, message, args.json)
+    try:
+        check_database_url(args.db, creating=creating, setting="--db")
+        return DocumentStore.from_url(args.db)
+    except (SettingsError, StoreError) as error:
+        return fail(command, ExitCode.USAGE, str(error), args.json)
+
+
+def _run(
+    args: argparse.Namespace, command: str, creating: bool, work: Callable[[DocumentStore], str]
+) -> int:
+    store = _open(args, command, creating)
+    if isinstance(store, int):
+        return store
+    try:
+        done = work(store)
+    except StoreError as error:
+        unreachable = isinstance(error.__cause__, sa.exc.OperationalError)
+        code = ExitCode.INCOMPLETE if unreachable else ExitCode.USAGE
+        return fail(command, code, str(error), args.json)
+    finally:
+        store.engine.dispose()
+    if args.json:
+        print(json.dumps({"database": display_db_url(args.db), "result": done}))
+    else:
+        print(done)
+    return ExitCode.OK
 
 
 def run_init(args: argparse.Namespace) -> int:
-    if not args.db:
-        print("safetynet db init: --db URL (or SAFETYNET_DB_URL) is required", file=sys.stderr)
-        return 2
-    try:
-        store = DocumentStore.from_url(args.db)
+    def init(store: DocumentStore) -> str:
         store.init_schema()
         store.check_schema()
-        database_id = store.database_id()
-    except StoreError as error:
-        print(f"safetynet db init: {error}", file=sys.stderr)
-        return 2
-    print(f"table {store.layout.table!r} ready in {_where(store)} (database id {database_id})")
-    return 0
+        where = display_db_url(args.db)
+        return f"table {store.layout.table!r} ready in {where} (database id {store.database_id()})"
+
+    return _run(args, "db init", True, init)
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
-    if not args.db:
-        print("safetynet db upgrade: --db URL (or SAFETYNET_DB_URL) is required", file=sys.stderr)
-        return 2
-    try:
-        store = DocumentStore.from_url(args.db)
+    def upgrade(store: DocumentStore) -> str:
         changes = store.upgrade_schema()
         store.check_schema()
-    except StoreError as error:
-        print(f"safetynet db upgrade: {error}", file=sys.stderr)
-        return 2
-    if not changes:
-        print(f"table {store.layout.table!r} in {_where(store)} is up to date")
-    for change in changes:
-        print(f"added {change}")
-    return 0
+        if not changes:
+            return f"table {store.layout.table!r} in {display_db_url(args.db)} is up to date"
+        return "\n".join(f"added {change}" for change in changes)
+
+    return _run(args, "db upgrade", False, upgrade)

@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+from safetynet.exitcodes import ExitCode
+from safetynet.redaction import printable
 from sweeper.build import DEFAULT_OUTPUT, DEFAULT_PYTHON_VERSION, BuildError, build_zip
-
-EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--output",
-        type=Path,
+        type=_zip_path,
         default=DEFAULT_OUTPUT,
         help=f"zip to write (default {DEFAULT_OUTPUT})",
     )
@@ -37,6 +37,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run)
 
 
+def _zip_path(text: str) -> Path:
+    """A file path for the zip: not empty, not a directory (`.`, `dir/`, an existing one)."""
+    path = Path(text)
+    if (
+        not text.strip()
+        or text.endswith(("/", "\\"))
+        or path.is_dir()
+        or path.name in ("", ".", "..")
+    ):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a file path for the zip"
+        )  # escaped by Parser.error
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
@@ -46,11 +61,11 @@ def run(args: argparse.Namespace) -> int:
             with_dependencies=not args.skip_dependencies,
         )
     except (BuildError, OSError) as error:
-        print(f"safetynet build-function: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        print(f"safetynet build-function: {printable(str(error))}", file=sys.stderr)
+        return ExitCode.USAGE
     contents = "code only, NOT deployable" if not result.with_dependencies else "code and wheels"
     print(
-        f"wrote {result.path} ({result.entries} files, {result.size / 2**20:.1f} MiB, {contents}) "
+        f"wrote {printable(str(result.path))} ({result.entries} files, {result.size / 2**20:.1f} MiB, {contents}) "
         f"for Python {args.python_version} on Linux x86-64 in {time.monotonic() - started:.0f} s"
     )
-    return EXIT_OK
+    return ExitCode.OK

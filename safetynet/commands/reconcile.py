@@ -1,8 +1,9 @@
 """`safetynet reconcile`: audit the container against the table; repair only what is safe.
 
-Exit 0 when the container and the table agree, 1 while findings remain (committed orphans are
-never deleted without a plan), 2 on bad usage or a refused repair (wrong or unbound database,
-a plan over its limits).
+Exit codes (`safetynet.exitcodes`): 0 when the container and the table agree, 1 while findings
+remain (committed orphans are never deleted without a plan), 2 on bad usage or a refused repair
+(wrong or unbound database, a plan over its limits), 3 when a service cannot be reached, 4 when
+one fails mid-run.
 """
 
 from __future__ import annotations
@@ -10,13 +11,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from safetynet.commands.sweep import EXIT_FAILED_ROWS, EXIT_OK, EXIT_USAGE
-from safetynet.commands.target import TARGET_ERRORS, add_target_options, describe, open_target
+from safetynet.commands.common import (
+    CommandError,
+    UsageError,
+    ascii_int,
+    capped,
+    fail,
+    log_progress,
+)
+from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
+from safetynet.exitcodes import ExitCode
+from safetynet.redaction import printable
 from sweeper.reconcile import (
     MAX_ORPHAN_SHARE,
     Reconciliation,
@@ -58,7 +67,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="delete the committed orphans a plan lists, each re-checked (needs --max-delete)",
     )
     parser.add_argument(
-        "--max-delete", type=int, metavar="N", help="refuse a plan that deletes more than N blobs"
+        "--max-delete",
+        type=ascii_int,
+        metavar="N",
+        help="refuse a plan that deletes more than N blobs",
     )
     parser.add_argument(
         "--max-share",
@@ -67,45 +79,60 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="F",
         help=f"refuse a plan deleting more than this share of the container (default {MAX_ORPHAN_SHARE})",
     )
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print one JSON object, also on errors")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    log_progress()
     try:
-        plan = _read_plan(args) if args.apply_plan else None
-        older_than = datetime.now(UTC) - parse_duration(args.older_than, "--older-than")
+        try:
+            plan = _read_plan(args) if args.apply_plan else None
+            older_than = datetime.now(UTC) - parse_duration(args.older_than, "--older-than")
+        except SettingsError as error:
+            raise UsageError(str(error)) from None
         store, container = open_target(args)
-        if plan is not None:
-            result = apply_plan(store, container, plan, args.max_delete, args.max_share)
-            _print(result, args.json, applied=True)
-            return EXIT_FAILED_ROWS if result.errors else EXIT_OK
-        result = reconcile(store, container, older_than, repair=args.repair)
-        written = None
-        if args.write_plan is not None:
-            written = plan_orphan_deletion(store, container, result)
-            args.write_plan.write_text(json.dumps(written, indent=2) + "\n")
-    except RepairRefusedError as error:
-        print(f"safetynet reconcile: refused: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except (*TARGET_ERRORS, OSError) as error:
-        print(f"safetynet reconcile: {describe(error, args)}", file=sys.stderr)
-        return EXIT_USAGE
+        try:
+            if plan is not None:
+                result = apply_plan(store, container, plan, args.max_delete, args.max_share)
+                _print(result, args.json, applied=True)
+                return ExitCode.FINDINGS if result.errors else ExitCode.OK
+            result = reconcile(store, container, older_than, repair=args.repair)
+            written = None
+            if args.write_plan is not None:
+                written = plan_orphan_deletion(store, container, result)
+                _write_plan(args.write_plan, written)
+        except RepairRefusedError as error:
+            raise UsageError(f"refused: {error}") from None
+        except TARGET_ERRORS as error:
+            raise classify(error, args, started=True) from None
+    except CommandError as error:
+        return fail("reconcile", error.code, str(error), args.json)
     _print(result, args.json, plan=written)
-    return EXIT_FAILED_ROWS if result.unresolved else EXIT_OK
+    return ExitCode.FINDINGS if result.unresolved else ExitCode.OK
+
+
+def _write_plan(path: Path, plan: dict[str, Any]) -> None:
+    try:
+        path.write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise UsageError(f"cannot write --write-plan '{printable(str(path))}': {reason}") from None
 
 
 def _read_plan(args: argparse.Namespace) -> dict[str, Any]:
     if args.max_delete is None or args.max_delete < 1:
         raise SettingsError("--apply-plan needs --max-delete N (a whole number, at least 1)")
-    if not 0 < args.max_share <= 1:
+    if not 0 < args.max_share <= 1:  # also refuses nan
         raise SettingsError("--max-share must be above 0 and at most 1")
+    shown = printable(str(args.apply_plan))
     try:
-        plan = json.loads(args.apply_plan.read_text())
+        plan = json.loads(args.apply_plan.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise SettingsError(f"--apply-plan: cannot read {args.apply_plan}: {error}") from None
+        reason = getattr(error, "strerror", None) or type(error).__name__
+        raise SettingsError(f"--apply-plan: cannot read '{shown}': {reason}") from None
     if not isinstance(plan, dict):
-        raise SettingsError(f"--apply-plan: {args.apply_plan} is not a reconcile plan")
+        raise SettingsError(f"--apply-plan: '{shown}' is not a reconcile plan")
     return plan
 
 
@@ -123,27 +150,32 @@ def _print(
                     "dangling": [d.id for d in result.dangling],
                     "unsealed": [d.id for d in result.unsealed],
                     "repaired": result.repaired,
-                    "errors": result.errors,
+                    "errors": capped(result.errors),
+                    "error_count": len(result.errors),
                     "plan": plan,
                 }
             )
         )
         return
+    # Names come from the container and the table: escaped, so none can forge a line.
     for blob in result.orphans:
-        print(f"orphan blob {blob.name} (state={blob.state or 'untagged'})")
+        print(f"orphan blob {printable(blob.name)} (state={printable(blob.state) or 'untagged'})")
     for document in result.dangling:
         print(
-            f"Ready row {document.id} ({document.name}) points to missing blob {document.blob_name}"
+            f"Ready row {printable(document.id)} ({printable(document.name)}) points to missing "
+            f"blob {printable(document.blob_name)}"
         )
     for document in result.unsealed:
         print(
-            f"Ready row {document.id} ({document.name}) has a blob not tagged committed "
-            f"({document.blob_name})"
+            f"Ready row {printable(document.id)} ({printable(document.name)}) has a blob not "
+            f"tagged committed ({printable(document.blob_name)})"
         )
     for name in result.repaired:
-        print(f"{'deleted' if applied else 'repaired'} {name}")
-    for error in result.errors:
+        print(f"{'deleted' if applied else 'repaired'} {printable(name)}")
+    for error in capped(result.errors):
         print(f"error: {error}")
+    if len(result.errors) > len(capped(result.errors)):
+        print(f"... and {len(result.errors) - len(capped(result.errors))} more errors")
     if result.committed_orphans and not applied:
         print(
             f"{len(result.committed_orphans)} committed orphan(s) kept: a committed blob is "

@@ -1,34 +1,32 @@
-"""`safetynet sweep`: remove abandoned uploads once.
+"""`safetynet sweep`: remove abandoned uploads once. Exit codes: `safetynet.exitcodes`.
 
-Exit 0 ok (also when another sweeper holds the lease), 1 a row failed, the lease was lost or
-is stuck, 2 bad usage or a container bound to another database.
+0 ok (also when another sweeper holds the lease), 1 a row failed or the lease is stuck, 2 bad
+usage or a container bound to another database, 3 a service could not be reached, 4 the
+database or the lease failed mid-run (the report says what finished).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 
-from safetynet.commands.target import TARGET_ERRORS, add_target_options, describe, open_target
+from safetynet.commands.common import (
+    CommandError,
+    UsageError,
+    ascii_int,
+    capped,
+    fail,
+    log_progress,
+)
+from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
+from safetynet.exitcodes import ExitCode
+from safetynet.redaction import printable
 from sweeper.heartbeat import write_heartbeat
-from sweeper.lease import SweepLeaseHeldError, SweepLeaseStuckError
-from sweeper.settings import SweepSettings, parse_bool, parse_duration
+from sweeper.lease import SweepLeaseHeldError, SweepLeaseLostError, SweepLeaseStuckError
+from sweeper.settings import SettingsError, SweepSettings, parse_bool, parse_duration
 from sweeper.sweep import ContainerBindingError, Sweeper, SweepReport
-
-EXIT_OK, EXIT_FAILED_ROWS, EXIT_USAGE = 0, 1, 2
-
-
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per line, the shape log collectors ingest without parsing rules."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {"level": record.levelname, "logger": record.name, "message": record.getMessage()}
-        if hasattr(record, "sweep"):
-            entry["sweep"] = record.sweep
-        return json.dumps(entry)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--concurrency",
-        type=int,
+        type=ascii_int,
         # A string default goes through `type` at parse time: a bad env value is a usage error.
         default=env("SAFETYNET_CONCURRENCY", "4"),
         help="Blob Batches in flight, 1-64 (env SAFETYNET_CONCURRENCY)",
@@ -66,49 +64,53 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="report what would change; change nothing, lock nothing",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help="print one JSON object, also on errors")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    _configure_logging()
+    log_progress()
     try:
-        settings = SweepSettings(
-            cutoff=parse_duration(args.cutoff, "--cutoff"),
-            container=args.container,
-            concurrency=args.concurrency,
-            dry_run=args.dry_run,
-            use_lease=parse_bool(args.lease, "SAFETYNET_LEASE"),
-            retired_grace=parse_duration(args.retired_grace, "--retired-grace"),
-        )
+        try:
+            settings = SweepSettings(
+                cutoff=parse_duration(args.cutoff, "--cutoff"),
+                container=args.container,
+                concurrency=args.concurrency,
+                dry_run=args.dry_run,
+                use_lease=parse_bool(args.lease, "SAFETYNET_LEASE"),
+                retired_grace=parse_duration(args.retired_grace, "--retired-grace"),
+            )
+        except SettingsError as error:
+            raise UsageError(str(error)) from None
         store, container = open_target(args)
         progress = _print_progress if sys.stderr.isatty() and not args.json else None
-        report = Sweeper(store, container, settings, on_progress=progress).run()
+        sweeper = Sweeper(store, container, settings, on_progress=progress)
+        try:
+            report = sweeper.run()
+        except ContainerBindingError as error:
+            raise UsageError(str(error)) from None
+        except SweepLeaseStuckError as error:
+            raise CommandError(ExitCode.FINDINGS, f"lease stuck: {error}") from None
+        except SweepLeaseLostError as error:
+            raise CommandError(ExitCode.SERVICE_FAILED, f"lease lost mid-run: {error}") from None
+        except TARGET_ERRORS as error:
+            raise classify(error, args, started=True) from None
     except SweepLeaseHeldError as error:
+        # Another sweeper is running: skipping is the lease working, not a fault.
         print(f"safetynet sweep: {error}", file=sys.stderr)
-        return EXIT_OK
-    except SweepLeaseStuckError as error:
-        print(f"safetynet sweep: lease stuck: {error}", file=sys.stderr)
-        return EXIT_FAILED_ROWS
-    except ContainerBindingError as error:
-        print(f"safetynet sweep: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except TARGET_ERRORS as error:
-        print(f"safetynet sweep: {describe(error, args)}", file=sys.stderr)
-        return EXIT_USAGE
+        if args.json:
+            print(json.dumps({"skipped": "lease held by another sweeper", "examined": 0}))
+        return ExitCode.OK
+    except CommandError as error:
+        return fail("sweep", error.code, str(error), args.json)
     if not settings.dry_run:
         write_heartbeat(container, report.as_dict(), source="cli")
     _print_report(report, args.json)
-    return EXIT_FAILED_ROWS if report.errors else EXIT_OK
-
-
-def _configure_logging() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if not sys.stderr.isatty():
-        handler.setFormatter(JsonLogFormatter())
-    logger = logging.getLogger("safetynet")
-    logger.handlers[:] = [handler]
-    logger.setLevel(logging.INFO if not sys.stderr.isatty() else logging.WARNING)
+    if report.stopped is not None:
+        # What finished is in the report; the rest is a service failing mid-run, not a row.
+        print(f"safetynet sweep: stopped mid-run: {printable(report.stopped)}", file=sys.stderr)
+        return ExitCode.SERVICE_FAILED
+    return ExitCode.FINDINGS if report.errors else ExitCode.OK
 
 
 def _print_progress(report: SweepReport) -> None:
@@ -123,7 +125,19 @@ def _print_progress(report: SweepReport) -> None:
 
 def _print_report(report: SweepReport, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(report.as_dict()))
+        summary = report.as_dict()
+        summary["errors"] = capped(report.errors)
+        summary["error_count"] = len(report.errors)
+        summary["warnings"] = capped(report.warnings)
+        summary["warning_count"] = len(report.warnings)
+        if report.stopped is not None:
+            code = ExitCode.SERVICE_FAILED
+            summary["error"] = {
+                "exit_code": int(code),
+                "kind": code.name.lower(),
+                "message": f"stopped mid-run: {report.stopped}",
+            }
+        print(json.dumps(summary))
         return
     prefix = "dry run, would have: " if report.dry_run else ""
     print(
@@ -133,7 +147,8 @@ def _print_report(report: SweepReport, as_json: bool) -> None:
         f"{report.abandoned_replacements} abandoned replacements deleted, "
         f"{len(report.errors)} errors"
     )
-    for error in report.errors:
-        print(f"  error: {error}")
-    for warning in report.warnings:
-        print(f"  warning: {warning}")
+    for label, items in (("error", report.errors), ("warning", report.warnings)):
+        for item in capped(items):
+            print(f"  {label}: {item}")
+        if len(items) > len(capped(items)):
+            print(f"  ... and {len(items) - len(capped(items))} more {label}s")

@@ -1,7 +1,8 @@
-"""What `sweep` and `reconcile` both work on: the documents table and one blob container.
+"""What `sweep`, `reconcile` (and `verify`) work on: the documents table and one blob container.
 
-One place for their shared options (each with its environment variable) and for turning the
-ways a target can be wrong into one precise usage message.
+One place for their shared options (each with its environment variable), for the checks that
+run before anything is changed, and for turning the ways a target can fail into an exit code of
+the contract and a message built from redacted parts.
 """
 
 from __future__ import annotations
@@ -9,16 +10,26 @@ from __future__ import annotations
 import argparse
 import os
 
-from azure.core.exceptions import AzureError, ResourceNotFoundError
+import sqlalchemy as sa
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+)
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
+from safetynet.commands.common import CommandError, UsageError
 from safetynet.constants import DEFAULT_CONTAINER
+from safetynet.exitcodes import ExitCode
+from safetynet.redaction import printable
 from sweeper.clients import blob_service
-from sweeper.settings import SettingsError
+from sweeper.settings import SettingsError, check_container_name, check_database_url, parse_bool
 from sweeper.store import DocumentStore, StoreError
 
 TARGET_ERRORS = (SettingsError, StoreError, AzureError)
-"""Raised by `open_target` or by the first call on the container; `describe` words them."""
+"""What opening a target or running on it may raise; `classify` gives each its exit code."""
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -35,12 +46,21 @@ def add_blob_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--account-url",
         default=env("SAFETYNET_ACCOUNT_URL"),
-        help="https blob endpoint, DefaultAzureCredential (env SAFETYNET_ACCOUNT_URL)",
+        help="https blob endpoint of Azure (public, Government or China) or a loopback emulator, "
+        "no query string; DefaultAzureCredential (env SAFETYNET_ACCOUNT_URL)",
     )
     parser.add_argument(
         "--connection-string",
         default=env("SAFETYNET_CONNECTION_STRING"),
-        help="Azurite only (env SAFETYNET_CONNECTION_STRING)",
+        help="loopback emulator (Azurite) only (env SAFETYNET_CONNECTION_STRING)",
+    )
+    parser.add_argument(
+        "--allow-custom-endpoint",
+        action="store_const",
+        const="true",
+        default=env("SAFETYNET_ALLOW_CUSTOM_ENDPOINT", "false"),
+        help="send credentials to a blob endpoint that is neither Azure's nor loopback, e.g. a "
+        "custom domain (env SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true|false)",
     )
     parser.add_argument(
         "--container",
@@ -50,27 +70,61 @@ def add_blob_options(parser: argparse.ArgumentParser) -> None:
 
 
 def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClient]:
-    """The checked table and the container client; nothing is written."""
-    if not args.db:
-        raise SettingsError("--db URL (or SAFETYNET_DB_URL) is required")
-    if not args.container:
-        raise SettingsError("--container must not be empty")
-    store = DocumentStore.from_url(args.db)
-    store.check_schema()
-    return store, open_blob_service(args).get_container_client(args.container)
+    """The checked table and the container, both read once; nothing is created or written.
+
+    Raises CommandError: USAGE for a wrong option or target, INCOMPLETE when a service cannot be
+    reached or refuses the credentials.
+    """
+    try:
+        if not args.db:
+            raise SettingsError("--db URL (or SAFETYNET_DB_URL) is required")
+        # Every option is checked before the first connection to either service.
+        service = open_blob_service(args)
+        check_database_url(args.db, setting="--db")
+        store = DocumentStore.from_url(args.db)
+        store.check_schema()
+        container = service.get_container_client(args.container)
+        container.get_container_properties()
+    except TARGET_ERRORS as error:
+        raise classify(error, args, started=False) from None
+    return store, container
 
 
 def open_blob_service(args: argparse.Namespace) -> BlobServiceClient:
-    """The blob service named by `add_blob_options`; nothing is sent yet."""
-    if not args.container:
-        raise SettingsError("--container must not be empty")
-    return blob_service(args.account_url, args.connection_string)
+    """The blob service named by `add_blob_options`, its endpoint checked; nothing is sent yet."""
+    check_container_name(args.container, "--container")
+    allow_custom = parse_bool(args.allow_custom_endpoint, "SAFETYNET_ALLOW_CUSTOM_ENDPOINT")
+    return blob_service(
+        args.account_url, args.connection_string, allow_custom_endpoint=allow_custom
+    )
 
 
-def describe(error: Exception, args: argparse.Namespace) -> str:
-    """The usage message for one of TARGET_ERRORS."""
-    if isinstance(error, ResourceNotFoundError):
-        return f"container {args.container!r} does not exist"
-    if isinstance(error, AzureError):
-        return f"blob endpoint unusable: {type(error).__name__}: {error.message}"
-    return str(error)
+def classify(error: Exception, args: argparse.Namespace, *, started: bool) -> CommandError:
+    """The exit code and message for one of TARGET_ERRORS, raised before or after work began."""
+    if isinstance(error, SettingsError):
+        return UsageError(str(error))
+    if isinstance(error, ResourceNotFoundError) and not started:
+        return UsageError(f"container '{printable(args.container)}' does not exist")
+    if isinstance(error, StoreError):
+        cause = error.__cause__
+        unreachable = isinstance(cause, sa.exc.OperationalError)
+        if started:
+            return CommandError(ExitCode.SERVICE_FAILED, f"database failed mid-run: {error}")
+        return (
+            CommandError(ExitCode.INCOMPLETE, str(error)) if unreachable else UsageError(str(error))
+        )
+    assert isinstance(error, AzureError)
+    reason = f"{type(error).__name__}: {_first_line(error)}"
+    if started:
+        return CommandError(ExitCode.SERVICE_FAILED, f"blob service failed mid-run: {reason}")
+    refused = isinstance(error, ClientAuthenticationError) or (
+        isinstance(error, HttpResponseError) and error.status_code in (401, 403)
+    )
+    if refused or isinstance(error, ServiceRequestError):
+        return CommandError(ExitCode.INCOMPLETE, f"blob endpoint unusable: {reason}")
+    return UsageError(f"blob endpoint unusable: {reason}")
+
+
+def _first_line(error: AzureError) -> str:
+    text = str(error.message or error).strip()
+    return printable(text.splitlines()[0] if text else type(error).__name__)

@@ -1,9 +1,9 @@
 """`safetynet verify`: prove, by acting on the data plane, that an account enforces its nets.
 
-No target: an embedded Azurite, started and stopped here. Exit 0 nothing failed; 1 a probe (or,
-with --subscription/--account, a settings rule) failed; 2 bad usage; 3 nothing failed but the
-run could not act (authentication, a missing permission, an unreachable endpoint, probe blobs
-left behind), so "could not look" never passes as "holds".
+No target: an embedded Azurite, started and stopped here. Exit codes (`safetynet.exitcodes`):
+0 nothing failed; 1 a probe (or, with --subscription/--account, a settings rule) failed; 2 bad
+usage; 3 nothing failed but the run could not act (authentication, a missing permission, an
+unreachable endpoint, probe blobs left behind), so "could not look" never passes as "holds".
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ from policies.probes.runner import VerificationRun, describe_target
 from policies.report import VERIFY_RENDERERS
 from policies.rules import Finding, Outcome
 from safetynet.azurite import Azurite, AzuriteError
-from safetynet.commands.audit import TOKEN_ENV, UsageError, scope_from
-from safetynet.commands.target import TARGET_ERRORS, add_blob_options, describe, open_blob_service
+from safetynet.commands.audit import check_arm_endpoint, scope_from, token_from_environment
+from safetynet.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
+from safetynet.commands.target import TARGET_ERRORS, add_blob_options, classify, open_blob_service
 from safetynet.constants import PENDING, STATE_TAG
+from safetynet.exitcodes import ExitCode
+from safetynet.redaction import Redactor, printable
 from sweeper.settings import SettingsError, parse_duration
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 DEFAULTS = Thresholds()
 SECOND_FIELDS = ("CLIENT_ID", "TENANT_ID", "CLIENT_SECRET", "FEDERATED_TOKEN_FILE")
 
@@ -61,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--max-pending-days",
-        type=int,
+        type=ascii_int,
         default=DEFAULTS.max_pending_days,
         help="the lifecycle rule's days when the settings are not read (default "
         f"{DEFAULTS.max_pending_days}, the policy's maximum)",
@@ -112,8 +114,11 @@ def _wants_settings(args: argparse.Namespace) -> bool:
 
 
 def _validate(args: argparse.Namespace) -> ProbeSettings:
-    if args.max_pending_days < 1:
-        raise UsageError("--max-pending-days must be >= 1")
+    if not 1 <= args.max_pending_days <= 36_500:
+        raise UsageError("--max-pending-days must be between 1 and 36500")
+    check_arm_endpoint(
+        args.arm_endpoint, parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint")
+    )
     if args.second_credential and not args.account_url:
         raise UsageError("--second-credential needs --account-url (RBAC exists only on Azure)")
     if _wants_settings(args):
@@ -149,7 +154,7 @@ class SettingsVerdicts:
 
 def _read_settings(args: argparse.Namespace) -> SettingsVerdicts:
     """Judge the settings rules on the account, as `safetynet audit --account` does."""
-    token = os.environ.get(TOKEN_ENV)
+    token = token_from_environment()
     credential = StaticTokenCredential(token) if token else default_credential()
     report = run_audit(
         scope_from(args),
@@ -182,12 +187,16 @@ def _progress(number: int, total: int, probe: Probe) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    as_json = args.format == "json"
     try:
         settings = _validate(args)
+        if _wants_settings(args):
+            token_from_environment()  # a malformed token is bad usage, found before acting
         second = second_credential(args.second_credential) if args.second_credential else None
-    except (UsageError, SettingsError) as error:
-        print(f"safetynet verify: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    except CommandError as error:
+        return fail("verify", error.code, str(error), as_json)
+    except SettingsError as error:
+        return fail("verify", ExitCode.USAGE, str(error), as_json)
     try:
         with _blob_service(args) as (service, origin):
             verdicts = _read_settings(args) if _wants_settings(args) else None
@@ -210,17 +219,20 @@ def run(args: argparse.Namespace) -> int:
             if verdicts is not None:
                 result.settings, result.settings_errors = verdicts.findings, verdicts.errors
     except TargetMissingError:
-        print(f"safetynet verify: container {args.container!r} does not exist", file=sys.stderr)
-        return EXIT_USAGE
+        message = f"container '{printable(args.container)}' does not exist"
+        return fail("verify", ExitCode.USAGE, message, as_json)
     except AzuriteError as error:
-        print(f"safetynet verify: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail("verify", ExitCode.USAGE, str(error), as_json)
+    except CommandError as error:
+        return fail("verify", error.code, str(error), as_json)
     except TARGET_ERRORS as error:
-        print(f"safetynet verify: {describe(error, args)}", file=sys.stderr)
-        return EXIT_USAGE
-    text = VERIFY_RENDERERS[args.format](result)
+        refused = classify(error, args, started=False)
+        return fail("verify", refused.code, str(refused), as_json)
+    # The report quotes ARM's and the service's words, which may echo what was sent.
+    redactor: Redactor = getattr(args, "redactor", None) or Redactor()
+    text = redactor.scrub(VERIFY_RENDERERS[args.format](result))
     if not _write(text, args.output):
-        return EXIT_USAGE
+        return ExitCode.USAGE
     return exit_code(result)
 
 
@@ -233,7 +245,9 @@ def _write(text: str, output: Path | None) -> bool:
         output.write_text(text, encoding="utf-8")
     except OSError as error:
         print(
-            f"safetynet verify: cannot write --output {output}: {error.strerror}", file=sys.stderr
+            f"safetynet verify: cannot write --output '{printable(str(output))}': "
+            f"{error.strerror or type(error).__name__}",
+            file=sys.stderr,
         )
         return False
     return True
@@ -243,7 +257,7 @@ def exit_code(result: VerificationRun) -> int:
     """1 on any FAIL (probe or settings rule), else 3 when the run could not act, else 0."""
     settings_failed = any(f.outcome is Outcome.FAIL for f in result.settings or [])
     if result.outcomes(ProbeOutcome.FAIL) or settings_failed:
-        return EXIT_FAILED
+        return ExitCode.FINDINGS
     if result.incomplete or result.settings_errors or result.leftovers:
-        return EXIT_INCOMPLETE
-    return EXIT_OK
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK

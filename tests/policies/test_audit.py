@@ -31,7 +31,7 @@ from policies.testing.arm_fake import (
     set_path,
 )
 from safetynet.cli import main
-from safetynet.commands.audit import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
+from safetynet.exitcodes import ExitCode
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
 GROUP = "rg-docs"
@@ -79,7 +79,7 @@ def findings(text: str) -> dict[tuple[str, str], str]:
 def test_compliant_account_passes(audit: Audit) -> None:
     """A compliant account gives only PASS findings and exit 0."""
     code, text = audit("--format", "json")
-    assert code == EXIT_OK
+    assert code == ExitCode.OK
     assert set(findings(text).values()) == {Outcome.PASS.value}
     assert len(findings(text)) == len(RULES)
 
@@ -95,7 +95,7 @@ def test_broken_variant_fails_and_exits_one(audit: Audit, fake: FakeArm) -> None
     """Shared key access allowed fails its rule and, at --fail-on high, exits 1."""
     broken(fake, "keys", "properties.allowSharedKeyAccess", True)
     code, text = audit("--format", "json", "--resource-group", GROUP)
-    assert code == EXIT_FAILED
+    assert code == ExitCode.FINDINGS
     assert findings(text)[("keys", "SN-SHARED-KEY-OFF")] == Outcome.FAIL.value
     assert findings(text)[("good", "SN-SHARED-KEY-OFF")] == Outcome.PASS.value
 
@@ -104,7 +104,7 @@ def test_fail_on_threshold_ignores_lower_severities(audit: Audit, fake: FakeArm)
     """A high-severity failure does not fail the run at --fail-on critical."""
     broken(fake, "keys", "properties.allowSharedKeyAccess", True)
     code, _ = audit("--format", "json", "--fail-on", "critical")
-    assert code == EXIT_OK
+    assert code == ExitCode.OK
 
 
 def test_accounts_are_read_through_paged_lists(audit: Audit, fake: FakeArm) -> None:
@@ -119,7 +119,7 @@ def test_single_account_by_resource_id(audit: Audit, fake: FakeArm) -> None:
     """--account with a full resource id audits exactly that account."""
     other = broken(fake, "other", "properties.minimumTlsVersion", "TLS1_0")
     code, text = audit("--format", "json", "--account", other.id)
-    assert code == EXIT_FAILED
+    assert code == ExitCode.FINDINGS
     assert {account for account, _ in findings(text)} == {"other"}
 
 
@@ -128,7 +128,7 @@ def test_missing_management_policy_fails_the_backstop(audit: Audit, fake: FakeAr
     account = fake.add(compliant_account("nolifecycle", GROUP))
     account.management_policy = None
     code, text = audit("--format", "json")
-    assert code == EXIT_FAILED
+    assert code == ExitCode.FINDINGS
     assert findings(text)[("nolifecycle", "SN-PENDING-LIFECYCLE")] == Outcome.FAIL.value
 
 
@@ -138,7 +138,7 @@ def test_forbidden_read_is_a_permission_error_not_a_failure(audit: Audit, fake: 
     account.failures["roleAssignments"] = Failure(403)
     code, text = audit("--format", "json")
     document = json.loads(text)
-    assert code == EXIT_INCOMPLETE
+    assert code == ExitCode.INCOMPLETE
     assert [e["kind"] for e in document["errors"]] == [ErrorKind.PERMISSION.value]
     assert findings(text)[("locked", "SN-TAG-WRITE-ROLE")] == Outcome.UNKNOWN.value
     assert Outcome.FAIL.value not in set(findings(text).values())
@@ -150,7 +150,7 @@ def test_malformed_body_is_reported_as_such(audit: Audit, fake: FakeArm) -> None
     account.failures["blobServices"] = Failure(200, MALFORMED)
     code, text = audit("--format", "json")
     document = json.loads(text)
-    assert code == EXIT_INCOMPLETE
+    assert code == ExitCode.INCOMPLETE
     assert [e["kind"] for e in document["errors"]] == [ErrorKind.MALFORMED.value]
     assert findings(text)[("garbled", "SN-BLOB-SOFT-DELETE")] == Outcome.UNKNOWN.value
 
@@ -162,7 +162,7 @@ def test_wrong_token_is_an_authentication_error(
     monkeypatch.setenv("SAFETYNET_ARM_TOKEN", "not-the-token")
     code, text = audit("--format", "json")
     document = json.loads(text)
-    assert code == EXIT_INCOMPLETE
+    assert code == ExitCode.INCOMPLETE
     assert document["findings"] == []
     assert [e["kind"] for e in document["errors"]] == [ErrorKind.AUTH.value]
 
@@ -233,21 +233,19 @@ def test_bad_usage_exits_two(
 ) -> None:
     """Options that name no valid audit exit 2 with a message on stderr."""
     code, _ = audit(*args)
-    assert code == EXIT_USAGE
+    assert code == ExitCode.USAGE
     assert capsys.readouterr().err.startswith("safetynet audit: ")
 
 
 def test_missing_subscription_exits_two(audit: Audit, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without --subscription or AZURE_SUBSCRIPTION_ID the command is bad usage."""
     monkeypatch.delenv("AZURE_SUBSCRIPTION_ID")
-    assert audit()[0] == EXIT_USAGE
+    assert audit()[0] == ExitCode.USAGE
 
 
 def test_unknown_format_is_rejected_by_argparse(audit: Audit) -> None:
-    """An unknown --format exits 2 (argparse's usage error)."""
-    with pytest.raises(SystemExit) as exit_info:
-        audit("--format", "xlsx")
-    assert exit_info.value.code == EXIT_USAGE
+    """An unknown --format exits 2 (argparse's usage error), without a SystemExit."""
+    assert audit("--format", "xlsx")[0] == ExitCode.USAGE
 
 
 def test_reads_use_the_pinned_storage_api_version(audit: Audit, fake: FakeArm) -> None:
@@ -263,10 +261,11 @@ def test_lagging_cloud_needs_an_older_api_version_and_says_what_it_cannot_see(
     per-service shared key switch is unseen, so SN-SHARED-KEY-OFF is UNKNOWN, not PASS."""
     fake.storage_api_versions = frozenset({"2024-01-01", "2023-05-01"})
     code, text = audit("--format", "json")
-    assert code == EXIT_INCOMPLETE
+    assert code == ExitCode.INCOMPLETE
     assert "NoRegisteredProviderFound" in json.loads(text)["errors"][0]["message"]
     code, text = audit("--format", "json", "--storage-api-version", "2024-01-01")
-    assert code == EXIT_OK
+    # A rule that could not be judged makes the audit incomplete, never a pass (issue 11).
+    assert code == ExitCode.INCOMPLETE
     assert findings(text)[("good", "SN-SHARED-KEY-OFF")] == Outcome.UNKNOWN.value
     assert findings(text)[("good", "SN-BLOB-SOFT-DELETE")] == Outcome.PASS.value
 
@@ -277,7 +276,7 @@ def test_shared_key_enabled_for_the_blob_service_fails(audit: Audit, fake: FakeA
         fake, "blobkeys", "properties.allowSharedKeyAccessForServices", {"blob": {"enabled": True}}
     )
     code, text = audit("--format", "json")
-    assert code == EXIT_FAILED
+    assert code == ExitCode.FINDINGS
     assert findings(text)[("blobkeys", "SN-SHARED-KEY-OFF")] == Outcome.FAIL.value
     assert findings(text)[("good", "SN-SHARED-KEY-OFF")] == Outcome.PASS.value
 
@@ -294,13 +293,13 @@ def test_storage_account_contributor_on_an_app_is_broad_unless_it_deploys(
         )
     )
     code, text = audit("--format", "json")
-    assert code == EXIT_FAILED
+    assert code == ExitCode.FINDINGS
     assert findings(text)[("wide", "SN-NO-BROAD-APP-ROLES")] == Outcome.FAIL.value
     assert findings(text)[("wide", "SN-NEVER-GRANTED")] == Outcome.FAIL.value
     code, text = audit(
         "--format", "json", "--deployment-principal", "22222222-0000-0000-0000-000000000001"
     )
-    assert code == EXIT_OK
+    assert code == ExitCode.OK
     assert findings(text)[("wide", "SN-NEVER-GRANTED")] == Outcome.PASS.value
 
 
@@ -328,3 +327,108 @@ def test_conditioned_assignments_are_read_and_judged(audit: Audit, fake: FakeArm
     _, text = audit("--format", "json")
     assert findings(text)[("fenced", "SN-NEVER-GRANTED")] == Outcome.PASS.value
     assert findings(text)[("odd", "SN-NEVER-GRANTED")] == Outcome.UNKNOWN.value
+
+    """An unknown --format exits 2 (argparse's usage error), without a SystemExit."""
+    assert audit("--format", "xlsx")[0] == ExitCode.USAGE
+
+
+# Hostile input and careless operators (issue 11)
+
+
+def test_token_with_a_windows_line_ending_is_used_not_echoed(
+    audit: Audit, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A token read from a CRLF file works, and no traceback prints it or exits 1."""
+    monkeypatch.setenv("SAFETYNET_ARM_TOKEN", TOKEN + "\r\n")
+    code, text = audit("--format", "json")
+    captured = capsys.readouterr()
+    assert code == ExitCode.OK
+    assert all(TOKEN not in t for t in (text, captured.out, captured.err))
+
+
+def test_token_with_inner_garbage_is_refused_unseen(
+    audit: Audit, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A token with a control character inside is a usage error that does not show it."""
+    monkeypatch.setenv("SAFETYNET_ARM_TOKEN", f"{TOKEN}\x1bsecond-half")
+    code, _ = audit("--format", "json")
+    captured = capsys.readouterr()
+    assert code == ExitCode.USAGE
+    assert json.loads(captured.out)["error"]["kind"] == "usage"
+    assert TOKEN not in captured.out + captured.err
+
+
+def test_arm_error_that_echoes_the_token_reaches_no_report(
+    audit: Audit, fake: FakeArm, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ARM error body quoting the bearer token is scrubbed from every format and stream."""
+    body = {"error": {"code": "AuthorizationFailed", "message": f"Bearer {TOKEN} may not read"}}
+    fake.add(compliant_account("echo", GROUP)).failures["containers"] = Failure(403, body)
+    texts = [audit("--format", fmt)[1] for fmt in ("table", "json", "sarif", "junit")]
+    captured = capsys.readouterr()
+    assert all("AuthorizationFailed" in text for text in texts)
+    assert all(TOKEN not in text for text in [*texts, captured.out, captured.err])
+
+
+@pytest.mark.parametrize("where", ["directory", "under-a-file", "proc"])
+def test_unusable_output_is_a_usage_error(
+    fake: FakeArm, tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--output naming a directory or an unwritable path exits 2 with a message, no traceback."""
+    (tmp_path / "afile").write_text("x")
+    output = {
+        "directory": tmp_path,
+        "under-a-file": tmp_path / "afile" / "report.json",
+        "proc": Path("/proc/safetynet-report.json"),
+    }[where]
+    code = main(["audit", "--output", str(output)])
+    assert code == ExitCode.USAGE
+    assert "--output" in capsys.readouterr().err
+
+
+def test_unknown_outcomes_without_read_errors_are_incomplete(audit: Audit, fake: FakeArm) -> None:
+    """Rules that could not be judged (an unreadable account body) exit 3, never 0."""
+    broken(fake, "odd", "properties", "not an object")
+    code, text = audit("--format", "json", "--fail-on", "none")
+    assert json.loads(text)["errors"] == []
+    assert Outcome.UNKNOWN.value in set(findings(text).values())
+    assert code == ExitCode.INCOMPLETE
+
+
+def test_no_account_found_is_incomplete(audit: Audit) -> None:
+    """An audit that finds zero accounts exits 3: it looked at nothing."""
+    code, text = audit("--format", "json", "--resource-group", "rg-empty")
+    assert json.loads(text)["summary"]["accounts"] == 0
+    assert code == ExitCode.INCOMPLETE
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--arm-endpoint", "https://arm.example.com"], "--allow-custom-endpoint"),
+        (["--arm-endpoint", "https://127.0.0.1:1/?sig=x"], "query string"),
+        (["--subscription", "not-a-guid"], "subscription"),
+        (["--resource-group", "rg/../x"], "resource group"),
+        (["--account", "Bad_Name", "--resource-group", GROUP], "account"),
+        (["--container", "../x"], "--container"),
+        (["--concurrency", "100000000"], "--concurrency"),
+        (["--max-pending-days", "\u0663"], "--max-pending-days"),
+    ],
+)
+def test_hostile_options_are_usage_errors_with_json(
+    audit: Audit, args: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Names, endpoints and numbers Azure would not accept exit 2 and still print JSON."""
+    code, _ = audit("--format", "json", *args)
+    captured = capsys.readouterr()
+    assert code == ExitCode.USAGE
+    assert named in captured.err
+    assert json.loads(captured.out.splitlines()[-1])["error"]["exit_code"] == ExitCode.USAGE
+
+
+def test_table_escapes_names_from_arm(audit: Audit, fake: FakeArm) -> None:
+    """An account name with a newline from ARM stays on its row, escaped, in the table."""
+    fake.add(compliant_account("evil\nforged", GROUP))
+    _, text = audit("--format", "table")
+    assert not any(line.startswith("forged") for line in text.splitlines())
+    assert "evil\\nforged" in text

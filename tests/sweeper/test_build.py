@@ -79,7 +79,7 @@ print(json.dumps({"sweeper": sweeper.__file__, "functions": names, "leaked": lea
 
 
 def test_zip_holds_the_entry_at_its_root_and_only_runtime_code(tmp_path: Path) -> None:
-    """function_app.py and host.json sit at the root beside sweeper/ and the shared constants only."""
+    """function_app.py and host.json sit at the root beside sweeper/ and the shared modules only."""
     result = build_zip(tmp_path / "f.zip", pip=FakePip())
 
     names = names_in(result.path)
@@ -89,6 +89,7 @@ def test_zip_holds_the_entry_at_its_root_and_only_runtime_code(tmp_path: Path) -
     assert {n for n in names if n.startswith("safetynet/")} == {
         "safetynet/__init__.py",
         "safetynet/constants.py",
+        "safetynet/redaction.py",
     }
     assert not {"sweeper/function_app.py", "sweeper/build.py", "sweeper/host.json"} & names
     assert not [n for n in names if n.split("/")[0] in {"infra", "policies", "tests"}]

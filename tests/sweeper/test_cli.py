@@ -11,6 +11,7 @@ from azure.storage.blob import ContainerClient
 
 from safetynet.azurite import Azurite
 from safetynet.cli import main
+from safetynet.exitcodes import ExitCode
 from sweeper import blobs
 from sweeper.reconcile import list_blobs
 from sweeper.store import Document, DocumentStore
@@ -159,7 +160,7 @@ def test_sweep_missing_table_exits_2(run: Run, azurite: Azurite, tmp_path: Path)
     ("target", "named"),
     [
         (["--account-url", "http://acct.blob.core.windows.net"], "https"),
-        (["--connection-string", "not a connection string"], "connection string"),
+        (["--connection-string", "not a connection string"], "--connection-string"),
         ([], "exactly one"),
     ],
 )
@@ -172,14 +173,14 @@ def test_sweep_bad_blob_target_exits_2(
     assert named in err
 
 
-def test_sweep_unreachable_endpoint_exits_2(run: Run, tmp_path: Path) -> None:
-    """An emulator that is not running is reported as an unusable endpoint, exit 2."""
+def test_sweep_unreachable_endpoint_exits_3(run: Run, tmp_path: Path) -> None:
+    """An emulator that is not running is reported as an unusable endpoint, exit 3 (incomplete)."""
     db_url = f"sqlite:///{tmp_path / 'x.db'}"
     DocumentStore.from_url(db_url).init_schema()
     dead = Azurite()
     dead.port = 1
     code, _, err = run("sweep", "--db", db_url, "--connection-string", dead.connection_string)
-    assert code == 2
+    assert code == ExitCode.INCOMPLETE
     assert "endpoint" in err
 
 

@@ -18,15 +18,9 @@ from policies.report import VERIFY_RENDERERS
 from policies.testing.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
 from safetynet.azurite import DEV_KEY, Azurite
 from safetynet.cli import main
-from safetynet.commands.audit import UsageError
-from safetynet.commands.verify import (
-    EXIT_FAILED,
-    EXIT_INCOMPLETE,
-    EXIT_OK,
-    EXIT_USAGE,
-    exit_code,
-    second_credential,
-)
+from safetynet.commands.common import UsageError
+from safetynet.commands.verify import exit_code, second_credential
+from safetynet.exitcodes import ExitCode
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
 
@@ -68,7 +62,7 @@ def test_sarif_is_valid_and_lists_what_is_not_shown(verify: Verify) -> None:
     document = json.loads(text)
     jsonschema.validate(document, SCHEMA)
     results = document["runs"][0]["results"]
-    assert code == EXIT_OK
+    assert code == ExitCode.OK
     assert {r["kind"] for r in results} == {"review"}
     assert "SNV-CREATE-ONLY" not in {r["ruleId"] for r in results}
 
@@ -79,7 +73,7 @@ def test_junit_skips_what_is_not_verifiable(verify: Verify) -> None:
     suites = ET.fromstring(text)  # noqa: S314 (our own output, not untrusted input)
     cases = suites.findall(".//testcase")
     skipped = [c for c in cases if c.find("skipped") is not None]
-    assert code == EXIT_OK
+    assert code == ExitCode.OK
     assert len(cases) == 14
     assert suites.get("failures") == "0"
     assert len(skipped) == int(suites.get("skipped", "-1")) == 9
@@ -94,7 +88,7 @@ def test_a_failing_probe_exits_1(verify: Verify, azurite: Azurite, container: st
     )
     code, text, _ = verify("--format", "json")
     outcomes = {c["check"]: c["outcome"] for c in json.loads(text)["checks"]}
-    assert code == EXIT_FAILED
+    assert code == ExitCode.FINDINGS
     assert outcomes["SNV-PRIVATE-CONTAINER"] == "FAIL"
 
 
@@ -107,7 +101,7 @@ def test_a_refused_identity_exits_3_without_echoing_the_key(
     wrong = azurite.connection_string.replace(DEV_KEY, wrong_key)
     code, text, err = verify("--format", "json", connection_string=wrong)
     document = json.loads(text)
-    assert code == EXIT_INCOMPLETE
+    assert code == ExitCode.INCOMPLETE
     assert document["incomplete"]
     assert {c["outcome"] for c in document["checks"]} == {"NOT_VERIFIABLE"}
     assert wrong_key not in text + err
@@ -117,7 +111,7 @@ def test_a_refused_identity_exits_3_without_echoing_the_key(
 def test_missing_container_is_a_usage_error(verify: Verify, azurite: Azurite) -> None:
     """A container that does not exist: exit 2 naming it."""
     code = main(["verify", "--connection-string", azurite.connection_string, "--container", "nope"])
-    assert code == EXIT_USAGE
+    assert code == ExitCode.USAGE
 
 
 @pytest.mark.parametrize(
@@ -134,7 +128,7 @@ def test_bad_options_exit_2(
 ) -> None:
     """Bad options are refused before anything starts, with a message naming the option."""
     code = main(["verify", *args])
-    assert code == EXIT_USAGE
+    assert code == ExitCode.USAGE
     assert message in capsys.readouterr().err
 
 
@@ -149,7 +143,7 @@ def test_second_credential_names_the_missing_variable(capsys: pytest.CaptureFixt
             "NOPE_X",
         ]
     )
-    assert code == EXIT_USAGE
+    assert code == ExitCode.USAGE
     assert "NOPE_X_CLIENT_ID" in capsys.readouterr().err
 
 
@@ -173,7 +167,7 @@ def test_settings_verdict_beside_behaviour(verify: Verify, monkeypatch: pytest.M
             "json",
         )
     rules = {r["rule"]: r for r in json.loads(text)["rules"]}
-    assert code == EXIT_OK
+    assert code == ExitCode.OK
     assert rules["SN-BLOB-SOFT-DELETE"]["settings"] == "PASS"
     assert rules["SN-BLOB-SOFT-DELETE"]["behaviour"] == "NOT_VERIFIABLE"
     assert rules["SN-BLOB-SOFT-DELETE"]["checks"] == ["SNV-SOFT-DELETE"]
@@ -211,7 +205,7 @@ def test_leftovers_reach_every_pipeline_format() -> None:
     run.leftovers.append(".safetynet/verify/r1/create-only (403 AuthorizationPermissionMismatch)")
     junit = ET.fromstring(VERIFY_RENDERERS["junit"](run))  # noqa: S314 (our own output)
     sarif = json.loads(VERIFY_RENDERERS["sarif"](run))["runs"][0]["invocations"][0]
-    assert exit_code(run) == EXIT_INCOMPLETE
+    assert exit_code(run) == ExitCode.INCOMPLETE
     assert junit.get("errors") == "1"
     assert "create-only" in (junit.find(".//error").get("message") or "")  # type: ignore[union-attr]
     assert sarif["executionSuccessful"] is False

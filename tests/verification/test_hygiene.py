@@ -12,8 +12,9 @@ from benchmarks.latency_proxy import LatencyProxy
 from policies.probes import PROBES, Observation, Probe, ProbeOutcome, Target, run_probes
 from policies.probes.liveness import CANARY
 from safetynet.azurite import Azurite
-from safetynet.commands.verify import EXIT_INCOMPLETE, exit_code
+from safetynet.commands.verify import exit_code
 from safetynet.constants import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
+from safetynet.exitcodes import ExitCode
 from tests.verification.doubles import RecordingCounter
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
@@ -130,5 +131,5 @@ def test_an_sdk_error_without_an_answer_is_could_not_act(azurite: Azurite) -> No
     assert run.results[0].outcome is ProbeOutcome.NOT_VERIFIABLE
     assert "AzureError" in run.results[0].detail
     assert "stream was closed" not in run.results[0].detail
-    assert exit_code(run) == EXIT_INCOMPLETE
+    assert exit_code(run) == ExitCode.INCOMPLETE
     assert left == []
