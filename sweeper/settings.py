@@ -214,7 +214,7 @@ def check_entra_url(parsed: sa.URL, setting: str = "database URL") -> sa.URL:
     if mode not in ENTRA_SSLMODES:
         raise SettingsError(
             f"{setting} {shown}: sslmode={printable(str(mode))} may send the token unencrypted; "
-            f"use sslmode={', '.join(ENTRA_SSLMODES)} (or leave it out: require is the default)"
+            "use sslmode=require, verify-ca or verify-full (or leave it out: require is added)"
         )
     return parsed
 
@@ -240,6 +240,8 @@ def check_database_url(
         raise SettingsError(
             f"{setting} {shown}: the user info holds an unencoded '@'; percent-encode it as %40"
         )
+    if entra:
+        check_entra_url(parsed, setting)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         path = parsed.database or ""
@@ -256,8 +258,6 @@ def check_database_url(
         raise SettingsError(
             f"{setting} {shown} names no database; add it: postgresql+psycopg://host/database"
         )
-    if entra:
-        check_entra_url(parsed, setting)
 
 
 @dataclass(frozen=True)
