@@ -33,8 +33,8 @@ URL_PASSWORD = "pw-in-the-url-7Qx"
 class CountingCredential:
     """Hands out `token-1`, `token-2`, ... and remembers the scopes it was asked for."""
 
-    def __init__(self, token: str = "token", fail: bool = False) -> None:
-        self.token = token
+    def __init__(self, fixed: str | None = None, fail: bool = False) -> None:
+        self.fixed = fixed
         self.fail = fail
         self.scopes: list[tuple[str, ...]] = []
 
@@ -49,8 +49,8 @@ class CountingCredential:
         self.scopes.append(scopes)
         if self.fail:
             raise ClientAuthenticationError("no managed identity endpoint")
-        suffix = f"-{len(self.scopes)}" if self.token == "token" else ""
-        return AccessToken(f"{self.token}{suffix}", int(time.time()) + 3600)
+        token = f"token-{len(self.scopes)}" if self.fixed is None else self.fixed
+        return AccessToken(token, int(time.time()) + 3600)
 
 
 def record_passwords(store: DocumentStore) -> list[object]:
