@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+from urllib.parse import parse_qs, urlsplit
 
 from safetynet.constants import DEFAULT_CONTAINER
 
@@ -22,6 +23,10 @@ NAMESPACE: Final = "blob-safetynet"
 """The Pulumi project name, and so the namespace of every key (`blob-safetynet:<key>`)."""
 
 DATABASE_URL_KEY: Final = "sweeperDatabaseUrl"
+DATABASE_AUTH_KEY: Final = "sweeperDatabaseAuth"
+DATABASE_AUTH_MODES: Final = ("password", "entra")
+"""The sweeper's SAFETYNET_DB_AUTH values (sweeper/settings.py DB_AUTH_MODES; infra may not import
+the sweeper, tests/infra/test_sweeper_app.py feeds these settings to the sweeper's loader)."""
 
 DEFAULTS: Final[Mapping[str, object]] = {
     "location": "westeurope",
@@ -40,6 +45,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "sweeperCutoff": "15m",
     "sweeperLease": False,
     "sweeperPackagePath": "build/sweeper-function.zip",
+    DATABASE_AUTH_KEY: "password",
 }
 """Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
 
@@ -67,7 +73,10 @@ ALLOWED: Final[Mapping[str, str]] = {
     "sweeperLease": "true or false: hold the lease on .safetynet/sweeper.lease while sweeping, "
     "so sweepers outside this app (e.g. `safetynet sweep`) never overlap it",
     DATABASE_URL_KEY: "a database URL with a scheme (e.g. postgresql+psycopg://...), "
-    "set with `pulumi config set --secret`",
+    "set with `pulumi config set --secret`; with sweeperDatabaseAuth=entra a PostgreSQL URL "
+    "without a password",
+    DATABASE_AUTH_KEY: "password (the URL carries the password) or entra (the sweeper's identity "
+    "gets a Microsoft Entra token for Azure Database for PostgreSQL; the URL has no password)",
     "sweeperPackagePath": "a path to the zip built by `make function-zip`",
 }
 """What each key accepts, in words: the docs table and every `ConfigError` quote these."""
@@ -125,6 +134,7 @@ class StackConfig:
     sweeper_lease: bool
     sweeper_package_path: Path
     database_url: str = field(repr=False)
+    database_auth: str = "password"
 
     @property
     def sweeper_cutoff_seconds(self) -> int:
@@ -164,6 +174,7 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
             "rule is the backstop and must act after the sweeper",
         )
 
+    database_auth = _choice(values, DATABASE_AUTH_KEY, frozenset(DATABASE_AUTH_MODES))
     package = Path(_text(values, "sweeperPackagePath"))
     if root is not None and not package.is_absolute():
         package = root / package
@@ -186,7 +197,8 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         sweeper_cutoff=cutoff,
         sweeper_lease=_boolean(values, "sweeperLease"),
         sweeper_package_path=package,
-        database_url=_database_url(values),
+        database_url=_database_url(values, database_auth),
+        database_auth=database_auth,
     )
 
 
@@ -287,8 +299,22 @@ def _ncrontab(values: Mapping[str, object], key: str) -> str:
     return " ".join(fields)
 
 
-def _database_url(values: Mapping[str, object]) -> str:
+def _database_url(values: Mapping[str, object], database_auth: str) -> str:
     value = _text(values, DATABASE_URL_KEY)
     if _URL.fullmatch(value) is None:
         raise ConfigError(DATABASE_URL_KEY, "is not a URL with a scheme")
+    if database_auth == "entra":
+        # Refused here, at preview, rather than by the sweeper on its first tick; never echoed.
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            raise ConfigError(DATABASE_URL_KEY, "is not a URL with a scheme") from None
+        if not parts.scheme.startswith("postgres"):
+            raise ConfigError(DATABASE_URL_KEY, f"{DATABASE_AUTH_KEY}=entra needs a PostgreSQL URL")
+        if parts.password is not None or "password" in parse_qs(parts.query):
+            raise ConfigError(
+                DATABASE_URL_KEY,
+                f"carries a password, but {DATABASE_AUTH_KEY}=entra sends a Microsoft Entra token "
+                "as the password",
+            )
     return value

@@ -245,6 +245,8 @@ class SweeperApp(pulumi.ComponentResource):
             "SAFETYNET_CUTOFF": config.sweeper_cutoff,
             "SAFETYNET_SCHEDULE": config.sweeper_schedule,
             "SAFETYNET_LEASE": "true" if config.sweeper_lease else "false",
+            # entra: the sweeper's DefaultAzureCredential (this identity) gets the database token.
+            "SAFETYNET_DB_AUTH": config.database_auth,
             "SAFETYNET_DB_URL": secret.properties.apply(
                 lambda props: key_vault_reference(props.secret_uri)
             ),

@@ -3,9 +3,10 @@ only for the local emulator."""
 
 from __future__ import annotations
 
+from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient, ExponentialRetry
 
-from sweeper.settings import SettingsError, check_blob_endpoint
+from sweeper.settings import DB_AUTH_ENTRA, SettingsError, check_blob_endpoint
 
 CONNECTION_TIMEOUT_S = 10
 READ_TIMEOUT_S = 20
@@ -71,3 +72,16 @@ def blob_service(
         connection_timeout=CONNECTION_TIMEOUT_S,
         read_timeout=READ_TIMEOUT_S,
     )
+
+
+def database_credential(db_auth: str) -> TokenCredential | None:
+    """What the store asks for database tokens: DefaultAzureCredential for `entra`, else None.
+
+    On Azure it picks the user-assigned identity named by AZURE_CLIENT_ID, the identity made a
+    database principal; locally the developer's `az login`. Nothing is fetched until a connection.
+    """
+    if db_auth != DB_AUTH_ENTRA:
+        return None
+    from azure.identity import DefaultAzureCredential  # heavy import, only for Entra targets
+
+    return DefaultAzureCredential()

@@ -20,10 +20,11 @@ from contextlib import contextmanager
 from typing import Any, Final
 
 import azure.functions as func
+from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient
 
 from safetynet.redaction import RedactingFilter, Redactor, printable, secrets_in
-from sweeper.clients import blob_service
+from sweeper.clients import blob_service, database_credential
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError
 from sweeper.settings import FunctionSettings, SettingsError
@@ -120,7 +121,7 @@ def _scrubbed_logs(redactor: Redactor) -> Iterator[None]:
 
 def _sweep_once(env: Mapping[str, str]) -> SweepReport | None:
     settings = FunctionSettings.from_environment(env)
-    store = _open_store(settings.db_url)
+    store = _open_store(settings.db_url, _database_credential(settings.db_auth))
     try:
         store.check_schema()
         service = _service(
@@ -147,10 +148,17 @@ def _sweep_once(env: Mapping[str, str]) -> SweepReport | None:
     return report
 
 
-def _open_store(db_url: str) -> DocumentStore:
+@functools.cache
+def _database_credential(db_auth: str) -> TokenCredential | None:
+    """One credential per worker process (SAFETYNET_DB_AUTH=entra), so its token cache stays warm:
+    a new connection on the next tick reuses the token until the credential refreshes it."""
+    return database_credential(db_auth)
+
+
+def _open_store(db_url: str, token_credential: TokenCredential | None) -> DocumentStore:
     """The document store; its errors show the URL only through the redaction module."""
     try:
-        store = DocumentStore.from_url(db_url)
+        store = DocumentStore.from_url(db_url, token_credential=token_credential)
     except (StoreError, ValueError) as error:
         raise SettingsError(f"{DB_URL_SETTING}: {error}") from None
     return store

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Final
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
@@ -33,6 +34,16 @@ MIN_CUTOFF = timedelta(seconds=1)
 MAX_CUTOFF = timedelta(days=365)
 MAX_BLOB_BATCH = 256
 """Blob Batch accepts at most 256 sub-requests (257 -> 400 ExceedsMaxBatchRequestCount)."""
+
+
+DB_AUTH_SETTING: Final = "SAFETYNET_DB_AUTH"
+DB_AUTH_PASSWORD: Final = "password"  # noqa: S105 - the name of a mode, not a password
+DB_AUTH_ENTRA: Final = "entra"
+DB_AUTH_MODES: Final = (DB_AUTH_PASSWORD, DB_AUTH_ENTRA)
+"""`password`: the URL carries the password (the default). `entra`: the password is a Microsoft
+Entra token fetched for every new connection (Azure Database for PostgreSQL only)."""
+ENTRA_SSLMODES: Final = ("require", "verify-ca", "verify-full")
+"""libpq modes that never fall back to plain text; `prefer` would, and would send the token."""
 
 
 class SettingsError(ValueError):
@@ -162,7 +173,55 @@ def check_blob_endpoint(
         )
 
 
-def check_database_url(url: str, *, creating: bool = False, setting: str = "database URL") -> None:
+def parse_db_auth(text: str, setting: str = DB_AUTH_SETTING) -> str:
+    """`password` or `entra`, exactly; anything else is an error, never a silent default."""
+    if text not in DB_AUTH_MODES:
+        raise SettingsError(
+            f"{setting}: '{printable(text)}' is not a database authentication; "
+            f"use {' or '.join(DB_AUTH_MODES)}"
+        )
+    return text
+
+
+def check_entra_url(parsed: sa.URL, setting: str = "database URL") -> sa.URL:
+    """`parsed` made fit for a Microsoft Entra token as its password, or a SettingsError.
+
+    Only PostgreSQL accepts the token, the URL must not carry a password of its own (which one
+    would win is a guess an operator should never have to make), and the token travels only
+    over TLS unless the server is on loopback: `sslmode=require` is added when absent.
+    """
+    shown = display_db_url(parsed.render_as_string(hide_password=False))
+    if parsed.get_backend_name() not in ("postgresql", "postgres"):
+        raise SettingsError(
+            f"{setting} {shown}: {DB_AUTH_SETTING}={DB_AUTH_ENTRA} works only with PostgreSQL "
+            f"(Azure Database for PostgreSQL); use {DB_AUTH_PASSWORD} for this database"
+        )
+    if parsed.password is not None or "password" in parsed.query:
+        raise SettingsError(
+            f"{setting} {shown} carries a password, but {DB_AUTH_SETTING}={DB_AUTH_ENTRA} sends "
+            "a Microsoft Entra token as the password; remove the password from the URL"
+        )
+    if not parsed.username:
+        raise SettingsError(
+            f"{setting} {shown} names no user; with {DB_AUTH_SETTING}={DB_AUTH_ENTRA} the user is "
+            "the database principal of the identity (e.g. its name)"
+        )
+    mode = parsed.query.get("sslmode")
+    if parsed.host is not None and _is_loopback(parsed.host.lower()):
+        return parsed
+    if mode is None:
+        return parsed.update_query_dict({"sslmode": "require"})
+    if mode not in ENTRA_SSLMODES:
+        raise SettingsError(
+            f"{setting} {shown}: sslmode={printable(str(mode))} may send the token unencrypted; "
+            "use sslmode=require, verify-ca or verify-full (or leave it out: require is added)"
+        )
+    return parsed
+
+
+def check_database_url(
+    url: str, *, creating: bool = False, setting: str = "database URL", entra: bool = False
+) -> None:
     """Refuse database URLs that would connect somewhere unintended or create something.
 
     Only `db init` (`creating`) may create: every other command needs an existing SQLite file
@@ -181,6 +240,8 @@ def check_database_url(url: str, *, creating: bool = False, setting: str = "data
         raise SettingsError(
             f"{setting} {shown}: the user info holds an unencoded '@'; percent-encode it as %40"
         )
+    if entra:
+        check_entra_url(parsed, setting)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         path = parsed.database or ""
@@ -209,6 +270,7 @@ class FunctionSettings:
     connection_string: str | None = None
     """Azurite only (tests); on Azure the account URL and the app's identity are used."""
     allow_custom_endpoint: bool = False
+    db_auth: str = DB_AUTH_PASSWORD
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> FunctionSettings:
@@ -232,11 +294,15 @@ class FunctionSettings:
         allow_custom = parse_bool(
             env.get("SAFETYNET_ALLOW_CUSTOM_ENDPOINT", "false"), "SAFETYNET_ALLOW_CUSTOM_ENDPOINT"
         )
-        check_database_url(env["SAFETYNET_DB_URL"], setting="SAFETYNET_DB_URL")
+        db_auth = parse_db_auth(env.get(DB_AUTH_SETTING, DB_AUTH_PASSWORD))
+        check_database_url(
+            env["SAFETYNET_DB_URL"], setting="SAFETYNET_DB_URL", entra=db_auth == DB_AUTH_ENTRA
+        )
         return cls(
             env["SAFETYNET_DB_URL"],
             env.get("SAFETYNET_ACCOUNT_URL") or None,
             sweep,
             env.get("SAFETYNET_CONNECTION_STRING") or None,
             allow_custom,
+            db_auth,
         )

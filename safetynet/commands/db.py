@@ -12,13 +12,20 @@ import json
 import os
 from collections.abc import Callable
 
-import sqlalchemy as sa
-
 from safetynet.commands.common import fail
 from safetynet.exitcodes import ExitCode
 from safetynet.redaction import display_db_url
-from sweeper.settings import SettingsError, check_database_url
-from sweeper.store import DocumentStore, StoreError
+from sweeper.clients import database_credential
+from sweeper.settings import (
+    DB_AUTH_ENTRA,
+    DB_AUTH_MODES,
+    DB_AUTH_PASSWORD,
+    DB_AUTH_SETTING,
+    SettingsError,
+    check_database_url,
+    parse_db_auth,
+)
+from sweeper.store import DocumentStore, StoreError, is_unreachable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,10 +43,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             default=os.environ.get("SAFETYNET_DB_URL"),
             help="SQLAlchemy URL, e.g. sqlite:///documents.db (env SAFETYNET_DB_URL)",
         )
+        add_db_auth_option(action)
         action.add_argument(
             "--json", action="store_true", help="print one JSON object, also on errors"
         )
         action.set_defaults(handler=handler)
+
+
+def add_db_auth_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db-auth",
+        default=os.environ.get(DB_AUTH_SETTING, DB_AUTH_PASSWORD),
+        help=f"{' or '.join(DB_AUTH_MODES)}: {DB_AUTH_ENTRA} sends a Microsoft Entra token "
+        "(DefaultAzureCredential) as the PostgreSQL password; the URL then has none "
+        f"(env {DB_AUTH_SETTING}, default {DB_AUTH_PASSWORD})",
+    )
+
+
+def open_store(url: str, db_auth: str, *, creating: bool, setting: str = "--db") -> DocumentStore:
+    """The store for `url`, its options checked before any credential or connection."""
+    auth = parse_db_auth(db_auth, f"--db-auth ({DB_AUTH_SETTING})")
+    check_database_url(url, creating=creating, setting=setting, entra=auth == DB_AUTH_ENTRA)
+    return DocumentStore.from_url(url, token_credential=database_credential(auth))
 
 
 def _open(args: argparse.Namespace, command: str, creating: bool) -> DocumentStore | int:
@@ -48,8 +73,7 @@ def _open(args: argparse.Namespace, command: str, creating: bool) -> DocumentSto
         message = "--db URL (or SAFETYNET_DB_URL) is required"
         return fail(command, ExitCode.USAGE, message, args.json)
     try:
-        check_database_url(args.db, creating=creating, setting="--db")
-        return DocumentStore.from_url(args.db)
+        return open_store(args.db, args.db_auth, creating=creating)
     except (SettingsError, StoreError) as error:
         return fail(command, ExitCode.USAGE, str(error), args.json)
 
@@ -63,8 +87,7 @@ def _run(
     try:
         done = work(store)
     except StoreError as error:
-        unreachable = isinstance(error.__cause__, sa.exc.OperationalError)
-        code = ExitCode.INCOMPLETE if unreachable else ExitCode.USAGE
+        code = ExitCode.INCOMPLETE if is_unreachable(error) else ExitCode.USAGE
         return fail(command, code, str(error), args.json)
     finally:
         store.engine.dispose()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 
-import sqlalchemy as sa
 from azure.core.exceptions import (
     AzureError,
     ClientAuthenticationError,
@@ -21,12 +20,13 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from safetynet.commands.common import CommandError, UsageError
+from safetynet.commands.db import add_db_auth_option, open_store
 from safetynet.constants import DEFAULT_CONTAINER
 from safetynet.exitcodes import ExitCode
 from safetynet.redaction import printable
 from sweeper.clients import blob_service
-from sweeper.settings import SettingsError, check_container_name, check_database_url, parse_bool
-from sweeper.store import DocumentStore, StoreError
+from sweeper.settings import SettingsError, check_container_name, parse_bool
+from sweeper.store import DocumentStore, StoreError, is_unreachable
 
 TARGET_ERRORS = (SettingsError, StoreError, AzureError)
 """What opening a target or running on it may raise; `classify` gives each its exit code."""
@@ -37,6 +37,7 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db", default=env("SAFETYNET_DB_URL"), help="SQLAlchemy URL (env SAFETYNET_DB_URL)"
     )
+    add_db_auth_option(parser)
     add_blob_options(parser)
 
 
@@ -80,8 +81,7 @@ def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClien
             raise SettingsError("--db URL (or SAFETYNET_DB_URL) is required")
         # Every option is checked before the first connection to either service.
         service = open_blob_service(args)
-        check_database_url(args.db, setting="--db")
-        store = DocumentStore.from_url(args.db)
+        store = open_store(args.db, args.db_auth, creating=False)
         store.check_schema()
         container = service.get_container_client(args.container)
         container.get_container_properties()
@@ -106,8 +106,7 @@ def classify(error: Exception, args: argparse.Namespace, *, started: bool) -> Co
     if isinstance(error, ResourceNotFoundError) and not started:
         return UsageError(f"container '{printable(args.container)}' does not exist")
     if isinstance(error, StoreError):
-        cause = error.__cause__
-        unreachable = isinstance(cause, sa.exc.OperationalError)
+        unreachable = is_unreachable(error)
         if started:
             return CommandError(ExitCode.SERVICE_FAILED, f"database failed mid-run: {error}")
         return (

@@ -10,6 +10,7 @@ import pytest
 
 from infra.config import (
     ALLOWED,
+    DATABASE_AUTH_KEY,
     DATABASE_URL_KEY,
     DEFAULTS,
     KEYS,
@@ -182,3 +183,28 @@ def test_load_refuses_unknown_keys_in_the_project_namespace() -> None:
     set_stack_config({DATABASE_URL_KEY: TEST_DATABASE_URL, "pendingExpiryDay": "3"})
     with pytest.raises(ConfigError, match="pendingExpiryDay: unknown key"):
         load()
+
+
+def test_the_database_auth_is_password_or_entra_exactly() -> None:
+    """sweeperDatabaseAuth defaults to password, accepts entra, refuses anything else by name."""
+    assert parse(RAW_DEFAULTS).database_auth == "password"
+    assert parse({**RAW_DEFAULTS, DATABASE_AUTH_KEY: "entra"}).database_auth == "entra"
+    for value in ("Entra", "aad", "", True):
+        with pytest.raises(ConfigError, match=DATABASE_AUTH_KEY):
+            parse_with(**{DATABASE_AUTH_KEY: value})
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgresql+psycopg://sweeper:hunter2@db.example.test/documents", "carries a password"),
+        ("postgresql://sweeper@db.example.test/documents?password=hunter2", "carries a password"),
+        ("sqlite:///documents.db", "needs a PostgreSQL URL"),
+    ],
+)
+def test_entra_refuses_a_url_it_cannot_use_without_echoing_it(url: str, problem: str) -> None:
+    """With entra the URL is PostgreSQL without a password; the refusal never shows the URL."""
+    with pytest.raises(ConfigError, match=problem) as caught:
+        parse_with(**{DATABASE_AUTH_KEY: "entra", DATABASE_URL_KEY: url})
+    assert "hunter2" not in str(caught.value)
+    assert parse({**RAW_DEFAULTS, DATABASE_URL_KEY: url}).database_url == url

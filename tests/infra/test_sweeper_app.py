@@ -21,6 +21,7 @@ from infra.sweeper_app import (
     PYTHON_VERSION,
     STORAGE_BLOB_DATA_OWNER,
 )
+from sweeper.settings import FunctionSettings
 from tests.infra.conftest import RunFactory
 from tests.infra.harness import (
     DEPLOYER_OBJECT_ID,
@@ -283,3 +284,18 @@ def test_the_function_timeout_follows_the_flex_consumption_limits() -> None:
     minutes = int(match.group(1)) * 60 + int(match.group(2))
     assert minutes == FLEX_DEFAULT_TIMEOUT_MINUTES
     assert minutes <= FLEX_SCALE_IN_GRACE_MINUTES
+
+
+@pytest.mark.parametrize("mode", ["password", "entra"])
+def test_the_app_settings_are_what_the_sweepers_loader_accepts(run: RunFactory, mode: str) -> None:
+    """The Function's settings loader reads the program's app settings, the auth mode included."""
+    result = run({"sweeperDatabaseAuth": mode})
+    env = {key: str(value) for key, value in app_settings(result).items()}
+    assert env["SAFETYNET_DB_URL"].startswith("@Microsoft.KeyVault(")
+    # The platform resolves the Key Vault reference to the secret's value before the app starts.
+    env["SAFETYNET_DB_URL"] = result.one(SECRET).inputs["properties"]["value"]
+    loaded = FunctionSettings.from_environment(env)
+    assert loaded.db_auth == mode == env["SAFETYNET_DB_AUTH"]
+    assert loaded.db_url == TEST_DATABASE_URL
+    assert loaded.account_url == result.outputs["blobEndpoint"]
+    assert loaded.sweep.container == result.outputs["containerName"]
