@@ -211,22 +211,9 @@ def render_junit(report: AuditReport) -> str:
         suite = ET.SubElement(suites, "testsuite", name=result.account.name)
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for finding in result.findings:
-            case = ET.SubElement(
-                suite,
-                "testcase",
-                classname=f"safetynet.{result.account.name}",
-                name=f"{finding.rule.id} {finding.rule.title}",
-            )
-            counts["tests"] += 1
-            if finding.outcome is Outcome.FAIL:
-                counts["failures"] += 1
-                failure = ET.SubElement(
-                    case, "failure", message=finding.message, type=finding.severity.value
-                )
+            failure = _finding_case(suite, finding, result.account.name, counts)
+            if failure is not None:
                 failure.text = f"{finding.message}\nresource: {finding.resource_id}"
-            elif finding.outcome is Outcome.UNKNOWN:
-                counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=finding.message)
         for error in result.errors:
             _error_case(suite, error, result.account.name)
             counts["tests"] += 1
@@ -252,6 +239,27 @@ def _error_case(suite: ET.Element, error: ReadError, where: str) -> None:
     )
     node = ET.SubElement(case, "error", message=error.message, type=error.kind.value)
     node.text = error.message
+
+
+def _finding_case(
+    suite: ET.Element, finding: Finding, account: str, counts: dict[str, int]
+) -> ET.Element | None:
+    """A counted testcase for one rule's finding (FAIL a failure, UNKNOWN skipped); the failure
+    element when there is one."""
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname=f"safetynet.{account}",
+        name=f"{finding.rule.id} {finding.rule.title}",
+    )
+    counts["tests"] += 1
+    if finding.outcome is Outcome.FAIL:
+        counts["failures"] += 1
+        return ET.SubElement(case, "failure", message=finding.message, type=finding.severity.value)
+    if finding.outcome is Outcome.UNKNOWN:
+        counts["skipped"] += 1
+        ET.SubElement(case, "skipped", message=finding.message)
+    return None
 
 
 def _set_counts(suite: ET.Element, counts: dict[str, int], totals: dict[str, int]) -> None:
@@ -516,19 +524,7 @@ def render_verify_junit(run: VerificationRun) -> str:
         suite = ET.SubElement(suites, "testsuite", name="settings")
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for finding in run.settings:
-            case = ET.SubElement(
-                suite,
-                "testcase",
-                classname=f"safetynet.{finding.account}",
-                name=f"{finding.rule.id} {finding.rule.title}",
-            )
-            counts["tests"] += 1
-            if finding.outcome is Outcome.FAIL:
-                counts["failures"] += 1
-                ET.SubElement(case, "failure", message=finding.message, type=finding.severity.value)
-            elif finding.outcome is Outcome.UNKNOWN:
-                counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=finding.message)
+            _finding_case(suite, finding, finding.account, counts)
         for error in run.settings_errors:
             case = ET.SubElement(suite, "testcase", classname="safetynet.settings", name="read")
             ET.SubElement(case, "error", message=error, type="incomplete").text = error
