@@ -101,6 +101,42 @@ def render_table(report: AuditReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _sarif_log(
+    *,
+    rules: list[dict[str, Any]],
+    automation_id: str,
+    succeeded: bool,
+    notifications: list[dict[str, Any]],
+    results: list[dict[str, Any]],
+) -> str:
+    """One SARIF 2.1.0 run of this tool, as the JSON text both audit and verify print."""
+    document = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": TOOL_NAME,
+                        "informationUri": TOOL_URI,
+                        "version": VERSION,
+                        "rules": rules,
+                    }
+                },
+                "automationDetails": {"id": automation_id},
+                "invocations": [
+                    {
+                        "executionSuccessful": succeeded,
+                        "toolExecutionNotifications": notifications,
+                    }
+                ],
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
 def _sarif_rule(rule: Rule) -> dict[str, Any]:
     return {
         "id": rule.id,
@@ -175,31 +211,13 @@ def render_sarif(report: AuditReport) -> str:
         }
         for e in report.all_errors
     ]
-    document = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": TOOL_NAME,
-                        "informationUri": TOOL_URI,
-                        "version": VERSION,
-                        "rules": [_sarif_rule(rule) for rule in rules],
-                    }
-                },
-                "automationDetails": {"id": f"safetynet-audit/{report.scope.label}"},
-                "invocations": [
-                    {
-                        "executionSuccessful": not report.all_errors,
-                        "toolExecutionNotifications": notifications,
-                    }
-                ],
-                "results": results,
-            }
-        ],
-    }
-    return json.dumps(document, indent=2) + "\n"
+    return _sarif_log(
+        rules=[_sarif_rule(rule) for rule in rules],
+        automation_id=f"safetynet-audit/{report.scope.label}",
+        succeeded=not report.all_errors,
+        notifications=notifications,
+        results=results,
+    )
 
 
 def render_junit(report: AuditReport) -> str:
@@ -461,33 +479,13 @@ def render_verify_sarif(run: VerificationRun) -> str:
         {"level": "error", "message": {"text": text}, "descriptor": {"id": "incomplete"}}
         for text in [*run.incomplete, *run.settings_errors, *_leftover_lines(run)]
     ]
-    document = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": TOOL_NAME,
-                        "informationUri": TOOL_URI,
-                        "version": VERSION,
-                        "rules": descriptors,
-                    }
-                },
-                "automationDetails": {"id": f"safetynet-verify/{run.run_id}"},
-                "invocations": [
-                    {
-                        "executionSuccessful": not (
-                            run.incomplete or run.settings_errors or run.leftovers
-                        ),
-                        "toolExecutionNotifications": notifications,
-                    }
-                ],
-                "results": results,
-            }
-        ],
-    }
-    return json.dumps(document, indent=2) + "\n"
+    return _sarif_log(
+        rules=descriptors,
+        automation_id=f"safetynet-verify/{run.run_id}",
+        succeeded=not (run.incomplete or run.settings_errors or run.leftovers),
+        notifications=notifications,
+        results=results,
+    )
 
 
 def _leftover_lines(run: VerificationRun) -> list[str]:
