@@ -6,20 +6,15 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Final
 
+from policies.generated_table import cell, replace_between, table_cli
 from policies.rules import RULES, Rule
 
 START: Final = "<!-- rules:start -->"
 END: Final = "<!-- rules:end -->"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _where(rule: Rule) -> str:
@@ -37,38 +32,23 @@ def render(rules: Sequence[Rule] = RULES) -> str:
     for rule in rules:
         severity = f"{rule.severity.value} ({rule.enforcement})"
         checks = f"**{rule.title}.** {rule.rationale}"
-        lines.append(f"| `{rule.id}` | {severity} | {_cell(checks)} | {_cell(rule.remediation)} |")
+        lines.append(f"| `{rule.id}` | {severity} | {cell(checks)} | {cell(rule.remediation)} |")
     return "\n".join(lines) + "\n"
 
 
 def replace_between_markers(text: str, table: str) -> str:
     """`text` with everything between the markers replaced by `table`."""
-    start, end = text.find(START), text.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"the markers {START} and {END} are missing or out of order")
-    return text[: start + len(START)] + "\n" + table + text[end:]
+    return replace_between(text, table, START, END)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m policies.catalogue")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", type=Path, help="update the table in this Markdown file")
-    group.add_argument("--check", type=Path, help="exit 1 if the table in this file is stale")
-    args = parser.parse_args(argv)
-    table = render()
-    target: Path | None = args.write or args.check
-    if target is None:
-        sys.stdout.write(table)
-        return 0
-    current = target.read_text(encoding="utf-8")
-    updated = replace_between_markers(current, table)
-    if args.check:
-        if updated != current:
-            print(f"{target}: the rule catalogue is stale; run {parser.prog} --write {target}")
-            return 1
-        return 0
-    target.write_text(updated, encoding="utf-8")
-    return 0
+    return table_cli(
+        argv,
+        prog="python -m policies.catalogue",
+        render=render,
+        replace=replace_between_markers,
+        table_name="the rule catalogue",
+    )
 
 
 if __name__ == "__main__":

@@ -101,6 +101,42 @@ def render_table(report: AuditReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _sarif_log(
+    *,
+    rules: list[dict[str, Any]],
+    automation_id: str,
+    succeeded: bool,
+    notifications: list[dict[str, Any]],
+    results: list[dict[str, Any]],
+) -> str:
+    """One SARIF 2.1.0 run of this tool, as the JSON text both audit and verify print."""
+    document = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": TOOL_NAME,
+                        "informationUri": TOOL_URI,
+                        "version": VERSION,
+                        "rules": rules,
+                    }
+                },
+                "automationDetails": {"id": automation_id},
+                "invocations": [
+                    {
+                        "executionSuccessful": succeeded,
+                        "toolExecutionNotifications": notifications,
+                    }
+                ],
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
 def _sarif_rule(rule: Rule) -> dict[str, Any]:
     return {
         "id": rule.id,
@@ -175,31 +211,13 @@ def render_sarif(report: AuditReport) -> str:
         }
         for e in report.all_errors
     ]
-    document = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": TOOL_NAME,
-                        "informationUri": TOOL_URI,
-                        "version": VERSION,
-                        "rules": [_sarif_rule(rule) for rule in rules],
-                    }
-                },
-                "automationDetails": {"id": f"safetynet-audit/{report.scope.label}"},
-                "invocations": [
-                    {
-                        "executionSuccessful": not report.all_errors,
-                        "toolExecutionNotifications": notifications,
-                    }
-                ],
-                "results": results,
-            }
-        ],
-    }
-    return json.dumps(document, indent=2) + "\n"
+    return _sarif_log(
+        rules=[_sarif_rule(rule) for rule in rules],
+        automation_id=f"safetynet-audit/{report.scope.label}",
+        succeeded=not report.all_errors,
+        notifications=notifications,
+        results=results,
+    )
 
 
 def render_junit(report: AuditReport) -> str:
@@ -211,22 +229,9 @@ def render_junit(report: AuditReport) -> str:
         suite = ET.SubElement(suites, "testsuite", name=result.account.name)
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for finding in result.findings:
-            case = ET.SubElement(
-                suite,
-                "testcase",
-                classname=f"safetynet.{result.account.name}",
-                name=f"{finding.rule.id} {finding.rule.title}",
-            )
-            counts["tests"] += 1
-            if finding.outcome is Outcome.FAIL:
-                counts["failures"] += 1
-                failure = ET.SubElement(
-                    case, "failure", message=finding.message, type=finding.severity.value
-                )
+            failure = _finding_case(suite, finding, result.account.name, counts)
+            if failure is not None:
                 failure.text = f"{finding.message}\nresource: {finding.resource_id}"
-            elif finding.outcome is Outcome.UNKNOWN:
-                counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=finding.message)
         for error in result.errors:
             _error_case(suite, error, result.account.name)
             counts["tests"] += 1
@@ -252,6 +257,27 @@ def _error_case(suite: ET.Element, error: ReadError, where: str) -> None:
     )
     node = ET.SubElement(case, "error", message=error.message, type=error.kind.value)
     node.text = error.message
+
+
+def _finding_case(
+    suite: ET.Element, finding: Finding, account: str, counts: dict[str, int]
+) -> ET.Element | None:
+    """A counted testcase for one rule's finding (FAIL a failure, UNKNOWN skipped); the failure
+    element when there is one."""
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname=f"safetynet.{account}",
+        name=f"{finding.rule.id} {finding.rule.title}",
+    )
+    counts["tests"] += 1
+    if finding.outcome is Outcome.FAIL:
+        counts["failures"] += 1
+        return ET.SubElement(case, "failure", message=finding.message, type=finding.severity.value)
+    if finding.outcome is Outcome.UNKNOWN:
+        counts["skipped"] += 1
+        ET.SubElement(case, "skipped", message=finding.message)
+    return None
 
 
 def _set_counts(suite: ET.Element, counts: dict[str, int], totals: dict[str, int]) -> None:
@@ -453,33 +479,13 @@ def render_verify_sarif(run: VerificationRun) -> str:
         {"level": "error", "message": {"text": text}, "descriptor": {"id": "incomplete"}}
         for text in [*run.incomplete, *run.settings_errors, *_leftover_lines(run)]
     ]
-    document = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": TOOL_NAME,
-                        "informationUri": TOOL_URI,
-                        "version": VERSION,
-                        "rules": descriptors,
-                    }
-                },
-                "automationDetails": {"id": f"safetynet-verify/{run.run_id}"},
-                "invocations": [
-                    {
-                        "executionSuccessful": not (
-                            run.incomplete or run.settings_errors or run.leftovers
-                        ),
-                        "toolExecutionNotifications": notifications,
-                    }
-                ],
-                "results": results,
-            }
-        ],
-    }
-    return json.dumps(document, indent=2) + "\n"
+    return _sarif_log(
+        rules=descriptors,
+        automation_id=f"safetynet-verify/{run.run_id}",
+        succeeded=not (run.incomplete or run.settings_errors or run.leftovers),
+        notifications=notifications,
+        results=results,
+    )
 
 
 def _leftover_lines(run: VerificationRun) -> list[str]:
@@ -516,19 +522,7 @@ def render_verify_junit(run: VerificationRun) -> str:
         suite = ET.SubElement(suites, "testsuite", name="settings")
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for finding in run.settings:
-            case = ET.SubElement(
-                suite,
-                "testcase",
-                classname=f"safetynet.{finding.account}",
-                name=f"{finding.rule.id} {finding.rule.title}",
-            )
-            counts["tests"] += 1
-            if finding.outcome is Outcome.FAIL:
-                counts["failures"] += 1
-                ET.SubElement(case, "failure", message=finding.message, type=finding.severity.value)
-            elif finding.outcome is Outcome.UNKNOWN:
-                counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=finding.message)
+            _finding_case(suite, finding, finding.account, counts)
         for error in run.settings_errors:
             case = ET.SubElement(suite, "testcase", classname="safetynet.settings", name="read")
             ET.SubElement(case, "error", message=error, type="incomplete").text = error

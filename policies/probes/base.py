@@ -303,13 +303,7 @@ class Target:
         own earlier attempt, retried by the SDK."""
         self.ledger.created(blob.blob_name, canary=canary)
         try:
-            answer: dict[str, Any] = blob.upload_blob(
-                data,
-                blob_type=BlobType.BLOCKBLOB,
-                overwrite=False,
-                tags={STATE_TAG: PENDING},
-                match_condition=MatchConditions.IfMissing,
-            )
+            answer = put_pending_if_missing(blob, data)
         except HttpResponseError as error:
             if error.status_code != 409:
                 self.ledger.forget(blob.blob_name)
@@ -346,6 +340,18 @@ def raise_if_cannot_act(error: HttpResponseError, what: str) -> None:
         raise CouldNotActError(f"{what}: {status} {code}".strip()) from None
     if code == "ContainerNotFound":
         raise TargetMissingError(f"{what}: 404 ContainerNotFound") from None
+
+
+def put_pending_if_missing(blob: BlobClient, data: bytes) -> dict[str, Any]:
+    """The protocol's create step: one Put Blob, tagged pending, refused if the name exists."""
+    answer: dict[str, Any] = blob.upload_blob(
+        data,
+        blob_type=BlobType.BLOCKBLOB,
+        overwrite=False,
+        tags={STATE_TAG: PENDING},
+        match_condition=MatchConditions.IfMissing,
+    )
+    return answer
 
 
 def quick_retry(retries: int) -> ExponentialRetry:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
-from azure.storage.blob import BlobBlock, BlobClient, BlobType
+from azure.storage.blob import BlobBlock, BlobClient
 
 from policies.probes.base import (
     CONDITION_NOT_MET,
@@ -29,6 +29,7 @@ from policies.probes.base import (
     not_verifiable,
     passed,
     payload,
+    put_pending_if_missing,
     status_and_code,
 )
 from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
@@ -40,13 +41,7 @@ CONDITIONAL_HEADERS_DOC = "https://learn.microsoft.com/rest/api/storageservices/
 def _create_only(blob: BlobClient, data: bytes) -> HttpResponseError | None:
     """One create-only Put Blob; the refusal, or None when it wrote."""
     try:
-        blob.upload_blob(
-            data,
-            blob_type=BlobType.BLOCKBLOB,
-            overwrite=False,
-            tags={STATE_TAG: PENDING},
-            match_condition=MatchConditions.IfMissing,
-        )
+        put_pending_if_missing(blob, data)
     except HttpResponseError as error:
         return error
     return None
