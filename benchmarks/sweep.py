@@ -40,10 +40,10 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from benchmarks import machine
 from benchmarks.latency_proxy import LatencyProxy
 from safetynet.azurite import Azurite
-from safetynet.constants import PENDING, STATE_TAG
 from sweeper.settings import MAX_BLOB_BATCH, SweepSettings
 from sweeper.store import DocumentStore, DocumentTable, Status
 from sweeper.sweep import Sweeper, SweepReport
+from sweeper.vocabulary import PENDING, STATE_TAG
 
 ROWS = 1_000
 LARGE_TABLE = 1_000_000

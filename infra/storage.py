@@ -8,7 +8,7 @@ import pulumi
 from pulumi_azure_native import monitor, storage
 
 from infra.config import StackConfig
-from safetynet.constants import PENDING, RETIRED, STATE_TAG
+from sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
 
 PENDING_RULE: Final = "delete-abandoned-uploads"
 RETIRED_RULE: Final = "delete-retired-blobs"

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias, TypeGuard, TypeVar
 
-from safetynet.constants import DEFAULT_CONTAINER
+from sweeper.vocabulary import DEFAULT_CONTAINER
 
 T = TypeVar("T")
 

@@ -21,7 +21,6 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, STATE_TAG, tag_condition
 from sweeper import blobs
 from sweeper.invariants import DeleteLog, InvariantResult, InvariantWatch, check_invariants
 from sweeper.protocol import UploadProtocol
@@ -29,6 +28,7 @@ from sweeper.reconcile import list_blobs, reconcile
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, NameConflictError, Status
 from sweeper.sweep import Sweeper, SweepReport
+from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG, tag_condition
 
 CUTOFF = timedelta(minutes=15)
 LATER = timedelta(hours=1)

@@ -23,10 +23,10 @@ import azure.functions as func
 from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient
 
-from safetynet.redaction import RedactingFilter, Redactor, printable, secrets_in
 from sweeper.clients import blob_service, database_credential
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError
+from sweeper.redaction import RedactingFilter, Redactor, printable, secrets_in
 from sweeper.settings import FunctionSettings, SettingsError
 from sweeper.store import DocumentStore, StoreError
 from sweeper.sweep import Sweeper, SweepReport

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import printable
 from sweeper.build import DEFAULT_OUTPUT, DEFAULT_PYTHON_VERSION, BuildError, build_zip
+from sweeper.redaction import printable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

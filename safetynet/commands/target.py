@@ -21,12 +21,12 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from safetynet.commands.common import CommandError, UsageError
 from safetynet.commands.db import add_db_auth_option, open_store
-from safetynet.constants import DEFAULT_CONTAINER
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import printable
 from sweeper.clients import blob_service
+from sweeper.redaction import printable
 from sweeper.settings import SettingsError, check_container_name, parse_bool
 from sweeper.store import DocumentStore, StoreError, is_unreachable
+from sweeper.vocabulary import DEFAULT_CONTAINER
 
 TARGET_ERRORS = (SettingsError, StoreError, AzureError)
 """What opening a target or running on it may raise; `classify` gives each its exit code."""

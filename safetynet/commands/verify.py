@@ -31,10 +31,10 @@ from safetynet.azurite import Azurite, AzuriteError
 from safetynet.commands.audit import check_arm_endpoint, scope_from, token_from_environment
 from safetynet.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
 from safetynet.commands.target import TARGET_ERRORS, add_blob_options, classify, open_blob_service
-from safetynet.constants import PENDING, STATE_TAG
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import Redactor, printable
+from sweeper.redaction import Redactor, printable
 from sweeper.settings import SettingsError, parse_duration
+from sweeper.vocabulary import PENDING, STATE_TAG
 
 DEFAULTS = Thresholds()
 SECOND_FIELDS = ("CLIENT_ID", "TENANT_ID", "CLIENT_SECRET", "FEDERATED_TOKEN_FILE")

@@ -17,7 +17,7 @@ from policies.model import (
     TagFilter,
 )
 from policies.roles import BUILT_IN_ROLES, RoleDefinition
-from safetynet.constants import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
+from sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
 
 ACCOUNT_ID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/docs"
 BLOB_OWNER = BUILT_IN_ROLES["b7e6dc6d-f1e8-4753-8033-0f276bb0955b"]

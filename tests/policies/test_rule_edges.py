@@ -20,7 +20,7 @@ from policies.model import (
 from policies.roles import OWNER_LIKE, PERMANENT_DELETE
 from policies.rules import RULES_BY_ID, Outcome
 from policies.rules.base import Finding
-from safetynet.constants import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
 from tests.policies import models as m
 from tests.policies.test_rules import THRESHOLDS, fenced
 

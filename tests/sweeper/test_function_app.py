@@ -16,7 +16,6 @@ from azure.functions.timer import TimerRequest
 from azure.storage.blob import ContainerClient
 
 from safetynet.azurite import Azurite
-from safetynet.constants import COMMITTED, PENDING, STATE_TAG
 from sweeper import function_app
 from sweeper.function_app import (
     CONNECTION_STRING_SETTING,
@@ -32,6 +31,7 @@ from sweeper.protocol import UploadProtocol
 from sweeper.settings import SettingsError
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.sweep import SweepReport
+from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
 from tests.sweeper.conftest import age_row
 
 StaleRows = Callable[..., list[Document]]

@@ -13,9 +13,9 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from safetynet.azurite import Azurite
 from safetynet.cli import main
-from safetynet.constants import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
 from sweeper.function_app import sweep_once
 from sweeper.heartbeat import write_heartbeat
+from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
 
 
 def heartbeat(container: ContainerClient) -> dict[str, object]:

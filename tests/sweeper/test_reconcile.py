@@ -13,7 +13,6 @@ from azure.storage.blob import ContainerClient
 
 from safetynet.azurite import Azurite
 from safetynet.cli import main
-from safetynet.constants import COMMITTED, PENDING, STATE_TAG
 from sweeper import blobs
 from sweeper.protocol import UploadProtocol
 from sweeper.reconcile import (
@@ -24,6 +23,7 @@ from sweeper.reconcile import (
     reconcile,
 )
 from sweeper.store import Document, DocumentStore, Status, new_document_id
+from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 

@@ -13,8 +13,8 @@ from policies.probes import PROBES, Observation, Probe, ProbeOutcome, Target, ru
 from policies.probes.liveness import CANARY
 from safetynet.azurite import Azurite
 from safetynet.commands.verify import exit_code
-from safetynet.constants import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
 from safetynet.exitcodes import ExitCode
+from sweeper.vocabulary import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
 from tests.verification.doubles import RecordingCounter
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
