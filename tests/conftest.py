@@ -5,19 +5,21 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
-
-POSTGRES_ADMIN_URL = os.environ.get(
-    "SAFETYNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+from testkit.azurite import Azurite
+from testkit.scratch_db import (
+    admin_url_from_environment,
+    scratch_database,
+    scratch_schema,
+    unreachable_reason,
 )
+
+POSTGRES_ADMIN_URL = admin_url_from_environment()
 REQUIRE_POSTGRES = os.environ.get("SAFETYNET_REQUIRE_POSTGRES") == "1"
 
 
@@ -76,58 +78,23 @@ def container(container_factory: Callable[[], ContainerClient]) -> ContainerClie
     return container_factory()
 
 
-def _postgres_reachable() -> str | None:
-    """None when the server answers, else the reason it does not."""
-    engine = sa.create_engine(POSTGRES_ADMIN_URL)
-    try:
-        with engine.connect():
-            return None
-    except sa.exc.OperationalError as error:
-        return str(error.orig).strip().splitlines()[0]
-    finally:
-        engine.dispose()
-
-
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """A database of its own for this test session, dropped at the end."""
-    reason = _postgres_reachable()
+    reason = unreachable_reason(POSTGRES_ADMIN_URL)
     if reason is not None:
         message = f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable: {reason}"
         if REQUIRE_POSTGRES:
             pytest.fail(message)
         pytest.skip(message)
-    name = f"safetynet_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(POSTGRES_ADMIN_URL).set(database=name)
-    yield url.render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    admin.dispose()
-
-
-@contextmanager
-def _own_schema(database_url: str) -> Iterator[str]:
-    """A URL whose search_path is a schema made for one test, dropped afterwards."""
-    schema = f"t{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = sa.make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with engine.connect() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        engine.dispose()
+    with scratch_database(POSTGRES_ADMIN_URL, prefix="safetynet_test") as url:
+        yield url
 
 
 @pytest.fixture
 def postgres_url(postgres_database: str) -> Iterator[str]:
     """An empty PostgreSQL schema of this test's own."""
-    with _own_schema(postgres_database) as url:
+    with scratch_schema(postgres_database) as url:
         yield url
 
 

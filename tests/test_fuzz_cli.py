@@ -25,12 +25,12 @@ from azure.storage.blob import BlobServiceClient
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from policies.testing.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
-from safetynet.azurite import Azurite
 from safetynet.cli import main
 from safetynet.exitcodes import ExitCode
 from sweeper.function_app import sweep_once
 from sweeper.store import DocumentStore
+from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
+from testkit.azurite import Azurite
 
 PASSWORD = "Plant3dPassw0rd"
 SIGNATURE = "Plant3dSignature"

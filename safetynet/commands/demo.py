@@ -8,8 +8,8 @@ import time
 
 from azure.storage.blob import BlobServiceClient
 
-from safetynet.azurite import Azurite, AzuriteError
 from safetynet.demo import render, run_demo
+from testkit.azurite import Azurite, AzuriteError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -27,7 +27,6 @@ from policies.probes.base import TargetMissingError
 from policies.probes.runner import VerificationRun, describe_target
 from policies.report import VERIFY_RENDERERS
 from policies.rules import Finding, Outcome
-from safetynet.azurite import Azurite, AzuriteError
 from safetynet.commands.audit import check_arm_endpoint, scope_from, token_from_environment
 from safetynet.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
 from safetynet.commands.target import TARGET_ERRORS, add_blob_options, classify, open_blob_service
@@ -35,6 +34,7 @@ from safetynet.exitcodes import ExitCode
 from sweeper.redaction import Redactor, printable
 from sweeper.settings import SettingsError, parse_duration
 from sweeper.vocabulary import PENDING, STATE_TAG
+from testkit.azurite import Azurite, AzuriteError
 
 DEFAULTS = Thresholds()
 SECOND_FIELDS = ("CLIENT_ID", "TENANT_ID", "CLIENT_SECRET", "FEDERATED_TOKEN_FILE")

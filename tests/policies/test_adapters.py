@@ -9,7 +9,7 @@ from typing import Any
 from policies.adapters import arm, pulumi_props
 from policies.model import UNKNOWN, Facet, Thresholds
 from policies.rules import Outcome, evaluate
-from policies.testing.arm_fake import compliant_account
+from testkit.arm_fake import compliant_account
 
 DATA = Path(__file__).parent / "data"
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
 from safetynet.exitcodes import ExitCode
 from sweeper import blobs
 from sweeper.reconcile import list_blobs
 from sweeper.store import Document, DocumentStore
+from testkit.azurite import Azurite
 
 Run = Callable[..., tuple[int, str, str]]
 

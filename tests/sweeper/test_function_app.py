@@ -15,7 +15,6 @@ from azure.functions.decorators.function_app import Function
 from azure.functions.timer import TimerRequest
 from azure.storage.blob import ContainerClient
 
-from safetynet.azurite import Azurite
 from sweeper import function_app
 from sweeper.function_app import (
     CONNECTION_STRING_SETTING,
@@ -32,6 +31,7 @@ from sweeper.settings import SettingsError
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.sweep import SweepReport
 from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
+from testkit.azurite import Azurite
 from tests.sweeper.conftest import age_row
 
 StaleRows = Callable[..., list[Document]]

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
 from sweeper.function_app import sweep_once
 from sweeper.heartbeat import write_heartbeat
 from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
+from testkit.azurite import Azurite
 
 
 def heartbeat(container: ContainerClient) -> dict[str, object]:

@@ -19,7 +19,6 @@ import pytest
 import sqlalchemy as sa
 from azure.storage.blob import ContainerClient
 
-from safetynet.azurite import Azurite, dev_connection_string
 from safetynet.exitcodes import ExitCode
 from sweeper.build import build_zip
 from sweeper.function_app import sweep_once
@@ -27,6 +26,7 @@ from sweeper.lease import SweepLease
 from sweeper.settings import SettingsError, check_blob_endpoint
 from sweeper.store import Document, DocumentStore
 from sweeper.vocabulary import COMMITTED, STATE_TAG
+from testkit.azurite import Azurite, dev_connection_string
 from tests.conftest import POSTGRES_ADMIN_URL, RunCli
 from tests.sweeper.conftest import stale_rows_in
 

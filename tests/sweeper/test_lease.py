@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import BlobLeaseClient, ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
 from sweeper.lease import (
     ACQUIRED,
@@ -22,6 +21,7 @@ from sweeper.lease import (
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore
 from sweeper.sweep import Sweeper, SweepReport
+from testkit.azurite import Azurite
 from tests.sweeper.conftest import CUTOFF
 
 StaleRows = Callable[..., list[Document]]

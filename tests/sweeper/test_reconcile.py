@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
 from sweeper import blobs
 from sweeper.protocol import UploadProtocol
@@ -24,6 +23,7 @@ from sweeper.reconcile import (
 )
 from sweeper.store import Document, DocumentStore, Status, new_document_id
 from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
+from testkit.azurite import Azurite
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 

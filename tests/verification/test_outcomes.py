@@ -10,8 +10,8 @@ from azure.core.exceptions import ClientAuthenticationError
 from azure.storage.blob import BlobServiceClient
 
 from policies.probes import PROBES, ProbeOutcome, Target, run_probes
-from safetynet.azurite import Azurite
 from safetynet.cli import main
+from testkit.azurite import Azurite
 from tests.verification.conftest import ProbeTarget
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]

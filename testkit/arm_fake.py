@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from policies.testing.tls import make_tls_files
 from sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from testkit.tls import make_tls_files
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000a0d1"
 TOKEN = "fake-arm-token"  # noqa: S105 (a test double's token, checked by the fake itself)
