@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
@@ -22,6 +25,10 @@ from testkit.scratch_db import (
 POSTGRES_ADMIN_URL = admin_url_from_environment()
 REQUIRE_POSTGRES = os.environ.get("SAFETYNET_REQUIRE_POSTGRES") == "1"
 
+
+REPO = Path(__file__).resolve().parents[1]
+FUNCTION_APP_PATH = REPO / "function" / "function_app.py"
+"""The Function's entry module: at the zip root, so it is a file, not part of a package."""
 
 RUNNING_AZURITE_PORT = os.environ.get("SAFETYNET_TEST_AZURITE_PORT")
 """Set by `make mutation`: one emulator serves every mutant's test run instead of one each."""
@@ -121,3 +128,23 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
         return code, out, err
 
     return invoke
+
+
+def load_function_app() -> ModuleType:
+    """function/function_app.py imported under the name the Functions host gives it."""
+    loaded = sys.modules.get("function_app")
+    if loaded is not None and loaded.__file__ == str(FUNCTION_APP_PATH):
+        return loaded
+    spec = importlib.util.spec_from_file_location("function_app", FUNCTION_APP_PATH)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["function_app"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def function_app() -> ModuleType:
+    """The Function's entry module, loaded once per session from function/function_app.py."""
+    return load_function_app()

@@ -18,6 +18,7 @@ import os
 import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import ModuleType
 from unittest import mock
 
 import pytest
@@ -27,7 +28,6 @@ from hypothesis import strategies as st
 
 from safetynet.cli import main
 from safetynet.exitcodes import ExitCode
-from sweeper.function_app import sweep_once
 from sweeper.store import DocumentStore
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
 from testkit.azurite import Azurite
@@ -408,7 +408,11 @@ def test_build_function_paths_and_versions(workdir: Path) -> None:
 
 
 def test_function_settings(
-    workdir: Path, valid_db: str, azurite: Azurite, existing_container: str
+    workdir: Path,
+    valid_db: str,
+    azurite: Azurite,
+    existing_container: str,
+    function_app: ModuleType,
 ) -> None:
     """The Function entry: any app settings end in a report or a settings/sweep error, and
     neither its errors nor any log record (the SDK's DEBUG lines included) shows a secret."""
@@ -441,7 +445,7 @@ def test_function_settings(
     def check(settings_: dict[str, str]) -> None:
         refused: Exception | None = None
         try:
-            outcomes.append(sweep_once(settings_))
+            outcomes.append(function_app.sweep_once(settings_))
         except Exception as error:
             refused = error
         if refused is not None:

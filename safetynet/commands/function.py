@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from infra.function_zip import DEFAULT_OUTPUT, DEFAULT_PYTHON_VERSION, BuildError, build_zip
 from safetynet.exitcodes import ExitCode
-from sweeper.build import DEFAULT_OUTPUT, DEFAULT_PYTHON_VERSION, BuildError, build_zip
 from sweeper.redaction import printable
 
 

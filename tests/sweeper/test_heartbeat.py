@@ -7,12 +7,12 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from safetynet.cli import main
-from sweeper.function_app import sweep_once
 from sweeper.heartbeat import write_heartbeat
 from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
 from testkit.azurite import Azurite
@@ -82,11 +82,11 @@ def test_sweep_command_writes_a_heartbeat_unless_dry_run(
 
 
 def test_function_writes_a_heartbeat(
-    azurite: Azurite, container: ContainerClient, sqlite_url: str
+    azurite: Azurite, container: ContainerClient, sqlite_url: str, function_app: ModuleType
 ) -> None:
     """Each timer run of the Function leaves a heartbeat saying so."""
     before = datetime.now(UTC)
-    sweep_once(
+    function_app.sweep_once(
         {
             "SAFETYNET_DB_URL": sqlite_url,
             "SAFETYNET_CONNECTION_STRING": azurite.connection_string,

@@ -1,6 +1,6 @@
 """The sweeper as an Azure Function (Python v2 programming model): one sweep per timer tick.
 
-The build step (`sweeper/build.py`) puts this file at the root of the deployment zip, where the
+The build step (`infra/function_zip.py`) puts this file at the root of the deployment zip, where the
 Functions host indexes the module-level `app`. Everything else happens per invocation: nothing
 here touches the network at import time, so a wrong setting fails the invocation (and names the
 setting) instead of failing the host's indexing with no useful message.
