@@ -23,7 +23,7 @@ import azure.functions as func
 from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient
 
-from sweeper.clients import blob_service, database_credential
+from sweeper.clients import blob_service_client, database_credential
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError
 from sweeper.redaction import RedactingFilter, Redactor, printable, secrets_in
@@ -176,7 +176,7 @@ def _service(
     account URL only for Azure's blob endpoints, anything else only with
     SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true.
     """
-    return blob_service(
+    return blob_service_client(
         account_url,
         connection_string,
         allow_custom_endpoint=allow_custom_endpoint,

@@ -162,7 +162,7 @@ class DataAccount(pulumi.ComponentResource):
         )
         account_name = self.account.name
 
-        self.blob_service = storage.BlobServiceProperties(
+        self.blob_service_properties = storage.BlobServiceProperties(
             f"{name}-blob-service",
             blob_services_name="default",
             account_name=account_name,
@@ -212,7 +212,7 @@ class DataAccount(pulumi.ComponentResource):
                 monitor.DiagnosticsLogSettingsArgs(category=category, enabled=True)
                 for category in AUDITED_LOGS
             ],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service_properties]),
         )
 
         self.blob_endpoint = self.account.primary_endpoints.apply(lambda ends: ends.blob)

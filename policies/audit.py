@@ -252,7 +252,7 @@ class ArmReader:
             lambda: _as_dict(self.storage.blob_services.get_service_properties(group, name)),
         )
         if service is not None:
-            reads.blob_service = service
+            reads.blob_service_properties = service
         containers = attempt(
             Facet.CONTAINERS,
             "blobContainers/list",

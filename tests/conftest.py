@@ -61,17 +61,17 @@ def azurite() -> Iterator[Azurite]:
 
 
 @pytest.fixture(scope="session")
-def blob_service(azurite: Azurite) -> BlobServiceClient:
+def service_client(azurite: Azurite) -> BlobServiceClient:
     return BlobServiceClient.from_connection_string(azurite.connection_string)
 
 
 @pytest.fixture
-def container_factory(blob_service: BlobServiceClient) -> Iterator[Callable[[], ContainerClient]]:
+def container_factory(service_client: BlobServiceClient) -> Iterator[Callable[[], ContainerClient]]:
     """Makes empty containers with unique names and deletes them after the test."""
     made: list[ContainerClient] = []
 
     def make() -> ContainerClient:
-        container = blob_service.create_container(f"t{uuid.uuid4().hex}")
+        container = service_client.create_container(f"t{uuid.uuid4().hex}")
         made.append(container)
         return container
 

@@ -195,8 +195,8 @@ def valid_db(workdir: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def existing_container(blob_service: BlobServiceClient) -> Iterator[str]:
-    container = blob_service.create_container("fuzz-target")
+def existing_container(service_client: BlobServiceClient) -> Iterator[str]:
+    container = service_client.create_container("fuzz-target")
     yield "fuzz-target"
     container.delete_container()
 

@@ -47,7 +47,7 @@ def settings(**changes: Any) -> AccountSettings:
     return dataclasses.replace(base, **changes)
 
 
-def blob_service(
+def blob_service_properties(
     delete: dict[str, Any] | None = None, containers: dict[str, Any] | None = None, **changes: Any
 ) -> BlobService:
     return BlobService(
@@ -112,7 +112,7 @@ def account(**changes: Any) -> Account:
         name="docs",
         resource_id=ACCOUNT_ID,
         settings=settings(),
-        blob_service=blob_service(),
+        blob_service_properties=blob_service_properties(),
         containers=(Container(DEFAULT_CONTAINER, None),),
         lifecycle_rules=(pending_rule(),),
         role_assignments=(assignment(),),

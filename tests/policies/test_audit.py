@@ -66,7 +66,7 @@ def audit(tmp_path: Path, fake: FakeArm) -> Audit:
 
 def broken(fake: FakeArm, name: str, path: str, value: object) -> FakeAccount:
     account = fake.add(compliant_account(name, GROUP))
-    target = account.blob_service if path.startswith("blob.") else account.body
+    target = account.blob_service_properties if path.startswith("blob.") else account.body
     set_path(target, path.removeprefix("blob."), value)
     return account
 

@@ -53,10 +53,10 @@ def test_concurrent_writers_all_succeed_and_leave_one_readable_heartbeat(
 
 
 def test_a_failed_write_warns_and_never_raises(
-    blob_service: BlobServiceClient, caplog: pytest.LogCaptureFixture
+    service_client: BlobServiceClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     """No container to write to: False and a warning, so the sweep's own result stands."""
-    missing = blob_service.get_container_client("no-such-container")
+    missing = service_client.get_container_client("no-such-container")
     with caplog.at_level(logging.WARNING, logger="safetynet.sweeper"):
         assert write_heartbeat(missing, {"examined": 0}, source="cli") is False
     assert "heartbeat not written" in caplog.text

@@ -239,11 +239,11 @@ def workdir() -> Iterator[Path]:
 
 
 def test_invariants_hold_under_any_interleaving(
-    blob_service: BlobServiceClient, workdir: Path
+    service_client: BlobServiceClient, workdir: Path
 ) -> None:
     """Whatever order writers, crashes, retries, sweepers, reconcile and time take, I1-I6 hold."""
     run_state_machine_as_test(
-        make_machine(blob_service, workdir),
+        make_machine(service_client, workdir),
         settings=settings(
             max_examples=INTERLEAVING_EXAMPLES,
             stateful_step_count=STEPS,
