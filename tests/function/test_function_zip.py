@@ -24,6 +24,7 @@ from infra.function_zip import (
     build_zip,
 )
 from safetynet import cli
+from safetynet.exitcodes import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
 FULL_BUILD = os.environ.get("SAFETYNET_TEST_FULL_BUILD") == "1"
@@ -201,7 +202,7 @@ def test_command_exits_2_with_pips_reason_when_pip_fails(
 
     code = cli.main(["build-function", "--output", str(tmp_path / "f.zip")])
 
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert "no network" in capsys.readouterr().err
     assert not (tmp_path / "f.zip").exists()
 
@@ -214,7 +215,7 @@ def test_command_rejects_a_malformed_python_version(
         ["build-function", "--output", str(tmp_path / "f.zip"), "--python-version", "eleven"]
     )
 
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert "--python-version" in capsys.readouterr().err
 
 

@@ -9,6 +9,7 @@ import pytest
 from azure.storage.blob import BlobLeaseClient, ContainerClient
 
 from safetynet.cli import main
+from safetynet.exitcodes import ExitCode
 from sweeper.lease import (
     ACQUIRED,
     HEARTBEAT,
@@ -121,6 +122,6 @@ def test_an_infinite_lease_fails_the_sweep(
         )
     finally:
         lease.release()
-    assert code == 1
+    assert code == ExitCode.FINDINGS
     assert "infinite lease" in capsys.readouterr().err
     assert store.count() == 2
