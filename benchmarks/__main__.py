@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks import machine
-from safetynet.azurite import PROJECT_ROOT
+from testkit.azurite import PROJECT_ROOT
 
 DOCS = PROJECT_ROOT / "docs" / "benchmarks.md"
 BENCHMARKS = ("sweep", "audit", "protocol")

@@ -1,6 +1,6 @@
 """Auditing 200 accounts from the fake ARM server: sequential vs concurrent, in one run.
 
-The fake ARM (policies.testing.arm_fake) serves HTTPS on loopback to the real azure-mgmt clients.
+The fake ARM (testkit.arm_fake) serves HTTPS on loopback to the real azure-mgmt clients.
 It runs in a process of its own, so its TLS and JSON work does not compete with the audit for
 this process's GIL (ARM's CPU is not ours either). Loopback answers in about a millisecond,
 which hides what concurrency is for, so the main comparison adds a modeled round trip of 10 ms
@@ -20,7 +20,7 @@ from pathlib import Path
 from benchmarks import machine
 from policies.audit import Scope, StaticTokenCredential, run_audit
 from policies.rules import Outcome
-from policies.testing.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, fleet
+from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, fleet
 
 ACCOUNTS = 200
 CONCURRENCY = 16

@@ -8,7 +8,7 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
-from safetynet.azurite import PROJECT_ROOT
+from testkit.azurite import PROJECT_ROOT
 
 
 def cpu_model() -> str:

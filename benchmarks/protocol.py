@@ -23,11 +23,12 @@ import sqlalchemy as sa
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from benchmarks import machine
-from benchmarks.latency_proxy import LatencyProxy
-from safetynet.azurite import Azurite
 from sweeper import blobs
 from sweeper.protocol import UploadProtocol
 from sweeper.store import DocumentStore
+from testkit.azurite import Azurite
+from testkit.fault_proxy import LatencyProxy
+from testkit.scratch_db import admin_url_from_environment, scratch_database
 
 WRITERS = 8
 KIB, MIB = 1024, 1024 * 1024
@@ -36,9 +37,7 @@ SIZES = ((4 * KIB, 25), (4 * MIB, 6))
 PROXY_DELAY_S = 0.010
 TARGET_RATIO = 1.1
 """Goal: protocol p50 <= 1.1 x (bare 4 MiB upload p50 + one round trip)."""
-POSTGRES_ADMIN_URL = os.environ.get(
-    "SAFETYNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+POSTGRES_ADMIN_URL = admin_url_from_environment()
 
 
 @dataclass
@@ -68,20 +67,13 @@ def _label(size: int) -> str:
 @contextmanager
 def _scratch_store() -> Iterator[DocumentStore]:
     """A PostgreSQL database made for this run and dropped afterwards."""
-    name = f"safetynet_bench_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(POSTGRES_ADMIN_URL).set(database=name)
-    store = DocumentStore(sa.create_engine(url, pool_size=WRITERS, max_overflow=0))
-    store.init_schema()
-    try:
-        yield store
-    finally:
-        store.engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_database(POSTGRES_ADMIN_URL, prefix="safetynet_bench") as url:
+        store = DocumentStore(sa.create_engine(url, pool_size=WRITERS, max_overflow=0))
+        store.init_schema()
+        try:
+            yield store
+        finally:
+            store.engine.dispose()
 
 
 def _run_writers(run: Run, upload_one: Callable[[int, int], None], per_writer: int) -> None:

@@ -26,7 +26,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -38,21 +38,20 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from benchmarks import machine
-from benchmarks.latency_proxy import LatencyProxy
-from safetynet.azurite import Azurite
-from safetynet.constants import PENDING, STATE_TAG
 from sweeper.settings import MAX_BLOB_BATCH, SweepSettings
 from sweeper.store import DocumentStore, DocumentTable, Status
 from sweeper.sweep import Sweeper, SweepReport
+from sweeper.vocabulary import PENDING, STATE_TAG
+from testkit.azurite import Azurite
+from testkit.fault_proxy import LatencyProxy
+from testkit.scratch_db import admin_url_from_environment, scratch_database
 
 ROWS = 1_000
 LARGE_TABLE = 1_000_000
 PROXY_DELAY_S = 0.010
 OVERHEAD_REPEATS = 5
 DATABASE_REPEATS = 9
-POSTGRES_ADMIN_URL = os.environ.get(
-    "SAFETYNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+POSTGRES_ADMIN_URL = admin_url_from_environment()
 SETTINGS = SweepSettings(cutoff=timedelta(minutes=15))
 STALE_AGE = timedelta(hours=1)
 """Older than SETTINGS.cutoff, so every reserved row below is stale for the sweeper."""
@@ -280,7 +279,7 @@ def _cloud_round_trip(azurite: Azurite, direct: BlobServiceClient, workdir: Path
     section.details += [
         f"### Cloud round trip and request count ({ROWS:,} stale rows)",
         "",
-        "A threaded loopback proxy (`benchmarks/latency_proxy.py`) sleeps "
+        "A threaded loopback proxy (`testkit/fault_proxy.py`) sleeps "
         f"{PROXY_DELAY_S * 1000:.0f} ms before forwarding each request to Azurite, as a round "
         "trip from an Azure Function to storage would cost, and counts requests by method and "
         "`comp=` (List Blobs is `GET comp=list`, Blob Batch `POST comp=batch`). Both runs use "
@@ -405,23 +404,6 @@ class _NoBlobService:
         return iter([self._Accepted()] * len(blobs))
 
 
-@contextmanager
-def _scratch_database(admin_url: str) -> Iterator[str]:
-    """A database of our own, dropped at the end whatever happens."""
-    name = f"safetynet_bench_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        try:
-            yield sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as conn:
-                conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
-
-
 def _fill_ready(store: DocumentStore, count: int) -> None:
     """`count` Ready rows generated inside PostgreSQL: a million in seconds, not minutes.
 
@@ -479,7 +461,7 @@ def _claim_plan(store: DocumentStore) -> str:
 def _database_flatness() -> Section:
     section = Section()
     try:
-        with _scratch_database(POSTGRES_ADMIN_URL) as url:
+        with scratch_database(POSTGRES_ADMIN_URL, prefix="safetynet_bench") as url:
             return _measure_flatness(url)
     except sa.exc.OperationalError as error:
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)

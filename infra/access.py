@@ -30,7 +30,7 @@ from typing import Final
 import pulumi
 from pulumi_azure_native import authorization
 
-from safetynet.constants import HEARTBEAT_BLOB, VERIFY_PREFIX
+from sweeper.vocabulary import HEARTBEAT_BLOB, VERIFY_PREFIX
 
 _BLOBS: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 READ: Final = f"{_BLOBS}/read"

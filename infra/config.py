@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
-from safetynet.constants import DEFAULT_CONTAINER
+from sweeper.vocabulary import DEFAULT_CONTAINER
 
 NAMESPACE: Final = "blob-safetynet"
 """The Pulumi project name, and so the namespace of every key (`blob-safetynet:<key>`)."""

@@ -8,7 +8,7 @@ import pulumi
 from pulumi_azure_native import monitor, storage
 
 from infra.config import StackConfig
-from safetynet.constants import PENDING, RETIRED, STATE_TAG
+from sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
 
 PENDING_RULE: Final = "delete-abandoned-uploads"
 RETIRED_RULE: Final = "delete-retired-blobs"
@@ -162,7 +162,7 @@ class DataAccount(pulumi.ComponentResource):
         )
         account_name = self.account.name
 
-        self.blob_service = storage.BlobServiceProperties(
+        self.blob_service_properties = storage.BlobServiceProperties(
             f"{name}-blob-service",
             blob_services_name="default",
             account_name=account_name,
@@ -212,7 +212,7 @@ class DataAccount(pulumi.ComponentResource):
                 monitor.DiagnosticsLogSettingsArgs(category=category, enabled=True)
                 for category in AUDITED_LOGS
             ],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service_properties]),
         )
 
         self.blob_endpoint = self.account.primary_endpoints.apply(lambda ends: ends.blob)

@@ -36,7 +36,7 @@ from azure.mgmt.storage import StorageManagementClient
 from policies.adapters import arm
 from policies.model import Account, Facet, Thresholds
 from policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
-from safetynet.redaction import Redactor, printable
+from sweeper.redaction import Redactor, printable
 
 DEFAULT_CONCURRENCY = 8
 STORAGE_API_VERSION = arm.STORAGE_API_VERSION
@@ -252,7 +252,7 @@ class ArmReader:
             lambda: _as_dict(self.storage.blob_services.get_service_properties(group, name)),
         )
         if service is not None:
-            reads.blob_service = service
+            reads.blob_service_properties = service
         containers = attempt(
             Facet.CONTAINERS,
             "blobContainers/list",

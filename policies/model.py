@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias, TypeGuard, TypeVar
 
-from safetynet.constants import DEFAULT_CONTAINER
+from sweeper.vocabulary import DEFAULT_CONTAINER
 
 T = TypeVar("T")
 
@@ -145,7 +145,7 @@ class Account:
     name: str
     resource_id: str | None = None
     settings: Maybe[AccountSettings] = UNKNOWN
-    blob_service: Maybe[BlobService] = UNKNOWN
+    blob_service_properties: Maybe[BlobService] = UNKNOWN
     containers: Maybe[tuple[Container, ...]] = UNKNOWN
     lifecycle_rules: Maybe[tuple[LifecycleRule, ...]] = UNKNOWN
     """An empty tuple: the account has no lifecycle policy (known)."""
@@ -157,7 +157,7 @@ class Account:
         """The value of one facet (UNKNOWN when it was not read)."""
         values: dict[Facet, object] = {
             Facet.SETTINGS: self.settings,
-            Facet.BLOB_SERVICE: self.blob_service,
+            Facet.BLOB_SERVICE: self.blob_service_properties,
             Facet.CONTAINERS: self.containers,
             Facet.LIFECYCLE: self.lifecycle_rules,
             Facet.ROLES: self.role_assignments,

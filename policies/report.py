@@ -11,7 +11,7 @@ from typing import Any, Final
 from policies.audit import AuditReport, ReadError
 from policies.probes import Probe, ProbeOutcome, ProbeResult, VerificationRun
 from policies.rules import RULES, Finding, Outcome, Rule, Severity
-from safetynet.redaction import printable
+from sweeper.redaction import printable
 
 TOOL_NAME: Final = "safetynet"
 TOOL_URI: Final = "https://github.com/blob-safetynet/blob-safetynet"

@@ -23,7 +23,7 @@ from safetynet.commands.common import (
     wants_json,
 )
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import Redactor, ScrubbingStream, printable
+from sweeper.redaction import Redactor, ScrubbingStream, printable
 
 
 def build_parser() -> Parser:

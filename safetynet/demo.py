@@ -9,11 +9,10 @@ from __future__ import annotations
 import io
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,11 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, STATE_TAG, tag_condition
 from sweeper import blobs
-from sweeper.invariants import DeleteLog, InvariantResult, InvariantWatch, check_invariants
 from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import list_blobs, reconcile
-from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, NameConflictError, Status
-from sweeper.sweep import Sweeper, SweepReport
-
-CUTOFF = timedelta(minutes=15)
-LATER = timedelta(hours=1)
-"""Sweeps in the demo run with a clock this far ahead, so every abandoned upload is stale."""
+from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG, tag_condition
+from testkit.crash import CRASH_STEPS, CrashCase, Lab, describe_counts, run_crash_case, sweep_later
 
 
 @dataclass(frozen=True)
@@ -47,19 +39,6 @@ class Scenario:
         return self.expected == self.measured
 
 
-@dataclass(frozen=True)
-class CrashCase:
-    step: str
-    measured: str
-    invariants: list[InvariantResult]
-    crashed: bool = True
-    """False when the named step never ran, so the case proved nothing about that crash."""
-
-    @property
-    def ok(self) -> bool:
-        return self.crashed and all(i.holds for i in self.invariants)
-
-
 @dataclass
 class DemoReport:
     scenarios: list[Scenario] = field(default_factory=list)
@@ -68,43 +47,6 @@ class DemoReport:
     @property
     def ok(self) -> bool:
         return all(s.ok for s in self.scenarios) and all(c.ok for c in self.crashes)
-
-
-class SimulatedCrash(Exception):
-    """Raised from a protocol checkpoint: the process 'dies' right after that step."""
-
-
-class Lab:
-    """A fresh container and SQLite table per experiment, on one Azurite."""
-
-    def __init__(self, service: BlobServiceClient, workdir: Path) -> None:
-        self.service = service
-        self.workdir = workdir
-
-    @contextmanager
-    def bench(self) -> Iterator[tuple[DocumentStore, ContainerClient]]:
-        tag = uuid.uuid4().hex[:10]
-        container = self.service.create_container(f"demo{tag}")
-        store = DocumentStore.from_url(f"sqlite:///{self.workdir / f'{tag}.db'}")
-        store.init_schema()
-        try:
-            yield store, container
-        finally:
-            store.engine.dispose()
-            container.delete_container()
-
-
-def _later() -> datetime:
-    return datetime.now(UTC) + LATER
-
-
-def _sweep(store: DocumentStore, container: ContainerClient) -> SweepReport:
-    return Sweeper(store, container, SweepSettings(cutoff=CUTOFF), clock=_later).run()
-
-
-def _counts(store: DocumentStore, container: ContainerClient) -> str:
-    blob_count = len(list_blobs(container))  # the toolkit's own marker blobs are not counted
-    return f"rows={store.count()} pending={store.count(Status.PENDING)} blobs={blob_count}"
 
 
 def _orphans(store: DocumentStore, container: ContainerClient) -> int:
@@ -123,7 +65,7 @@ def _staging_client(container: ContainerClient, name: str, block_size: int) -> B
 
 
 def scenario_a(lab: Lab) -> Scenario:
-    with lab.bench() as (store, container):
+    with lab.fresh_workspace() as (store, container):
         UploadProtocol(store, container).put("report.pdf", b"v1", ".pdf")
         blob_name = f"{uuid.uuid4().hex}.pdf"
         container.upload_blob(blob_name, b"naive bytes")
@@ -143,7 +85,7 @@ def scenario_a(lab: Lab) -> Scenario:
 
 
 def scenario_e(lab: Lab) -> Scenario:
-    with lab.bench() as (store, container), store.engine.connect() as conn:
+    with lab.fresh_workspace() as (store, container), store.engine.connect() as conn:
         transaction = conn.begin()
         blob_name = f"{uuid.uuid4().hex}.txt"
         conn.execute(
@@ -157,27 +99,27 @@ def scenario_e(lab: Lab) -> Scenario:
         )
         container.upload_blob(blob_name, b"bytes")
         transaction.rollback()
-        measured = _counts(store, container)
+        measured = describe_counts(store, container)
     return Scenario(
         "E", "DB rollback does not undo the upload", "rows=0 pending=0 blobs=1", measured
     )
 
 
 def scenario_c(lab: Lab) -> Scenario:
-    with lab.bench() as (store, container):
+    with lab.fresh_workspace() as (store, container):
         protocol = UploadProtocol(store, container)
         protocol.put("kept.txt", b"kept", ".txt")
         crashed = protocol.reserve("crashed.txt", ".txt")
         protocol.upload(crashed, b"never published")
-        before = _counts(store, container)
-        report = _sweep(store, container)
-        measured = f"{before} -> {_counts(store, container)} swept={report.deleted_rows}"
+        before = describe_counts(store, container)
+        report = sweep_later(store, container)
+        measured = f"{before} -> {describe_counts(store, container)} swept={report.deleted_rows}"
     expected = "rows=2 pending=1 blobs=2 -> rows=1 pending=0 blobs=1 swept=1"
     return Scenario("C", "crash before publish, then a sweep", expected, measured)
 
 
 def scenario_g(lab: Lab, writers: int = 50) -> Scenario:
-    with lab.bench() as (_, container):
+    with lab.fresh_workspace() as (_, container):
         blob = container.get_blob_client("contended.bin")
 
         def attempt(i: int) -> str:
@@ -237,7 +179,7 @@ CALL_SHAPES: list[tuple[str, dict[str, Any], str]] = [
 def scenario_i(lab: Lab) -> list[Scenario]:
     """Which Python call shapes keep create-only semantics: each tried on an existing blob."""
     scenarios = []
-    with lab.bench() as (_, container):
+    with lab.fresh_workspace() as (_, container):
         for index, (shape, kwargs, expected) in enumerate(CALL_SHAPES, start=1):
             blob = container.get_blob_client(f"shape-{index}")
             blob.upload_blob(b"original", tags={STATE_TAG: COMMITTED})
@@ -262,7 +204,7 @@ def scenario_i(lab: Lab) -> list[Scenario]:
 
 
 def scenario_j(lab: Lab) -> Scenario:
-    with lab.bench() as (_, container):
+    with lab.fresh_workspace() as (_, container):
         container.upload_blob("still-pending", b"p", tags={STATE_TAG: PENDING})
         container.upload_blob("committed", b"c", tags={STATE_TAG: COMMITTED})
         outcomes = []
@@ -280,7 +222,7 @@ def scenario_j(lab: Lab) -> Scenario:
 
 def scenario_k(lab: Lab) -> Scenario:
     mib = 1024 * 1024
-    with lab.bench() as (_, container):
+    with lab.fresh_workspace() as (_, container):
         blob = _staging_client(container, "large.bin", 4 * mib)
         payload = b"\0" * (12 * mib)
         first = blobs.upload_create_only(blob, io.BytesIO(payload), len(payload))
@@ -291,89 +233,6 @@ def scenario_k(lab: Lab) -> Scenario:
     return Scenario("K", "a losing staged 12 MiB upload leaves blocks", expected, measured)
 
 
-# The crash matrix: the process dies right after each durable step, then time passes,
-# the sweeper and a reconcile pass run, a second sweep must change nothing, and I1-I6 hold.
-PUT_STEPS = ("reserve", "upload", "seal", "publish")
-REPLACE_STEPS = (
-    "replace.intent",
-    "replace.upload",
-    "replace.seal",
-    "replace.switch",
-    "replace.retire",
-)
-DELETE_STEPS = ("delete.row", "delete.retire")
-CRASH_STEPS = PUT_STEPS + REPLACE_STEPS + DELETE_STEPS
-
-
-def crash_after(step: str) -> Callable[[str], None]:
-    def checkpoint(reached: str) -> None:
-        if reached == step:
-            raise SimulatedCrash(step)
-
-    return checkpoint
-
-
-def run_crash_case(
-    store: DocumentStore,
-    container: ContainerClient,
-    step: str,
-    protocol_type: type[UploadProtocol] = UploadProtocol,
-    client_type: type[ContainerClient] = ContainerClient,
-) -> CrashCase:
-    """One crash after `step` with a bystander document, then sweep, reconcile, check.
-
-    I1, I2, I3 and I6 are judged at every instant: after each protocol step, right after the
-    crash before any repair, and after each repair. I3 sees every delete sent, through a
-    client with a request hook; I6 is also judged once against the state before the operation.
-    `protocol_type` and `client_type` let a test run the same matrix over a deliberately
-    broken protocol or blob client.
-    """
-    deletes = DeleteLog(container.container_name)
-    watched = client_type.from_container_url(
-        container.url, credential=container.credential, raw_request_hook=deletes
-    )
-    UploadProtocol(store, watched).put("bystander.txt", b"untouched", ".txt")
-    if step not in PUT_STEPS:
-        document = UploadProtocol(store, watched).put("subject.txt", b"v1", ".txt")
-    watch = InvariantWatch(store, watched, deletes)
-    before = dict(watch.previous)
-    protocol = protocol_type(store, watched, checkpoint=watch.then(crash_after(step)))
-    try:
-        if step in PUT_STEPS:
-            protocol.put("subject.txt", b"v1", ".txt")
-        elif step in REPLACE_STEPS:
-            protocol.replace(document.id, b"v2", ".txt")
-        else:
-            protocol.delete(document.id)
-    except SimulatedCrash:
-        crashed = True
-    else:
-        crashed = False
-    watch.check(f"crash after {step}")
-    left = _counts(store, container)
-    _sweep(store, watched)
-    watch.check("sweep")
-    repaired = reconcile(store, watched, older_than=_later() - CUTOFF, repair=True).repaired
-    watch.check("reconcile")
-    second = _sweep(store, watched)
-    watch.check("second sweep")
-    stale_before = _later() - CUTOFF
-    final = {r.id: r for r in check_invariants(store, watched, before, stale_before, second, [])}
-    instant = {r.id: r for r in watch.summary()}
-    overwritten = final["I6"]
-    instant["I6"] = InvariantResult(
-        "I6",
-        instant["I6"].holds and overwritten.holds,
-        "; ".join(d for d in (instant["I6"].detail, overwritten.detail) if d),
-    )
-    invariants = [instant.get(i) or final[i] for i in ("I1", "I2", "I3", "I4", "I5", "I6")]
-    measured = (
-        f"{left} -> {_counts(store, container)}, reconcile repaired {len(repaired)}, "
-        f"checked at {watch.moments} instants"
-    )
-    return CrashCase(step, measured, invariants, crashed)
-
-
 def run_demo(service: BlobServiceClient) -> DemoReport:
     report = DemoReport()
     with tempfile.TemporaryDirectory(prefix="safetynet-demo-") as workdir:
@@ -382,7 +241,7 @@ def run_demo(service: BlobServiceClient) -> DemoReport:
         report.scenarios += scenario_i(lab)
         report.scenarios += [scenario_j(lab), scenario_k(lab)]
         for step in CRASH_STEPS:
-            with lab.bench() as (store, container):
+            with lab.fresh_workspace() as (store, container):
                 report.crashes.append(run_crash_case(store, container, step))
     return report
 

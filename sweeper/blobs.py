@@ -15,7 +15,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobClient, BlobType, ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
+from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 
 EXISTS_STATUSES = frozenset({409, 412})
 """Azurite answers 409 BlobAlreadyExists to a failed create-only write; the REST docs say 412."""

@@ -23,7 +23,7 @@ def retry_policy() -> ExponentialRetry:
     return ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=3)
 
 
-def blob_service(
+def blob_service_client(
     account_url: str | None = None,
     connection_string: str | None = None,
     *,

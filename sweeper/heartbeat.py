@@ -23,7 +23,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD
+from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD
 
 log = logging.getLogger("safetynet.sweeper")
 

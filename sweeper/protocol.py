@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import PENDING
 from sweeper import blobs
 from sweeper.store import (
     Content,
@@ -28,6 +27,7 @@ from sweeper.store import (
     SwitchResult,
     new_document_id,
 )
+from sweeper.vocabulary import PENDING
 
 MAX_NAME_LENGTH = 1024
 _EXTENSION = re.compile(r"(\.[A-Za-z0-9]{1,16})?")

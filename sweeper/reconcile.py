@@ -21,10 +21,10 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 from sweeper import blobs
 from sweeper.lease import LEASE_BLOB
 from sweeper.store import Document, DocumentStore, Status
+from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 
 INTERNAL_PREFIX = LEASE_BLOB.split("/", 1)[0] + "/"
 MAX_ORPHAN_SHARE = 0.05

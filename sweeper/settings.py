@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 
-from safetynet.constants import DEFAULT_CONTAINER
-from safetynet.redaction import display_db_url, display_url, printable
+from sweeper.redaction import display_db_url, display_url, printable
+from sweeper.vocabulary import DEFAULT_CONTAINER
 
 _DURATION = re.compile(r"([0-9]+)([smhd])", re.ASCII)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

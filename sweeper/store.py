@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from safetynet.redaction import display_db_url
+from sweeper.redaction import display_db_url
 from sweeper.settings import SettingsError, check_entra_url
 
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}

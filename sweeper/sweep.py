@@ -23,7 +23,6 @@ from typing import Any
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 from sweeper import blobs
 from sweeper.lease import SweepLease, SweepLeaseLostError
 from sweeper.protocol import MAX_NAME_LENGTH, Clock, utc_now
@@ -36,6 +35,7 @@ from sweeper.store import (
     Status,
     StoreError,
 )
+from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 
 log = logging.getLogger("safetynet.sweeper")
 

@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-import sqlalchemy as sa
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
-
-POSTGRES_ADMIN_URL = os.environ.get(
-    "SAFETYNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+from testkit.azurite import Azurite
+from testkit.scratch_db import (
+    admin_url_from_environment,
+    scratch_database,
+    scratch_schema,
+    unreachable_reason,
 )
+
+POSTGRES_ADMIN_URL = admin_url_from_environment()
 REQUIRE_POSTGRES = os.environ.get("SAFETYNET_REQUIRE_POSTGRES") == "1"
 
+
+REPO = Path(__file__).resolve().parents[1]
+FUNCTION_APP_PATH = REPO / "function" / "function_app.py"
+"""The Function's entry module: at the zip root, so it is a file, not part of a package."""
 
 RUNNING_AZURITE_PORT = os.environ.get("SAFETYNET_TEST_AZURITE_PORT")
 """Set by `make mutation`: one emulator serves every mutant's test run instead of one each."""
@@ -52,17 +61,17 @@ def azurite() -> Iterator[Azurite]:
 
 
 @pytest.fixture(scope="session")
-def blob_service(azurite: Azurite) -> BlobServiceClient:
+def service_client(azurite: Azurite) -> BlobServiceClient:
     return BlobServiceClient.from_connection_string(azurite.connection_string)
 
 
 @pytest.fixture
-def container_factory(blob_service: BlobServiceClient) -> Iterator[Callable[[], ContainerClient]]:
+def container_factory(service_client: BlobServiceClient) -> Iterator[Callable[[], ContainerClient]]:
     """Makes empty containers with unique names and deletes them after the test."""
     made: list[ContainerClient] = []
 
     def make() -> ContainerClient:
-        container = blob_service.create_container(f"t{uuid.uuid4().hex}")
+        container = service_client.create_container(f"t{uuid.uuid4().hex}")
         made.append(container)
         return container
 
@@ -76,58 +85,23 @@ def container(container_factory: Callable[[], ContainerClient]) -> ContainerClie
     return container_factory()
 
 
-def _postgres_reachable() -> str | None:
-    """None when the server answers, else the reason it does not."""
-    engine = sa.create_engine(POSTGRES_ADMIN_URL)
-    try:
-        with engine.connect():
-            return None
-    except sa.exc.OperationalError as error:
-        return str(error.orig).strip().splitlines()[0]
-    finally:
-        engine.dispose()
-
-
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """A database of its own for this test session, dropped at the end."""
-    reason = _postgres_reachable()
+    reason = unreachable_reason(POSTGRES_ADMIN_URL)
     if reason is not None:
         message = f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable: {reason}"
         if REQUIRE_POSTGRES:
             pytest.fail(message)
         pytest.skip(message)
-    name = f"safetynet_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(POSTGRES_ADMIN_URL).set(database=name)
-    yield url.render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    admin.dispose()
-
-
-@contextmanager
-def _own_schema(database_url: str) -> Iterator[str]:
-    """A URL whose search_path is a schema made for one test, dropped afterwards."""
-    schema = f"t{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = sa.make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with engine.connect() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        engine.dispose()
+    with scratch_database(POSTGRES_ADMIN_URL, prefix="safetynet_test") as url:
+        yield url
 
 
 @pytest.fixture
 def postgres_url(postgres_database: str) -> Iterator[str]:
     """An empty PostgreSQL schema of this test's own."""
-    with _own_schema(postgres_database) as url:
+    with scratch_schema(postgres_database) as url:
         yield url
 
 
@@ -154,3 +128,23 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
         return code, out, err
 
     return invoke
+
+
+def load_function_app() -> ModuleType:
+    """function/function_app.py imported under the name the Functions host gives it."""
+    loaded = sys.modules.get("function_app")
+    if loaded is not None and loaded.__file__ == str(FUNCTION_APP_PATH):
+        return loaded
+    spec = importlib.util.spec_from_file_location("function_app", FUNCTION_APP_PATH)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["function_app"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def function_app() -> ModuleType:
+    """The Function's entry module, loaded once per session from function/function_app.py."""
+    return load_function_app()

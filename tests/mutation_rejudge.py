@@ -20,7 +20,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks.__main__ import write_section
-from safetynet.azurite import Azurite
+from testkit.azurite import Azurite
 from tests.mutation_run import DOCS, ROOT, mutmut
 
 PER_MUTANT_S = 45

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks import machine
 from benchmarks.__main__ import write_section
-from safetynet.azurite import AZURITE_BIN_ENV, Azurite, find_azurite_bin
+from testkit.azurite import AZURITE_BIN_ENV, Azurite, find_azurite_bin
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "reliability.md"

@@ -1,29 +1,64 @@
-"""The folders keep the boundaries of the design: no part imports another, rules import no SDK."""
+"""The folders keep the layers of the design: imports only go down, rules import no SDK."""
 
 from __future__ import annotations
 
 import ast
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("infra", "policies", "sweeper")
+"""The runtime parts: one layer, and none of them imports another (only the bottom)."""
+BOTTOM = (
+    "sweeper.vocabulary",
+    "sweeper.redaction",
+)
+"""The protocol's names and the one redaction path: standard library only, importable by all."""
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("cli", ("safetynet",)),
+    ("testkit", ("testkit",)),
+    ("runtime", PARTS),
+    ("bottom", BOTTOM),
+)
+"""Top to bottom. A module may import its own layer (within its own package) or a lower one."""
+OUTSIDE = ("tests", "benchmarks", "function_app")
+"""Project code that sits above every layer: no layer may import it."""
+GENERATED = ("node_modules", ".venv", "mutants", "build")
+"""Folders of installed or generated copies, not project sources."""
 SDKS = ("azure", "pulumi", "pulumi_azure_native", "pulumi_policy", "sqlalchemy")
-SHARED = ("safetynet.constants", "safetynet.redaction")
-"""The bottom layer every part may import: the protocol's names, and the one redaction path
-(the Function, the audit and the CLI must hide secrets the same way). Both are standard
-library only."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_module(name: str) -> bool:
+    base = ROOT.joinpath(*name.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
 def imported_modules(path: Path) -> set[str]:
-    """Dotted names of the absolute imports in one file."""
+    """Dotted names of the modules one file imports; `from a import b` counts as `a.b` when b is
+    a module, so `from sweeper import vocabulary` is an import of the bottom, not of sweeper."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package.pop()
     modules: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             modules.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                submodule = f"{module}.{alias.name}"
+                modules.add(submodule if is_module(submodule) else module)
     return modules
 
 
@@ -31,25 +66,125 @@ def imported_roots(path: Path) -> set[str]:
     return {module.split(".")[0] for module in imported_modules(path)}
 
 
-@pytest.mark.parametrize("part", PARTS)
-def test_parts_import_nothing_of_each_other(part: str) -> None:
-    """infra/, policies/ and sweeper/ share only the bottom layer of safetynet, never each other."""
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def place(module: str) -> tuple[int, str] | None:
+    """(layer index, package) of a project module; the most specific prefix wins, so
+    sweeper.vocabulary is the bottom while sweeper.sweep is the runtime part sweeper."""
+    matches = [
+        (len(prefix), index, prefix)
+        for index, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if within(module, prefix)
+    ]
+    if not matches:
+        return None
+    _, index, prefix = max(matches)
+    return index, prefix
+
+
+def layer_files() -> Iterator[tuple[Path, str]]:
+    """Every .py file of every layer, with its module name."""
+    seen: set[Path] = set()
+    for _, prefixes in LAYERS:
+        for prefix in prefixes:
+            base = ROOT.joinpath(*prefix.split("."))
+            paths = [base.with_suffix(".py")] if base.with_suffix(".py").is_file() else []
+            paths += sorted(base.rglob("*.py")) if base.is_dir() else []
+            for path in paths:
+                if path not in seen:
+                    seen.add(path)
+                    yield path, module_name(path)
+
+
+def layer_violations(module: str, imported: str) -> str | None:
+    """Why `module` may not import `imported`, or None when the edge goes down or sideways
+    inside one package."""
+    if any(within(imported, outside) for outside in OUTSIDE):
+        return "imports code that sits above every layer"
+    here, there = place(module), place(imported)
+    if here is None or there is None:
+        return None  # a third-party or standard-library module: the SDK rules judge those
+    (layer, package), (other_layer, other_package) = here, there
+    if other_layer < layer:
+        return f"imports upward, from {LAYERS[layer][0]} into {LAYERS[other_layer][0]}"
+    if other_layer == layer and package != other_package:
+        return f"imports {other_package}, another package of the {LAYERS[layer][0]} layer"
+    return None
+
+
+def project_imports(path: Path) -> set[str]:
+    roots = {prefix.split(".")[0] for _, prefixes in LAYERS for prefix in prefixes}
+    return {m for m in imported_modules(path) if m.split(".")[0] in {*roots, *OUTSIDE}}
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    """Each layer imports its own package or a lower layer: CLI, testkit, the parts, the bottom."""
+    offenders = [
+        f"{path.relative_to(ROOT)}: {imported} ({reason})"
+        for path, module in layer_files()
+        for imported in sorted(project_imports(path))
+        if (reason := layer_violations(module, imported)) is not None
+    ]
+    assert offenders == []
+
+
+def test_the_check_refuses_an_upward_or_sideways_import() -> None:
+    """The rule itself fails an edge that goes up or across the parts, and passes one going down."""
+    assert layer_violations("sweeper.sweep", "testkit.crash") is not None
+    assert layer_violations("sweeper.vocabulary", "sweeper.sweep") is not None
+    assert layer_violations("policies.audit", "safetynet.cli") is not None
+    assert layer_violations("infra.storage", "sweeper.store") is not None
+    assert layer_violations("testkit.crash", "tests.conftest") is not None
+    assert layer_violations("safetynet.demo", "testkit.crash") is None
+    assert layer_violations("policies.audit", "sweeper.redaction") is None
+    assert layer_violations("sweeper.sweep", "sweeper.store") is None
+
+
+@pytest.mark.parametrize("package", [*PARTS, "testkit"])
+def test_runtime_parts_and_testkit_never_import_the_cli_tests_or_benchmarks(package: str) -> None:
+    """Nothing the function or the demo runs can depend on the CLI, the tests or the benchmarks."""
     offenders = {
-        str(path.relative_to(ROOT)): sorted(imported_roots(path) & (set(PARTS) - {part}))
-        for path in (ROOT / part).rglob("*.py")
+        str(path.relative_to(ROOT)): sorted(
+            imported_roots(path) & {"safetynet", "tests", "benchmarks", "function_app"}
+        )
+        for path in (ROOT / package).rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_parts_take_only_the_shared_modules_from_safetynet() -> None:
-    """The only safetynet modules a part may import are the shared constants and redaction."""
-    offenders = [
-        f"{path.relative_to(ROOT)}: {module}"
-        for part in PARTS
-        for path in (ROOT / part).rglob("*.py")
-        for module in imported_modules(path)
-        if module.startswith("safetynet") and module not in SHARED
+def test_only_the_tests_import_the_cli() -> None:
+    """safetynet is the top: outside tests/ and safetynet/ itself, no code imports it."""
+    paths = [
+        path
+        for path in ROOT.rglob("*.py")
+        if path.relative_to(ROOT).parts[0] not in {"tests", "safetynet", *GENERATED}
+        and "venv" not in path.relative_to(ROOT).parts
     ]
+    offenders = [str(p.relative_to(ROOT)) for p in paths if "safetynet" in imported_roots(p)]
+    assert offenders == []
+
+
+def test_the_function_entry_imports_only_the_runtime_sweeper() -> None:
+    """function/function_app.py, the zip root, takes only the sweeper package (and the bottom)."""
+    roots = imported_roots(ROOT / "function" / "function_app.py")
+    assert "sweeper" in roots
+    assert roots & {"safetynet", "testkit", "tests", "benchmarks", "infra", "policies"} == set()
+
+
+@pytest.mark.parametrize("module", BOTTOM)
+def test_bottom_modules_import_only_the_standard_library(module: str) -> None:
+    """The bottom stays SDK-free, so importing it never drags a part's dependencies in."""
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    offenders = sorted(
+        imported
+        for imported in imported_modules(path)
+        if imported not in BOTTOM
+        and imported.split(".")[0] not in sys.stdlib_module_names
+        and imported != "__future__"
+    )
     assert offenders == []
 
 
@@ -67,7 +202,13 @@ def test_probes_may_use_the_blob_sdk_but_no_other_part() -> None:
     roots = set().union(*(imported_roots(p) for p in paths))
     assert "azure" in roots
     assert roots & (set(SDKS) - {"azure"}) == set()
-    assert roots & {"infra", "sweeper"} == set()
+    assert roots & {"infra", "testkit"} == set()
+    assert not [
+        module
+        for path in paths
+        for module in imported_modules(path)
+        if within(module, "sweeper") and module not in BOTTOM
+    ]
 
 
 def test_rules_and_model_do_not_reach_the_probes() -> None:
@@ -80,14 +221,3 @@ def test_rules_and_model_do_not_reach_the_probes() -> None:
         if module.startswith("policies.probes") or module.startswith("policies.report")
     ]
     assert offenders == []
-
-
-def test_shared_modules_import_only_the_standard_library() -> None:
-    """The bottom layer stays SDK-free, so importing it never drags a part's dependencies in."""
-    offenders = {
-        module: sorted(
-            imported_roots(ROOT / (module.replace(".", "/") + ".py")) & {*SDKS, *PARTS, "safetynet"}
-        )
-        for module in SHARED
-    }
-    assert {k: v for k, v in offenders.items() if v} == {}

@@ -18,6 +18,7 @@ import os
 import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import ModuleType
 from unittest import mock
 
 import pytest
@@ -25,12 +26,11 @@ from azure.storage.blob import BlobServiceClient
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from policies.testing.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
-from safetynet.azurite import Azurite
 from safetynet.cli import main
 from safetynet.exitcodes import ExitCode
-from sweeper.function_app import sweep_once
 from sweeper.store import DocumentStore
+from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
+from testkit.azurite import Azurite
 
 PASSWORD = "Plant3dPassw0rd"
 SIGNATURE = "Plant3dSignature"
@@ -195,8 +195,8 @@ def valid_db(workdir: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def existing_container(blob_service: BlobServiceClient) -> Iterator[str]:
-    container = blob_service.create_container("fuzz-target")
+def existing_container(service_client: BlobServiceClient) -> Iterator[str]:
+    container = service_client.create_container("fuzz-target")
     yield "fuzz-target"
     container.delete_container()
 
@@ -408,7 +408,11 @@ def test_build_function_paths_and_versions(workdir: Path) -> None:
 
 
 def test_function_settings(
-    workdir: Path, valid_db: str, azurite: Azurite, existing_container: str
+    workdir: Path,
+    valid_db: str,
+    azurite: Azurite,
+    existing_container: str,
+    function_app: ModuleType,
 ) -> None:
     """The Function entry: any app settings end in a report or a settings/sweep error, and
     neither its errors nor any log record (the SDK's DEBUG lines included) shows a secret."""
@@ -441,7 +445,7 @@ def test_function_settings(
     def check(settings_: dict[str, str]) -> None:
         refused: Exception | None = None
         try:
-            outcomes.append(sweep_once(settings_))
+            outcomes.append(function_app.sweep_once(settings_))
         except Exception as error:
             refused = error
         if refused is not None:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from safetynet.redaction import (
+from sweeper.redaction import (
     HIDDEN,
     RedactingFilter,
     Redactor,

@@ -81,7 +81,7 @@ class ArmReads:
     """What the audit read for one account; a facet left UNKNOWN says why in `reasons`."""
 
     account: Mapping[str, Any]
-    blob_service: Maybe[Mapping[str, Any]] = UNKNOWN
+    blob_service_properties: Maybe[Mapping[str, Any]] = UNKNOWN
     containers: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
     management_policy: Maybe[Mapping[str, Any] | None] = UNKNOWN
     """None: the account has no management policy (ARM answered 404)."""
@@ -116,10 +116,10 @@ def account(reads: ArmReads) -> Account:
         name=name if isinstance(name, str) else "<unnamed>",
         resource_id=resource_id if isinstance(resource_id, str) else None,
         settings=settings(body, reads.api_version),
-        blob_service=(
+        blob_service_properties=(
             UNKNOWN
-            if reads.blob_service is UNKNOWN
-            else common.blob_service(_properties(reads.blob_service))
+            if reads.blob_service_properties is UNKNOWN
+            else common.blob_service_properties(_properties(reads.blob_service_properties))
         ),
         containers=containers,
         lifecycle_rules=lifecycle,

@@ -131,7 +131,7 @@ def retention(value: object, *, with_permanent_delete: bool) -> Retention:
     )
 
 
-def blob_service(props: Mapping[str, Any]) -> BlobService:
+def blob_service_properties(props: Mapping[str, Any]) -> BlobService:
     """From blob service properties (ARM `properties` or azure-native inputs)."""
     return BlobService(
         delete_retention=retention(props.get("deleteRetentionPolicy"), with_permanent_delete=True),

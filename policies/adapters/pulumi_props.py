@@ -81,8 +81,8 @@ def settings(props: Mapping[str, Any]) -> AccountSettings:
     )
 
 
-def blob_service(props: Mapping[str, Any]) -> BlobService:
-    return common.blob_service(resolve_unknowns(props))
+def blob_service_properties(props: Mapping[str, Any]) -> BlobService:
+    return common.blob_service_properties(resolve_unknowns(props))
 
 
 def container(props: Mapping[str, Any]) -> Container:
@@ -283,9 +283,9 @@ def _account(
     name = _resolved_name(account, children)
     services = children[BLOB_SERVICE]
     policies = children[MANAGEMENT_POLICY]
-    service: Maybe[BlobService] = common.blob_service({})
+    service: Maybe[BlobService] = common.blob_service_properties({})
     if services:
-        service = blob_service(services[-1].props)
+        service = blob_service_properties(services[-1].props)
     lifecycle: Maybe[tuple[LifecycleRule, ...]] = ()
     if policies:
         lifecycle = lifecycle_rules(policies[-1].props)
@@ -303,7 +303,7 @@ def _account(
     return Account(
         name=name,
         settings=settings(account.props),
-        blob_service=service,
+        blob_service_properties=service,
         containers=tuple(container(c.props) for c in containers),
         lifecycle_rules=lifecycle,
         role_assignments=tuple(roles),

@@ -39,7 +39,7 @@ from policies.probes.base import (
     payload,
     status_and_code,
 )
-from safetynet.constants import COMMITTED, PENDING, STATE_TAG, tag_condition
+from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG, tag_condition
 
 SHARED_KEY_DOC = "https://learn.microsoft.com/azure/storage/common/shared-key-authorization-prevent"
 ERROR_CODES_DOC = "https://learn.microsoft.com/rest/api/storageservices/common-rest-api-error-codes"

@@ -34,7 +34,7 @@ from azure.storage.blob import (
 )
 
 from policies.model import Thresholds
-from safetynet.constants import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
+from sweeper.vocabulary import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
 
 EXISTS_REFUSALS = frozenset({(409, "BlobAlreadyExists"), (412, "ConditionNotMet")})
 """A create-only write refused because the blob exists. Azurite answers 409 BlobAlreadyExists;

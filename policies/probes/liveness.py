@@ -32,7 +32,7 @@ from policies.probes.base import (
     passed,
     payload,
 )
-from safetynet.constants import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, VERIFY_PREFIX
+from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, VERIFY_PREFIX
 
 CANARY = "canary"
 LIFECYCLE_SLACK = timedelta(days=2)

@@ -30,7 +30,7 @@ from policies.probes.base import (
     payload,
     status_and_code,
 )
-from safetynet.constants import PENDING, tag_condition
+from sweeper.vocabulary import PENDING, tag_condition
 
 NOT_IMPLEMENTED = 501
 

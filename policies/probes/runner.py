@@ -24,7 +24,7 @@ from policies.probes.base import (
     status_and_code,
 )
 from policies.rules import Finding
-from safetynet.constants import PENDING, RETIRED, STATE_TAG, tag_condition
+from sweeper.vocabulary import PENDING, RETIRED, STATE_TAG, tag_condition
 
 DELETABLE_STATES = (PENDING, RETIRED)
 """The states this project deletes blobs in (invariant I3)."""

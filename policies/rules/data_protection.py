@@ -7,8 +7,8 @@ from policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
 
 
 def _check_blob_soft_delete(account: Account, thresholds: Thresholds) -> Verdict:
-    assert account.blob_service is not UNKNOWN
-    policy = account.blob_service.delete_retention
+    assert account.blob_service_properties is not UNKNOWN
+    policy = account.blob_service_properties.delete_retention
     if policy.enabled is UNKNOWN:
         return unknown("whether blob soft delete is enabled is not known yet")
     if not policy.enabled:
@@ -41,8 +41,8 @@ BLOB_SOFT_DELETE = Rule(
 
 
 def _check_container_soft_delete(account: Account, _: Thresholds) -> Verdict:
-    assert account.blob_service is not UNKNOWN
-    policy = account.blob_service.container_delete_retention
+    assert account.blob_service_properties is not UNKNOWN
+    policy = account.blob_service_properties.container_delete_retention
     if policy.enabled is UNKNOWN:
         return unknown("whether container soft delete is enabled is not known yet")
     if not policy.enabled:
@@ -69,8 +69,8 @@ CONTAINER_SOFT_DELETE = Rule(
 
 
 def _check_permanent_delete(account: Account, _: Thresholds) -> Verdict:
-    assert account.blob_service is not UNKNOWN
-    allowed = account.blob_service.delete_retention.allow_permanent_delete
+    assert account.blob_service_properties is not UNKNOWN
+    allowed = account.blob_service_properties.delete_retention.allow_permanent_delete
     if allowed is UNKNOWN:
         return unknown("whether permanent delete is allowed is not known yet")
     if allowed:
@@ -97,9 +97,9 @@ NO_PERMANENT_DELETE = Rule(
 
 
 def _check_version_expiry(account: Account, _: Thresholds) -> Verdict:
-    assert account.blob_service is not UNKNOWN
+    assert account.blob_service_properties is not UNKNOWN
     assert account.lifecycle_rules is not UNKNOWN
-    versioning = account.blob_service.versioning_enabled
+    versioning = account.blob_service_properties.versioning_enabled
     if versioning is UNKNOWN:
         return unknown("whether versioning is on is not known yet")
     if not versioning:

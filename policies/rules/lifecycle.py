@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, Facet, LifecycleRule, Thresholds
 from policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
-from safetynet.constants import PENDING, STATE_TAG
+from sweeper.vocabulary import PENDING, STATE_TAG
 
 BLOCK_BLOB = "blockBlob"
 

@@ -29,7 +29,7 @@ from policies.report import RENDERERS
 from policies.rules import Outcome, Severity
 from safetynet.commands.common import UsageError, ascii_int, fail, parse_flag
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import Redactor, display_url, printable
+from sweeper.redaction import Redactor, display_url, printable
 from sweeper.settings import SettingsError, check_container_name
 
 TOKEN_ENV = "SAFETYNET_ARM_TOKEN"  # noqa: S105 (the variable's name, not a token)

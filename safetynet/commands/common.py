@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from safetynet.exitcodes import ExitCode, help_epilog
-from safetynet.redaction import RedactingFilter, Redactor, printable, secrets_in
+from sweeper.redaction import RedactingFilter, Redactor, printable, secrets_in
 
 SECRET_ENV = (
     "SAFETYNET_DB_URL",

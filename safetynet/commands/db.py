@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from safetynet.commands.common import fail
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import display_db_url
 from sweeper.clients import database_credential
+from sweeper.redaction import display_db_url
 from sweeper.settings import (
     DB_AUTH_ENTRA,
     DB_AUTH_MODES,

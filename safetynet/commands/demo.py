@@ -8,8 +8,9 @@ import time
 
 from azure.storage.blob import BlobServiceClient
 
-from safetynet.azurite import Azurite, AzuriteError
 from safetynet.demo import render, run_demo
+from safetynet.exitcodes import ExitCode
+from testkit.azurite import Azurite, AzuriteError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
             report = run_demo(BlobServiceClient.from_connection_string(azurite.connection_string))
     except AzuriteError as error:
         print(f"safetynet demo: {error}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     print(render(report))
     print(f"finished in {time.monotonic() - started:.1f}s")
-    return 0 if report.ok else 1
+    return ExitCode.OK if report.ok else ExitCode.FINDINGS

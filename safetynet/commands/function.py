@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+from infra.function_zip import DEFAULT_OUTPUT, DEFAULT_PYTHON_VERSION, BuildError, build_zip
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import printable
-from sweeper.build import DEFAULT_OUTPUT, DEFAULT_PYTHON_VERSION, BuildError, build_zip
+from sweeper.redaction import printable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -25,7 +25,6 @@ from safetynet.commands.common import (
 )
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import printable
 from sweeper.reconcile import (
     MAX_ORPHAN_SHARE,
     Reconciliation,
@@ -34,6 +33,7 @@ from sweeper.reconcile import (
     plan_orphan_deletion,
     reconcile,
 )
+from sweeper.redaction import printable
 from sweeper.settings import SettingsError, parse_duration
 
 

@@ -22,9 +22,9 @@ from safetynet.commands.common import (
 )
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import printable
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError, SweepLeaseLostError, SweepLeaseStuckError
+from sweeper.redaction import printable
 from sweeper.settings import SettingsError, SweepSettings, parse_bool, parse_duration
 from sweeper.sweep import ContainerBindingError, Sweeper, SweepReport
 

@@ -21,12 +21,12 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from safetynet.commands.common import CommandError, UsageError
 from safetynet.commands.db import add_db_auth_option, open_store
-from safetynet.constants import DEFAULT_CONTAINER
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import printable
-from sweeper.clients import blob_service
+from sweeper.clients import blob_service_client
+from sweeper.redaction import printable
 from sweeper.settings import SettingsError, check_container_name, parse_bool
 from sweeper.store import DocumentStore, StoreError, is_unreachable
+from sweeper.vocabulary import DEFAULT_CONTAINER
 
 TARGET_ERRORS = (SettingsError, StoreError, AzureError)
 """What opening a target or running on it may raise; `classify` gives each its exit code."""
@@ -80,7 +80,7 @@ def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClien
         if not args.db:
             raise SettingsError("--db URL (or SAFETYNET_DB_URL) is required")
         # Every option is checked before the first connection to either service.
-        service = open_blob_service(args)
+        service = open_blob_service_client(args)
         store = open_store(args.db, args.db_auth, creating=False)
         store.check_schema()
         container = service.get_container_client(args.container)
@@ -90,11 +90,11 @@ def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClien
     return store, container
 
 
-def open_blob_service(args: argparse.Namespace) -> BlobServiceClient:
+def open_blob_service_client(args: argparse.Namespace) -> BlobServiceClient:
     """The blob service named by `add_blob_options`, its endpoint checked; nothing is sent yet."""
     check_container_name(args.container, "--container")
     allow_custom = parse_bool(args.allow_custom_endpoint, "SAFETYNET_ALLOW_CUSTOM_ENDPOINT")
-    return blob_service(
+    return blob_service_client(
         args.account_url, args.connection_string, allow_custom_endpoint=allow_custom
     )
 

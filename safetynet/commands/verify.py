@@ -27,14 +27,19 @@ from policies.probes.base import TargetMissingError
 from policies.probes.runner import VerificationRun, describe_target
 from policies.report import VERIFY_RENDERERS
 from policies.rules import Finding, Outcome
-from safetynet.azurite import Azurite, AzuriteError
 from safetynet.commands.audit import check_arm_endpoint, scope_from, token_from_environment
 from safetynet.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
-from safetynet.commands.target import TARGET_ERRORS, add_blob_options, classify, open_blob_service
-from safetynet.constants import PENDING, STATE_TAG
+from safetynet.commands.target import (
+    TARGET_ERRORS,
+    add_blob_options,
+    classify,
+    open_blob_service_client,
+)
 from safetynet.exitcodes import ExitCode
-from safetynet.redaction import Redactor, printable
+from sweeper.redaction import Redactor, printable
 from sweeper.settings import SettingsError, parse_duration
+from sweeper.vocabulary import PENDING, STATE_TAG
+from testkit.azurite import Azurite, AzuriteError
 
 DEFAULTS = Thresholds()
 SECOND_FIELDS = ("CLIENT_ID", "TENANT_ID", "CLIENT_SECRET", "FEDERATED_TOKEN_FILE")
@@ -135,7 +140,7 @@ def _validate(args: argparse.Namespace) -> ProbeSettings:
 def _blob_service(args: argparse.Namespace) -> Iterator[tuple[BlobServiceClient, str]]:
     """The service to probe and a description of where it came from."""
     if args.account_url or args.connection_string:
-        yield open_blob_service(args), ""
+        yield open_blob_service_client(args), ""
         return
     with Azurite() as emulator:
         service = BlobServiceClient.from_connection_string(emulator.connection_string)

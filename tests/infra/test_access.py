@@ -24,7 +24,7 @@ from infra.access import (
     WRITE,
     RoleSpec,
 )
-from safetynet.constants import HEARTBEAT_BLOB, VERIFY_PREFIX
+from sweeper.vocabulary import HEARTBEAT_BLOB, VERIFY_PREFIX
 from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
 from tests.infra.harness import SUBSCRIPTION_ID, RegisteredResource, StackRun
 

@@ -19,7 +19,7 @@ from infra.config import (
     load,
     parse,
 )
-from safetynet.constants import DEFAULT_CONTAINER
+from sweeper.vocabulary import DEFAULT_CONTAINER
 from tests.infra.harness import RAW_DEFAULTS, TEST_DATABASE_URL
 
 GUID = "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"

@@ -22,7 +22,7 @@ from infra.package import (
     publish_url,
     token_object_id,
 )
-from policies.testing.tls import make_tls_files
+from testkit.tls import make_tls_files
 
 DEPLOYER = "00000000-0000-0000-0000-0000000000cc"
 OTHER = "00000000-0000-0000-0000-0000000000dd"

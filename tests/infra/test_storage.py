@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from infra.storage import AUDITED_LOGS, PENDING_RULE, RETIRED_RULE, VERSIONS_RULE
-from safetynet.constants import PENDING, RETIRED, STATE_TAG
+from sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
 from tests.infra.conftest import RunFactory
 from tests.infra.harness import RAW_DEFAULTS, RegisteredResource, StackRun
 

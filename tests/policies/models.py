@@ -17,7 +17,7 @@ from policies.model import (
     TagFilter,
 )
 from policies.roles import BUILT_IN_ROLES, RoleDefinition
-from safetynet.constants import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
+from sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
 
 ACCOUNT_ID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/docs"
 BLOB_OWNER = BUILT_IN_ROLES["b7e6dc6d-f1e8-4753-8033-0f276bb0955b"]
@@ -47,7 +47,7 @@ def settings(**changes: Any) -> AccountSettings:
     return dataclasses.replace(base, **changes)
 
 
-def blob_service(
+def blob_service_properties(
     delete: dict[str, Any] | None = None, containers: dict[str, Any] | None = None, **changes: Any
 ) -> BlobService:
     return BlobService(
@@ -112,7 +112,7 @@ def account(**changes: Any) -> Account:
         name="docs",
         resource_id=ACCOUNT_ID,
         settings=settings(),
-        blob_service=blob_service(),
+        blob_service_properties=blob_service_properties(),
         containers=(Container(DEFAULT_CONTAINER, None),),
         lifecycle_rules=(pending_rule(),),
         role_assignments=(assignment(),),

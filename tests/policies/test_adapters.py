@@ -9,7 +9,7 @@ from typing import Any
 from policies.adapters import arm, pulumi_props
 from policies.model import UNKNOWN, Facet, Thresholds
 from policies.rules import Outcome, evaluate
-from policies.testing.arm_fake import compliant_account
+from testkit.arm_fake import compliant_account
 
 DATA = Path(__file__).parent / "data"
 
@@ -28,7 +28,7 @@ def test_recorded_arm_examples_are_judged_without_crashing() -> None:
     """The REST spec's own example account (GPv1, HNS, HTTP allowed) fails the rules it breaks."""
     reads = arm.ArmReads(
         account=load("StorageAccountGetProperties.json"),
-        blob_service=load("BlobServicesGet.json"),
+        blob_service_properties=load("BlobServicesGet.json"),
         containers=[],
         management_policy=load("StorageAccountGetManagementPolicy.json"),
         role_assignments=[],
@@ -80,7 +80,7 @@ def test_missing_management_policy_means_no_rules() -> None:
     fake = compliant_account("docs")
     reads = arm.ArmReads(
         account=fake.body,
-        blob_service=fake.blob_service,
+        blob_service_properties=fake.blob_service_properties,
         containers=fake.containers,
         management_policy=None,
         role_assignments=[],
@@ -111,7 +111,7 @@ def test_arm_and_pulumi_shapes_give_the_same_model() -> None:
     from_arm = arm.account(
         arm.ArmReads(
             account=fake.body,
-            blob_service=fake.blob_service,
+            blob_service_properties=fake.blob_service_properties,
             containers=fake.containers,
             management_policy=fake.management_policy,
             role_assignments=[],
@@ -120,7 +120,10 @@ def test_arm_and_pulumi_shapes_give_the_same_model() -> None:
     props = dict(fake.body["properties"])
     props["enableHttpsTrafficOnly"] = props.pop("supportsHttpsTrafficOnly")
     assert pulumi_props.settings({**props, "kind": fake.body["kind"]}) == from_arm.settings
-    assert pulumi_props.blob_service(fake.blob_service["properties"]) == from_arm.blob_service
+    assert (
+        pulumi_props.blob_service_properties(fake.blob_service_properties["properties"])
+        == from_arm.blob_service_properties
+    )
     assert (
         pulumi_props.lifecycle_rules(fake.management_policy["properties"])
         == from_arm.lifecycle_rules

@@ -17,7 +17,9 @@ import pytest
 
 from policies.audit import STORAGE_API_VERSION, ErrorKind
 from policies.rules import RULES, Outcome
-from policies.testing.arm_fake import (
+from safetynet.cli import main
+from safetynet.exitcodes import ExitCode
+from testkit.arm_fake import (
     BLOB_OWNER,
     MALFORMED,
     STORAGE_ACCOUNT_CONTRIBUTOR,
@@ -30,8 +32,6 @@ from policies.testing.arm_fake import (
     compliant_account,
     set_path,
 )
-from safetynet.cli import main
-from safetynet.exitcodes import ExitCode
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
 GROUP = "rg-docs"
@@ -66,7 +66,7 @@ def audit(tmp_path: Path, fake: FakeArm) -> Audit:
 
 def broken(fake: FakeArm, name: str, path: str, value: object) -> FakeAccount:
     account = fake.add(compliant_account(name, GROUP))
-    target = account.blob_service if path.startswith("blob.") else account.body
+    target = account.blob_service_properties if path.startswith("blob.") else account.body
     set_path(target, path.removeprefix("blob."), value)
     return account
 

@@ -20,7 +20,7 @@ from policies.model import (
 from policies.roles import OWNER_LIKE, PERMANENT_DELETE
 from policies.rules import RULES_BY_ID, Outcome
 from policies.rules.base import Finding
-from safetynet.constants import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
 from tests.policies import models as m
 from tests.policies.test_rules import THRESHOLDS, fenced
 
@@ -213,7 +213,7 @@ def test_lifecycle_names_every_narrower_prefix_and_every_extra_tag_filter() -> N
 def test_unread_facets_are_all_named() -> None:
     """A rule reading two unread facets names both reasons, `;`-separated, in Facet order."""
     model = m.account(
-        blob_service=UNKNOWN,
+        blob_service_properties=UNKNOWN,
         lifecycle_rules=UNKNOWN,
         unknown_reasons={Facet.BLOB_SERVICE: "no blob service", Facet.LIFECYCLE: "no policy"},
     )
@@ -237,7 +237,9 @@ def test_shared_key_allowed_and_blob_setting_unread_names_the_default() -> None:
 
 def test_soft_delete_of_unknown_state_says_so() -> None:
     """Blob soft delete whose enabled flag is not known yet is UNKNOWN with that reason."""
-    model = m.account(blob_service=m.blob_service(delete={"enabled": UNKNOWN}))
+    model = m.account(
+        blob_service_properties=m.blob_service_properties(delete={"enabled": UNKNOWN})
+    )
     assert detail("SN-BLOB-SOFT-DELETE", model) == (
         "whether blob soft delete is enabled is not known yet"
     )
@@ -248,7 +250,7 @@ def test_soft_delete_of_unknown_state_says_so() -> None:
 
 def test_soft_delete_of_exactly_the_minimum_days_passes() -> None:
     """A retention of exactly min_blob_soft_delete_days is enough ("fewer than" fails)."""
-    model = m.account(blob_service=m.blob_service(delete={"days": 7}))
+    model = m.account(blob_service_properties=m.blob_service_properties(delete={"days": 7}))
     assert judge("SN-BLOB-SOFT-DELETE", model, Thresholds(min_blob_soft_delete_days=7)).outcome is (
         Outcome.PASS
     )

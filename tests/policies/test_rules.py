@@ -80,26 +80,42 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
     "SN-BLOB-SOFT-DELETE": {
         Outcome.PASS: [m.account()],
         Outcome.FAIL: [
-            m.account(blob_service=m.blob_service(delete={"enabled": False})),
-            m.account(blob_service=m.blob_service(delete={"days": 3})),
+            m.account(blob_service_properties=m.blob_service_properties(delete={"enabled": False})),
+            m.account(blob_service_properties=m.blob_service_properties(delete={"days": 3})),
         ],
         Outcome.UNKNOWN: [
-            m.account(blob_service=m.blob_service(delete={"days": UNKNOWN})),
-            m.account(blob_service=UNKNOWN),
+            m.account(blob_service_properties=m.blob_service_properties(delete={"days": UNKNOWN})),
+            m.account(blob_service_properties=UNKNOWN),
         ],
     },
     "SN-CONTAINER-SOFT-DELETE": {
         Outcome.PASS: [m.account()],
-        Outcome.FAIL: [m.account(blob_service=m.blob_service(containers={"enabled": False}))],
-        Outcome.UNKNOWN: [m.account(blob_service=m.blob_service(containers={"enabled": UNKNOWN}))],
+        Outcome.FAIL: [
+            m.account(
+                blob_service_properties=m.blob_service_properties(containers={"enabled": False})
+            )
+        ],
+        Outcome.UNKNOWN: [
+            m.account(
+                blob_service_properties=m.blob_service_properties(containers={"enabled": UNKNOWN})
+            )
+        ],
     },
     "SN-NO-PERMANENT-DELETE": {
         Outcome.PASS: [m.account()],
         Outcome.FAIL: [
-            m.account(blob_service=m.blob_service(delete={"allow_permanent_delete": True}))
+            m.account(
+                blob_service_properties=m.blob_service_properties(
+                    delete={"allow_permanent_delete": True}
+                )
+            )
         ],
         Outcome.UNKNOWN: [
-            m.account(blob_service=m.blob_service(delete={"allow_permanent_delete": UNKNOWN}))
+            m.account(
+                blob_service_properties=m.blob_service_properties(
+                    delete={"allow_permanent_delete": UNKNOWN}
+                )
+            )
         ],
     },
     "SN-PENDING-LIFECYCLE": {
@@ -359,21 +375,23 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.PASS: [
             m.account(),
             m.account(
-                blob_service=m.blob_service(versioning_enabled=True),
+                blob_service_properties=m.blob_service_properties(versioning_enabled=True),
                 lifecycle_rules=(m.pending_rule(), m.version_rule()),
             ),
         ],
         Outcome.FAIL: [
-            m.account(blob_service=m.blob_service(versioning_enabled=True)),
+            m.account(blob_service_properties=m.blob_service_properties(versioning_enabled=True)),
             m.account(
-                blob_service=m.blob_service(versioning_enabled=True),
+                blob_service_properties=m.blob_service_properties(versioning_enabled=True),
                 lifecycle_rules=(m.version_rule(enabled=False),),
             ),
         ],
         Outcome.UNKNOWN: [
-            m.account(blob_service=m.blob_service(versioning_enabled=UNKNOWN)),
             m.account(
-                blob_service=m.blob_service(versioning_enabled=True),
+                blob_service_properties=m.blob_service_properties(versioning_enabled=UNKNOWN)
+            ),
+            m.account(
+                blob_service_properties=m.blob_service_properties(versioning_enabled=True),
                 lifecycle_rules=(m.version_rule(version_delete_after_days=UNKNOWN),),
             ),
         ],

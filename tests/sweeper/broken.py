@@ -17,11 +17,11 @@ from typing import Any
 
 from azure.storage.blob import BlobClient, ContainerClient
 
-from safetynet.constants import PENDING, RETIRED, STATE_TAG
 from sweeper import blobs
 from sweeper.protocol import UploadProtocol
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.sweep import Sweeper, SweepReport
+from sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
 
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import PENDING, STATE_TAG
 from sweeper.protocol import Checkpoint, UploadProtocol, no_checkpoint
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, Status, new_document_id
 from sweeper.sweep import Sweeper
+from sweeper.vocabulary import PENDING, STATE_TAG
 
 CUTOFF = timedelta(minutes=15)
 

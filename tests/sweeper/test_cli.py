@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
 from safetynet.exitcodes import ExitCode
 from sweeper import blobs
 from sweeper.reconcile import list_blobs
 from sweeper.store import Document, DocumentStore
+from testkit.azurite import Azurite
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -50,15 +50,15 @@ def sweep_args(azurite: Azurite, container: ContainerClient, db_url: str) -> lis
 def test_db_init_twice(run: Run, tmp_path: Path) -> None:
     """`db init` creates the schema and a second run succeeds too."""
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    assert run("db", "init", "--db", url)[0] == 0
-    assert run("db", "init", "--db", url)[0] == 0
+    assert run("db", "init", "--db", url)[0] == ExitCode.OK
+    assert run("db", "init", "--db", url)[0] == ExitCode.OK
     DocumentStore.from_url(url).check_schema()
 
 
 def test_db_init_bad_scheme_exits_2(run: Run) -> None:
     """An unsupported database scheme is a usage error naming the supported ones."""
     code, _, err = run("db", "init", "--db", "mongodb://localhost/x")
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert "sqlite" in err
 
 
@@ -69,7 +69,7 @@ def test_sweep_json_reports_counts(
     stale_rows(3)
     stale_rows(1, with_blobs=False, prefix="never")
     code, out, _ = run(*sweep_args, "--json")
-    assert code == 0
+    assert code == ExitCode.OK
     report = json.loads(out)
     assert {k: report[k] for k in ("examined", "deleted_blobs", "missing_blobs")} == {
         "examined": 4,
@@ -90,7 +90,7 @@ def test_sweep_dry_run_changes_nothing(
     """`--dry-run` reports what it would delete and leaves rows and blobs in place."""
     stale_rows(2)
     code, out, _ = run(*sweep_args, "--dry-run", "--json")
-    assert code == 0
+    assert code == ExitCode.OK
     assert json.loads(out)["deleted_blobs"] == 2
     assert store.count() == 2
     assert len(list_blobs(container)) == 2
@@ -109,7 +109,7 @@ def test_sweep_failed_row_exits_1(
         code, out, _ = run(*sweep_args)
     finally:
         lease.release()
-    assert code == 1
+    assert code == ExitCode.FINDINGS
     assert stuck.id in out
 
 
@@ -129,7 +129,7 @@ def test_sweep_bad_input_exits_2(
 ) -> None:
     """A bad cutoff, database URL, container or concurrency is a usage error that says which."""
     code, _, err = run(*sweep_args, option, value)
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert named in err
 
 
@@ -139,7 +139,7 @@ def test_sweep_bad_lease_setting_exits_2(
     """A SAFETYNET_LEASE that is neither true nor false is refused, not read as false."""
     monkeypatch.setenv("SAFETYNET_LEASE", "yes please")
     code, _, err = run(*sweep_args)
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert "SAFETYNET_LEASE" in err
 
 
@@ -152,7 +152,7 @@ def test_sweep_missing_table_exits_2(run: Run, azurite: Azurite, tmp_path: Path)
         "--connection-string",
         azurite.connection_string,
     )
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert "safetynet db init" in err
 
 
@@ -169,7 +169,7 @@ def test_sweep_bad_blob_target_exits_2(
 ) -> None:
     """Plain-HTTP account URLs, malformed connection strings and no target are usage errors."""
     code, _, err = run("sweep", "--db", db_url, *target)
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert named in err
 
 
@@ -187,7 +187,7 @@ def test_sweep_unreachable_endpoint_exits_3(run: Run, tmp_path: Path) -> None:
 def test_demo_runs_green(run: Run) -> None:
     """The README's first command reports every scenario as expected and exits 0."""
     code, out, _ = run("demo")
-    assert code == 0
+    assert code == ExitCode.OK
     assert "MISMATCH" not in out
     assert "VIOLATED" not in out
 
@@ -203,7 +203,7 @@ def test_sweep_of_a_container_bound_to_another_database_exits_2(
     stale_rows(2)
     blobs.bind(container, "another-database")
     code, _, err = run(*sweep_args)
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert "bound to database another-database" in err
     assert store.count() == 2
 
@@ -212,7 +212,7 @@ def test_first_sweep_binds_the_container(
     run: Run, sweep_args: list[str], container: ContainerClient, store: DocumentStore
 ) -> None:
     """The first sweep writes the binding marker with this database's id; a dry run does not."""
-    assert run(*sweep_args, "--dry-run")[0] == 0
+    assert run(*sweep_args, "--dry-run")[0] == ExitCode.OK
     assert blobs.bound_database(container) is None
-    assert run(*sweep_args)[0] == 0
+    assert run(*sweep_args)[0] == ExitCode.OK
     assert blobs.bound_database(container) == store.database_id()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.demo import CRASH_STEPS, run_crash_case
 from sweeper.store import DocumentStore
+from testkit.crash import CRASH_STEPS, run_crash_case
 
 
 @pytest.mark.parametrize("step", CRASH_STEPS)

@@ -13,8 +13,6 @@ import sqlalchemy as sa
 from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
-from safetynet.demo import SimulatedCrash, crash_after
 from sweeper.protocol import (
     ContentMismatchError,
     ProtocolError,
@@ -26,6 +24,8 @@ from sweeper.reconcile import list_blobs
 from sweeper.settings import SweepSettings
 from sweeper.store import BlobRecordKind, Document, DocumentStore, Status
 from sweeper.sweep import Sweeper
+from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from testkit.crash import SimulatedCrash, crash_after
 from tests.sweeper.conftest import CUTOFF, later, stale_rows_in
 
 StaleRows = Callable[..., list[Document]]

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 
+from safetynet.exitcodes import ExitCode
 from sweeper.settings import FunctionSettings, SettingsError
 from sweeper.store import (
     ENTRA_DATABASE_SCOPE,
@@ -177,7 +178,7 @@ def test_the_cli_exits_2_for_entra_misuse(
     """Every command that opens the database refuses these before any credential or connection."""
     target = () if command[0] == "db" else ("--account-url", "https://a.blob.core.windows.net")
     code, out, err = run_cli(*command, "--db", db, "--db-auth", auth, *target)
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert reason in out + err
     assert URL_PASSWORD not in out + err
 
@@ -188,5 +189,5 @@ def test_the_cli_reads_the_mode_from_the_environment(
     """SAFETYNET_DB_AUTH is the default of --db-auth, checked just as strictly."""
     monkeypatch.setenv("SAFETYNET_DB_AUTH", "yes")
     code, _, err = run_cli("db", "init", "--db", "postgresql://app@db.example.com/d")
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert "SAFETYNET_DB_AUTH" in err

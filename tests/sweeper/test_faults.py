@@ -19,14 +19,14 @@ import sqlalchemy as sa
 from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobLeaseClient, BlobServiceClient, ContainerClient, LinearRetry
 
-from benchmarks.latency_proxy import INTERNAL_ERROR, SERVER_BUSY, Fault, LatencyProxy, throttled
-from safetynet.azurite import Azurite
-from sweeper.invariants import DeleteLog, InvariantResult, InvariantWatch, check_invariants
 from sweeper.lease import LEASE_BLOB
 from sweeper.protocol import UploadProtocol
 from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore, Status, StoreError
 from sweeper.sweep import Sweeper, SweepReport
+from testkit.azurite import Azurite
+from testkit.fault_proxy import INTERNAL_ERROR, SERVER_BUSY, Fault, LatencyProxy, throttled
+from testkit.invariants import DeleteLog, InvariantResult, InvariantWatch, check_invariants
 from tests.sweeper.conftest import CUTOFF, later, stale_rows_in
 
 READ_TIMEOUT_S = 1

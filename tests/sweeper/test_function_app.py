@@ -7,6 +7,7 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import timedelta
+from types import ModuleType
 from typing import Any
 
 import azure.functions as func
@@ -15,38 +16,28 @@ from azure.functions.decorators.function_app import Function
 from azure.functions.timer import TimerRequest
 from azure.storage.blob import ContainerClient
 
-from safetynet.azurite import Azurite
-from safetynet.constants import COMMITTED, PENDING, STATE_TAG
-from sweeper import function_app
-from sweeper.function_app import (
-    CONNECTION_STRING_SETTING,
-    DB_URL_SETTING,
-    FUNCTION_NAME,
-    SCHEDULE_SETTING,
-    SUMMARY_EVENT,
-    SweepFailedError,
-    sweep_once,
-)
 from sweeper.lease import LEASE_BLOB, SweepLease, SweepLeaseStuckError
 from sweeper.protocol import UploadProtocol
 from sweeper.settings import SettingsError
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.sweep import SweepReport
+from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
+from testkit.azurite import Azurite
 from tests.sweeper.conftest import age_row
 
 StaleRows = Callable[..., list[Document]]
 
 
 @functools.cache
-def indexed_functions() -> dict[str, Function]:
+def indexed_functions(function_app: ModuleType) -> dict[str, Function]:
     """What the host indexes from `app`; azure-functions refuses a second get_functions() call."""
     return {str(f.get_function_name()): f for f in function_app.app.get_functions()}
 
 
-def timer_function() -> Callable[[func.TimerRequest], None]:
+def timer_function(function_app: ModuleType) -> Callable[[func.TimerRequest], None]:
     """The user function behind the decorator (which returns a builder, not the function)."""
-    user_function: Callable[[func.TimerRequest], None] = indexed_functions()[
-        FUNCTION_NAME
+    user_function: Callable[[func.TimerRequest], None] = indexed_functions(function_app)[
+        function_app.FUNCTION_NAME
     ].get_user_function()
     return user_function
 
@@ -58,7 +49,7 @@ def app_settings(azurite: Azurite, container: ContainerClient, db_url: str) -> d
         "SAFETYNET_CONTAINER": container.container_name,
         "SAFETYNET_CUTOFF": "15m",
         "SAFETYNET_LEASE": "true",
-        SCHEDULE_SETTING: "0 */5 * * * *",
+        "SAFETYNET_SCHEDULE": "0 */5 * * * *",
     }
 
 
@@ -74,6 +65,7 @@ def test_timer_removes_stale_uploads_and_keeps_published_documents(
     protocol: UploadProtocol,
     stale_rows: StaleRows,
     monkeypatch: pytest.MonkeyPatch,
+    function_app: ModuleType,
 ) -> None:
     """A timer tick deletes stale pending rows and blobs and leaves Ready and fresh ones alone."""
     stale_with_blob = stale_rows(3, prefix="abandoned")
@@ -85,7 +77,7 @@ def test_timer_removes_stale_uploads_and_keeps_published_documents(
         monkeypatch.setenv(key, value)
 
     # The concrete request the worker decodes from the host's timer payload.
-    timer_function()(TimerRequest(past_due=False))
+    timer_function(function_app)(TimerRequest(past_due=False))
 
     assert {d.id for d in store.all()} == {ready.id, fresh.id}
     assert store.get(ready.id) == ready
@@ -97,14 +89,16 @@ def test_timer_removes_stale_uploads_and_keeps_published_documents(
     assert state_of(container, fresh.blob_name) == PENDING
 
 
-def test_timer_binding_takes_its_schedule_from_the_app_setting() -> None:
+def test_timer_binding_takes_its_schedule_from_the_app_setting(function_app: ModuleType) -> None:
     """The trigger's schedule is the %SAFETYNET_SCHEDULE% app setting, monitored, not at startup."""
-    description: dict[str, Any] = json.loads(indexed_functions()[FUNCTION_NAME].get_function_json())
+    description: dict[str, Any] = json.loads(
+        indexed_functions(function_app)[function_app.FUNCTION_NAME].get_function_json()
+    )
     [binding] = description["bindings"]
 
     assert description["scriptFile"] == "function_app.py"
     assert binding["type"] == "timerTrigger"
-    assert binding["schedule"] == f"%{SCHEDULE_SETTING}%"
+    assert binding["schedule"] == f"%{function_app.SCHEDULE_SETTING}%"
     assert binding["runOnStartup"] is False
     assert binding["useMonitor"] is True
 
@@ -115,13 +109,14 @@ def test_second_run_changes_nothing(
     db_url: str,
     store: DocumentStore,
     stale_rows: StaleRows,
+    function_app: ModuleType,
 ) -> None:
     """A run after a complete sweep finds no stale row and changes nothing (invariant I4)."""
     stale_rows(2)
     settings = app_settings(azurite, container, db_url)
-    first = sweep_once(settings)
+    first = function_app.sweep_once(settings)
 
-    second = sweep_once(settings)
+    second = function_app.sweep_once(settings)
 
     assert first is not None
     assert first.deleted_rows == 2
@@ -135,19 +130,22 @@ def test_summary_is_one_json_trace_without_the_database_url(
     store: DocumentStore,
     stale_rows: StaleRows,
     caplog: pytest.LogCaptureFixture,
+    function_app: ModuleType,
 ) -> None:
     """Each run logs one JSON summary of the report's counts and never the database URL."""
     stale_rows(2)
     caplog.set_level(logging.INFO, logger="safetynet")
 
-    sweep_once(app_settings(azurite, container, db_url))
+    function_app.sweep_once(app_settings(azurite, container, db_url))
 
     summaries = [
-        json.loads(r.getMessage()) for r in caplog.records if SUMMARY_EVENT in r.getMessage()
+        json.loads(r.getMessage())
+        for r in caplog.records
+        if function_app.SUMMARY_EVENT in r.getMessage()
     ]
     assert summaries == [
         {
-            "event": SUMMARY_EVENT,
+            "event": function_app.SUMMARY_EVENT,
             "container": container.container_name,
             "examined": 2,
             "deleted_blobs": 2,
@@ -161,7 +159,7 @@ def test_summary_is_one_json_trace_without_the_database_url(
             "dry_run": False,
         }
     ]
-    [record] = [r for r in caplog.records if SUMMARY_EVENT in r.getMessage()]
+    [record] = [r for r in caplog.records if function_app.SUMMARY_EVENT in r.getMessage()]
     assert record.__dict__["sweep_deleted_rows"] == 2
     assert db_url not in caplog.text
 
@@ -172,12 +170,13 @@ def test_lease_held_elsewhere_skips_the_run_without_failing(
     db_url: str,
     store: DocumentStore,
     stale_rows: StaleRows,
+    function_app: ModuleType,
 ) -> None:
     """While another sweeper holds the lease, the function returns quietly and sweeps nothing."""
     [stale] = stale_rows(1)
 
     with SweepLease(container):
-        result = sweep_once(app_settings(azurite, container, db_url))
+        result = function_app.sweep_once(app_settings(azurite, container, db_url))
 
     assert result is None
     assert store.get(stale.id) is not None
@@ -189,6 +188,7 @@ def test_a_stuck_lease_fails_the_invocation(
     db_url: str,
     store: DocumentStore,
     stale_rows: StaleRows,
+    function_app: ModuleType,
 ) -> None:
     """An infinite lease on the sweeper's lease blob fails every run instead of skipping it."""
     [stale] = stale_rows(1)
@@ -197,7 +197,7 @@ def test_a_stuck_lease_fails_the_invocation(
     lease = lease_blob.acquire_lease(lease_duration=-1)
     try:
         with pytest.raises(SweepLeaseStuckError):
-            sweep_once(app_settings(azurite, container, db_url))
+            function_app.sweep_once(app_settings(azurite, container, db_url))
     finally:
         lease.release()
     assert store.get(stale.id) is not None
@@ -210,6 +210,7 @@ def test_rows_left_unswept_fail_the_invocation(
     store: DocumentStore,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    function_app: ModuleType,
 ) -> None:
     """A run that could not sweep some rows logs an error and raises so the platform sees a failure."""
 
@@ -222,64 +223,70 @@ def test_rows_left_unswept_fail_the_invocation(
 
     monkeypatch.setattr(function_app, "Sweeper", FailingSweeper)
 
-    with pytest.raises(SweepFailedError, match="1 stale row"):
-        sweep_once(app_settings(azurite, container, db_url))
+    with pytest.raises(function_app.SweepFailedError, match="1 stale row"):
+        function_app.sweep_once(app_settings(azurite, container, db_url))
 
-    [summary] = [r for r in caplog.records if SUMMARY_EVENT in r.getMessage()]
+    [summary] = [r for r in caplog.records if function_app.SUMMARY_EVENT in r.getMessage()]
     assert summary.levelno == logging.ERROR
     assert json.loads(summary.getMessage())["error_samples"] == ["document d1: blob b1 not swept"]
 
 
 def test_malformed_cutoff_names_the_setting(
-    azurite: Azurite, container: ContainerClient, db_url: str
+    azurite: Azurite, container: ContainerClient, db_url: str, function_app: ModuleType
 ) -> None:
     """A cutoff that is not a duration fails before any work, naming SAFETYNET_CUTOFF."""
     settings = app_settings(azurite, container, db_url) | {"SAFETYNET_CUTOFF": "banana"}
 
     with pytest.raises(SettingsError, match="SAFETYNET_CUTOFF"):
-        sweep_once(settings)
+        function_app.sweep_once(settings)
 
 
 def test_missing_database_url_names_the_setting(
-    azurite: Azurite, container: ContainerClient, db_url: str
+    azurite: Azurite, container: ContainerClient, db_url: str, function_app: ModuleType
 ) -> None:
     """Without a database URL the function fails naming SAFETYNET_DB_URL."""
     settings = app_settings(azurite, container, db_url)
-    del settings[DB_URL_SETTING]
+    del settings[function_app.DB_URL_SETTING]
 
-    with pytest.raises(SettingsError, match=DB_URL_SETTING):
-        sweep_once(settings)
+    with pytest.raises(SettingsError, match=function_app.DB_URL_SETTING):
+        function_app.sweep_once(settings)
 
 
 def test_malformed_database_url_error_hides_the_url(
-    azurite: Azurite, container: ContainerClient, db_url: str
+    azurite: Azurite, container: ContainerClient, db_url: str, function_app: ModuleType
 ) -> None:
     """An unparsable database URL is reported by setting name, without echoing its password."""
     secret_url = "postgresql://sweeper:hunter2-secret@db.example:notaport/documents"
-    settings = app_settings(azurite, container, db_url) | {DB_URL_SETTING: secret_url}
+    settings = app_settings(azurite, container, db_url) | {function_app.DB_URL_SETTING: secret_url}
 
-    with pytest.raises(SettingsError, match=DB_URL_SETTING) as raised:
-        sweep_once(settings)
+    with pytest.raises(SettingsError, match=function_app.DB_URL_SETTING) as raised:
+        function_app.sweep_once(settings)
 
     assert "hunter2-secret" not in str(raised.value)
 
 
 def test_connection_string_is_refused_for_a_remote_account(
-    azurite: Azurite, container: ContainerClient, db_url: str, store: DocumentStore
+    azurite: Azurite,
+    container: ContainerClient,
+    db_url: str,
+    store: DocumentStore,
+    function_app: ModuleType,
 ) -> None:
     """A connection string to anything but a loopback emulator is refused, naming the setting."""
     remote = (
         "DefaultEndpointsProtocol=https;AccountName=prodaccount;"
         "AccountKey=bm90LWEta2V5;EndpointSuffix=core.windows.net"
     )
-    settings = app_settings(azurite, container, db_url) | {CONNECTION_STRING_SETTING: remote}
+    settings = app_settings(azurite, container, db_url) | {
+        function_app.CONNECTION_STRING_SETTING: remote
+    }
 
-    with pytest.raises(SettingsError, match=CONNECTION_STRING_SETTING):
-        sweep_once(settings)
+    with pytest.raises(SettingsError, match=function_app.CONNECTION_STRING_SETTING):
+        function_app.sweep_once(settings)
 
 
 def test_account_url_and_connection_string_together_are_refused(
-    azurite: Azurite, container: ContainerClient, db_url: str
+    azurite: Azurite, container: ContainerClient, db_url: str, function_app: ModuleType
 ) -> None:
     """Setting both the account URL and the emulator's connection string is ambiguous and refused."""
     settings = app_settings(azurite, container, db_url) | {
@@ -287,7 +294,7 @@ def test_account_url_and_connection_string_together_are_refused(
     }
 
     with pytest.raises(SettingsError, match="SAFETYNET_ACCOUNT_URL"):
-        sweep_once(settings)
+        function_app.sweep_once(settings)
 
 
 def test_ready_rows_are_never_swept_whatever_their_age(
@@ -296,13 +303,14 @@ def test_ready_rows_are_never_swept_whatever_their_age(
     db_url: str,
     store: DocumentStore,
     protocol: UploadProtocol,
+    function_app: ModuleType,
 ) -> None:
     """A published document stays Ready with its committed blob even when older than the cutoff."""
     ready = protocol.put("old.pdf", b"old bytes", extension=".pdf")
     age_row(store, ready.id, timedelta(days=2))
     settings = app_settings(azurite, container, db_url)
 
-    report = sweep_once(settings)
+    report = function_app.sweep_once(settings)
 
     assert report is not None
     assert report.examined == 0

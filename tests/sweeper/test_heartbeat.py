@@ -7,15 +7,15 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
-from safetynet.constants import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
-from sweeper.function_app import sweep_once
 from sweeper.heartbeat import write_heartbeat
+from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
+from testkit.azurite import Azurite
 
 
 def heartbeat(container: ContainerClient) -> dict[str, object]:
@@ -53,10 +53,10 @@ def test_concurrent_writers_all_succeed_and_leave_one_readable_heartbeat(
 
 
 def test_a_failed_write_warns_and_never_raises(
-    blob_service: BlobServiceClient, caplog: pytest.LogCaptureFixture
+    service_client: BlobServiceClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     """No container to write to: False and a warning, so the sweep's own result stands."""
-    missing = blob_service.get_container_client("no-such-container")
+    missing = service_client.get_container_client("no-such-container")
     with caplog.at_level(logging.WARNING, logger="safetynet.sweeper"):
         assert write_heartbeat(missing, {"examined": 0}, source="cli") is False
     assert "heartbeat not written" in caplog.text
@@ -82,11 +82,11 @@ def test_sweep_command_writes_a_heartbeat_unless_dry_run(
 
 
 def test_function_writes_a_heartbeat(
-    azurite: Azurite, container: ContainerClient, sqlite_url: str
+    azurite: Azurite, container: ContainerClient, sqlite_url: str, function_app: ModuleType
 ) -> None:
     """Each timer run of the Function leaves a heartbeat saying so."""
     before = datetime.now(UTC)
-    sweep_once(
+    function_app.sweep_once(
         {
             "SAFETYNET_DB_URL": sqlite_url,
             "SAFETYNET_CONNECTION_STRING": azurite.connection_string,

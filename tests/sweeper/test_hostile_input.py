@@ -14,19 +14,19 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import sqlalchemy as sa
 from azure.storage.blob import ContainerClient
 
-from safetynet.azurite import Azurite, dev_connection_string
-from safetynet.constants import COMMITTED, STATE_TAG
+from infra.function_zip import build_zip
 from safetynet.exitcodes import ExitCode
-from sweeper.build import build_zip
-from sweeper.function_app import sweep_once
 from sweeper.lease import SweepLease
 from sweeper.settings import SettingsError, check_blob_endpoint
 from sweeper.store import Document, DocumentStore
+from sweeper.vocabulary import COMMITTED, STATE_TAG
+from testkit.azurite import Azurite, dev_connection_string
 from tests.conftest import POSTGRES_ADMIN_URL, RunCli
 from tests.sweeper.conftest import stale_rows_in
 
@@ -152,11 +152,15 @@ def test_huge_or_non_ascii_numbers_are_usage_errors(
 
 
 def test_function_refuses_an_overflowing_cutoff(
-    azurite: Azurite, container: ContainerClient, db_url: str, store: DocumentStore
+    azurite: Azurite,
+    container: ContainerClient,
+    db_url: str,
+    store: DocumentStore,
+    function_app: ModuleType,
 ) -> None:
     """SAFETYNET_CUTOFF of 10**22 days is a settings error naming it, not an OverflowError."""
     with pytest.raises(SettingsError, match="SAFETYNET_CUTOFF"):
-        sweep_once(
+        function_app.sweep_once(
             function_settings(azurite, container, db_url) | {"SAFETYNET_CUTOFF": "9" * 23 + "d"}
         )
 
@@ -442,12 +446,13 @@ def test_function_never_logs_or_raises_a_secret(
     store: DocumentStore,
     caplog: pytest.LogCaptureFixture,
     change: dict[str, str],
+    function_app: ModuleType,
 ) -> None:
     """Whatever setting holds a secret, neither the raised error nor any log record shows it."""
     caplog.set_level(logging.DEBUG)
     settings = function_settings(azurite, container, db_url) | change
     with pytest.raises(Exception) as raised:  # noqa: PT011 (any refusal; its words are checked)
-        sweep_once(settings)
+        function_app.sweep_once(settings)
     chained: list[str] = []
     error: BaseException | None = raised.value
     while error is not None:  # what the Functions host prints: the error and its chain
@@ -457,7 +462,11 @@ def test_function_never_logs_or_raises_a_secret(
 
 
 def test_function_applies_the_endpoint_rule_with_its_opt_in(
-    azurite: Azurite, container: ContainerClient, db_url: str, store: DocumentStore
+    azurite: Azurite,
+    container: ContainerClient,
+    db_url: str,
+    store: DocumentStore,
+    function_app: ModuleType,
 ) -> None:
     """An account URL on a custom host is refused unless SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true."""
     settings = function_settings(azurite, container, db_url) | {
@@ -465,7 +474,7 @@ def test_function_applies_the_endpoint_rule_with_its_opt_in(
         "SAFETYNET_ACCOUNT_URL": "https://files.example.com",
     }
     with pytest.raises(SettingsError, match="SAFETYNET_ALLOW_CUSTOM_ENDPOINT"):
-        sweep_once(settings)
+        function_app.sweep_once(settings)
 
 
 def test_a_value_with_a_newline_is_escaped_once(run_cli: RunCli, tmp_path: Path) -> None:

@@ -30,20 +30,20 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from safetynet.demo import (
-    DELETE_STEPS,
-    PUT_STEPS,
-    REPLACE_STEPS,
-    SimulatedCrash,
-    crash_after,
-)
-from sweeper.invariants import DeleteLog, InvariantWatch, check_invariants
 from sweeper.lease import SweepLeaseHeldError
 from sweeper.protocol import ProtocolError, UploadProtocol, no_checkpoint
 from sweeper.reconcile import reconcile
 from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore, NameConflictError, Status
 from sweeper.sweep import Sweeper, SweepReport
+from testkit.crash import (
+    DELETE_STEPS,
+    PUT_STEPS,
+    REPLACE_STEPS,
+    SimulatedCrash,
+    crash_after,
+)
+from testkit.invariants import DeleteLog, InvariantWatch, check_invariants
 from tests.sweeper.conftest import CUTOFF
 
 SOAK_EXAMPLES = int(os.environ.get("SAFETYNET_SOAK_EXAMPLES", "0"))
@@ -239,11 +239,11 @@ def workdir() -> Iterator[Path]:
 
 
 def test_invariants_hold_under_any_interleaving(
-    blob_service: BlobServiceClient, workdir: Path
+    service_client: BlobServiceClient, workdir: Path
 ) -> None:
     """Whatever order writers, crashes, retries, sweepers, reconcile and time take, I1-I6 hold."""
     run_state_machine_as_test(
-        make_machine(blob_service, workdir),
+        make_machine(service_client, workdir),
         settings=settings(
             max_examples=INTERLEAVING_EXAMPLES,
             stateful_step_count=STEPS,

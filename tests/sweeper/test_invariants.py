@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, STATE_TAG
-from sweeper.invariants import InvariantResult, check_invariants, snapshot
 from sweeper.protocol import UploadProtocol
 from sweeper.store import DocumentStore
 from sweeper.sweep import SweepReport
+from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
+from testkit.invariants import InvariantResult, check_invariants, snapshot
 
 NOW_PLUS = datetime.now(UTC) + timedelta(days=1)
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import BlobLeaseClient, ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
+from safetynet.exitcodes import ExitCode
 from sweeper.lease import (
     ACQUIRED,
     HEARTBEAT,
@@ -22,6 +22,7 @@ from sweeper.lease import (
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore
 from sweeper.sweep import Sweeper, SweepReport
+from testkit.azurite import Azurite
 from tests.sweeper.conftest import CUTOFF
 
 StaleRows = Callable[..., list[Document]]
@@ -121,6 +122,6 @@ def test_an_infinite_lease_fails_the_sweep(
         )
     finally:
         lease.release()
-    assert code == 1
+    assert code == ExitCode.FINDINGS
     assert "infinite lease" in capsys.readouterr().err
     assert store.count() == 2

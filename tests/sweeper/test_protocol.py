@@ -10,8 +10,6 @@ import pytest
 from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
-from safetynet.demo import PUT_STEPS, SimulatedCrash, crash_after
 from sweeper.protocol import (
     InvalidNameError,
     ProtocolError,
@@ -20,6 +18,8 @@ from sweeper.protocol import (
 )
 from sweeper.reconcile import list_blobs
 from sweeper.store import BlobRecordKind, DocumentStore, NameConflictError, Status
+from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from testkit.crash import PUT_STEPS, SimulatedCrash, crash_after
 
 
 def blob_state(container: ContainerClient, name: str) -> str:

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import COMMITTED, STATE_TAG
 from sweeper.protocol import (
     ConcurrentReplaceError,
     InvalidNameError,
@@ -23,6 +22,7 @@ from sweeper.protocol import (
 from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore, Status
 from sweeper.sweep import Sweeper
+from sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
 

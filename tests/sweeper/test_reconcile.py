@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.azurite import Azurite
 from safetynet.cli import main
-from safetynet.constants import COMMITTED, PENDING, STATE_TAG
+from safetynet.exitcodes import ExitCode
 from sweeper import blobs
 from sweeper.protocol import UploadProtocol
 from sweeper.reconcile import (
@@ -24,6 +23,8 @@ from sweeper.reconcile import (
     reconcile,
 )
 from sweeper.store import Document, DocumentStore, Status, new_document_id
+from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
+from testkit.azurite import Azurite
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 
@@ -123,11 +124,15 @@ def ready_documents(store: DocumentStore, container: ContainerClient, count: int
 
 @pytest.mark.parametrize(
     ("case", "code"),
-    [("another database", 2), ("never bound", 2), ("same database, rows lost", 1)],
+    [
+        ("another database", ExitCode.USAGE),
+        ("never bound", ExitCode.USAGE),
+        ("same database, rows lost", ExitCode.FINDINGS),
+    ],
 )
 def test_repair_against_an_empty_table_keeps_every_document(
     case: str,
-    code: int,
+    code: ExitCode,
     azurite: Azurite,
     container: ContainerClient,
     store: DocumentStore,
@@ -168,7 +173,9 @@ def test_repair_against_an_empty_table_keeps_every_document(
     assert len(before) == 20
     assert set(list_blobs(container)) == before
     out, err = capsys.readouterr()
-    assert ("20 committed orphan(s) kept" in out) if code == 1 else ("refused" in err)
+    assert (
+        ("20 committed orphan(s) kept" in out) if code == ExitCode.FINDINGS else ("refused" in err)
+    )
 
 
 def test_plan_then_apply_deletes_only_what_was_reviewed(

@@ -9,8 +9,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import COMMITTED, RETIRED, STATE_TAG
-from safetynet.demo import SimulatedCrash, crash_after
 from sweeper import blobs
 from sweeper.protocol import ProtocolError, ReservationExpiredError, UploadProtocol
 from sweeper.reconcile import (
@@ -23,6 +21,8 @@ from sweeper.reconcile import (
 from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, DocumentTable, Status
 from sweeper.sweep import ContainerBindingError, Sweeper
+from sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
+from testkit.crash import SimulatedCrash, crash_after
 from tests.sweeper.conftest import CUTOFF
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)

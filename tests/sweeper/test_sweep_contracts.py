@@ -8,11 +8,11 @@ import logging
 import pytest
 from azure.storage.blob import ContainerClient
 
-from benchmarks.latency_proxy import LatencyProxy
-from safetynet.azurite import Azurite
 from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore
 from sweeper.sweep import Sweeper
+from testkit.azurite import Azurite
+from testkit.fault_proxy import LatencyProxy
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
 BATCH = "POST comp=batch"

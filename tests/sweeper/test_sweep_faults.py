@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from benchmarks.latency_proxy import LatencyProxy
-from safetynet.azurite import Azurite
 from sweeper.reconcile import list_blobs
 from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore, Status
 from sweeper.sweep import Sweeper
+from testkit.azurite import Azurite
+from testkit.fault_proxy import LatencyProxy
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
 BATCH = "POST comp=batch"

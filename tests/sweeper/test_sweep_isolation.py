@@ -10,11 +10,11 @@ import pytest
 import sqlalchemy as sa
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from benchmarks.latency_proxy import LatencyProxy
-from safetynet.azurite import Azurite
 from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore
 from sweeper.sweep import Sweeper, SweepReport
+from testkit.azurite import Azurite
+from testkit.fault_proxy import LatencyProxy
 from tests.sweeper.conftest import CUTOFF, later, stale_rows_in
 
 BATCH = "POST comp=batch"

@@ -13,8 +13,8 @@ from azure.storage.blob import BlobServiceClient
 
 from policies.probes import Probe, ProbeOutcome, Target, run_probes
 from policies.probes.runner import ProbeResult, VerificationRun
-from policies.testing.tls import TlsFiles, make_tls_files
-from safetynet.azurite import Azurite, AzuriteTls
+from testkit.azurite import Azurite, AzuriteTls
+from testkit.tls import TlsFiles, make_tls_files
 from tests.verification.doubles import EmulatorTokenCredential
 
 

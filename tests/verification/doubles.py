@@ -19,8 +19,8 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
-from benchmarks.latency_proxy import _HOP_BY_HOP, LatencyProxy, LatencyProxyServer, _Handler
 from policies.probes import RequestCounter
+from testkit.fault_proxy import _HOP_BY_HOP, LatencyProxy, LatencyProxyServer, _Handler
 
 TENANT = "00000000-0000-0000-0000-000000000000"
 

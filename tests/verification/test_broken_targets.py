@@ -27,9 +27,9 @@ from policies.probes.writes import (
     CREATE_ONLY,
     TAG_GUARDED_DELETE,
 )
-from safetynet.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, dev_blob_endpoint
-from safetynet.constants import HEARTBEAT_BLOB
 from sweeper.heartbeat import heartbeat_body, write_heartbeat
+from sweeper.vocabulary import HEARTBEAT_BLOB
+from testkit.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, dev_blob_endpoint
 from tests.verification.conftest import ProbeTarget
 from tests.verification.doubles import (
     Refusal,

@@ -15,12 +15,12 @@ from policies.probes import ProbeOutcome, ProbeResult
 from policies.probes.runner import VerificationRun
 from policies.probes.writes import CREATE_ONLY
 from policies.report import VERIFY_RENDERERS
-from policies.testing.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
-from safetynet.azurite import DEV_KEY, Azurite
 from safetynet.cli import main
 from safetynet.commands.common import UsageError
 from safetynet.commands.verify import exit_code, second_credential
 from safetynet.exitcodes import ExitCode
+from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
+from testkit.azurite import DEV_KEY, Azurite
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
 

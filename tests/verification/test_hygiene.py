@@ -8,13 +8,13 @@ import pytest
 from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobServiceClient
 
-from benchmarks.latency_proxy import LatencyProxy
 from policies.probes import PROBES, Observation, Probe, ProbeOutcome, Target, run_probes
 from policies.probes.liveness import CANARY
-from safetynet.azurite import Azurite
 from safetynet.commands.verify import exit_code
-from safetynet.constants import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
 from safetynet.exitcodes import ExitCode
+from sweeper.vocabulary import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
+from testkit.azurite import Azurite
+from testkit.fault_proxy import LatencyProxy
 from tests.verification.doubles import RecordingCounter
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]

@@ -10,8 +10,9 @@ from azure.core.exceptions import ClientAuthenticationError
 from azure.storage.blob import BlobServiceClient
 
 from policies.probes import PROBES, ProbeOutcome, Target, run_probes
-from safetynet.azurite import Azurite
 from safetynet.cli import main
+from safetynet.exitcodes import ExitCode
+from testkit.azurite import Azurite
 from tests.verification.conftest import ProbeTarget
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
@@ -59,7 +60,7 @@ def test_no_arguments_prints_the_table_and_exits_0(
     """`safetynet verify` alone starts Azurite, prints one row per probe and exits 0."""
     code = main(["verify"])
     out = capsys.readouterr().out
-    assert code == 0
+    assert code == ExitCode.OK
     rows = {
         line.split()[0]: line.split()[2] for line in out.splitlines()[1:] if line.startswith("SNV-")
     }
@@ -87,7 +88,7 @@ def test_outcomes_with_the_account_key(
         ]
     )
     document = json.loads(output.read_text())
-    assert code == 0
+    assert code == ExitCode.OK
     outcomes = {check["check"]: check["outcome"] for check in document["checks"]}
     assert outcomes == ON_AZURITE_WITH_KEY
     details = {check["check"]: check["detail"] for check in document["checks"]}

@@ -20,10 +20,10 @@ from urllib.parse import unquote, urlsplit
 
 from azure.storage.blob import ContainerClient
 
-from safetynet.constants import COMMITTED, PENDING, RETIRED, tag_condition
 from sweeper.reconcile import ListedBlob, list_blobs
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.sweep import SweepReport
+from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, tag_condition
 
 DESCRIPTIONS = {
     "I1": "no Ready row points to a missing blob",

@@ -1,6 +1,6 @@
 """The sweeper as an Azure Function (Python v2 programming model): one sweep per timer tick.
 
-The build step (`sweeper/build.py`) puts this file at the root of the deployment zip, where the
+The build step (`infra/function_zip.py`) puts this file at the root of the deployment zip, where the
 Functions host indexes the module-level `app`. Everything else happens per invocation: nothing
 here touches the network at import time, so a wrong setting fails the invocation (and names the
 setting) instead of failing the host's indexing with no useful message.
@@ -23,10 +23,10 @@ import azure.functions as func
 from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient
 
-from safetynet.redaction import RedactingFilter, Redactor, printable, secrets_in
-from sweeper.clients import blob_service, database_credential
+from sweeper.clients import blob_service_client, database_credential
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError
+from sweeper.redaction import RedactingFilter, Redactor, printable, secrets_in
 from sweeper.settings import FunctionSettings, SettingsError
 from sweeper.store import DocumentStore, StoreError
 from sweeper.sweep import Sweeper, SweepReport
@@ -176,7 +176,7 @@ def _service(
     account URL only for Azure's blob endpoints, anything else only with
     SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true.
     """
-    return blob_service(
+    return blob_service_client(
         account_url,
         connection_string,
         allow_custom_endpoint=allow_custom_endpoint,

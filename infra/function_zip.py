@@ -1,5 +1,10 @@
 """Builds the sweeper function's deployment zip: code at the root, Linux wheels pre-installed.
 
+The zip is `function/` (function_app.py and host.json, at the root where the Functions host
+looks for them), the whole runtime `sweeper/` package beside them, a requirements.txt, and the
+dependencies. Nothing else of the project: no CLI, no test kit, no tests. It is built from a
+source checkout, because `function/` is a folder, not an installed package.
+
 The infra program uploads the zip as is (Flex Consumption's blob-container deployment, no remote
 build), so the dependencies must already be inside it, built for the platform the app runs on
 (Linux x86-64, CPython of the infra program's version) rather than for this machine. pip's
@@ -24,8 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import safetynet.constants
-
 DEFAULT_PYTHON_VERSION: Final = "3.11"
 """Must equal the runtime version the infra program sets (a test compares the two)."""
 DEFAULT_OUTPUT: Final = Path("build/sweeper-function.zip")
@@ -39,12 +42,12 @@ RUNTIME_REQUIREMENTS: Final = (
     "sqlalchemy~=2.1",
 )
 """What `sweeper` and function_app.py import at run time; not pulumi, not azure-mgmt-*."""
+PROJECT_ROOT: Final = Path(__file__).resolve().parents[1]
+FUNCTION_DIR: Final = PROJECT_ROOT / "function"
+"""Exactly what sits at the zip root: the entry module and the host configuration."""
+RUNTIME_PACKAGE_DIR: Final = PROJECT_ROOT / "sweeper"
+"""The runtime package, shipped whole (it holds no build or test code)."""
 ROOT_FILES: Final = ("function_app.py", "host.json")
-"""Taken from sweeper/ but placed at the zip root, where the Functions host looks for them."""
-BUILD_ONLY: Final = frozenset({"build.py", *ROOT_FILES})
-"""sweeper/ modules that must not be shipped inside the package itself."""
-SHARED_MODULES: Final = ("__init__.py", "constants.py", "redaction.py")
-"""The only parts of `safetynet` the sweeper imports (the shared constants and redaction)."""
 ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
 """The earliest time a zip entry can hold; any fixed value makes builds byte-identical."""
 _SKIPPED_PARTS: Final = frozenset({"__pycache__", "bin"})
@@ -116,22 +119,17 @@ def build_zip(
     """
     if not _PYTHON_VERSION.fullmatch(python_version):
         raise BuildError(f"--python-version {python_version!r} is not of the form 3.N (e.g. 3.11)")
-    sweeper_dir = Path(__file__).resolve().parent
-    safetynet_dir = Path(safetynet.constants.__file__).resolve().parent
+    for folder in (FUNCTION_DIR, RUNTIME_PACKAGE_DIR):
+        if not folder.is_dir():
+            raise BuildError(f"{folder} is missing: build the function zip from a source checkout")
     with tempfile.TemporaryDirectory(prefix="sweeper-function-") as scratch:
         stage = Path(scratch) / "stage"
         stage.mkdir()
         for name in ROOT_FILES:
-            shutil.copy2(sweeper_dir / name, stage / name)
-        _copy_modules(sweeper_dir, stage / "sweeper", exclude=BUILD_ONLY)
-        _copy_modules(safetynet_dir, stage / "safetynet", only=SHARED_MODULES)
+            shutil.copy2(FUNCTION_DIR / name, stage / name)
+        _copy_modules(RUNTIME_PACKAGE_DIR, stage / "sweeper")
         requirements = stage / "requirements.txt"
-        requirements.write_text(
-            "# Pre-installed under .python_packages by `safetynet build-function`;\n"
-            "# the zip is deployed without a remote build.\n"
-            + "".join(f"{line}\n" for line in sorted(RUNTIME_REQUIREMENTS)),
-            encoding="utf-8",
-        )
+        write_requirements(requirements)
         if with_dependencies:
             site = stage / SITE_PACKAGES
             site.mkdir(parents=True)
@@ -148,17 +146,19 @@ def build_zip(
     return BuildResult(output, entries, output.stat().st_size, with_dependencies)
 
 
-def _copy_modules(
-    source: Path,
-    target: Path,
-    *,
-    exclude: frozenset[str] = frozenset(),
-    only: Sequence[str] | None = None,
-) -> None:
+def write_requirements(path: Path) -> None:
+    """Writes the zip's requirements.txt: what `sweeper` and function_app.py need at run time."""
+    path.write_text(
+        "# Pre-installed under .python_packages by `safetynet build-function`;\n"
+        "# the zip is deployed without a remote build.\n"
+        + "".join(f"{line}\n" for line in sorted(RUNTIME_REQUIREMENTS)),
+        encoding="utf-8",
+    )
+
+
+def _copy_modules(source: Path, target: Path) -> None:
     target.mkdir(parents=True)
     for module in sorted(source.glob("*.py")):
-        if module.name in exclude or (only is not None and module.name not in only):
-            continue
         shutil.copy2(module, target / module.name)
 
 

@@ -4,7 +4,8 @@ Database URLs show scheme, host, port and database only (no user info, no query 
 URLs show no query string (a SAS); connection strings show their blob endpoint only; tokens are
 never shown. `Redactor.scrub` is the last line of defence on every output stream: it removes the
 secrets it was told about (in every spelling the input could take) and anything that looks like
-a credential. Standard library only, because the CLI, `sweeper/` and `policies/` all use it.
+a credential. Standard library only: it is in the bottom layer, which the CLI, `sweeper/`,
+`policies/` and `infra/` all use.
 """
 
 from __future__ import annotations

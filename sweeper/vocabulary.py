@@ -1,6 +1,7 @@
-"""Names every part agrees on: the protocol's tag, its values, and the default container.
+"""The protocol's vocabulary: the tag, its values, the default container, the internal prefix.
 
-`infra/`, `policies/` and `sweeper/` may all import this module and nothing else of each other.
+The bottom layer: `infra/`, `policies/`, `sweeper/`, `testkit/` and the CLI may all import this
+module; it imports only the standard library (tests/test_boundaries.py holds it to that).
 """
 
 from typing import Final

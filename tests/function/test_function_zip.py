@@ -15,15 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from safetynet import cli
-from sweeper import build
-from sweeper.build import (
+from infra import function_zip
+from infra.function_zip import (
     DEFAULT_PYTHON_VERSION,
     RUNTIME_REQUIREMENTS,
     SITE_PACKAGES,
     BuildError,
     build_zip,
 )
+from safetynet import cli
+from safetynet.exitcodes import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
 FULL_BUILD = os.environ.get("SAFETYNET_TEST_FULL_BUILD") == "1"
@@ -73,26 +74,53 @@ def run_isolated(root: Path, code: str, *, with_venv_packages: bool) -> str:
 IMPORT_CHECK = """
 import json, function_app, sweeper
 names = [f.get_function_name() for f in function_app.app.get_functions()]
-leaked = sorted(m for m in sys.modules if m.split(".")[0] in {"infra", "policies", "pulumi", "tests"})
+leaked = sorted(
+    m for m in sys.modules
+    if m.split(".")[0] in {"infra", "policies", "pulumi", "tests", "safetynet", "testkit"}
+)
 print(json.dumps({"sweeper": sweeper.__file__, "functions": names, "leaked": leaked}))
 """
 
 
-def test_zip_holds_the_entry_at_its_root_and_only_runtime_code(tmp_path: Path) -> None:
-    """function_app.py and host.json sit at the root beside sweeper/ and the shared modules only."""
-    result = build_zip(tmp_path / "f.zip", pip=FakePip())
+RUNTIME_MODULES = (
+    "__init__.py",
+    "blobs.py",
+    "clients.py",
+    "heartbeat.py",
+    "lease.py",
+    "protocol.py",
+    "reconcile.py",
+    "redaction.py",
+    "settings.py",
+    "store.py",
+    "sweep.py",
+    "vocabulary.py",
+)
+"""The runtime package as it ships; a module added to sweeper/ must be added here on purpose."""
+
+
+def test_zip_holds_exactly_the_entry_and_the_runtime_package(tmp_path: Path) -> None:
+    """The code-only zip is function/ at its root, the sweeper package and requirements.txt: no
+    CLI, no test kit, no tests, no other part."""
+    result = build_zip(tmp_path / "f.zip", with_dependencies=False)
 
     names = names_in(result.path)
 
-    assert {"function_app.py", "host.json", "requirements.txt"} <= names
-    assert {"sweeper/__init__.py", "sweeper/sweep.py", "sweeper/settings.py"} <= names
-    assert {n for n in names if n.startswith("safetynet/")} == {
-        "safetynet/__init__.py",
-        "safetynet/constants.py",
-        "safetynet/redaction.py",
+    assert names == {
+        "function_app.py",
+        "host.json",
+        "requirements.txt",
+        *(f"sweeper/{module}" for module in RUNTIME_MODULES),
     }
-    assert not {"sweeper/function_app.py", "sweeper/build.py", "sweeper/host.json"} & names
-    assert not [n for n in names if n.split("/")[0] in {"infra", "policies", "tests"}]
+    assert {path.name for path in (REPO / "sweeper").glob("*.py")} == set(RUNTIME_MODULES)
+    assert not {n.split("/")[0] for n in names} & {
+        "safetynet",
+        "testkit",
+        "tests",
+        "infra",
+        "policies",
+        "benchmarks",
+    }
 
 
 def test_requirements_list_the_runtime_dependencies(tmp_path: Path) -> None:
@@ -151,7 +179,7 @@ def test_two_builds_are_byte_identical(tmp_path: Path) -> None:
     with zipfile.ZipFile(first.path) as archive:
         names = archive.namelist()
         assert names == sorted(names)
-        assert {info.date_time for info in archive.infolist()} == {build.ZIP_EPOCH}
+        assert {info.date_time for info in archive.infolist()} == {function_zip.ZIP_EPOCH}
 
 
 def test_pip_failure_keeps_any_previous_zip(tmp_path: Path) -> None:
@@ -170,11 +198,11 @@ def test_command_exits_2_with_pips_reason_when_pip_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`safetynet build-function` exits 2 and prints why when the wheels cannot be installed."""
-    monkeypatch.setattr(build, "run_pip", failing_pip)
+    monkeypatch.setattr(function_zip, "run_pip", failing_pip)
 
     code = cli.main(["build-function", "--output", str(tmp_path / "f.zip")])
 
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert "no network" in capsys.readouterr().err
     assert not (tmp_path / "f.zip").exists()
 
@@ -187,7 +215,7 @@ def test_command_rejects_a_malformed_python_version(
         ["build-function", "--output", str(tmp_path / "f.zip"), "--python-version", "eleven"]
     )
 
-    assert code == 2
+    assert code == ExitCode.USAGE
     assert "--python-version" in capsys.readouterr().err
 
 
@@ -204,7 +232,7 @@ def test_command_defaults_match_the_infra_program() -> None:
 
 def test_host_json_targets_functions_v4_with_a_bounded_timeout() -> None:
     """host.json is schema 2.0, uses the v4 extension bundle, caps runs and never samples requests."""
-    host = json.loads((REPO / "sweeper" / "host.json").read_text())
+    host = json.loads((REPO / "function" / "host.json").read_text())
 
     assert host["version"] == "2.0"
     assert host["extensionBundle"]["version"] == "[4.*, 5.0.0)"

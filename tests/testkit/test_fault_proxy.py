@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from benchmarks.latency_proxy import LatencyProxy, request_kind
+from testkit.fault_proxy import LatencyProxy, request_kind
 
 MULTIPART = (
     b"--batch_1\r\nContent-Type: application/http\r\n\r\nHTTP/1.1 202 Accepted\r\n\r\n--batch_1--"

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from policies.testing.tls import make_tls_files
-from safetynet.constants import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from testkit.tls import make_tls_files
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000a0d1"
 TOKEN = "fake-arm-token"  # noqa: S105 (a test double's token, checked by the fake itself)
@@ -62,7 +62,7 @@ class FakeAccount:
     name: str
     resource_group: str
     body: dict[str, Any]
-    blob_service: dict[str, Any]
+    blob_service_properties: dict[str, Any]
     containers: list[dict[str, Any]]
     management_policy: dict[str, Any] | None
     role_assignments: list[dict[str, Any]]
@@ -199,7 +199,7 @@ def compliant_account(name: str, resource_group: str = "rg-docs") -> FakeAccount
             "provisioningState": "Succeeded",
         },
     }
-    blob_service = {
+    blob_service_properties = {
         "id": f"{account_id}/blobServices/default",
         "name": "default",
         "type": "Microsoft.Storage/storageAccounts/blobServices",
@@ -247,7 +247,7 @@ def compliant_account(name: str, resource_group: str = "rg-docs") -> FakeAccount
         name=name,
         resource_group=resource_group,
         body=body,
-        blob_service=blob_service,
+        blob_service_properties=blob_service_properties,
         containers=[container],
         management_policy=policy,
         role_assignments=[assignment(account_id, APP_PRINCIPAL, UPLOADER)],
@@ -375,7 +375,7 @@ class FakeArm:
         if operation == "get":
             return 200, account.body
         if operation == "blobServices":
-            return 200, account.blob_service
+            return 200, account.blob_service_properties
         if operation == "containers":
             return self._page(path, query, account.containers)
         if operation == "managementPolicies":
