@@ -209,3 +209,54 @@ def test_the_spelling_check_finds_a_literal(tmp_path: Path) -> None:
         f"{module}:2",
         f"{module}:3",
     ]
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+FUNCTION_TABLE = "| setting | required | default | meaning |"
+CLI_TABLE = "| option | env | default | meaning |"
+
+
+def doc_tables(header: str) -> list[list[list[str]]]:
+    """Every markdown table under `header` in the README and docs/, as rows of cells."""
+    tables = []
+    for path in DOCS:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for start, line in enumerate(lines):
+            if line.strip() != header:
+                continue
+            rows = []
+            for row in lines[start + 2 :]:
+                if not row.startswith("|"):
+                    break
+                cells = re.split(r"(?<!\\)\|", row.strip().removeprefix("|").removesuffix("|"))
+                rows.append([cell.strip() for cell in cells])
+            tables.append(rows)
+    return tables
+
+
+def documented_default(cell: str) -> str | None:
+    """`15m` -> 15m; an empty cell or `(required)` -> None."""
+    return cell.strip("`") if cell.startswith("`") else None
+
+
+def test_the_function_settings_table_is_the_vocabulary() -> None:
+    """The documented app settings are exactly the Function's settings, with their defaults."""
+    tables = doc_tables(FUNCTION_TABLE)
+    assert tables, f"no table headed {FUNCTION_TABLE!r} in README.md or docs/"
+    expected = {setting.name: setting.default for setting in appsettings.FUNCTION_SETTINGS}
+    for rows in tables:
+        documented = {row[0].strip("`"): documented_default(row[2]) for row in rows}
+        assert documented == expected
+
+
+def test_the_cli_options_table_names_settings_with_their_defaults() -> None:
+    """Each environment variable in the options table is a setting, with the setting's default."""
+    tables = doc_tables(CLI_TABLE)
+    assert tables, f"no table headed {CLI_TABLE!r} in README.md or docs/"
+    by_name = {setting.name: setting for setting in appsettings.SETTINGS}
+    for rows in tables:
+        for row in rows:
+            if not row[1]:
+                continue  # an option without a variable (--dry-run, --json)
+            setting = by_name[row[1].strip("`")]
+            assert documented_default(row[2]) == setting.default, row
