@@ -216,6 +216,7 @@ def parse_duration(text: str, *, minimum: timedelta, maximum: timedelta, name: s
             "(e.g. 90s, 15m, 2h, 1d)",
         )
     digits, unit = match.groups()
+    # Compared as whole seconds first: timedelta(days=10**22) raises OverflowError.
     seconds = int(digits) * _UNIT_SECONDS[unit] if len(digits) <= _MAX_DIGITS else None
     if seconds is None or not minimum.total_seconds() <= seconds <= maximum.total_seconds():
         _fail(
