@@ -23,6 +23,7 @@ import azure.functions as func
 from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient
 
+from sweeper import appsettings
 from sweeper.clients import blob_service_client, database_credential
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError
@@ -31,11 +32,13 @@ from sweeper.settings import FunctionSettings, SettingsError
 from sweeper.store import DocumentStore, StoreError
 from sweeper.sweep import Sweeper, SweepReport
 
-SCHEDULE_SETTING: Final = "SAFETYNET_SCHEDULE"
-DB_URL_SETTING: Final = "SAFETYNET_DB_URL"
-CONNECTION_STRING_SETTING: Final = "SAFETYNET_CONNECTION_STRING"
-ACCOUNT_URL_SETTING: Final = "SAFETYNET_ACCOUNT_URL"
-SECRET_SETTINGS: Final = (DB_URL_SETTING, ACCOUNT_URL_SETTING, CONNECTION_STRING_SETTING)
+SCHEDULE_SETTING: Final = appsettings.SCHEDULE.name
+DB_URL_SETTING: Final = appsettings.DB_URL.name
+CONNECTION_STRING_SETTING: Final = appsettings.CONNECTION_STRING.name
+ACCOUNT_URL_SETTING: Final = appsettings.ACCOUNT_URL.name
+SECRET_SETTINGS: Final = tuple(
+    setting.name for setting in appsettings.FUNCTION_SETTINGS if setting.secret
+)
 """Settings whose values hold secrets (passwords, SAS, keys): scrubbed from every log record."""
 FUNCTION_NAME: Final = "sweep_timer"
 SUMMARY_EVENT: Final = "safetynet.sweep.finished"

@@ -13,10 +13,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
+from sweeper import appsettings
 from sweeper.vocabulary import DEFAULT_CONTAINER
 
 NAMESPACE: Final = "blob-safetynet"
@@ -24,9 +26,11 @@ NAMESPACE: Final = "blob-safetynet"
 
 DATABASE_URL_KEY: Final = "sweeperDatabaseUrl"
 DATABASE_AUTH_KEY: Final = "sweeperDatabaseAuth"
-DATABASE_AUTH_MODES: Final = ("password", "entra")
-"""The sweeper's SAFETYNET_DB_AUTH values (sweeper/settings.py DB_AUTH_MODES; infra may not import
-the sweeper, tests/infra/test_sweeper_app.py feeds these settings to the sweeper's loader)."""
+DATABASE_AUTH_MODES: Final = appsettings.DB_AUTH_MODES
+"""The sweeper's database authentication modes, written to its app setting as they are."""
+MIN_DEPLOYED_CUTOFF: Final = timedelta(minutes=1)
+"""The deployed sweeper's cutoff floor (the CLI's is 1s): a Function whose schedule fires every
+few minutes gains nothing from a cutoff under a minute, which only risks racing live uploads."""
 
 DEFAULTS: Final[Mapping[str, object]] = {
     "location": "westeurope",
@@ -42,10 +46,10 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "readerPrincipalIds": [],
     "verifierPrincipalIds": [],
     "sweeperSchedule": "0 */5 * * * *",
-    "sweeperCutoff": "15m",
+    "sweeperCutoff": appsettings.CUTOFF.default,
     "sweeperLease": False,
     "sweeperPackagePath": "build/sweeper-function.zip",
-    DATABASE_AUTH_KEY: "password",
+    DATABASE_AUTH_KEY: appsettings.DB_AUTH_PASSWORD,
 }
 """Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
 
@@ -97,9 +101,7 @@ _LOCATION: Final = re.compile(r"[a-z][a-z0-9]{1,49}")
 _CONTAINER: Final = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
 _GUID: Final = re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _NCRONTAB_FIELD: Final = re.compile(r"[0-9A-Za-z*/,\-]+")
-_DURATION: Final = re.compile(r"([1-9][0-9]*)([smhd])")
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://\S+")
-_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class ConfigError(ValueError):
@@ -134,19 +136,22 @@ class StackConfig:
     sweeper_lease: bool
     sweeper_package_path: Path
     database_url: str = field(repr=False)
-    database_auth: str = "password"
+    database_auth: str = appsettings.DB_AUTH_PASSWORD
 
     @property
     def sweeper_cutoff_seconds(self) -> int:
         return duration_seconds(self.sweeper_cutoff)
 
 
-def duration_seconds(text: str) -> int:
-    """`15m` -> 900. Raises ValueError for anything but a positive integer and one unit."""
-    match = _DURATION.fullmatch(text)
-    if match is None:
-        raise ValueError(text)
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+def duration_seconds(text: str, key: str = "sweeperCutoff") -> int:
+    """`15m` -> 900, in the sweeper's duration grammar within the deployed cutoff's bounds."""
+    try:
+        duration = appsettings.parse_duration(
+            text, minimum=MIN_DEPLOYED_CUTOFF, maximum=appsettings.MAX_DURATION, name=key
+        )
+    except appsettings.SettingsError as error:
+        raise ConfigError(key, error.problem) from None
+    return int(duration.total_seconds())
 
 
 def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig:
@@ -161,12 +166,7 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
     values = {**DEFAULTS, **raw}
     pending_days = _integer(values, "pendingExpiryDays", 1, 365)
     cutoff = _text(values, "sweeperCutoff")
-    try:
-        cutoff_seconds = duration_seconds(cutoff)
-    except ValueError:
-        raise ConfigError("sweeperCutoff", f"{cutoff!r} is not a duration") from None
-    if cutoff_seconds < 60:
-        raise ConfigError("sweeperCutoff", f"{cutoff!r} is shorter than 1m")
+    cutoff_seconds = duration_seconds(cutoff)
     if cutoff_seconds >= pending_days * 86400:
         raise ConfigError(
             "sweeperCutoff",
@@ -267,9 +267,12 @@ def _boolean(values: Mapping[str, object], key: str) -> bool:
     value = values.get(key)
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in {"true", "false"}:
-        return value.strip().lower() == "true"
-    raise ConfigError(key, f"{value!r} is not true or false")
+    if not isinstance(value, str):
+        raise ConfigError(key, f"{value!r} is not a boolean; use true or false")
+    try:
+        return appsettings.parse_bool(value, name=key)
+    except appsettings.SettingsError as error:
+        raise ConfigError(key, error.problem) from None
 
 
 def _guids(values: Mapping[str, object], key: str) -> tuple[str, ...]:
@@ -303,7 +306,7 @@ def _database_url(values: Mapping[str, object], database_auth: str) -> str:
     value = _text(values, DATABASE_URL_KEY)
     if _URL.fullmatch(value) is None:
         raise ConfigError(DATABASE_URL_KEY, "is not a URL with a scheme")
-    if database_auth == "entra":
+    if database_auth == appsettings.DB_AUTH_ENTRA:
         # Refused here, at preview, rather than by the sweeper on its first tick; never echoed.
         try:
             parts = urlsplit(value)

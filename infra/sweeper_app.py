@@ -33,6 +33,7 @@ from pulumi_azure_native import authorization, keyvault, managedidentity, storag
 from infra.config import StackConfig
 from infra.package import FunctionPackage, PackageFile
 from infra.storage import hardened_account
+from sweeper import appsettings
 
 PYTHON_VERSION: Final = "3.11"
 DEPLOYMENT_CONTAINER: Final = "deployments"
@@ -229,25 +230,26 @@ class SweeperApp(pulumi.ComponentResource):
             ),
         )
 
+        names = appsettings
         settings: dict[str, pulumi.Input[str]] = {
             # Identity-based host storage: account name, credential kind and which identity.
-            "AzureWebJobsStorage__accountName": self.runtime_account.name,
-            "AzureWebJobsStorage__credential": "managedidentity",
-            "AzureWebJobsStorage__clientId": self.identity.client_id,
-            "APPLICATIONINSIGHTS_CONNECTION_STRING": insights_connection_string,
-            "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": pulumi.Output.concat(
+            names.HOST_STORAGE_ACCOUNT.name: self.runtime_account.name,
+            names.HOST_STORAGE_CREDENTIAL.name: "managedidentity",
+            names.HOST_STORAGE_CLIENT_ID.name: self.identity.client_id,
+            names.INSIGHTS_CONNECTION_STRING.name: insights_connection_string,
+            names.INSIGHTS_AUTHENTICATION_STRING.name: pulumi.Output.concat(
                 "ClientId=", self.identity.client_id, ";Authorization=AAD"
             ),
             # DefaultAzureCredential in the sweeper picks the user-assigned identity by this id.
-            "AZURE_CLIENT_ID": self.identity.client_id,
-            "SAFETYNET_ACCOUNT_URL": data_blob_endpoint,
-            "SAFETYNET_CONTAINER": config.container_name,
-            "SAFETYNET_CUTOFF": config.sweeper_cutoff,
-            "SAFETYNET_SCHEDULE": config.sweeper_schedule,
-            "SAFETYNET_LEASE": "true" if config.sweeper_lease else "false",
+            names.AZURE_CLIENT_ID.name: self.identity.client_id,
+            names.ACCOUNT_URL.name: data_blob_endpoint,
+            names.CONTAINER.name: config.container_name,
+            names.CUTOFF.name: config.sweeper_cutoff,
+            names.SCHEDULE.name: config.sweeper_schedule,
+            names.LEASE.name: names.format_bool(config.sweeper_lease),
             # entra: the sweeper's DefaultAzureCredential (this identity) gets the database token.
-            "SAFETYNET_DB_AUTH": config.database_auth,
-            "SAFETYNET_DB_URL": secret.properties.apply(
+            names.DB_AUTH.name: config.database_auth,
+            names.DB_URL.name: secret.properties.apply(
                 lambda props: key_vault_reference(props.secret_uri)
             ),
         }

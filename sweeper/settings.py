@@ -13,11 +13,14 @@ from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 
+from sweeper import appsettings
+from sweeper.appsettings import DB_AUTH_ENTRA as DB_AUTH_ENTRA
+from sweeper.appsettings import DB_AUTH_MODES as DB_AUTH_MODES
+from sweeper.appsettings import DB_AUTH_PASSWORD as DB_AUTH_PASSWORD
+from sweeper.appsettings import SettingsError as SettingsError
 from sweeper.redaction import display_db_url, display_url, printable
 from sweeper.vocabulary import DEFAULT_CONTAINER
 
-_DURATION = re.compile(r"([0-9]+)([smhd])", re.ASCII)
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}", re.ASCII)
 """3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit:
 https://learn.microsoft.com/en-us/rest/api/storageservices/naming-and-referencing-containers--blobs--and-metadata"""
@@ -30,47 +33,13 @@ AZURE_BLOB_SUFFIXES = (
     ".blob.core.chinacloudapi.cn",
 )
 """Blob endpoints a storage token or key may be sent to without --allow-custom-endpoint."""
-MIN_CUTOFF = timedelta(seconds=1)
-MAX_CUTOFF = timedelta(days=365)
 MAX_BLOB_BATCH = 256
 """Blob Batch accepts at most 256 sub-requests (257 -> 400 ExceedsMaxBatchRequestCount)."""
 
 
-DB_AUTH_SETTING: Final = "SAFETYNET_DB_AUTH"
-DB_AUTH_PASSWORD: Final = "password"  # noqa: S105 - the name of a mode, not a password
-DB_AUTH_ENTRA: Final = "entra"
-DB_AUTH_MODES: Final = (DB_AUTH_PASSWORD, DB_AUTH_ENTRA)
-"""`password`: the URL carries the password (the default). `entra`: the password is a Microsoft
-Entra token fetched for every new connection (Azure Database for PostgreSQL only)."""
+DB_AUTH_SETTING: Final = appsettings.DB_AUTH.name
 ENTRA_SSLMODES: Final = ("require", "verify-ca", "verify-full")
 """libpq modes that never fall back to plain text; `prefer` would, and would send the token."""
-
-
-class SettingsError(ValueError):
-    """A setting is missing, malformed or out of range; the message names it."""
-
-
-def parse_duration(text: str, setting: str = "cutoff") -> timedelta:
-    """`90s`, `15m`, `2h` or `1d` in ASCII digits, between 1 second and 365 days."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise SettingsError(
-            f"{setting}: '{printable(text)}' is not a duration; use a whole number (digits 0-9) "
-            "and a unit s, m, h or d (e.g. 90s, 15m, 2h, 1d)"
-        )
-    # Compared as whole seconds first: timedelta(days=10**22) raises OverflowError.
-    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    if not MIN_CUTOFF.total_seconds() <= seconds <= MAX_CUTOFF.total_seconds():
-        raise SettingsError(f"{setting}: '{printable(text)}' is out of range; allowed 1s to 365d")
-    return timedelta(seconds=seconds)
-
-
-def parse_bool(text: str, setting: str) -> bool:
-    """`true` or `false` (any case); anything else is an error, never a silent false."""
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise SettingsError(f"{setting}: '{printable(text)}' is not a boolean; use true or false")
-    return value == "true"
 
 
 def _bounded_int(raw: str | int, setting: str, low: int, high: int) -> int:
@@ -169,7 +138,8 @@ def check_blob_endpoint(
         )
         raise SettingsError(
             f"{setting} {shown} is not {allowed}; to send credentials to this host anyway, "
-            "pass --allow-custom-endpoint (app setting SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true)"
+            "pass --allow-custom-endpoint "
+            f"(app setting {appsettings.ALLOW_CUSTOM_ENDPOINT.name}=true)"
         )
 
 
@@ -274,35 +244,25 @@ class FunctionSettings:
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> FunctionSettings:
-        if not env.get("SAFETYNET_DB_URL"):
-            raise SettingsError("missing app setting(s): SAFETYNET_DB_URL")
-        if bool(env.get("SAFETYNET_ACCOUNT_URL")) == bool(env.get("SAFETYNET_CONNECTION_STRING")):
+        """The settings in `env` (the app settings), each checked before anything connects."""
+        names = appsettings
+        db_url = names.DB_URL.read(env)
+        if not db_url:
+            raise SettingsError(f"missing app setting(s): {names.DB_URL.name}")
+        account_url = names.ACCOUNT_URL.read(env) or None
+        connection_string = names.CONNECTION_STRING.read(env) or None
+        if bool(account_url) == bool(connection_string):
             raise SettingsError(
-                "set exactly one of SAFETYNET_ACCOUNT_URL (Azure) or "
-                "SAFETYNET_CONNECTION_STRING (Azurite only)"
+                f"set exactly one of {names.ACCOUNT_URL.name} (Azure) or "
+                f"{names.CONNECTION_STRING.name} (Azurite only)"
             )
         sweep = SweepSettings(
-            cutoff=parse_duration(env.get("SAFETYNET_CUTOFF", "15m"), "SAFETYNET_CUTOFF"),
-            container=check_container_name(
-                env.get("SAFETYNET_CONTAINER", DEFAULT_CONTAINER), "SAFETYNET_CONTAINER"
-            ),
-            use_lease=parse_bool(env.get("SAFETYNET_LEASE", "false"), "SAFETYNET_LEASE"),
-            retired_grace=parse_duration(
-                env.get("SAFETYNET_RETIRED_GRACE", "1h"), "SAFETYNET_RETIRED_GRACE"
-            ),
+            cutoff=names.CUTOFF.duration(names.CUTOFF.read(env)),
+            container=check_container_name(names.CONTAINER.read(env), names.CONTAINER.name),
+            use_lease=names.LEASE.boolean(names.LEASE.read(env)),
+            retired_grace=names.RETIRED_GRACE.duration(names.RETIRED_GRACE.read(env)),
         )
-        allow_custom = parse_bool(
-            env.get("SAFETYNET_ALLOW_CUSTOM_ENDPOINT", "false"), "SAFETYNET_ALLOW_CUSTOM_ENDPOINT"
-        )
-        db_auth = parse_db_auth(env.get(DB_AUTH_SETTING, DB_AUTH_PASSWORD))
-        check_database_url(
-            env["SAFETYNET_DB_URL"], setting="SAFETYNET_DB_URL", entra=db_auth == DB_AUTH_ENTRA
-        )
-        return cls(
-            env["SAFETYNET_DB_URL"],
-            env.get("SAFETYNET_ACCOUNT_URL") or None,
-            sweep,
-            env.get("SAFETYNET_CONNECTION_STRING") or None,
-            allow_custom,
-            db_auth,
-        )
+        allow_custom = names.ALLOW_CUSTOM_ENDPOINT.boolean(names.ALLOW_CUSTOM_ENDPOINT.read(env))
+        db_auth = parse_db_auth(names.DB_AUTH.read(env))
+        check_database_url(db_url, setting=names.DB_URL.name, entra=db_auth == DB_AUTH_ENTRA)
+        return cls(db_url, account_url, sweep, connection_string, allow_custom, db_auth)

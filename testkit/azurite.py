@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from sweeper import appsettings
+
 # Azurite's published development account; it exists only inside the emulator.
 DEV_ACCOUNT = "devstoreaccount1"
 DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-AZURITE_BIN_ENV = "SAFETYNET_AZURITE_BIN"
+AZURITE_BIN_ENV = appsettings.AZURITE_BIN.name
 
 
 class AzuriteError(RuntimeError):

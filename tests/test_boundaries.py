@@ -15,8 +15,11 @@ PARTS = ("infra", "policies", "sweeper")
 BOTTOM = (
     "sweeper.vocabulary",
     "sweeper.redaction",
+    "sweeper.appsettings",
 )
-"""The protocol's names and the one redaction path: standard library only, importable by all."""
+"""The protocol's names, the one redaction path (the Function, the audit and the CLI hide
+secrets the same way) and the settings' vocabulary (the names the infra program writes are the
+names the Function reads): standard library only, importable by all."""
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("safetynet",)),
     ("testkit", ("testkit",)),
@@ -110,7 +113,8 @@ def layer_violations(module: str, imported: str) -> str | None:
     (layer, package), (other_layer, other_package) = here, there
     if other_layer < layer:
         return f"imports upward, from {LAYERS[layer][0]} into {LAYERS[other_layer][0]}"
-    if other_layer == layer and package != other_package:
+    # The bottom's modules are one vocabulary and may use each other; the parts may not.
+    if other_layer == layer and package != other_package and LAYERS[layer][0] != "bottom":
         return f"imports {other_package}, another package of the {LAYERS[layer][0]} layer"
     return None
 
@@ -141,6 +145,7 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
     assert layer_violations("safetynet.demo", "testkit.crash") is None
     assert layer_violations("policies.audit", "sweeper.redaction") is None
     assert layer_violations("sweeper.sweep", "sweeper.store") is None
+    assert layer_violations("sweeper.appsettings", "sweeper.vocabulary") is None
 
 
 @pytest.mark.parametrize("package", [*PARTS, "testkit"])

@@ -29,10 +29,11 @@ from policies.report import RENDERERS
 from policies.rules import Outcome, Severity
 from safetynet.commands.common import UsageError, ascii_int, fail, parse_flag
 from safetynet.exitcodes import ExitCode
+from sweeper import appsettings
 from sweeper.redaction import Redactor, display_url, printable
 from sweeper.settings import SettingsError, check_container_name
 
-TOKEN_ENV = "SAFETYNET_ARM_TOKEN"  # noqa: S105 (the variable's name, not a token)
+TOKEN_ENV = appsettings.ARM_TOKEN.name
 NO_FAIL = "none"
 MAX_CONCURRENCY = 64
 MAX_DAYS = 36_500
@@ -73,8 +74,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     where = parser.add_argument_group("what to audit (one account, a resource group, or all)")
     where.add_argument(
         "--subscription",
-        default=env("AZURE_SUBSCRIPTION_ID"),
-        help="subscription id (env AZURE_SUBSCRIPTION_ID)",
+        default=env(appsettings.AZURE_SUBSCRIPTION_ID.name),
+        help=f"subscription id (env {appsettings.AZURE_SUBSCRIPTION_ID.name})",
     )
     where.add_argument("--resource-group", help="only accounts in this resource group")
     where.add_argument(
@@ -93,8 +94,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     conn = parser.add_argument_group("connection")
     conn.add_argument(
         "--arm-endpoint",
-        default=env("SAFETYNET_ARM_ENDPOINT"),
-        help="Resource Manager URL for sovereign clouds or tests (env SAFETYNET_ARM_ENDPOINT)",
+        default=env(appsettings.ARM_ENDPOINT.name),
+        help="Resource Manager URL for sovereign clouds or tests "
+        f"(env {appsettings.ARM_ENDPOINT.name})",
     )
     conn.add_argument(
         "--storage-api-version",
@@ -106,9 +108,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--allow-custom-endpoint",
         action="store_const",
         const="true",
-        default=env("SAFETYNET_ALLOW_CUSTOM_ENDPOINT", "false"),
+        default=appsettings.ALLOW_CUSTOM_ENDPOINT.read(os.environ),
         help="send the token to an --arm-endpoint that is neither Azure's Resource Manager nor "
-        "loopback (env SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true|false)",
+        f"loopback (env {appsettings.ALLOW_CUSTOM_ENDPOINT.name}=true|false)",
     )
     conn.add_argument(
         "--concurrency",
@@ -124,8 +126,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     limits.add_argument("--max-pending-days", type=ascii_int, default=DEFAULTS.max_pending_days)
     limits.add_argument(
         "--container",
-        default=env("SAFETYNET_CONTAINER", DEFAULTS.container),
-        help="the protocol's container (env SAFETYNET_CONTAINER)",
+        default=env(appsettings.CONTAINER.name, DEFAULTS.container),
+        help=f"the protocol's container (env {appsettings.CONTAINER.name})",
     )
     limits.add_argument(
         "--deployment-principal",
@@ -151,7 +153,9 @@ def scope_from(args: argparse.Namespace) -> Scope:
             raise UsageError("--account names another subscription than --subscription")
         return _checked(Scope(match["sub"], match["rg"], match["name"]))
     if not subscription:
-        raise UsageError("--subscription (or AZURE_SUBSCRIPTION_ID) is required")
+        raise UsageError(
+            f"--subscription (or {appsettings.AZURE_SUBSCRIPTION_ID.name}) is required"
+        )
     if account and not group:
         raise UsageError("--account NAME needs --resource-group (or pass the full resource id)")
     return _checked(Scope(subscription, group, account))

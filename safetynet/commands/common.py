@@ -10,15 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from safetynet.exitcodes import ExitCode, help_epilog
+from sweeper import appsettings
 from sweeper.redaction import RedactingFilter, Redactor, printable, secrets_in
 
-SECRET_ENV = (
-    "SAFETYNET_DB_URL",
-    "SAFETYNET_ACCOUNT_URL",
-    "SAFETYNET_CONNECTION_STRING",
-    "SAFETYNET_ARM_TOKEN",
-    "AZURE_CLIENT_SECRET",
-)
+SECRET_ENV = appsettings.SECRET_NAMES
 MAX_LISTED_ERRORS = 20
 """Errors listed one by one in a report; the rest are counted (2,344 errors made a 239 KB line)."""
 
@@ -63,7 +58,7 @@ def redactor_for(argv: Sequence[str], env: Mapping[str, str]) -> Redactor:
     redactor = Redactor(secrets_in(argv))
     redactor.add(*secrets_in(env.get(name) for name in SECRET_ENV))
     # Tokens are secret whole, whatever they look like.
-    redactor.add(env.get("SAFETYNET_ARM_TOKEN"), env.get("AZURE_CLIENT_SECRET"))
+    redactor.add(env.get(appsettings.ARM_TOKEN.name), env.get(appsettings.AZURE_CLIENT_SECRET.name))
     return redactor
 
 
@@ -139,7 +134,7 @@ def log_progress() -> None:
 
 def parse_flag(value: str, option: str) -> bool:
     """A store_const flag whose default came from a true|false environment variable."""
-    text = value.strip().lower()
-    if text not in ("true", "false"):
-        raise UsageError(f"{option}: '{printable(value)}' is not a boolean; use true or false")
-    return text == "true"
+    try:
+        return appsettings.parse_bool(value, name=option)
+    except appsettings.SettingsError as error:
+        raise UsageError(str(error)) from None

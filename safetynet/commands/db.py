@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from safetynet.commands.common import fail
 from safetynet.exitcodes import ExitCode
+from sweeper import appsettings
 from sweeper.clients import database_credential
 from sweeper.redaction import display_db_url
 from sweeper.settings import (
@@ -40,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for action, handler in ((init, run_init), (upgrade, run_upgrade)):
         action.add_argument(
             "--db",
-            default=os.environ.get("SAFETYNET_DB_URL"),
-            help="SQLAlchemy URL, e.g. sqlite:///documents.db (env SAFETYNET_DB_URL)",
+            default=os.environ.get(appsettings.DB_URL.name),
+            help=f"SQLAlchemy URL, e.g. sqlite:///documents.db (env {appsettings.DB_URL.name})",
         )
         add_db_auth_option(action)
         action.add_argument(
@@ -53,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def add_db_auth_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db-auth",
-        default=os.environ.get(DB_AUTH_SETTING, DB_AUTH_PASSWORD),
+        default=appsettings.DB_AUTH.read(os.environ),
         help=f"{' or '.join(DB_AUTH_MODES)}: {DB_AUTH_ENTRA} sends a Microsoft Entra token "
         "(DefaultAzureCredential) as the PostgreSQL password; the URL then has none "
         f"(env {DB_AUTH_SETTING}, default {DB_AUTH_PASSWORD})",
@@ -70,7 +71,7 @@ def open_store(url: str, db_auth: str, *, creating: bool, setting: str = "--db")
 def _open(args: argparse.Namespace, command: str, creating: bool) -> DocumentStore | int:
     """The store for --db, or the exit code after reporting why it cannot be used."""
     if not args.db:
-        message = "--db URL (or SAFETYNET_DB_URL) is required"
+        message = f"--db URL (or {appsettings.DB_URL.name}) is required"
         return fail(command, ExitCode.USAGE, message, args.json)
     try:
         return open_store(args.db, args.db_auth, creating=creating)

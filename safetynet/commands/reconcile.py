@@ -25,6 +25,7 @@ from safetynet.commands.common import (
 )
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
+from sweeper import appsettings
 from sweeper.reconcile import (
     MAX_ORPHAN_SHARE,
     Reconciliation,
@@ -34,7 +35,7 @@ from sweeper.reconcile import (
     reconcile,
 )
 from sweeper.redaction import printable
-from sweeper.settings import SettingsError, parse_duration
+from sweeper.settings import SettingsError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_target_options(parser)
     parser.add_argument(
         "--older-than",
-        default=env("SAFETYNET_CUTOFF", "15m"),
+        default=env(appsettings.CUTOFF.name, appsettings.CUTOFF.default),
         help="judge only blobs and rows older than this (use the sweeper's cutoff)",
     )
     parser.add_argument(
@@ -88,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             plan = _read_plan(args) if args.apply_plan else None
-            older_than = datetime.now(UTC) - parse_duration(args.older_than, "--older-than")
+            older_than = datetime.now(UTC) - appsettings.CUTOFF.duration(
+                args.older_than, "--older-than"
+            )
         except SettingsError as error:
             raise UsageError(str(error)) from None
         store, container = open_target(args)

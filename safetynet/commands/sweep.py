@@ -22,42 +22,45 @@ from safetynet.commands.common import (
 )
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
+from sweeper import appsettings
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError, SweepLeaseLostError, SweepLeaseStuckError
 from sweeper.redaction import printable
-from sweeper.settings import SettingsError, SweepSettings, parse_bool, parse_duration
+from sweeper.settings import SettingsError, SweepSettings
 from sweeper.sweep import ContainerBindingError, Sweeper, SweepReport
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    env = os.environ.get
+    names = appsettings
+    env = os.environ
     parser = subparsers.add_parser("sweep", help="delete abandoned uploads under the tag guard")
     add_target_options(parser)
     parser.add_argument(
         "--cutoff",
-        default=env("SAFETYNET_CUTOFF", "15m"),
-        help="age after which a Pending row is abandoned: 90s, 15m, 2h, 1d (env SAFETYNET_CUTOFF)",
+        default=names.CUTOFF.read(env),
+        help="age after which a Pending row is abandoned: 90s, 15m, 2h, 1d "
+        f"(env {names.CUTOFF.name})",
     )
     parser.add_argument(
         "--concurrency",
         type=ascii_int,
         # A string default goes through `type` at parse time: a bad env value is a usage error.
-        default=env("SAFETYNET_CONCURRENCY", "4"),
-        help="Blob Batches in flight, 1-64 (env SAFETYNET_CONCURRENCY)",
+        default=names.CONCURRENCY.read(env),
+        help=f"Blob Batches in flight, 1-64 (env {names.CONCURRENCY.name})",
     )
     parser.add_argument(
         "--lease",
         action="store_const",
         const="true",
-        default=env("SAFETYNET_LEASE", "false"),
+        default=names.LEASE.read(env),
         help="hold a blob lease so one sweeper runs at a time, for databases without SKIP LOCKED "
-        "(env SAFETYNET_LEASE=true|false)",
+        f"(env {names.LEASE.name}=true|false)",
     )
     parser.add_argument(
         "--retired-grace",
-        default=env("SAFETYNET_RETIRED_GRACE", "1h"),
+        default=names.RETIRED_GRACE.read(env),
         help="how long a replaced or deleted document's old blob stays readable before it is "
-        "deleted (env SAFETYNET_RETIRED_GRACE)",
+        f"deleted (env {names.RETIRED_GRACE.name})",
     )
     parser.add_argument(
         "--dry-run",
@@ -73,12 +76,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             settings = SweepSettings(
-                cutoff=parse_duration(args.cutoff, "--cutoff"),
+                cutoff=appsettings.CUTOFF.duration(args.cutoff, "--cutoff"),
                 container=args.container,
                 concurrency=args.concurrency,
                 dry_run=args.dry_run,
-                use_lease=parse_bool(args.lease, "SAFETYNET_LEASE"),
-                retired_grace=parse_duration(args.retired_grace, "--retired-grace"),
+                use_lease=appsettings.LEASE.boolean(args.lease),
+                retired_grace=appsettings.RETIRED_GRACE.duration(
+                    args.retired_grace, "--retired-grace"
+                ),
             )
         except SettingsError as error:
             raise UsageError(str(error)) from None

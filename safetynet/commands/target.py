@@ -22,9 +22,10 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from safetynet.commands.common import CommandError, UsageError
 from safetynet.commands.db import add_db_auth_option, open_store
 from safetynet.exitcodes import ExitCode
+from sweeper import appsettings
 from sweeper.clients import blob_service_client
 from sweeper.redaction import printable
-from sweeper.settings import SettingsError, check_container_name, parse_bool
+from sweeper.settings import SettingsError, check_container_name
 from sweeper.store import DocumentStore, StoreError, is_unreachable
 from sweeper.vocabulary import DEFAULT_CONTAINER
 
@@ -33,9 +34,9 @@ TARGET_ERRORS = (SettingsError, StoreError, AzureError)
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
-    env = os.environ.get
+    db_url = appsettings.DB_URL
     parser.add_argument(
-        "--db", default=env("SAFETYNET_DB_URL"), help="SQLAlchemy URL (env SAFETYNET_DB_URL)"
+        "--db", default=os.environ.get(db_url.name), help=f"SQLAlchemy URL (env {db_url.name})"
     )
     add_db_auth_option(parser)
     add_blob_options(parser)
@@ -43,30 +44,31 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
 
 def add_blob_options(parser: argparse.ArgumentParser) -> None:
     """The blob target alone (`verify` has no database): account URL or connection string."""
-    env = os.environ.get
+    names = appsettings
+    env = os.environ
     parser.add_argument(
         "--account-url",
-        default=env("SAFETYNET_ACCOUNT_URL"),
+        default=env.get(names.ACCOUNT_URL.name),
         help="https blob endpoint of Azure (public, Government or China) or a loopback emulator, "
-        "no query string; DefaultAzureCredential (env SAFETYNET_ACCOUNT_URL)",
+        f"no query string; DefaultAzureCredential (env {names.ACCOUNT_URL.name})",
     )
     parser.add_argument(
         "--connection-string",
-        default=env("SAFETYNET_CONNECTION_STRING"),
-        help="loopback emulator (Azurite) only (env SAFETYNET_CONNECTION_STRING)",
+        default=env.get(names.CONNECTION_STRING.name),
+        help=f"loopback emulator (Azurite) only (env {names.CONNECTION_STRING.name})",
     )
     parser.add_argument(
         "--allow-custom-endpoint",
         action="store_const",
         const="true",
-        default=env("SAFETYNET_ALLOW_CUSTOM_ENDPOINT", "false"),
+        default=names.ALLOW_CUSTOM_ENDPOINT.read(env),
         help="send credentials to a blob endpoint that is neither Azure's nor loopback, e.g. a "
-        "custom domain (env SAFETYNET_ALLOW_CUSTOM_ENDPOINT=true|false)",
+        f"custom domain (env {names.ALLOW_CUSTOM_ENDPOINT.name}=true|false)",
     )
     parser.add_argument(
         "--container",
-        default=env("SAFETYNET_CONTAINER", DEFAULT_CONTAINER),
-        help=f"(env SAFETYNET_CONTAINER, default {DEFAULT_CONTAINER})",
+        default=names.CONTAINER.read(env),
+        help=f"(env {names.CONTAINER.name}, default {DEFAULT_CONTAINER})",
     )
 
 
@@ -78,7 +80,7 @@ def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClien
     """
     try:
         if not args.db:
-            raise SettingsError("--db URL (or SAFETYNET_DB_URL) is required")
+            raise SettingsError(f"--db URL (or {appsettings.DB_URL.name}) is required")
         # Every option is checked before the first connection to either service.
         service = open_blob_service_client(args)
         store = open_store(args.db, args.db_auth, creating=False)
@@ -93,7 +95,7 @@ def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClien
 def open_blob_service_client(args: argparse.Namespace) -> BlobServiceClient:
     """The blob service named by `add_blob_options`, its endpoint checked; nothing is sent yet."""
     check_container_name(args.container, "--container")
-    allow_custom = parse_bool(args.allow_custom_endpoint, "SAFETYNET_ALLOW_CUSTOM_ENDPOINT")
+    allow_custom = appsettings.ALLOW_CUSTOM_ENDPOINT.boolean(args.allow_custom_endpoint)
     return blob_service_client(
         args.account_url, args.connection_string, allow_custom_endpoint=allow_custom
     )

@@ -36,8 +36,9 @@ from safetynet.commands.target import (
     open_blob_service_client,
 )
 from safetynet.exitcodes import ExitCode
+from sweeper import appsettings
 from sweeper.redaction import Redactor, printable
-from sweeper.settings import SettingsError, parse_duration
+from sweeper.settings import SettingsError
 from sweeper.vocabulary import PENDING, STATE_TAG
 from testkit.azurite import Azurite, AzuriteError
 
@@ -75,16 +76,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--sweeper-period",
-        default=env("SAFETYNET_SWEEPER_PERIOD", "5m"),
+        default=appsettings.SWEEPER_PERIOD.read(os.environ),
         help="the sweeper's schedule period: its heartbeat must be younger than three (default 5m)",
     )
     settings = parser.add_argument_group("settings verdict beside each behaviour verdict")
-    settings.add_argument("--subscription", default=env("AZURE_SUBSCRIPTION_ID"))
+    settings.add_argument("--subscription", default=env(appsettings.AZURE_SUBSCRIPTION_ID.name))
     settings.add_argument("--resource-group")
     settings.add_argument(
         "--account", help="the account's name (with --resource-group) or resource id"
     )
-    settings.add_argument("--arm-endpoint", default=env("SAFETYNET_ARM_ENDPOINT"))
+    settings.add_argument("--arm-endpoint", default=env(appsettings.ARM_ENDPOINT.name))
     out = parser.add_argument_group("output")
     out.add_argument("--format", choices=sorted(VERIFY_RENDERERS), default="table")
     out.add_argument("--output", type=Path, help="write the report here instead of stdout")
@@ -132,7 +133,7 @@ def _validate(args: argparse.Namespace) -> ProbeSettings:
         scope_from(args)
     return ProbeSettings(
         pending_days=args.max_pending_days,
-        sweeper_period=parse_duration(args.sweeper_period, "--sweeper-period"),
+        sweeper_period=appsettings.SWEEPER_PERIOD.duration(args.sweeper_period, "--sweeper-period"),
     )
 
 

@@ -84,6 +84,7 @@ print(json.dumps({"sweeper": sweeper.__file__, "functions": names, "leaked": lea
 
 RUNTIME_MODULES = (
     "__init__.py",
+    "appsettings.py",
     "blobs.py",
     "clients.py",
     "heartbeat.py",

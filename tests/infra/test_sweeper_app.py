@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infra.config import ConfigError
+from infra.config import DATABASE_URL_KEY, ConfigError, parse
 from infra.sweeper_app import (
     DATABASE_URL_SECRET,
     DEPLOYMENT_CONTAINER,
@@ -21,8 +22,9 @@ from infra.sweeper_app import (
     PYTHON_VERSION,
     STORAGE_BLOB_DATA_OWNER,
 )
-from sweeper.settings import FunctionSettings
-from tests.infra.conftest import RunFactory
+from sweeper import appsettings
+from sweeper.settings import FunctionSettings, SweepSettings
+from tests.infra.conftest import WITH_PRINCIPALS, RunFactory
 from tests.infra.harness import (
     DEPLOYER_OBJECT_ID,
     SUBSCRIPTION_ID,
@@ -286,16 +288,54 @@ def test_the_function_timeout_follows_the_flex_consumption_limits() -> None:
     assert minutes <= FLEX_SCALE_IN_GRACE_MINUTES
 
 
-@pytest.mark.parametrize("mode", ["password", "entra"])
-def test_the_app_settings_are_what_the_sweepers_loader_accepts(run: RunFactory, mode: str) -> None:
-    """The Function's settings loader reads the program's app settings, the auth mode included."""
-    result = run({"sweeperDatabaseAuth": mode})
+LOADER_CASES = [
+    {"sweeperDatabaseAuth": "password"},
+    {
+        "sweeperDatabaseAuth": "entra",
+        "containerName": "invoices",
+        "sweeperCutoff": "2h",
+        "sweeperLease": True,
+    },
+    # The program's cutoff floor (1m) and a long one lie inside the Function's bounds (1s-365d).
+    {"sweeperCutoff": "1m", "sweeperLease": "false"},
+    {"sweeperCutoff": "30d", "pendingExpiryDays": 31, "sweeperLease": "TRUE"},
+]
+
+
+@pytest.mark.parametrize("overrides", LOADER_CASES)
+def test_the_app_settings_are_what_the_sweepers_loader_accepts(
+    run: RunFactory, overrides: dict[str, object]
+) -> None:
+    """The Function's settings loader reads the program's app settings as the stack chose them."""
+    result = run(overrides)
+    config = parse({**WITH_PRINCIPALS, **overrides, DATABASE_URL_KEY: TEST_DATABASE_URL})
     env = {key: str(value) for key, value in app_settings(result).items()}
-    assert env["SAFETYNET_DB_URL"].startswith("@Microsoft.KeyVault(")
+    assert env[appsettings.DB_URL.name].startswith("@Microsoft.KeyVault(")
     # The platform resolves the Key Vault reference to the secret's value before the app starts.
-    env["SAFETYNET_DB_URL"] = result.one(SECRET).inputs["properties"]["value"]
+    env[appsettings.DB_URL.name] = result.one(SECRET).inputs["properties"]["value"]
     loaded = FunctionSettings.from_environment(env)
-    assert loaded.db_auth == mode == env["SAFETYNET_DB_AUTH"]
+    assert loaded.db_auth == config.database_auth
     assert loaded.db_url == TEST_DATABASE_URL
     assert loaded.account_url == result.outputs["blobEndpoint"]
-    assert loaded.sweep.container == result.outputs["containerName"]
+    assert loaded.connection_string is None
+    assert loaded.allow_custom_endpoint is False
+    assert loaded.sweep == SweepSettings(
+        cutoff=timedelta(seconds=config.sweeper_cutoff_seconds),
+        container=config.container_name,
+        use_lease=config.sweeper_lease,
+    )
+    assert env[appsettings.SCHEDULE.name] == config.sweeper_schedule
+
+
+def test_the_program_writes_only_settings_of_the_vocabulary(stack: StackRun) -> None:
+    """Every app setting the program writes is defined in sweeper/appsettings.py, and every
+    setting the Function needs without a default (the schedule, the target) is written."""
+    written = set(app_settings(stack))
+    assert written <= {setting.name for setting in appsettings.SETTINGS}
+    needed = {
+        setting.name
+        for setting in appsettings.FUNCTION_SETTINGS
+        if setting.default is None and setting is not appsettings.CONNECTION_STRING
+    }
+    assert needed <= written
+    assert appsettings.CONNECTION_STRING.name not in written

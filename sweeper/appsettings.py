@@ -1,0 +1,265 @@
+"""Every environment variable and app setting by name, with the one duration grammar and the one
+boolean parser that the CLI, the Azure Function and the infra program share.
+
+Standard library only: infra/ and policies/ import it as part of the bottom layer
+(tests/test_boundaries.py), so it may not drag in SQLAlchemy, Azure or Pulumi. Parsers name the
+setting in every error and show a value only escaped and shortened, and never the value of a
+secret setting (a URL or connection string may carry a password, a SAS or an account key).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Final, NoReturn
+
+from sweeper.vocabulary import DEFAULT_CONTAINER
+
+
+class SettingsError(ValueError):
+    """A setting is missing, malformed or out of range; the message names it.
+
+    `problem` is the message without the setting's name, for callers that name the setting in
+    their own words (the infra program prefixes its stack configuration key).
+    """
+
+    def __init__(self, message: str, *, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = message if problem is None else problem
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable or app setting: its name, what it means, its default."""
+
+    name: str
+    meaning: str
+    default: str | None = None
+    """The text used when the variable is unset; None when there is none (required or optional)."""
+    secret: bool = False
+    """Its value may hold a password, key, SAS or token: never logged, never shown in an error."""
+    function: bool = False
+    """Read by the Azure Function, so documented in its app-settings table."""
+    minimum: timedelta | None = None
+    maximum: timedelta | None = None
+    """The bounds of a duration setting (both None for any other kind)."""
+
+    def read(self, env: Mapping[str, str]) -> str:
+        """The value in `env` as set (even empty, which a parser then refuses), else the
+        default, else empty."""
+        return env.get(self.name, self.default or "")
+
+    def duration(self, text: str, name: str | None = None) -> timedelta:
+        """`text` parsed as a duration within this setting's bounds; errors say `name`."""
+        if self.minimum is None or self.maximum is None:
+            raise TypeError(f"{self.name} is not a duration setting")
+        return parse_duration(
+            text, minimum=self.minimum, maximum=self.maximum, name=name or self.name
+        )
+
+    def boolean(self, text: str, name: str | None = None) -> bool:
+        """`text` parsed as a boolean; errors say `name` (an option) or this setting's name."""
+        return parse_bool(text, name=name or self.name)
+
+
+MIN_DURATION: Final = timedelta(seconds=1)
+MAX_DURATION: Final = timedelta(days=365)
+
+DB_AUTH_PASSWORD: Final = "password"  # noqa: S105 - the name of a mode, not a password
+DB_AUTH_ENTRA: Final = "entra"
+DB_AUTH_MODES: Final = (DB_AUTH_PASSWORD, DB_AUTH_ENTRA)
+"""`password`: the URL carries the password (the default). `entra`: the password is a Microsoft
+Entra token fetched for every new connection (Azure Database for PostgreSQL only)."""
+
+# The sweeper's target: the CLI's options fall back to these, the Function reads them.
+DB_URL: Final = Setting(
+    "SAFETYNET_DB_URL", "SQLAlchemy URL of the documents database", secret=True, function=True
+)
+DB_AUTH: Final = Setting(
+    "SAFETYNET_DB_AUTH",
+    "password or entra: how the sweeper signs in to the database",
+    default=DB_AUTH_PASSWORD,
+    function=True,
+)
+ACCOUNT_URL: Final = Setting(
+    "SAFETYNET_ACCOUNT_URL", "blob endpoint of the data account", secret=True, function=True
+)
+CONNECTION_STRING: Final = Setting(
+    "SAFETYNET_CONNECTION_STRING", "Azurite only: a connection string", secret=True, function=True
+)
+ALLOW_CUSTOM_ENDPOINT: Final = Setting(
+    "SAFETYNET_ALLOW_CUSTOM_ENDPOINT",
+    "true sends credentials to a host outside the endpoint rule",
+    default="false",
+    function=True,
+)
+CONTAINER: Final = Setting(
+    "SAFETYNET_CONTAINER",
+    "container holding the documents' blobs",
+    default=DEFAULT_CONTAINER,
+    function=True,
+)
+CUTOFF: Final = Setting(
+    "SAFETYNET_CUTOFF",
+    "age after which a Pending row counts as abandoned",
+    default="15m",
+    function=True,
+    minimum=MIN_DURATION,
+    maximum=MAX_DURATION,
+)
+RETIRED_GRACE: Final = Setting(
+    "SAFETYNET_RETIRED_GRACE",
+    "how long a replaced or deleted document's old blob stays readable",
+    default="1h",
+    function=True,
+    minimum=MIN_DURATION,
+    maximum=MAX_DURATION,
+)
+LEASE: Final = Setting(
+    "SAFETYNET_LEASE",
+    "true holds the sweeper lease so one sweeper runs at a time",
+    default="false",
+    function=True,
+)
+SCHEDULE: Final = Setting(
+    "SAFETYNET_SCHEDULE", "NCRONTAB schedule of the timer (resolved by the host)", function=True
+)
+CONCURRENCY: Final = Setting("SAFETYNET_CONCURRENCY", "Blob Batches in flight", default="4")
+
+# The audit and verify commands.
+ARM_ENDPOINT: Final = Setting("SAFETYNET_ARM_ENDPOINT", "Resource Manager URL")
+ARM_TOKEN: Final = Setting("SAFETYNET_ARM_TOKEN", "a pipeline's bearer token for ARM", secret=True)
+SWEEPER_PERIOD: Final = Setting(
+    "SAFETYNET_SWEEPER_PERIOD",
+    "the sweeper's schedule period (verify's heartbeat check)",
+    default="5m",
+    minimum=MIN_DURATION,
+    maximum=MAX_DURATION,
+)
+AZURITE_BIN: Final = Setting("SAFETYNET_AZURITE_BIN", "path of azurite-blob")
+
+# Azure's own names that the project reads or the infra program writes.
+AZURE_SUBSCRIPTION_ID: Final = Setting("AZURE_SUBSCRIPTION_ID", "subscription to audit")
+AZURE_CLIENT_ID: Final = Setting(
+    "AZURE_CLIENT_ID", "the identity DefaultAzureCredential picks (a user-assigned one)"
+)
+AZURE_CLIENT_SECRET: Final = Setting(
+    "AZURE_CLIENT_SECRET", "a service principal's secret", secret=True
+)
+HOST_STORAGE_ACCOUNT: Final = Setting(
+    "AzureWebJobsStorage__accountName", "the Functions host's storage account"
+)
+HOST_STORAGE_CREDENTIAL: Final = Setting(
+    "AzureWebJobsStorage__credential", "managedidentity: host storage through the identity"
+)
+HOST_STORAGE_CLIENT_ID: Final = Setting(
+    "AzureWebJobsStorage__clientId", "the identity the host reaches its storage with"
+)
+INSIGHTS_CONNECTION_STRING: Final = Setting(
+    "APPLICATIONINSIGHTS_CONNECTION_STRING", "where telemetry goes"
+)
+INSIGHTS_AUTHENTICATION_STRING: Final = Setting(
+    "APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "Entra authentication of telemetry"
+)
+
+SETTINGS: Final = (
+    DB_URL,
+    DB_AUTH,
+    ACCOUNT_URL,
+    CONNECTION_STRING,
+    ALLOW_CUSTOM_ENDPOINT,
+    CONTAINER,
+    CUTOFF,
+    RETIRED_GRACE,
+    LEASE,
+    SCHEDULE,
+    CONCURRENCY,
+    ARM_ENDPOINT,
+    ARM_TOKEN,
+    SWEEPER_PERIOD,
+    AZURITE_BIN,
+    AZURE_SUBSCRIPTION_ID,
+    AZURE_CLIENT_ID,
+    AZURE_CLIENT_SECRET,
+    HOST_STORAGE_ACCOUNT,
+    HOST_STORAGE_CREDENTIAL,
+    HOST_STORAGE_CLIENT_ID,
+    INSIGHTS_CONNECTION_STRING,
+    INSIGHTS_AUTHENTICATION_STRING,
+)
+"""Every setting, once."""
+SECRET_NAMES: Final = tuple(setting.name for setting in SETTINGS if setting.secret)
+"""Settings whose values are scrubbed from every log line and error (the CLI and the Function)."""
+FUNCTION_SETTINGS: Final = tuple(setting for setting in SETTINGS if setting.function)
+
+_DURATION: Final = re.compile(r"([0-9]+)([smhd])", re.ASCII)
+_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_MAX_DIGITS: Final = 12
+"""More digits than any bound needs (365d is 31,536,000 s); longer numbers are out of range
+without being converted (int() refuses over 4,300 digits)."""
+_BOOLEANS: Final = {"true": True, "false": False}
+_SHOWN_CHARACTERS: Final = 40
+
+
+def parse_duration(text: str, *, minimum: timedelta, maximum: timedelta, name: str) -> timedelta:
+    """`90s`, `15m`, `2h` or `1d`: a whole number in ASCII digits and one unit, between the
+    setting's `minimum` and `maximum`; surrounding whitespace is ignored, nothing else is."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        _fail(
+            name,
+            text,
+            "is not a duration; use a whole number (digits 0-9) and a unit s, m, h or d "
+            "(e.g. 90s, 15m, 2h, 1d)",
+        )
+    digits, unit = match.groups()
+    # Compared as whole seconds first: timedelta(days=10**22) raises OverflowError.
+    seconds = int(digits) * _UNIT_SECONDS[unit] if len(digits) <= _MAX_DIGITS else None
+    if seconds is None or not minimum.total_seconds() <= seconds <= maximum.total_seconds():
+        _fail(
+            name,
+            text,
+            f"is out of range; allowed {format_duration(minimum)} to {format_duration(maximum)}",
+        )
+    return timedelta(seconds=seconds)
+
+
+def format_duration(value: timedelta) -> str:
+    """The shortest spelling of `value` in the grammar `parse_duration` reads (`90s`, `1d`)."""
+    seconds = int(value.total_seconds())
+    for unit in ("d", "h", "m"):
+        if seconds and seconds % _UNIT_SECONDS[unit] == 0:
+            return f"{seconds // _UNIT_SECONDS[unit]}{unit}"
+    return f"{seconds}s"
+
+
+def parse_bool(text: str, *, name: str) -> bool:
+    """`true` or `false` in any case, surrounding whitespace ignored; anything else (`yes`, `1`,
+    empty) is an error naming the setting, never a silent false."""
+    value = _BOOLEANS.get(text.strip().lower())
+    if value is None:
+        _fail(name, text, "is not a boolean; use true or false")
+    return value
+
+
+def format_bool(value: bool) -> str:
+    """The spelling `parse_bool` reads back as `value`."""
+    return "true" if value else "false"
+
+
+def shown(text: str) -> str:
+    """`text` fit for an error message: escaped so it stays on one line (what `repr` escapes is
+    what `str.isprintable` refuses: controls, format and line-separator characters), and cut
+    short so a pasted blob of text does not become the message."""
+    escaped = repr(text)[1:-1]
+    if len(escaped) > _SHOWN_CHARACTERS:
+        return escaped[:_SHOWN_CHARACTERS] + "..."
+    return escaped
+
+
+def _fail(name: str, text: str, problem: str) -> NoReturn:
+    """Raise the SettingsError for `text`, shown unless `name` is a secret setting."""
+    quoted = "the value" if name in SECRET_NAMES else f"'{shown(text)}'"
+    raise SettingsError(f"{name}: {quoted} {problem}", problem=f"{quoted} {problem}")
