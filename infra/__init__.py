@@ -1,1 +1,1 @@
-"""The Pulumi program: a storage account with its safety nets (see the README, "Provision an account")."""
+"""The Pulumi program: a storage account with its safety nets (see docs/deployment.md)."""

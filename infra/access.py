@@ -1,8 +1,8 @@
 """Least-privilege RBAC on the data account: custom roles for uploaders, readers, the sweeper and
 the verifier.
 
-Each data action is listed with the protocol call that needs it; the README's "Provision an
-account" section shows the same table and a test keeps the two equal. Roles are defined in the
+Each data action is listed with the protocol call that needs it; docs/roles.md shows the
+same table and a test keeps the two equal. Roles are defined in the
 stack's resource group and assignable only there: Microsoft documents a custom role's assignable
 scopes as management groups, subscriptions or resource groups ("Azure custom roles",
 https://learn.microsoft.com/azure/role-based-access-control/custom-roles), so the account

@@ -111,7 +111,7 @@ class ConfigError(ValueError):
         self.key = key
         default = DEFAULTS.get(key)
         shown_default = "" if default is None else f" (default {json.dumps(default)})"
-        allowed = ALLOWED.get(key, "one of the keys in the README (Provision an account)")
+        allowed = ALLOWED.get(key, "one of the keys in docs/configuration.md (Stack configuration)")
         super().__init__(f"{NAMESPACE}:{key}: {problem}; allowed: {allowed}{shown_default}")
 
 

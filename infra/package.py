@@ -172,7 +172,7 @@ def check_same_identity(token: str, deployer_object_id: str) -> None:
         raise DeployerIdentityError(
             f"the package would be published by object id {publisher}, but azure-native "
             f"deploys as {deployer_object_id}; sign both in the same way (ARM_* variables or "
-            "`az login`, see the README, Deploy)"
+            "`az login`, see docs/deployment.md, Deploy)"
         )
 
 

@@ -1,7 +1,7 @@
 """The rule catalogue as a Markdown table, generated from the rules themselves.
 
-`python -m policies.catalogue --write README.md` replaces the text between the markers below;
-`--check README.md` exits 1 when that text is stale.
+`python -m policies.catalogue --write docs/policies.md` replaces the text between the markers below;
+`--check docs/policies.md` exits 1 when that text is stale.
 """
 
 from __future__ import annotations

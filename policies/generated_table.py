@@ -1,5 +1,5 @@
 """A Markdown table kept between two markers in a document, and the `--write`/`--check` CLI
-that both generated catalogues (rules in README.md, probes in docs/verification.md) share.
+that both generated catalogues (rules in docs/policies.md, probes in docs/verification.md) share.
 """
 
 from __future__ import annotations

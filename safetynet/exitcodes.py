@@ -1,7 +1,7 @@
 """The exit-code contract of every `safetynet` command, defined once.
 
 Each code means one thing, whatever the command, so a pipeline can act on it without knowing
-which command ran. `--help` and the README print `MEANINGS`.
+which command ran. `--help` and docs/cli.md print `MEANINGS`.
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ def check_database_url(
 
 @dataclass(frozen=True)
 class FunctionSettings:
-    """The Azure Function's app settings (names documented in the README)."""
+    """The Azure Function's app settings (names in sweeper/appsettings.py, documented in docs/configuration.md)."""
 
     db_url: str
     account_url: str | None

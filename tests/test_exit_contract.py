@@ -1,4 +1,4 @@
-"""The exit-code contract is defined once and shown the same in every `--help` and the README."""
+"""The exit-code contract is defined once and shown the same in every `--help` and docs/cli.md."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from safetynet.cli import main
 from safetynet.exitcodes import MEANINGS, REDACTION_PROMISE, ExitCode
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+CLI_DOC = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
 COMMANDS = [[], ["demo"], ["db", "init"], ["sweep"], ["reconcile"], ["audit"], ["build-function"]]
 
 
@@ -32,9 +32,9 @@ def test_every_help_lists_the_contract_and_the_redaction_promise(
     assert squeeze(REDACTION_PROMISE) in help_text
 
 
-def test_readme_table_matches_the_contract() -> None:
-    """The README's exit-code table has one row per code, with the contract's words."""
-    rows = dict(re.findall(r"^\| (\d) \| (.+) \|$", README, re.MULTILINE))
+def test_documented_table_matches_the_contract() -> None:
+    """docs/cli.md's exit-code table has one row per code, with the contract's words."""
+    rows = dict(re.findall(r"^\| (\d) \| (.+) \|$", CLI_DOC, re.MULTILINE))
     assert {int(k): v for k, v in rows.items()} == {
         int(code): meaning.replace("'", '"') for code, meaning in MEANINGS.items()
     }
