@@ -170,7 +170,7 @@ def test_requirements_leave_out_what_linux_does_not_install(tmp_path: Path) -> N
 
 def test_a_stale_lock_fails_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A runtime requirement the locked version does not satisfy fails the build and names `uv lock`."""
-    monkeypatch.setattr(build, "RUNTIME_REQUIREMENTS", ("sqlalchemy~=9.0",))
+    monkeypatch.setattr(function_zip, "RUNTIME_REQUIREMENTS", ("sqlalchemy~=9.0",))
 
     with pytest.raises(BuildError, match="uv lock"):
         build_zip(tmp_path / "f.zip", pip=FakePip())
