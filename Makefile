@@ -4,17 +4,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# uv installs the venv from uv.lock; pip fetches this pinned uv into the venv first, so nothing
+# beyond Python is assumed. After editing pyproject.toml, run `.venv/bin/uv lock`; commit uv.lock.
+UV_VERSION := 0.13.9
+UV := $(BIN)/uv
+UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) UV_PYTHON_DOWNLOADS=never $(UV) sync --locked
 
 .PHONY: venv demo test lint bench soak mutation function-zip policy-pack clean
 .DEFAULT_GOAL := venv
 
 venv: $(PY_STAMP)
 
-$(PY_STAMP): pyproject.toml
+# --locked: a uv.lock that no longer matches pyproject.toml stops here instead of re-resolving.
+$(PY_STAMP): pyproject.toml uv.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(UV_SYNC) --quiet --extra dev
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -40,9 +46,13 @@ bench: $(PY_STAMP) $(NODE_STAMP)
 # copy as the library its requirements name.
 policy-pack: policy-pack/venv/.installed
 
-policy-pack/venv/.installed: pyproject.toml policy-pack/requirements.txt
+# The pack's dependencies are held to uv.lock's versions too (exported as constraints).
+policy-pack/venv/.installed: $(PY_STAMP) policy-pack/requirements.txt
 	$(PYTHON) -m venv policy-pack/venv
-	policy-pack/venv/bin/python -m pip install --quiet -e . -r policy-pack/requirements.txt
+	$(UV) export --frozen --quiet --no-hashes --no-emit-project --extra infra \
+		--output-file policy-pack/venv/lock-constraints.txt
+	$(UV) pip install --quiet --python policy-pack/venv/bin/python \
+		--constraints policy-pack/venv/lock-constraints.txt -e . -r policy-pack/requirements.txt
 	@touch $@
 
 # Long runs of the proofs: 2,000 interleavings, the fault tests five times; figures go to
@@ -53,7 +63,7 @@ soak: $(PY_STAMP) $(NODE_STAMP)
 # mutmut over policies/rules and the sweeper's core ([tool.mutmut] in pyproject.toml);
 # CPU-heavy: about 20-40 minutes on 2 cores. Score and survivors go to docs/reliability.md.
 mutation: $(PY_STAMP) $(NODE_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,mutation]'
+	$(UV_SYNC) --quiet --extra dev --extra mutation
 	$(BIN)/python -m tests.mutation_run
 
 function-zip: $(PY_STAMP)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from infra.lockfile import LockError, TargetPlatform, locked_requirements
+
 DEFAULT_PYTHON_VERSION: Final = "3.11"
 """Must equal the runtime version the infra program sets (a test compares the two)."""
 DEFAULT_OUTPUT: Final = Path("build/sweeper-function.zip")
@@ -90,6 +92,8 @@ def pip_command(target: Path, python_version: str, requirements: Path) -> list[s
         "--python-version",
         python_version,
         "--only-binary=:all:",
+        # The requirements are uv.lock's closure for this platform; pip adds nothing of its own.
+        "--no-deps",
         "--requirement",
         str(requirements),
     ]
@@ -129,7 +133,7 @@ def build_zip(
             shutil.copy2(FUNCTION_DIR / name, stage / name)
         _copy_modules(RUNTIME_PACKAGE_DIR, stage / "sweeper")
         requirements = stage / "requirements.txt"
-        write_requirements(requirements)
+        write_requirements(requirements, python_version)
         if with_dependencies:
             site = stage / SITE_PACKAGES
             site.mkdir(parents=True)
@@ -146,12 +150,18 @@ def build_zip(
     return BuildResult(output, entries, output.stat().st_size, with_dependencies)
 
 
-def write_requirements(path: Path) -> None:
-    """Writes the zip's requirements.txt: what `sweeper` and function_app.py need at run time."""
+def write_requirements(path: Path, python_version: str) -> None:
+    """Writes the zip's requirements.txt: what `sweeper` and function_app.py need at run time,
+    and what those need on Linux x86-64, each pinned to its uv.lock version (what `make test` ran).
+    """
+    try:
+        pins = locked_requirements(RUNTIME_REQUIREMENTS, TargetPlatform(python_version))
+    except LockError as error:
+        raise BuildError(str(error)) from None
     path.write_text(
         "# Pre-installed under .python_packages by `safetynet build-function`;\n"
-        "# the zip is deployed without a remote build.\n"
-        + "".join(f"{line}\n" for line in sorted(RUNTIME_REQUIREMENTS)),
+        "# the zip is deployed without a remote build. Versions from uv.lock.\n"
+        + "".join(f"{line}\n" for line in pins),
         encoding="utf-8",
     )
 

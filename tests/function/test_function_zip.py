@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from infra import function_zip
 from infra.function_zip import (
@@ -124,16 +125,58 @@ def test_zip_holds_exactly_the_entry_and_the_runtime_package(tmp_path: Path) -> 
     }
 
 
-def test_requirements_list_the_runtime_dependencies(tmp_path: Path) -> None:
-    """requirements.txt names every runtime dependency, sorted, and nothing of pulumi or mgmt."""
+def requirements_in(path: Path) -> list[str]:
+    with zipfile.ZipFile(path) as archive:
+        lines = archive.read("requirements.txt").decode().splitlines()
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_requirements_pin_the_runtime_dependencies_and_theirs(tmp_path: Path) -> None:
+    """requirements.txt pins each runtime dependency and its own dependencies with ==, sorted, no pulumi or mgmt."""
     result = build_zip(tmp_path / "f.zip", pip=FakePip())
 
-    with zipfile.ZipFile(result.path) as archive:
-        lines = archive.read("requirements.txt").decode().splitlines()
+    listed = requirements_in(result.path)
 
-    listed = [line for line in lines if line and not line.startswith("#")]
-    assert listed == sorted(RUNTIME_REQUIREMENTS)
+    names = [line.split("==")[0] for line in listed]
+    assert all(len(line.split("==")) == 2 for line in listed)
+    assert names == sorted(names)
+    assert {Requirement(root).name for root in RUNTIME_REQUIREMENTS} | {
+        "azure-core",
+        "psycopg-binary",
+    } <= set(names)
     assert not [line for line in listed if "pulumi" in line or "mgmt" in line]
+
+
+def test_requirements_versions_are_uv_lock_versions(tmp_path: Path) -> None:
+    """Every pin in the zip's requirements.txt is the version uv.lock holds, so the zip runs what the tests ran."""
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    locked = {package["name"]: package["version"] for package in lock["package"]}
+
+    result = build_zip(tmp_path / "f.zip", pip=FakePip())
+
+    pins = dict(line.split("==") for line in requirements_in(result.path))
+    assert pins == {name: locked[name] for name in pins}
+
+
+def test_requirements_leave_out_what_linux_does_not_install(tmp_path: Path) -> None:
+    """Dependencies uv.lock marks for Windows only (psycopg's tzdata) are not in the Linux zip."""
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    [psycopg] = [package for package in lock["package"] if package["name"] == "psycopg"]
+    assert {"name": "tzdata", "marker": "sys_platform == 'win32'"} in psycopg["dependencies"]
+
+    result = build_zip(tmp_path / "f.zip", pip=FakePip())
+
+    assert "tzdata" not in {line.split("==")[0] for line in requirements_in(result.path)}
+
+
+def test_a_stale_lock_fails_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runtime requirement the locked version does not satisfy fails the build and names `uv lock`."""
+    monkeypatch.setattr(function_zip, "RUNTIME_REQUIREMENTS", ("sqlalchemy~=9.0",))
+
+    with pytest.raises(BuildError, match="uv lock"):
+        build_zip(tmp_path / "f.zip", pip=FakePip())
+
+    assert not (tmp_path / "f.zip").exists()
 
 
 def test_runtime_requirements_match_the_project_pins() -> None:
@@ -157,6 +200,7 @@ def test_dependencies_are_installed_for_linux_x86_64_under_python_packages(
     assert command[command.index("--python-version") + 1] == "3.12"
     assert {"manylinux2014_x86_64", "manylinux_2_17_x86_64"} <= set(command)
     assert "--only-binary=:all:" in command
+    assert "--no-deps" in command
     assert f"{SITE_PACKAGES}/fakedep/__init__.py" in names_in(result.path)
 
 
