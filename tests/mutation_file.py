@@ -114,6 +114,19 @@ def rejudge(copy: Path, env: dict[str, str], name: str, multiplier: float) -> st
     return judge(copy, env, name, tests, limit)
 
 
+def changed_tests(copy: Path, tests: list[str]) -> list[str]:
+    """Of `tests`, the files that differ from the copy's (the run's): copied into it, so a
+    mutant the run let live can be judged by the tests written since."""
+    changed = []
+    for name in tests:
+        now, then = ROOT / name, copy / name
+        if not then.exists() or now.read_bytes() != then.read_bytes():
+            changed.append(name)
+            then.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(now, then)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation_file", description=__doc__)
     parser.add_argument("path", help="the file to mutate, e.g. sweeper/sweep.py")
@@ -121,7 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-multiplier", type=float, default=2.0)
     parser.add_argument("--rejudge-multiplier", type=float, default=5.0)
     parser.add_argument("--keep", action="store_true", help="leave the copy (its path is printed)")
-    parser.add_argument("--copy", type=Path, help="re-judge and report a kept copy, no new run")
+    parser.add_argument(
+        "--copy",
+        type=Path,
+        help="no new run: re-judge a kept copy's timeouts, and its survivors with the tests "
+        "changed since",
+    )
     options = parser.parse_args(argv)
     module = options.path.removesuffix(".py").replace("/", ".")
     tests = tests_for(module)
@@ -151,21 +169,25 @@ def main(argv: list[str] | None = None) -> int:
                 ).returncode
             in_run = statuses(copy, env, module)
             print(f"in the run: {dict(Counter(in_run.values()))}", flush=True)
+            changed = changed_tests(copy, tests) if options.copy else []
             for unmutated in ("tests", "safetynet", "benchmarks"):
                 shutil.copytree(copy / unmutated, copy / "mutants" / unmutated, dirs_exist_ok=True)
+            started_clean = time.monotonic()
             clean = judge(copy, env, "", tests, 900)
+            clean_s = time.monotonic() - started_clean
             if clean != "survived":
                 print(f"the tests fail ({clean}) without any mutant: nothing to re-judge")
                 return 1
             now = {}
             for name, status in in_run.items():
-                now[name] = (
-                    rejudge(copy, env, name, options.rejudge_multiplier)
-                    if status == "timeout"
-                    else status
-                )
+                now[name] = status
                 if status == "timeout":
-                    print(f"{name}: {now[name]}", flush=True)
+                    now[name] = rejudge(copy, env, name, options.rejudge_multiplier)
+                elif status in ("survived", "no tests") and changed:
+                    limit = options.rejudge_multiplier * clean_s
+                    now[name] = judge(copy, env, name, changed, limit)
+                if now[name] != status:
+                    print(f"{name}: {status} -> {now[name]}", flush=True)
         finished = time.strftime("%H:%M UTC", time.gmtime())
         body = report(options, module, tests, in_run, now, f"{started}-{finished}", copy, env)
         print(body)

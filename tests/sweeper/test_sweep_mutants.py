@@ -13,6 +13,7 @@ import base64
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
 from benchmarks.latency_proxy import LatencyProxy
@@ -21,7 +22,7 @@ from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
 from sweeper.blobs import BINDING_BLOB
 from sweeper.settings import SweepSettings
 from sweeper.store import BlobRecordKind, Document, DocumentStore, Status, new_document_id
-from sweeper.sweep import Sweeper
+from sweeper.sweep import Sweeper, _code
 from tests.sweeper.conftest import CUTOFF
 
 ODD = "odd"
@@ -172,6 +173,11 @@ def test_one_by_one_delete_of_a_name_the_sdk_refuses_is_a_failure(
 ) -> None:
     """A name the SDK cannot send (empty) answers 0, a failure, without raising."""
     assert sweeper(store, container)._delete_one("") == 0
+
+
+def test_an_error_that_names_no_service_code_reads_as_no_code() -> None:
+    """An HttpResponseError raised by azure-core itself (no x-ms-error-code) has no code."""
+    assert _code(HttpResponseError(message="raised before any answer")) is None
 
 
 # Records of replaces and deletes.
