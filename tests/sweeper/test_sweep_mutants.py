@@ -373,6 +373,21 @@ def test_a_blob_gone_between_the_412_and_the_tag_read_lets_the_row_go(
     assert store.all() == []
 
 
+def test_a_stale_row_whose_delete_is_refused_is_reported_with_the_answer(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A delete refused for a reason other than the tag (a lease) names its answer in the report."""
+    blob(container, "l.bin", PENDING)
+    document = row(store, "l.bin")
+    lease = container.get_blob_client("l.bin").acquire_lease(lease_duration=60)
+    try:
+        report = sweeper(store, container).run()
+    finally:
+        lease.release()
+    assert report.errors == [f"document {document.id}: blob l.bin not swept: delete answered 0"]
+    assert statuses(store) == {"l.bin": Status.PENDING}
+
+
 # The dry run: tags are read, nothing changes.
 
 
