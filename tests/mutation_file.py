@@ -93,7 +93,12 @@ def judge(copy: Path, env: dict[str, str], name: str, tests: list[str], limit: f
         done = subprocess.run(
             [*command, "-m", "not postgres", *tests],
             cwd=copy / "mutants",
-            env=env | {"MUTANT_UNDER_TEST": name, "PYTHONPATH": str(copy / "mutants")},
+            env=env
+            | {
+                "MUTANT_UNDER_TEST": name,
+                # mutants/ first; then wherever mutmut itself is installed, if not in the venv.
+                "PYTHONPATH": os.pathsep.join([str(copy / "mutants"), env.get("PYTHONPATH", "")]),
+            },
             capture_output=True,
             check=False,
             timeout=limit,
@@ -133,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", default="2")
     parser.add_argument("--timeout-multiplier", type=float, default=2.0)
     parser.add_argument("--rejudge-multiplier", type=float, default=5.0)
+    parser.add_argument(
+        "--budget", type=float, default=float("inf"), help="seconds of re-judging at most"
+    )
     parser.add_argument("--keep", action="store_true", help="leave the copy (its path is printed)")
     parser.add_argument(
         "--copy",
@@ -179,9 +187,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"the tests fail ({clean}) without any mutant: nothing to re-judge")
                 return 1
             now = {}
-            for name, status in in_run.items():
+            deadline = time.monotonic() + options.budget
+            # Survivors first: only the changed tests run for them, and they do not loop.
+            for name, status in sorted(in_run.items(), key=lambda item: item[1] == "timeout"):
                 now[name] = status
-                if status == "timeout":
+                again = status == "timeout" or (status in ("survived", "no tests") and changed)
+                if again and time.monotonic() > deadline:
+                    now[name] = "not re-judged"
+                elif status == "timeout":
                     now[name] = rejudge(copy, env, name, options.rejudge_multiplier)
                 elif status in ("survived", "no tests") and changed:
                     limit = options.rejudge_multiplier * clean_s
@@ -189,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                 if now[name] != status:
                     print(f"{name}: {status} -> {now[name]}", flush=True)
         finished = time.strftime("%H:%M UTC", time.gmtime())
-        body = report(options, module, tests, in_run, now, f"{started}-{finished}", copy, env)
+        when = f"{started}-{finished}"
+        body = report(options, module, tests, changed, in_run, now, when, copy, env)
         print(body)
         for name, status in now.items():
             if status in ("survived", "timeout"):
@@ -213,6 +227,7 @@ def report(
     options: argparse.Namespace,
     module: str,
     tests: list[str],
+    changed: list[str],
     in_run: dict[str, str],
     now: dict[str, str],
     when: str,
@@ -247,7 +262,21 @@ def report(
             f"{len(in_run)} mutants. Every mutant mutmut timed out was run again alone, with the "
             f"tests mutmut chose for it and {options.rejudge_multiplier:g} x their own time (plus "
             f"{STARTUP_S:g} s to start): a timeout there too is still not counted as killed. "
-            f"Score: {score}; " + ", ".join(f"{k} {v}" for k, v in sorted(after.items())) + ".",
+            + (
+                f"Survivors of a kept run (`--copy`) were run again with the test files changed "
+                f"since it: {', '.join(f'`{t}`' for t in changed)}. "
+                if changed
+                else ""
+            )
+            + (
+                f"Re-judging stopped after {options.budget:g} s (`--budget`): mutants not "
+                "reached are `not re-judged`. "
+                if options.budget != float("inf")
+                else ""
+            )
+            + f"Score: {score}; "
+            + ", ".join(f"{k} {v}" for k, v in sorted(after.items()))
+            + ".",
             "",
             "| in the run | after re-judging | mutants |",
             "| --- | --- | ---: |",
