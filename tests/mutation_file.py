@@ -180,12 +180,15 @@ def main(argv: list[str] | None = None) -> int:
             changed = changed_tests(copy, tests) if options.copy else []
             for unmutated in ("tests", "safetynet", "benchmarks"):
                 shutil.copytree(copy / unmutated, copy / "mutants" / unmutated, dirs_exist_ok=True)
-            started_clean = time.monotonic()
             clean = judge(copy, env, "", tests, 900)
-            clean_s = time.monotonic() - started_clean
             if clean != "survived":
                 print(f"the tests fail ({clean}) without any mutant: nothing to re-judge")
                 return 1
+            started_clean = time.monotonic()
+            if changed and judge(copy, env, "", changed, 900) != "survived":
+                print("the changed tests fail without any mutant: nothing to re-judge")
+                return 1
+            changed_s = time.monotonic() - started_clean
             now = {}
             deadline = time.monotonic() + options.budget
             # Survivors first: only the changed tests run for them, and they do not loop.
@@ -194,11 +197,13 @@ def main(argv: list[str] | None = None) -> int:
                 again = status == "timeout" or (status in ("survived", "no tests") and changed)
                 if again and time.monotonic() > deadline:
                     now[name] = "not re-judged"
-                elif status == "timeout":
-                    now[name] = rejudge(copy, env, name, options.rejudge_multiplier)
-                elif status in ("survived", "no tests") and changed:
-                    limit = options.rejudge_multiplier * clean_s
-                    now[name] = judge(copy, env, name, changed, limit)
+                elif again:
+                    # The tests written since first: they were written to kill these.
+                    if changed:
+                        limit = options.rejudge_multiplier * changed_s
+                        now[name] = judge(copy, env, name, changed, limit)
+                    if status == "timeout" and now[name] != "killed":
+                        now[name] = rejudge(copy, env, name, options.rejudge_multiplier)
                 if now[name] != status:
                     print(f"{name}: {status} -> {now[name]}", flush=True)
         finished = time.strftime("%H:%M UTC", time.gmtime())

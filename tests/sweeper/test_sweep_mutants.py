@@ -10,13 +10,14 @@ when the service fails between two calls, neither of which Azurite does on its o
 from __future__ import annotations
 
 import base64
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from benchmarks.latency_proxy import LatencyProxy
+from benchmarks.latency_proxy import Fault, LatencyProxy
 from safetynet.azurite import Azurite
 from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
 from sweeper.blobs import BINDING_BLOB
@@ -386,6 +387,70 @@ def test_a_stale_row_whose_delete_is_refused_is_reported_with_the_answer(
         lease.release()
     assert report.errors == [f"document {document.id}: blob l.bin not swept: delete answered 0"]
     assert statuses(store) == {"l.bin": Status.PENDING}
+
+
+# The Blob Batch: what a failed batch may and may not be taken to mean.
+
+
+def test_a_batch_deletes_a_pending_blob_with_its_snapshots(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A stale row's pending blob that has a snapshot is deleted, snapshot and all."""
+    blob(container, "s.bin", PENDING)
+    container.get_blob_client("s.bin").create_snapshot()
+    row(store, "s.bin")
+    report = sweeper(store, container).run()
+    assert (report.deleted_blobs, report.errors) == (1, [])
+    assert [b.name for b in container.list_blobs(include=["snapshots"])] == [BINDING_BLOB]
+
+
+def test_a_whole_batch_refused_says_nothing_about_any_blob(
+    azurite: Azurite,
+    store: DocumentStore,
+    container: ContainerClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch answered 412 as a whole is not "not pending" for each blob: rows fail with 0."""
+    blob(container, "p.bin", PENDING)
+    document = row(store, "p.bin")
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name, retry_total=0
+        )
+        proxy.inject("POST comp=batch", Fault(status=412))
+        with caplog.at_level(logging.WARNING, logger="safetynet.sweeper"):
+            report = sweeper(store, proxied).run()
+    assert report.errors == [f"document {document.id}: blob p.bin not swept: delete answered 0"]
+    assert "blob batch failed: Precondition Failed" in caplog.messages
+    assert exists(container, "p.bin")
+
+
+def test_a_batch_that_gets_no_answer_is_retried_then_reported(
+    azurite: Azurite,
+    store: DocumentStore,
+    container: ContainerClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch whose connection is reset every time is retried, then the row is reported as
+    still failing after the attempts, with the error's type and the blob's name logged."""
+    blob(container, "p.bin", PENDING)
+    document = row(store, "p.bin")
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name, retry_total=0
+        )
+        proxy.inject("POST comp=batch", Fault(reset="before"), Fault(reset="before"))
+        settings = SweepSettings(cutoff=CUTOFF, max_attempts=2)
+        later = lambda: datetime.now(UTC) + timedelta(hours=3)  # noqa: E731
+        with caplog.at_level(logging.WARNING, logger="safetynet.sweeper"):
+            report = Sweeper(store, proxied, settings, clock=later, sleep=lambda _: None).run()
+    assert report.errors == [
+        f"document {document.id}: blob p.bin not swept: still failing after 2 attempts"
+    ]
+    failures = [m for m in caplog.messages if m.startswith("blob batch failed: ")]
+    assert failures == ["blob batch failed: ServiceResponseError"] * 2
+    assert "blob p.bin: still failing after 2 attempts" in caplog.messages
+    assert exists(container, "p.bin")
 
 
 # The dry run: tags are read, nothing changes.
