@@ -245,6 +245,7 @@ def report(
     score = f"{killed}/{judged} killed = {100 * killed / judged:.1f}%" if judged else "none judged"
     rows = Counter((in_run[n], now[n]) for n in in_run)
     unsettled = sorted(n for n, status in now.items() if status != "killed")
+    alive = [n for n in unsettled if now[n] in ("survived", "timeout")]
     by_function = Counter(
         (n.removeprefix(f"{module}.").rpartition("__mutmut_")[0], now[n]) for n in unsettled
     )
@@ -296,9 +297,10 @@ def report(
                 for f in functions
             ),
             "",
-            f"Not killed ({len(unsettled)}; each is explained in the text above this section):",
+            f"Survived or timed out ({len(alive)}; each is explained in the text above this "
+            "section):",
             "",
-            ", ".join(f"`{n.removeprefix(module + '.')}` ({now[n]})" for n in unsettled),
+            ", ".join(f"`{n.removeprefix(module + '.')}` ({now[n]})" for n in alive),
         ]
     )
 

@@ -508,9 +508,11 @@ def test_names_the_service_cannot_take_are_reported_and_left(
     problems = {
         "": "blob name is empty",
         "   ": "blob name is empty",
-        "x" * 1025: "blob name is 1025 characters; at most 1024",
         "tab\there": "blob name contains control characters",
     }
+    if store.engine.dialect.name == "sqlite":
+        # PostgreSQL's column holds at most 1024 characters: there such a row cannot exist.
+        problems["x" * 1025] = "blob name is 1025 characters; at most 1024"
     documents = {name: row(store, name) for name in problems}
     report = sweeper(store, container).run()
     assert sorted(report.errors) == sorted(
