@@ -130,8 +130,10 @@ def _chunks(items: Sequence[Document], size: int) -> Iterator[Sequence[Document]
 
 
 def _code(error: HttpResponseError) -> str | None:
-    code: str | None = getattr(error, "error_code", None)
-    return code
+    """The service's error code as it sent it (`LeaseIdMissing`): the SDK gives a
+    StorageErrorCode, which formats as `StorageErrorCode.LEASE_ID_MISSING` in a message."""
+    code: object = getattr(error, "error_code", None)
+    return None if code is None else str(getattr(code, "value", code))
 
 
 def _no_lease() -> None:

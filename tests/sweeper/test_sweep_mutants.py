@@ -1,0 +1,533 @@
+"""What the sweeper does at its edges, pinned one behaviour per test: the per-blob fallback, the
+records of replaces and deletes, the only-copy check, the dry run, blob names at their limits.
+
+Each was found unguarded by the mutation run of `sweeper/sweep.py` (docs/reliability.md).
+`_delete_one` and a record's unreachable blob are called directly: the sweeper reaches the
+first only when the SDK cannot build a Blob Batch or a batch answers short, and the second only
+when the service fails between two calls, neither of which Azurite does on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from azure.core.exceptions import HttpResponseError
+from azure.storage.blob import ContainerClient
+
+from benchmarks.latency_proxy import Fault, LatencyProxy
+from safetynet.azurite import Azurite
+from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
+from sweeper.blobs import BINDING_BLOB
+from sweeper.settings import SweepSettings
+from sweeper.store import BlobRecordKind, Document, DocumentStore, Status, new_document_id
+from sweeper.sweep import Sweeper, _code
+from tests.sweeper.conftest import CUTOFF
+
+ODD = "odd"
+"""A state tag the protocol never writes."""
+
+
+def sweeper(store: DocumentStore, container: ContainerClient, dry_run: bool = False) -> Sweeper:
+    """A sweeper whose clock is three hours ahead: every row and record here is due."""
+    return Sweeper(
+        store,
+        container,
+        SweepSettings(cutoff=CUTOFF, dry_run=dry_run),
+        clock=lambda: datetime.now(UTC) + timedelta(hours=3),
+    )
+
+
+def blob(container: ContainerClient, name: str, state: str | None) -> None:
+    """A blob tagged `state`; none at all when `state` is None."""
+    if state is not None:
+        container.upload_blob(name, b"x", tags={STATE_TAG: state})
+
+
+def exists(container: ContainerClient, name: str) -> bool:
+    return bool(container.get_blob_client(name).exists())
+
+
+def row(store: DocumentStore, blob_name: str, status: Status = Status.PENDING) -> Document:
+    """A row an hour old naming `blob_name`."""
+    document = Document(
+        new_document_id(),
+        f"doc-{new_document_id()}",
+        blob_name,
+        status,
+        datetime.now(UTC) - timedelta(hours=1),
+    )
+    with store.engine.begin() as conn:
+        conn.execute(
+            store.table.insert().values(
+                id=document.id,
+                name=document.name,
+                blob_name=document.blob_name,
+                status=document.status.value,
+                created=document.created_utc,
+            )
+        )
+    return document
+
+
+def record(store: DocumentStore, kind: BlobRecordKind, blob_name: str, document_id: str) -> None:
+    """A crash-window record two hours old (past the cutoff and the retired grace)."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            store.blobs.insert().values(
+                blob_name=blob_name,
+                document_id=document_id,
+                kind=kind.value,
+                recorded_utc=datetime.now(UTC) - timedelta(hours=2),
+            )
+        )
+
+
+def statuses(store: DocumentStore) -> dict[str, Status]:
+    return {d.blob_name: d.status for d in store.all()}
+
+
+# The per-blob fallback answers as a Blob Batch sub-response would.
+
+
+def test_one_by_one_delete_removes_a_pending_blob_with_its_snapshots(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A pending blob with a snapshot is deleted, snapshot and all, and answers 202."""
+    blob(container, "p.bin", PENDING)
+    container.get_blob_client("p.bin").create_snapshot()
+    assert sweeper(store, container)._delete_one("p.bin") == 202
+    assert list(container.list_blobs(include=["snapshots"])) == []
+
+
+def test_one_by_one_delete_leaves_a_blob_that_is_not_pending(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A committed blob is not deleted: the delete is guarded by the pending tag, answers 412."""
+    blob(container, "c.bin", COMMITTED)
+    assert sweeper(store, container)._delete_one("c.bin") == 412
+    assert exists(container, "c.bin")
+
+
+def test_one_by_one_delete_of_a_missing_blob_answers_404(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A blob that never landed answers 404, so its row can go."""
+    assert sweeper(store, container)._delete_one("never.bin") == 404
+
+
+def test_one_by_one_delete_in_a_missing_container_is_a_failure_not_a_404(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """ContainerNotFound is not BlobNotFound: it answers 0, so no row is removed for it."""
+    missing = ContainerClient.from_container_url(
+        container.url + "gone", credential=container.credential
+    )
+    assert sweeper(store, missing)._delete_one("p.bin") == 0
+
+
+def test_one_by_one_delete_of_a_leased_blob_is_a_failure_not_a_412(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A 412 for a lease (LeaseIdMissing) is not "not pending": it answers 0, the blob stays."""
+    blob(container, "l.bin", PENDING)
+    lease = container.get_blob_client("l.bin").acquire_lease(lease_duration=60)
+    try:
+        assert sweeper(store, container)._delete_one("l.bin") == 0
+    finally:
+        lease.release()
+    assert exists(container, "l.bin")
+
+
+def test_one_by_one_delete_refused_for_another_reason_answers_that_status(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A refusal other than 404/412 (here a wrong account key, 403) answers its own status."""
+    blob(container, "p.bin", PENDING)
+    wrong_key = base64.b64encode(b"not the account key, 32 bytes!!!").decode()
+    intruder = ContainerClient.from_container_url(
+        container.url,
+        credential={"account_name": container.account_name, "account_key": wrong_key},
+        retry_total=0,
+    )
+    assert sweeper(store, intruder)._delete_one("p.bin") == 403
+    assert exists(container, "p.bin")
+
+
+def test_one_by_one_delete_that_never_reaches_the_service_is_transient(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A delete that gets no answer (connection refused) answers 503, which is retried."""
+    unreachable = ContainerClient(
+        f"http://127.0.0.1:1/{container.account_name}",
+        container.container_name,
+        credential=container.credential,
+        retry_total=0,
+    )
+    assert sweeper(store, unreachable)._delete_one("p.bin") == 503
+
+
+def test_one_by_one_delete_of_a_name_the_sdk_refuses_is_a_failure(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A name the SDK cannot send (empty) answers 0, a failure, without raising."""
+    assert sweeper(store, container)._delete_one("") == 0
+
+
+def test_an_error_that_names_no_service_code_reads_as_no_code() -> None:
+    """An HttpResponseError raised by azure-core itself (no x-ms-error-code) has no code."""
+    assert _code(HttpResponseError(message="raised before any answer")) is None
+
+
+# Records of replaces and deletes.
+
+
+def test_a_retired_record_never_deletes_a_pending_blob(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A retired record's delete is guarded by `retired`: a pending blob of its name is kept."""
+    blob(container, "r.bin", PENDING)
+    record(store, BlobRecordKind.RETIRED, "r.bin", "doc-1")
+    report = sweeper(store, container).run()
+    assert report.errors == [
+        f"retired blob r.bin of document doc-1: tagged {STATE_TAG}='pending'; left for a human"
+    ]
+    assert exists(container, "r.bin")
+    assert [r.blob_name for r in store.records()] == ["r.bin"]
+
+
+def test_an_intent_whose_blob_is_already_retired_is_deleted(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """An intent whose blob a previous sweep retired but did not delete is finished now."""
+    blob(container, "i.bin", RETIRED)
+    record(store, BlobRecordKind.INTENT, "i.bin", "doc-1")
+    report = sweeper(store, container).run()
+    assert (report.abandoned_replacements, report.errors) == (1, [])
+    assert not exists(container, "i.bin")
+    assert store.records() == []
+
+
+def test_a_retired_record_of_a_committed_blob_retires_and_deletes_it(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A retired record whose blob is still committed (a delete's crash window) removes it."""
+    blob(container, "r.bin", COMMITTED)
+    record(store, BlobRecordKind.RETIRED, "r.bin", "doc-1")
+    report = sweeper(store, container).run()
+    assert (report.retired_deleted, report.errors) == (1, [])
+    assert not exists(container, "r.bin")
+    assert store.records() == []
+
+
+def test_a_record_of_a_leased_blob_is_reported_with_the_service_answer(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A record whose blob is leased reports the service's status and code; both are kept."""
+    blob(container, "r.bin", RETIRED)
+    record(store, BlobRecordKind.RETIRED, "r.bin", "doc-1")
+    lease = container.get_blob_client("r.bin").acquire_lease(lease_duration=60)
+    try:
+        report = sweeper(store, container).run()
+    finally:
+        lease.release()
+    assert report.errors == [
+        "retired blob r.bin of document doc-1: delete answered 412 LeaseIdMissing"
+    ]
+    assert exists(container, "r.bin")
+    assert [r.blob_name for r in store.records()] == ["r.bin"]
+
+
+def test_a_record_whose_blob_cannot_be_reached_is_kept_and_says_why(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A record whose delete gets no answer is not cleared; the error names the failure."""
+    record(store, BlobRecordKind.RETIRED, "r.bin", "doc-1")
+    unreachable = ContainerClient(
+        f"http://127.0.0.1:1/{container.account_name}",
+        container.container_name,
+        credential=container.credential,
+        retry_total=0,
+    )
+    (retired,) = store.records()
+    assert sweeper(store, unreachable)._clear_record(retired) == "ServiceRequestError"
+
+
+def test_a_record_with_a_tag_the_protocol_never_writes_is_left_for_a_human(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """An intent whose blob is tagged neither pending, committed nor retired is kept."""
+    blob(container, "i.bin", ODD)
+    record(store, BlobRecordKind.INTENT, "i.bin", "doc-1")
+    report = sweeper(store, container).run()
+    assert report.errors == [
+        f"intent blob i.bin of document doc-1: tagged {STATE_TAG}='odd'; left for a human"
+    ]
+    assert exists(container, "i.bin")
+
+
+# A sealed replacement that may be a document's only copy (a database restored mid-replace).
+
+
+@pytest.mark.parametrize(
+    ("own_state", "why"),
+    [
+        (
+            None,
+            "is missing and this sealed replacement is the only copy left; kept for a person "
+            "(reconcile lists the row)",
+        ),
+        (
+            RETIRED,
+            "is already retired: the database looks older than the container (restored?); "
+            "this sealed replacement is kept for a person",
+        ),
+    ],
+)
+def test_a_sealed_replacement_is_kept_when_its_document_has_no_live_blob(
+    own_state: str | None, why: str, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A sealed intent of a Ready row whose own blob is gone or retired is kept, with the reason."""
+    blob(container, "own.bin", own_state)
+    blob(container, "new.bin", COMMITTED)
+    document = row(store, "own.bin", Status.READY)
+    record(store, BlobRecordKind.INTENT, "new.bin", document.id)
+    report = sweeper(store, container).run()
+    assert report.errors == [
+        f"intent blob new.bin of document {document.id}: "
+        f"document {document.id}'s blob own.bin {why}"
+    ]
+    assert exists(container, "new.bin")
+    assert [r.blob_name for r in store.records()] == ["new.bin"]
+
+
+@pytest.mark.parametrize("own", ["ready, blob committed", "row gone", "row pending"])
+def test_a_sealed_replacement_is_removed_when_it_is_not_the_only_copy(
+    own: str, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A sealed intent is removed when its document's blob is live, or no Ready row needs it."""
+    document_id = "doc-gone"
+    if own == "ready, blob committed":
+        blob(container, "own.bin", COMMITTED)
+        document_id = row(store, "own.bin", Status.READY).id
+    elif own == "row pending":
+        # Its blob is missing: were the row Ready, the replacement would be its only copy.
+        document_id = row(store, "own.bin", Status.PENDING).id
+    blob(container, "new.bin", COMMITTED)
+    record(store, BlobRecordKind.INTENT, "new.bin", document_id)
+    report = sweeper(store, container).run()
+    assert report.abandoned_replacements == 1
+    assert not exists(container, "new.bin")
+
+
+# A stale row whose delete answered 412: only an exactly committed tag rolls it forward.
+
+
+def test_a_stale_row_whose_blob_has_an_odd_tag_is_reported_and_kept(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A 412 on a blob tagged neither pending nor committed leaves row and blob, with why."""
+    blob(container, "o.bin", ODD)
+    document = row(store, "o.bin")
+    report = sweeper(store, container).run()
+    assert report.errors == [
+        f"document {document.id}: blob o.bin not swept: tagged {STATE_TAG}='odd', "
+        "neither pending nor committed; not rolled forward"
+    ]
+    assert statuses(store) == {"o.bin": Status.PENDING}
+    assert exists(container, "o.bin")
+
+
+def test_a_stale_row_whose_tag_cannot_be_read_after_a_412_is_kept(
+    azurite: Azurite, store: DocumentStore, container: ContainerClient
+) -> None:
+    """When the tag cannot be read after a 412, the row is neither rolled forward nor removed."""
+    blob(container, "c.bin", COMMITTED)
+    document = row(store, "c.bin")
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name, retry_total=0
+        )
+        proxy.fail_next("GET comp=tags", 1)
+        report = sweeper(store, proxied).run()
+    assert report.errors == [
+        f"document {document.id}: blob c.bin not swept: tag unreadable: HttpResponseError"
+    ]
+    assert statuses(store) == {"c.bin": Status.PENDING}
+
+
+def test_a_blob_gone_between_the_412_and_the_tag_read_lets_the_row_go(
+    azurite: Azurite, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A blob deleted after its 412 (another sweeper retired it) counts as missing: row removed."""
+    blob(container, "c.bin", COMMITTED)
+    row(store, "c.bin")
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name, retry_total=0
+        )
+        proxy.once("GET comp=tags", lambda: container.delete_blob("c.bin"))
+        report = sweeper(store, proxied).run()
+    assert (report.missing_blobs, report.deleted_rows, report.errors) == (1, 1, [])
+    assert store.all() == []
+
+
+def test_a_stale_row_whose_delete_is_refused_is_reported_with_the_answer(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A delete refused for a reason other than the tag (a lease) names its answer in the report."""
+    blob(container, "l.bin", PENDING)
+    document = row(store, "l.bin")
+    lease = container.get_blob_client("l.bin").acquire_lease(lease_duration=60)
+    try:
+        report = sweeper(store, container).run()
+    finally:
+        lease.release()
+    assert report.errors == [f"document {document.id}: blob l.bin not swept: delete answered 0"]
+    assert statuses(store) == {"l.bin": Status.PENDING}
+
+
+# The Blob Batch: what a failed batch may and may not be taken to mean.
+
+
+def test_a_batch_deletes_a_pending_blob_with_its_snapshots(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A stale row's pending blob that has a snapshot is deleted, snapshot and all."""
+    blob(container, "s.bin", PENDING)
+    container.get_blob_client("s.bin").create_snapshot()
+    row(store, "s.bin")
+    report = sweeper(store, container).run()
+    assert (report.deleted_blobs, report.errors) == (1, [])
+    assert [b.name for b in container.list_blobs(include=["snapshots"])] == [BINDING_BLOB]
+
+
+def test_a_whole_batch_refused_says_nothing_about_any_blob(
+    azurite: Azurite,
+    store: DocumentStore,
+    container: ContainerClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch answered 412 as a whole is not "not pending" for each blob: rows fail with 0."""
+    blob(container, "p.bin", PENDING)
+    document = row(store, "p.bin")
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name, retry_total=0
+        )
+        proxy.inject("POST comp=batch", Fault(status=412))
+        with caplog.at_level(logging.WARNING, logger="safetynet.sweeper"):
+            report = sweeper(store, proxied).run()
+    assert report.errors == [f"document {document.id}: blob p.bin not swept: delete answered 0"]
+    assert "blob batch failed: Precondition Failed" in caplog.messages
+    assert exists(container, "p.bin")
+
+
+def test_a_batch_that_gets_no_answer_is_retried_then_reported(
+    azurite: Azurite,
+    store: DocumentStore,
+    container: ContainerClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch whose connection is reset every time is retried, then the row is reported as
+    still failing after the attempts, with the error's type and the blob's name logged."""
+    blob(container, "p.bin", PENDING)
+    document = row(store, "p.bin")
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name, retry_total=0
+        )
+        proxy.inject("POST comp=batch", Fault(reset="before"), Fault(reset="before"))
+        settings = SweepSettings(cutoff=CUTOFF, max_attempts=2)
+        later = lambda: datetime.now(UTC) + timedelta(hours=3)  # noqa: E731
+        with caplog.at_level(logging.WARNING, logger="safetynet.sweeper"):
+            report = Sweeper(store, proxied, settings, clock=later, sleep=lambda _: None).run()
+    assert report.errors == [
+        f"document {document.id}: blob p.bin not swept: still failing after 2 attempts"
+    ]
+    failures = [m for m in caplog.messages if m.startswith("blob batch failed: ")]
+    assert failures == ["blob batch failed: ServiceResponseError"] * 2
+    assert "blob p.bin: still failing after 2 attempts" in caplog.messages
+    assert exists(container, "p.bin")
+
+
+# The dry run: tags are read, nothing changes.
+
+
+def test_a_dry_run_reports_what_a_sweep_would_do_to_each_stale_row(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A dry run counts a pending blob deleted, a missing one missing, a committed one rolled
+    forward, and reports an odd tag; no blob or row changes."""
+    for name, state in [("p", PENDING), ("m", None), ("c", COMMITTED), ("o", ODD)]:
+        blob(container, f"{name}.bin", state)
+    odd = [row(store, f"{name}.bin") for name in "pmco"][-1]
+    report = sweeper(store, container, dry_run=True).run()
+    counts = (report.deleted_blobs, report.missing_blobs, report.rolled_forward)
+    assert counts == (1, 1, 1)
+    assert report.deleted_rows == 2
+    assert report.errors == [
+        f"document {odd.id}: blob o.bin not swept: tagged {STATE_TAG}='odd'; would not roll forward"
+    ]
+    assert set(statuses(store).values()) == {Status.PENDING}
+    assert sorted(b.name for b in container.list_blobs()) == ["c.bin", "o.bin", "p.bin"]
+
+
+def test_a_dry_run_over_records_reports_only_tags_the_protocol_never_writes(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A dry run counts every record it would clear and reports the one with an odd tag."""
+    records = [
+        (BlobRecordKind.INTENT, "ip.bin", PENDING),
+        (BlobRecordKind.INTENT, "im.bin", None),
+        (BlobRecordKind.INTENT, "io.bin", ODD),
+        (BlobRecordKind.RETIRED, "rr.bin", RETIRED),
+        (BlobRecordKind.RETIRED, "rc.bin", COMMITTED),
+    ]
+    for kind, name, state in records:
+        blob(container, name, state)
+        record(store, kind, name, "doc-1")
+    report = sweeper(store, container, dry_run=True).run()
+    assert report.errors == [
+        f"intent blob io.bin of document doc-1: tagged {STATE_TAG}='odd'; would be left for a human"
+    ]
+    assert (report.abandoned_replacements, report.retired_deleted) == (2, 2)
+    assert len(store.records()) == len(records)
+    assert len(list(container.list_blobs())) == 4
+
+
+# Blob names: what cannot be sent is reported, everything up to the limits is swept.
+
+
+def test_names_the_service_cannot_take_are_reported_and_left(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """Empty, blank, over-long and control-character names are reported; their rows stay."""
+    problems = {
+        "": "blob name is empty",
+        "   ": "blob name is empty",
+        "tab\there": "blob name contains control characters",
+    }
+    if store.engine.dialect.name == "sqlite":
+        # PostgreSQL's column holds at most 1024 characters: there such a row cannot exist.
+        problems["x" * 1025] = "blob name is 1025 characters; at most 1024"
+    documents = {name: row(store, name) for name in problems}
+    report = sweeper(store, container).run()
+    assert sorted(report.errors) == sorted(
+        f"document {documents[name].id}: {problem}; left for a human"
+        for name, problem in problems.items()
+    )
+    assert set(statuses(store).values()) == {Status.PENDING}
+
+
+def test_names_at_the_limits_are_swept(store: DocumentStore, container: ContainerClient) -> None:
+    """A name of exactly 1024 characters and one with a space are valid and swept."""
+    names = ["y" * 1024, "with space.bin"]
+    for name in names:
+        blob(container, name, PENDING)
+        row(store, name)
+    report = sweeper(store, container).run()
+    assert (report.deleted_blobs, report.deleted_rows, report.errors) == (2, 2, [])
+    assert [b.name for b in container.list_blobs()] == [BINDING_BLOB]
