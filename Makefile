@@ -70,7 +70,7 @@ mutation: $(PY_STAMP) $(NODE_STAMP)
 # does not finish sweep.py on 2 cores): `make mutation-file MUTATE=sweeper/sweep.py`.
 MUTATE ?= sweeper/sweep.py
 mutation-file: $(PY_STAMP) $(NODE_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,mutation]'
+	$(UV_SYNC) --quiet --extra dev --extra mutation
 	$(BIN)/python -m tests.mutation_file $(MUTATE)
 
 function-zip: $(PY_STAMP)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from benchmarks import machine
 from benchmarks.__main__ import write_section
-from safetynet.azurite import AZURITE_BIN_ENV, Azurite, find_azurite_bin
+from testkit.azurite import AZURITE_BIN_ENV, Azurite, find_azurite_bin
 from tests.mutation_rejudge import TESTS
 from tests.mutation_run import DOCS, ROOT
 
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             in_run = statuses(copy, env, module)
             print(f"in the run: {dict(Counter(in_run.values()))}", flush=True)
             changed = changed_tests(copy, tests) if options.copy else []
-            for unmutated in ("tests", "safetynet", "benchmarks"):
+            for unmutated in ("tests", "safetynet", "testkit", "function", "benchmarks"):
                 shutil.copytree(copy / unmutated, copy / "mutants" / unmutated, dirs_exist_ok=True)
             clean = judge(copy, env, "", tests, 900)
             if clean != "survived":

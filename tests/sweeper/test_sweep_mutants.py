@@ -17,13 +17,13 @@ import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from benchmarks.latency_proxy import Fault, LatencyProxy
-from safetynet.azurite import Azurite
-from safetynet.constants import COMMITTED, PENDING, RETIRED, STATE_TAG
 from sweeper.blobs import BINDING_BLOB
 from sweeper.settings import SweepSettings
 from sweeper.store import BlobRecordKind, Document, DocumentStore, Status, new_document_id
 from sweeper.sweep import Sweeper, _code
+from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from testkit.azurite import Azurite
+from testkit.fault_proxy import Fault, LatencyProxy
 from tests.sweeper.conftest import CUTOFF
 
 ODD = "odd"
