@@ -138,7 +138,7 @@ def _validate(args: argparse.Namespace) -> ProbeSettings:
 
 
 @contextmanager
-def _blob_service(args: argparse.Namespace) -> Iterator[tuple[BlobServiceClient, str]]:
+def _blob_service_client(args: argparse.Namespace) -> Iterator[tuple[BlobServiceClient, str]]:
     """The service to probe and a description of where it came from."""
     if args.account_url or args.connection_string:
         yield open_blob_service_client(args), ""
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as error:
         return fail("verify", ExitCode.USAGE, str(error), as_json)
     try:
-        with _blob_service(args) as (service, origin):
+        with _blob_service_client(args) as (service, origin):
             verdicts = _read_settings(args) if _wants_settings(args) else None
             if verdicts is not None and verdicts.pending_days is not None:
                 settings = ProbeSettings(verdicts.pending_days, settings.sweeper_period)
