@@ -55,8 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Act on a container (create-only uploads, tag-guarded deletes, undelete, refused "
             "keys and anonymous reads, ...) and report per probe PASS, FAIL or NOT_VERIFIABLE. "
             "Without a target, an embedded Azurite is started and stopped. Probe blobs live "
-            "under .safetynet/verify/<run id>/ and are deleted at the end (canaries excepted). "
-            "Exit codes: 0 ok, 1 something failed, 2 bad usage, 3 could not act."
+            "under .safetynet/verify/<run id>/ and are deleted at the end (canaries excepted)."
         ),
     )
     add_blob_options(parser)
