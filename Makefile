@@ -77,4 +77,4 @@ function-zip: $(PY_STAMP)
 	$(BIN)/safetynet build-function --output build/sweeper-function.zip
 
 clean:
-	rm -rf $(VENV) node_modules build policy-pack/venv mutants .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) node_modules build policy-pack/venv mutants *.egg-info .hypothesis .pytest_cache .mypy_cache .ruff_cache

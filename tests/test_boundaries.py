@@ -27,8 +27,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bottom", BOTTOM),
 )
 """Top to bottom. A module may import its own layer (within its own package) or a lower one."""
-OUTSIDE = ("tests", "benchmarks", "function_app")
-"""Project code that sits above every layer: no layer may import it."""
+OUTSIDE = ("tests", "benchmarks", "function_app", "function")
+"""Project code that sits above every layer: no layer may import it (`function` too, since
+function/ without an __init__ is still importable as a namespace package from the checkout)."""
 GENERATED = ("node_modules", ".venv", "mutants", "build")
 """Folders of installed or generated copies, not project sources."""
 SDKS = ("azure", "pulumi", "pulumi_azure_native", "pulumi_policy", "sqlalchemy")
@@ -46,15 +47,43 @@ def is_module(name: str) -> bool:
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
+DYNAMIC_IMPORTERS = ("import_module", "__import__", "spec_from_file_location")
+"""Calls that import by a string: the graph sees them only when the string is a literal."""
+
+
+def dynamic_import(node: ast.AST) -> str | ast.expr | None:
+    """The module a call like `importlib.import_module("x.y")` imports: its name when the
+    argument is a string literal, the argument's expression when it is not, None for any other
+    node (and for a call without arguments)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    if called not in DYNAMIC_IMPORTERS:
+        return None
+    argument = node.args[0]
+    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        return argument.value
+    return argument
+
+
 def imported_modules(path: Path) -> set[str]:
     """Dotted names of the modules one file imports; `from a import b` counts as `a.b` when b is
     a module, so `from sweeper import vocabulary` is an import of the bottom, not of sweeper."""
     package = module_name(path).split(".")
     if path.name != "__init__.py":
         package.pop()
+    return imported_modules_of(path, package)
+
+
+def imported_modules_of(path: Path, package: list[str]) -> set[str]:
+    """The modules `path` imports, relative imports resolved against `package`."""
     modules: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
+        if (name := dynamic_import(node)) is not None:
+            if isinstance(name, str):
+                modules.add(name)
+        elif isinstance(node, ast.Import):
             modules.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
@@ -135,6 +164,39 @@ def test_every_import_goes_down_the_layers() -> None:
     assert offenders == []
 
 
+def test_dynamic_imports_are_string_literals_the_graph_can_see() -> None:
+    """A layer file or the function entry that imports by a computed name would hide an edge
+    from the graph, so every `import_module`/`__import__` there names a literal module."""
+    paths = [*(path for path, _ in layer_files()), ROOT / "function" / "function_app.py"]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{argument.lineno}"
+        for path in paths
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(argument := dynamic_import(node), ast.expr)
+    ]
+    assert offenders == []
+
+
+def test_the_graph_sees_imports_in_function_bodies_and_by_string(tmp_path: Path) -> None:
+    """An import inside a function, under TYPE_CHECKING or through importlib by a literal name
+    is an edge of the graph like a top-level import."""
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "import importlib\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    import policies.audit\n"
+        "def later() -> None:\n"
+        "    from testkit import crash\n"
+        "    importlib.import_module('safetynet.cli')\n"
+        "    __import__('infra.config')\n",
+        encoding="utf-8",
+    )
+    assert {"policies.audit", "testkit.crash", "safetynet.cli", "infra.config"} <= (
+        imported_modules_of(source, package=["sweeper"])
+    )
+
+
 def test_the_check_refuses_an_upward_or_sideways_import() -> None:
     """The rule itself fails an edge that goes up or across the parts, and passes one going down."""
     assert layer_violations("sweeper.sweep", "testkit.crash") is not None
@@ -142,6 +204,7 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
     assert layer_violations("policies.audit", "safetynet.cli") is not None
     assert layer_violations("infra.storage", "sweeper.store") is not None
     assert layer_violations("testkit.crash", "tests.conftest") is not None
+    assert layer_violations("testkit.crash", "function.function_app") is not None
     assert layer_violations("safetynet.demo", "testkit.crash") is None
     assert layer_violations("policies.audit", "sweeper.redaction") is None
     assert layer_violations("sweeper.sweep", "sweeper.store") is None
@@ -152,9 +215,7 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
 def test_runtime_parts_and_testkit_never_import_the_cli_tests_or_benchmarks(package: str) -> None:
     """Nothing the function or the demo runs can depend on the CLI, the tests or the benchmarks."""
     offenders = {
-        str(path.relative_to(ROOT)): sorted(
-            imported_roots(path) & {"safetynet", "tests", "benchmarks", "function_app"}
-        )
+        str(path.relative_to(ROOT)): sorted(imported_roots(path) & {"safetynet", *OUTSIDE})
         for path in (ROOT / package).rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}

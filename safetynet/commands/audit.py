@@ -67,8 +67,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Read storage accounts through Azure Resource Manager and judge them by the same "
             f"rules as the policy pack. Authenticates with DefaultAzureCredential, or with the "
-            f"bearer token in ${TOKEN_ENV} when it is set. Exit codes: 0 ok, 1 a rule at or "
-            "above --fail-on failed, 2 bad usage, 3 incomplete (auth/permission/unreadable)."
+            f"bearer token in ${TOKEN_ENV} when it is set. A rule at or above --fail-on that "
+            "fails is a finding; the exit codes are listed below."
         ),
     )
     where = parser.add_argument_group("what to audit (one account, a resource group, or all)")

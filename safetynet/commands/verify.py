@@ -55,8 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Act on a container (create-only uploads, tag-guarded deletes, undelete, refused "
             "keys and anonymous reads, ...) and report per probe PASS, FAIL or NOT_VERIFIABLE. "
             "Without a target, an embedded Azurite is started and stopped. Probe blobs live "
-            "under .safetynet/verify/<run id>/ and are deleted at the end (canaries excepted). "
-            "Exit codes: 0 ok, 1 something failed, 2 bad usage, 3 could not act."
+            "under .safetynet/verify/<run id>/ and are deleted at the end (canaries excepted)."
         ),
     )
     add_blob_options(parser)
@@ -138,7 +137,7 @@ def _validate(args: argparse.Namespace) -> ProbeSettings:
 
 
 @contextmanager
-def _blob_service(args: argparse.Namespace) -> Iterator[tuple[BlobServiceClient, str]]:
+def _blob_service_client(args: argparse.Namespace) -> Iterator[tuple[BlobServiceClient, str]]:
     """The service to probe and a description of where it came from."""
     if args.account_url or args.connection_string:
         yield open_blob_service_client(args), ""
@@ -204,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as error:
         return fail("verify", ExitCode.USAGE, str(error), as_json)
     try:
-        with _blob_service(args) as (service, origin):
+        with _blob_service_client(args) as (service, origin):
             verdicts = _read_settings(args) if _wants_settings(args) else None
             if verdicts is not None and verdicts.pending_days is not None:
                 settings = ProbeSettings(verdicts.pending_days, settings.sweeper_period)

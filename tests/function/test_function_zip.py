@@ -63,6 +63,7 @@ def run_isolated(root: Path, code: str, *, with_venv_packages: bool) -> str:
     prelude = f"import sys; sys.path[:0] = [{str(root)!r}, {str(root / SITE_PACKAGES)!r}]\n"
     result = subprocess.run(
         [sys.executable, *flags, "-c", prelude + code],
+        cwd=root,
         capture_output=True,
         text=True,
         check=False,
@@ -73,14 +74,25 @@ def run_isolated(root: Path, code: str, *, with_venv_packages: bool) -> str:
 
 
 IMPORT_CHECK = """
-import json, function_app, sweeper
+import json, pathlib, function_app, sweeper
 names = [f.get_function_name() for f in function_app.app.get_functions()]
 leaked = sorted(
     m for m in sys.modules
     if m.split(".")[0] in {"infra", "policies", "pulumi", "tests", "safetynet", "testkit"}
 )
-print(json.dumps({"sweeper": sweeper.__file__, "functions": names, "leaked": leaked}))
+homes = [pathlib.Path(p).resolve() for p in (sys.path[0], sys.prefix, sys.base_prefix)]
+outside_zip = sorted(
+    m for m, module in list(sys.modules.items())
+    if getattr(module, "__file__", None)
+    and not any(pathlib.Path(module.__file__).resolve().is_relative_to(h) for h in homes)
+)
+print(json.dumps(
+    {"sweeper": sweeper.__file__, "functions": names, "leaked": leaked, "outside_zip": outside_zip}
+))
 """
+"""Imports the unpacked zip's entry (first on sys.path); `outside_zip` names any module that came
+from neither the zip nor the Python installation, such as one the venv's editable install served
+from a working copy because the zip lacks it."""
 
 
 RUNTIME_MODULES = (
@@ -298,6 +310,37 @@ def test_code_only_zip_imports_its_own_sweeper_and_nothing_of_infra(tmp_path: Pa
     assert report["sweeper"] == str(root / "sweeper" / "__init__.py")
     assert report["functions"] == ["sweep_timer"]
     assert report["leaked"] == []
+    assert report["outside_zip"] == []
+
+
+def test_the_import_check_sees_a_module_the_zip_lacks(tmp_path: Path) -> None:
+    """A zip without one sweeper module fails the import check, even though the venv's editable
+    install could still serve that module from this working copy."""
+    result = build_zip(tmp_path / "f.zip", with_dependencies=False)
+    root = tmp_path / "unpacked"
+    with zipfile.ZipFile(result.path) as archive:
+        archive.extractall(root)
+    (root / "sweeper" / "appsettings.py").unlink()
+
+    outcome = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path[:0] = [{str(root)!r}]\n" + IMPORT_CHECK,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+    # Without an editable install the import itself fails; with one, the report names the module.
+    if outcome.returncode != 0:
+        assert "sweeper.appsettings" in outcome.stderr
+    else:
+        assert "sweeper.appsettings" in json.loads(outcome.stdout)["outside_zip"]
 
 
 @pytest.mark.skipif(
@@ -322,6 +365,7 @@ def test_full_build_runs_on_its_own_wheels(tmp_path: Path) -> None:
 
     assert report["functions"] == ["sweep_timer"]
     assert report["leaked"] == []
+    assert report["outside_zip"] == []
     assert list((root / SITE_PACKAGES).glob("psycopg_binary/*x86_64-linux-gnu.so"))
     print(
         f"full build: {elapsed:.1f} s, {result.size / 2**20:.1f} MiB, sha256 "

@@ -14,8 +14,8 @@ from azure.storage.blob import BlobServiceClient
 from policies.probes import Probe, ProbeOutcome, Target, run_probes
 from policies.probes.runner import ProbeResult, VerificationRun
 from testkit.azurite import Azurite, AzuriteTls
+from testkit.service_doubles import EmulatorTokenCredential
 from testkit.tls import TlsFiles, make_tls_files
-from tests.verification.doubles import EmulatorTokenCredential
 
 
 @dataclass(frozen=True)

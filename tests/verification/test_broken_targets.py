@@ -30,8 +30,7 @@ from policies.probes.writes import (
 from sweeper.heartbeat import heartbeat_body, write_heartbeat
 from sweeper.vocabulary import HEARTBEAT_BLOB
 from testkit.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, dev_blob_endpoint
-from tests.verification.conftest import ProbeTarget
-from tests.verification.doubles import (
+from testkit.service_doubles import (
     Refusal,
     lost_answer_service,
     non_conforming_service,
@@ -46,6 +45,7 @@ from tests.verification.doubles import (
     tag_guarding_service,
     versioning_service,
 )
+from tests.verification.conftest import ProbeTarget
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
 

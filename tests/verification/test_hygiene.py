@@ -15,7 +15,7 @@ from safetynet.exitcodes import ExitCode
 from sweeper.vocabulary import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
 from testkit.azurite import Azurite
 from testkit.fault_proxy import LatencyProxy
-from tests.verification.doubles import RecordingCounter
+from testkit.service_doubles import RecordingCounter
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
 

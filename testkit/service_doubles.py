@@ -1,5 +1,5 @@
-"""Test doubles for the verification tests: a token credential Azurite accepts, and a blob
-service that does not honour If-None-Match (a proxy in front of Azurite)."""
+"""Doubles for the verification tests: a token credential Azurite accepts, and proxies in front
+of Azurite that answer as a misconfigured or non-conforming Azure account would."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import re
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from email.message import Message
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -121,7 +122,7 @@ class _TagGuardHandler(_Handler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
-Refusal = Callable[[str, str, Mapping[str, str]], tuple[int, str] | None]
+Refusal = Callable[[str, str, Message], tuple[int, str] | None]
 """(method, path, headers) -> the (status, error code) to answer instead of forwarding, or None."""
 
 
@@ -149,16 +150,14 @@ class _RefusingHandler(_Handler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
-def shared_key_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+def shared_key_off(method: str, path: str, headers: Message) -> tuple[int, str] | None:
     """An account with allowSharedKeyAccess=false: every key-signed request is refused."""
     if headers.get("Authorization", "").startswith("SharedKey "):
         return 403, "KeyBasedAuthenticationNotPermitted"
     return None
 
 
-def shared_key_allowed(
-    method: str, path: str, headers: Mapping[str, str]
-) -> tuple[int, str] | None:
+def shared_key_allowed(method: str, path: str, headers: Message) -> tuple[int, str] | None:
     """An account that allows shared key: a request signed with a made-up key fails its
     signature check (the probe's is the only one signing `*/shared-key`)."""
     if headers.get("Authorization", "").startswith("SharedKey ") and path.split("?")[0].endswith(
@@ -168,16 +167,14 @@ def shared_key_allowed(
     return None
 
 
-def public_access_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+def public_access_off(method: str, path: str, headers: Message) -> tuple[int, str] | None:
     """An account with allowBlobPublicAccess=false: every anonymous request is refused."""
     if "Authorization" not in headers and "sig=" not in path:
         return 409, "PublicAccessNotPermitted"
     return None
 
 
-def public_access_allowed(
-    method: str, path: str, headers: Mapping[str, str]
-) -> tuple[int, str] | None:
+def public_access_allowed(method: str, path: str, headers: Message) -> tuple[int, str] | None:
     """An account that allows public access, with a private container: 404 to anonymous reads."""
     if "Authorization" not in headers and "sig=" not in path:
         return 404, "ResourceNotFound"
@@ -278,7 +275,7 @@ def _deleted_entry(
     return entry
 
 
-def soft_delete_off(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+def soft_delete_off(method: str, path: str, headers: Message) -> tuple[int, str] | None:
     """An account without blob soft delete: the deleted blob is gone, undelete finds nothing."""
     if method == "PUT" and "comp=undelete" in path:
         return 404, "BlobNotFound"
