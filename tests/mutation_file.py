@@ -120,13 +120,21 @@ def rejudge(copy: Path, env: dict[str, str], name: str, multiplier: float) -> st
     return judge(copy, env, name, tests, limit)
 
 
+RUN_TESTS = ".tests-of-the-run"
+"""Where a kept copy keeps the test files of its first run, as they were then."""
+
+
 def changed_tests(copy: Path, tests: list[str]) -> list[str]:
-    """Of `tests`, the files that differ from the copy's (the run's): copied into it, so a
-    mutant the run let live can be judged by the tests written since."""
+    """Of `tests`, the files that differ from those the copy's first run used: copied into it,
+    so a mutant the run let live can be judged by the tests written since. The first run's
+    files are kept aside, so a second `--copy` still sees every change since that run."""
     changed = []
     for name in tests:
-        now, then = ROOT / name, copy / name
-        if not then.exists() or now.read_bytes() != then.read_bytes():
+        now, then, first = ROOT / name, copy / name, copy / RUN_TESTS / name
+        if then.exists() and not first.exists():
+            first.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(then, first)
+        if not first.exists() or now.read_bytes() != first.read_bytes():
             changed.append(name)
             then.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(now, then)
@@ -295,6 +303,8 @@ def report(
             f"`python -m tests.mutation_file {options.path} --max-children "
             f"{options.max_children} --timeout-multiplier {options.timeout_multiplier:g} "
             f"--rejudge-multiplier {options.rejudge_multiplier:g}"
+            + (f" --copy {options.copy}" if options.copy else "")
+            + (f" --budget {options.budget:g}" if options.budget != float("inf") else "")
             + "".join(f" --only '{name}'" for name in options.only)
             + "` (`make mutation-file`; "
             + f"mutmut {' '.join(version)}), {when}, on {machine.describe()}. "
