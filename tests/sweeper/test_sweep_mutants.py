@@ -20,7 +20,7 @@ from azure.storage.blob import ContainerClient
 
 from sweeper import blobs
 from sweeper.blobs import BINDING_BLOB
-from sweeper.lease import LEASE_BLOB, LEASE_SECONDS
+from sweeper.lease import ACQUIRED, LEASE_BLOB, LEASE_SECONDS, SweepLease
 from sweeper.settings import SweepSettings
 from sweeper.store import BlobRecordKind, Document, DocumentStore, Status, new_document_id
 from sweeper.sweep import (
@@ -748,3 +748,15 @@ def test_a_database_bound_to_another_container_while_binding_is_refused(
         f"database {store.database_id()} was just bound to container 'elsewhere/other' by "
         f"another sweep, not {identity!r}"
     )
+
+
+def test_a_sweep_given_a_lease_sweeps_under_that_one(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """The lease a sweeper is given is the one it takes: the lease blob carries its clock."""
+    taken = datetime(2020, 1, 2, tzinfo=UTC)
+    lease = SweepLease(container, clock=lambda: taken)
+    settings = SweepSettings(cutoff=CUTOFF, use_lease=True)
+    assert Sweeper(store, container, settings, lease=lease).run().errors == []
+    metadata = container.get_blob_client(LEASE_BLOB).get_blob_properties().metadata
+    assert metadata[ACQUIRED] == taken.isoformat()
