@@ -760,3 +760,20 @@ def test_a_sweep_given_a_lease_sweeps_under_that_one(
     assert Sweeper(store, container, settings, lease=lease).run().errors == []
     metadata = container.get_blob_client(LEASE_BLOB).get_blob_properties().metadata
     assert metadata[ACQUIRED] == taken.isoformat()
+
+
+def test_a_record_that_fails_does_not_hold_up_the_rest_of_its_chunk(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A record left for a person is reported, and the records after it in the same chunk are
+    still cleared."""
+    for name, state in [("a.bin", ODD), ("b.bin", PENDING), ("c.bin", PENDING)]:
+        blob(container, name, state)
+        record(store, BlobRecordKind.INTENT, name, "doc-1")
+    report = sweeper(store, container).run()
+    assert report.errors == [
+        f"intent blob a.bin of document doc-1: tagged {STATE_TAG}='odd'; left for a human"
+    ]
+    assert report.abandoned_replacements == 2
+    assert [r.blob_name for r in store.records()] == ["a.bin"]
+    assert not exists(container, "b.bin")
