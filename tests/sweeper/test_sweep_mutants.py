@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -777,3 +778,30 @@ def test_a_record_that_fails_does_not_hold_up_the_rest_of_its_chunk(
     assert report.abandoned_replacements == 2
     assert [r.blob_name for r in store.records()] == ["a.bin"]
     assert not exists(container, "b.bin")
+
+
+def test_rows_in_a_sweep_carry_a_token_of_its_own_that_keeps_other_sweeps_out(
+    azurite: Azurite, store: DocumentStore, container: ContainerClient
+) -> None:
+    """While its batch is out, a sweep's rows are stamped with a fresh token of its own, and
+    another sweep's claim gets none of them."""
+    blob(container, "p.bin", PENDING)
+    row(store, "p.bin")
+    seen: list[object] = []
+
+    def look() -> None:
+        with store.engine.begin() as conn:
+            seen.append(conn.execute(sa.select(store.table.c.claim_token)).scalar_one())
+        now = datetime.now(UTC) + timedelta(hours=3)
+        seen.append(store.claim_stale(now - CUTOFF, 10, "other", now, now - timedelta(minutes=10)))
+
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name
+        )
+        proxy.once("POST comp=batch", look)
+        assert sweeper(store, proxied).run().deleted_rows == 1
+    token, taken = seen
+    assert isinstance(token, str)
+    assert str(uuid.UUID(token)) == token
+    assert taken == []
