@@ -805,3 +805,29 @@ def test_rows_in_a_sweep_carry_a_token_of_its_own_that_keeps_other_sweeps_out(
     assert isinstance(token, str)
     assert str(uuid.UUID(token)) == token
     assert taken == []
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_batches_run_on_as_many_named_sweep_threads_as_the_concurrency_allows(
+    store: DocumentStore,
+    container: ContainerClient,
+    caplog: pytest.LogCaptureFixture,
+    concurrency: int,
+) -> None:
+    """Three one-blob batches run on `concurrency` threads named after the sweep, which is
+    what their log lines show."""
+    leases = []
+    for name in ("a.bin", "b.bin", "c.bin"):
+        blob(container, name, PENDING)
+        row(store, name)
+        leases.append(container.get_blob_client(name).acquire_lease(lease_duration=60))
+    settings = SweepSettings(cutoff=CUTOFF, batch_size=1, concurrency=concurrency)
+    clock = sweeper(store, container).clock
+    try:
+        with caplog.at_level(logging.WARNING, logger="safetynet.sweeper"):
+            assert len(Sweeper(store, container, settings, clock).run().errors) == 3
+    finally:
+        for lease in leases:
+            lease.release()
+    threads = {r.threadName for r in caplog.records if r.getMessage().endswith("answered 0")}
+    assert threads == {f"sweep_{i}" for i in range(concurrency)}
