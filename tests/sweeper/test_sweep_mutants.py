@@ -783,28 +783,39 @@ def test_a_record_that_fails_does_not_hold_up_the_rest_of_its_chunk(
 def test_rows_in_a_sweep_carry_a_token_of_its_own_that_keeps_other_sweeps_out(
     azurite: Azurite, store: DocumentStore, container: ContainerClient
 ) -> None:
-    """While its batch is out, a sweep's rows are stamped with a fresh token of its own, and
-    another sweep's claim gets none of them."""
+    """While their deletes are out, a sweep's rows and records carry one fresh token of its
+    own, and another sweep's claim gets none of them."""
     blob(container, "p.bin", PENDING)
     row(store, "p.bin")
+    blob(container, "i.bin", PENDING)
+    record(store, BlobRecordKind.INTENT, "i.bin", "doc-1")
     seen: list[object] = []
+    now = datetime.now(UTC) + timedelta(hours=3)
+    expired = now - timedelta(minutes=10)
 
-    def look() -> None:
+    def look_at_rows() -> None:
         with store.engine.begin() as conn:
             seen.append(conn.execute(sa.select(store.table.c.claim_token)).scalar_one())
-        now = datetime.now(UTC) + timedelta(hours=3)
-        seen.append(store.claim_stale(now - CUTOFF, 10, "other", now, now - timedelta(minutes=10)))
+        seen.append(store.claim_stale(now - CUTOFF, 10, "other", now, expired))
+
+    def look_at_records() -> None:
+        with store.engine.begin() as conn:
+            seen.append(conn.execute(sa.select(store.blobs.c.claim_token)).scalar_one())
+        seen.append(store.claim_records(BlobRecordKind.INTENT, now, 10, "other", now, expired))
 
     with LatencyProxy(azurite.port, delay_s=0) as proxy:
         proxied = ContainerClient.from_connection_string(
             proxy.connection_string, container.container_name
         )
-        proxy.once("POST comp=batch", look)
-        assert sweeper(store, proxied).run().deleted_rows == 1
-    token, taken = seen
-    assert isinstance(token, str)
-    assert str(uuid.UUID(token)) == token
-    assert taken == []
+        proxy.once("POST comp=batch", look_at_rows)
+        proxy.once("DELETE", look_at_records)
+        report = sweeper(store, proxied).run()
+    assert (report.deleted_rows, report.abandoned_replacements) == (1, 1)
+    row_token, rows_taken, record_token, records_taken = seen
+    assert isinstance(row_token, str)
+    assert str(uuid.UUID(row_token)) == row_token
+    assert record_token == row_token
+    assert (rows_taken, records_taken) == ([], [])
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
@@ -831,3 +842,29 @@ def test_batches_run_on_as_many_named_sweep_threads_as_the_concurrency_allows(
             lease.release()
     threads = {r.threadName for r in caplog.records if r.getMessage().endswith("answered 0")}
     assert threads == {f"sweep_{i}" for i in range(concurrency)}
+
+
+def test_records_younger_than_their_wait_are_left_alone(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """An intent younger than the cutoff (a replace in progress) and a retired blob younger
+    than the grace period (a reader may still hold it) are neither cleared nor claimed."""
+    for kind, name, state in [
+        (BlobRecordKind.INTENT, "i.bin", PENDING),
+        (BlobRecordKind.RETIRED, "r.bin", RETIRED),
+    ]:
+        blob(container, name, state)
+        with store.engine.begin() as conn:
+            conn.execute(
+                store.blobs.insert().values(
+                    blob_name=name,
+                    document_id="doc-1",
+                    kind=kind.value,
+                    recorded_utc=datetime.now(UTC) - timedelta(minutes=1),
+                )
+            )
+    report = Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run()
+    assert (report.abandoned_replacements, report.retired_deleted, report.errors) == (0, 0, [])
+    assert sorted(r.blob_name for r in store.records()) == ["i.bin", "r.bin"]
+    assert exists(container, "i.bin")
+    assert exists(container, "r.bin")
