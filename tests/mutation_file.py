@@ -167,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         "or a mutmut glob with a dot in it, such as 'sweeper.sweep.x*_send_batch__mutmut_6?'; "
         "with --copy, those of them the kept run did not check are run there first",
     )
+    parser.add_argument(
+        "--no-run",
+        action="store_true",
+        help="with --copy and --only: re-judge only, run no mutant the kept run did not check",
+    )
     options = parser.parse_args(argv)
     module = options.path.removesuffix(".py").replace("/", ".")
     only = [mutant_glob(module, name) for name in options.only]
@@ -186,11 +191,11 @@ def main(argv: list[str] | None = None) -> int:
                 "SAFETYNET_TEST_AZURITE_PORT": str(emulator.port),
                 AZURITE_BIN_ENV: str(find_azurite_bin()),
             }
-            names = only
+            names = only if options.copy is None else []
             if options.copy is None:
                 copy_tree(copy)
                 configure(copy, options.path, tests, options.timeout_multiplier)
-            elif only:
+            elif only and not options.no_run:
                 # A kept run stopped early goes on: its mutants of these names not checked yet.
                 names = [
                     name
