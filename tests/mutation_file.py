@@ -23,6 +23,7 @@ import tempfile
 import time
 import tomllib
 from collections import Counter
+from fnmatch import fnmatch
 from pathlib import Path
 
 from benchmarks import machine
@@ -119,13 +120,21 @@ def rejudge(copy: Path, env: dict[str, str], name: str, multiplier: float) -> st
     return judge(copy, env, name, tests, limit)
 
 
+RUN_TESTS = ".tests-of-the-run"
+"""Where a kept copy keeps the test files of its first run, as they were then."""
+
+
 def changed_tests(copy: Path, tests: list[str]) -> list[str]:
-    """Of `tests`, the files that differ from the copy's (the run's): copied into it, so a
-    mutant the run let live can be judged by the tests written since."""
+    """Of `tests`, the files that differ from those the copy's first run used: copied into it,
+    so a mutant the run let live can be judged by the tests written since. The first run's
+    files are kept aside, so a second `--copy` still sees every change since that run."""
     changed = []
     for name in tests:
-        now, then = ROOT / name, copy / name
-        if not then.exists() or now.read_bytes() != then.read_bytes():
+        now, then, first = ROOT / name, copy / name, copy / RUN_TESTS / name
+        if then.exists() and not first.exists():
+            first.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(then, first)
+        if not first.exists() or now.read_bytes() != first.read_bytes():
             changed.append(name)
             then.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(now, then)
@@ -145,11 +154,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--copy",
         type=Path,
-        help="no new run: re-judge a kept copy's timeouts, and its survivors with the tests "
+        help="no new run (but see --only): re-judge a kept copy's timeouts, and its survivors "
+        "with the tests "
         "changed since",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only these mutants (repeatable): a function or method name such as _chunks, "
+        "or a mutmut glob with a dot in it, such as 'sweeper.sweep.x*_send_batch__mutmut_6?'; "
+        "with --copy, those of them the kept run did not check are run there first",
+    )
+    parser.add_argument(
+        "--no-run",
+        action="store_true",
+        help="with --copy and --only: re-judge only, run no mutant the kept run did not check",
     )
     options = parser.parse_args(argv)
     module = options.path.removesuffix(".py").replace("/", ".")
+    only = [mutant_glob(module, name) for name in options.only]
     tests = tests_for(module)
     copy = options.copy or Path(tempfile.mkdtemp(prefix="mutation-"))
     print(f"copy: {copy}", flush=True)
@@ -166,16 +191,29 @@ def main(argv: list[str] | None = None) -> int:
                 "SAFETYNET_TEST_AZURITE_PORT": str(emulator.port),
                 AZURITE_BIN_ENV: str(find_azurite_bin()),
             }
+            names = only if options.copy is None else []
             if options.copy is None:
                 copy_tree(copy)
                 configure(copy, options.path, tests, options.timeout_multiplier)
+            elif only and not options.no_run:
+                # A kept run stopped early goes on: its mutants of these names not checked yet.
+                names = [
+                    name
+                    for name, status in statuses(copy, env, module).items()
+                    if status == "not checked" and any(fnmatch(name, p) for p in only)
+                ]
+            if options.copy is None or names:
                 returncode = subprocess.run(
-                    [*MUTMUT, "run", "--max-children", options.max_children],
+                    [*MUTMUT, "run", "--max-children", options.max_children, *names],
                     cwd=copy,
                     env=env,
                     check=False,
                 ).returncode
-            in_run = statuses(copy, env, module)
+            in_run = {
+                name: status
+                for name, status in statuses(copy, env, module).items()
+                if not only or any(fnmatch(name, pattern) for pattern in only)
+            }
             print(f"in the run: {dict(Counter(in_run.values()))}", flush=True)
             changed = changed_tests(copy, tests) if options.copy else []
             for unmutated in ("tests", "safetynet", "testkit", "function", "benchmarks"):
@@ -213,13 +251,22 @@ def main(argv: list[str] | None = None) -> int:
         for name, status in now.items():
             if status in ("survived", "timeout"):
                 print(mutmut_show(copy, env, name))
-        write_section(DOCS, f"mutation-file-{Path(options.path).stem}", body)
+        # A partial run has its own section: it does not replace the whole file's figures.
+        partial = "-only" if options.only else ""
+        write_section(DOCS, f"mutation-file-{Path(options.path).stem}{partial}", body)
         return returncode
     finally:
         if options.keep or options.copy:
             print(f"copy kept: {copy}")
         else:
             shutil.rmtree(copy, ignore_errors=True)
+
+
+def mutant_glob(module: str, name: str) -> str:
+    """`_chunks` -> the glob of its mutants' names (`sweeper.sweep.x__chunks__mutmut_*`, or
+    `sweeper.sweep.xǁSweeperǁ_bind__mutmut_*` for a method); a name with a dot is a glob
+    already."""
+    return name if "." in name else f"{module}.x*{name}__mutmut_*"
 
 
 def mutmut_show(copy: Path, env: dict[str, str], name: str) -> str:
@@ -260,8 +307,12 @@ def report(
             "",
             f"`python -m tests.mutation_file {options.path} --max-children "
             f"{options.max_children} --timeout-multiplier {options.timeout_multiplier:g} "
-            f"--rejudge-multiplier {options.rejudge_multiplier:g}` (`make mutation-file`; "
-            f"mutmut {' '.join(version)}), {when}, on {machine.describe()}. "
+            f"--rejudge-multiplier {options.rejudge_multiplier:g}"
+            + (f" --copy {options.copy}" if options.copy else "")
+            + (f" --budget {options.budget:g}" if options.budget != float("inf") else "")
+            + "".join(f" --only '{name}'" for name in options.only)
+            + "` (`make mutation-file`; "
+            + f"mutmut {' '.join(version)}), {when}, on {machine.describe()}. "
             f"Tests: {', '.join(f'`{t.rpartition(chr(47))[2]}`' for t in tests)}, without "
             "PostgreSQL.",
             "",

@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import base64
 import logging
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
+from sweeper import blobs
 from sweeper.blobs import BINDING_BLOB
+from sweeper.lease import ACQUIRED, LEASE_BLOB, LEASE_SECONDS, SweepLease
 from sweeper.settings import SweepSettings
 from sweeper.store import BlobRecordKind, Document, DocumentStore, Status, new_document_id
-from sweeper.sweep import Sweeper, _code
+from sweeper.sweep import (
+    BlobOutcome,
+    ContainerBindingError,
+    Sweeper,
+    SweepReport,
+    Verdict,
+    _code,
+)
 from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 from testkit.azurite import Azurite
 from testkit.fault_proxy import Fault, LatencyProxy
@@ -531,3 +542,329 @@ def test_names_at_the_limits_are_swept(store: DocumentStore, container: Containe
     report = sweeper(store, container).run()
     assert (report.deleted_blobs, report.deleted_rows, report.errors) == (2, 2, [])
     assert [b.name for b in container.list_blobs()] == [BINDING_BLOB]
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["sweep", "dry run"])
+def test_a_sweep_one_row_and_one_record_per_chunk_counts_every_chunk(
+    store: DocumentStore, container: ContainerClient, dry_run: bool
+) -> None:
+    """With chunks of one, every row and record is its own chunk, reported as it finishes, and
+    the totals add up every chunk, not the last one's."""
+    for name, state in [("p1", PENDING), ("p2", PENDING), ("c1", COMMITTED), ("c2", COMMITTED)]:
+        blob(container, f"{name}.bin", state)
+        row(store, f"{name}.bin")
+    for kind, name, state in [
+        (BlobRecordKind.INTENT, "i1.bin", PENDING),
+        (BlobRecordKind.INTENT, "i2.bin", PENDING),
+        (BlobRecordKind.RETIRED, "r1.bin", RETIRED),
+        (BlobRecordKind.RETIRED, "r2.bin", RETIRED),
+    ]:
+        blob(container, name, state)
+        record(store, kind, name, "doc-1")
+    progress: list[dict[str, object]] = []
+    report = Sweeper(
+        store,
+        container,
+        SweepSettings(cutoff=CUTOFF, dry_run=dry_run, chunk_size=1),
+        clock=sweeper(store, container).clock,
+        on_progress=lambda now: progress.append(now.as_dict()),
+    ).run()
+    assert (report.examined, report.deleted_blobs, report.deleted_rows) == (4, 2, 2)
+    assert report.rolled_forward == 2
+    assert (report.abandoned_replacements, report.retired_deleted) == (2, 2)
+    assert [p["examined"] for p in progress] == [1, 2, 3, 4, 4, 4, 4, 4]
+    assert [p["abandoned_replacements"] for p in progress][4:] == [1, 2, 2, 2]
+    assert report.errors == []
+
+
+# `_finish` is called directly: the batch and the dry run answer for every name they are given,
+# so a row without a verdict, or a failure without a detail, never comes from them.
+
+
+def test_a_row_without_a_verdict_is_reported_as_unanswered(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A row no verdict speaks for is reported "no answer"; a failure without a detail is
+    reported without one; neither is counted as swept."""
+    unanswered, bare = row(store, "u.bin"), row(store, "b.bin")
+    report = SweepReport(dry_run=True)
+    verdicts = {"b.bin": Verdict(BlobOutcome.FAILED)}
+    sweeper(store, container, dry_run=True)._finish("", [], [unanswered, bare], verdicts, report)
+    assert report.errors == [
+        f"document {unanswered.id}: blob u.bin not swept: no answer",
+        f"document {bare.id}: blob b.bin not swept",
+    ]
+    assert (report.examined, report.deleted_rows, report.rolled_forward) == (2, 0, 0)
+
+
+def test_rows_and_records_another_sweep_just_claimed_are_left_to_it(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A row and a record claimed by another sweep a moment ago are not taken over: a claim is
+    only expired once it is older than the claim time-to-live."""
+    late = sweeper(store, container)
+    now = late.clock()
+    blob(container, "p.bin", PENDING)
+    document = row(store, "p.bin")
+    blob(container, "i.bin", PENDING)
+    record(store, BlobRecordKind.INTENT, "i.bin", "doc-1")
+    assert store.claim_stale(now - CUTOFF, 10, "other", now, now - timedelta(minutes=10))
+    assert store.claim_records(BlobRecordKind.INTENT, now, 10, "other", now, now)
+    report = late.run()
+    assert (report.examined, report.abandoned_replacements, report.errors) == (0, 0, [])
+    assert statuses(store) == {document.blob_name: Status.PENDING}
+    assert exists(container, "p.bin")
+    assert exists(container, "i.bin")
+
+
+def test_a_lease_release_that_fails_is_a_warning_of_the_report(
+    azurite: Azurite, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A sweep under the lease whose release gets no answer still returns its report, with
+    the failed release as its one warning; a clean release leaves no warning."""
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name, retry_total=0
+        )
+        settings = SweepSettings(cutoff=CUTOFF, use_lease=True)
+        assert Sweeper(store, proxied, settings).run().warnings == []
+        proxy.inject("PUT comp=lease release", Fault(reset="after"))
+        report = Sweeper(store, proxied, settings).run()
+    assert report.warnings == [
+        f"releasing the lease on {LEASE_BLOB} failed (ServiceResponseError); the sweep's "
+        f"report stands, and a lease of ours expires within {LEASE_SECONDS} s"
+    ]
+    assert (report.errors, report.stopped) == ([], None)
+
+
+def test_a_lease_lost_mid_sweep_stops_it_with_the_reason(
+    azurite: Azurite,
+    store: DocumentStore,
+    container: ContainerClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A renewal that fails before the first chunk stops the sweep: the reason is its one error,
+    what `stopped` says and what is logged, and the stale row is left as it was."""
+    blob(container, "p.bin", PENDING)
+    row(store, "p.bin")
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name, retry_total=0
+        )
+        proxy.inject("PUT comp=lease renew", Fault(reset="before"))
+        settings = SweepSettings(cutoff=CUTOFF, use_lease=True)
+        clock = sweeper(store, container).clock
+        with caplog.at_level(logging.ERROR, logger="safetynet.sweeper"):
+            report = Sweeper(store, proxied, settings, clock=clock).run()
+    lost = f"lease renewal on {LEASE_BLOB} failed (ServiceResponseError); sweep stopped"
+    assert (report.errors, report.stopped, report.examined) == ([lost], lost, 0)
+    assert caplog.messages == [f"sweep stopped: {lost}"]
+    assert statuses(store) == {"p.bin": Status.PENDING}
+    assert exists(container, "p.bin")
+
+
+def test_a_database_failing_mid_sweep_stops_it_with_the_reason(
+    store: DocumentStore, container: ContainerClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The records table gone after the rows' chunk stops the sweep: the database's error is
+    what `stopped` says, the one error and the log line; the rows already swept stay swept."""
+    blob(container, "p.bin", PENDING)
+    row(store, "p.bin")
+
+    def drop_records_table(_: SweepReport) -> None:
+        with store.engine.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE {store.blobs.name}"))
+
+    settings = SweepSettings(cutoff=CUTOFF)
+    clock = sweeper(store, container).clock
+    with caplog.at_level(logging.ERROR, logger="safetynet.sweeper"):
+        report = Sweeper(store, container, settings, clock, on_progress=drop_records_table).run()
+    assert report.stopped
+    assert report.stopped.startswith("database")
+    assert report.errors == [f"sweep stopped: {report.stopped}"]
+    assert caplog.messages == [f"sweep stopped: {report.stopped}"]
+    assert (report.deleted_rows, statuses(store)) == (1, {})
+
+
+# The binding refusals, word for word: a person reads them to find which side is wrong.
+
+
+def test_a_container_bound_to_another_database_is_refused_naming_both(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A container whose marker names another database is refused, the message naming the
+    container, its database and this one."""
+    blobs.bind(container, "other-db")
+    with pytest.raises(ContainerBindingError) as refused:
+        sweeper(store, container).run()
+    assert str(refused.value) == (
+        f"container {container.container_name!r} is bound to database other-db, not to this "
+        f"one ({store.database_id()}); refusing to sweep with the wrong table"
+    )
+
+
+def test_a_marker_naming_no_database_is_refused_saying_what_to_do(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A binding marker without a database id is refused, telling a person what to check."""
+    container.upload_blob(BINDING_BLOB, b"")
+    with pytest.raises(ContainerBindingError) as refused:
+        sweeper(store, container).run()
+    assert str(refused.value) == (
+        f"container {container.container_name!r} has a binding marker ({BINDING_BLOB}) that "
+        "names no database; refusing to sweep until a person checks which database it belongs "
+        "to and removes the marker"
+    )
+
+
+def test_a_database_bound_to_another_container_is_refused_naming_both(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A database bound to another container is refused, the message naming both."""
+    store.bind_container("elsewhere/other")
+    with pytest.raises(ContainerBindingError) as refused:
+        sweeper(store, container).run()
+    identity = f"{container.account_name}/{container.container_name}"
+    assert str(refused.value) == (
+        f"database {store.database_id()} belongs to container 'elsewhere/other', not "
+        f"{identity!r}; refusing to sweep the wrong container"
+    )
+
+
+def test_a_database_bound_to_another_container_while_binding_is_refused(
+    azurite: Azurite, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A sweep of another container that binds the database between this sweep's read and its
+    write wins; this one is refused, the message naming both containers."""
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name
+        )
+        # The binding marker's read comes after this sweep found the database unbound.
+        proxy.once("HEAD", lambda: store.bind_container("elsewhere/other"))
+        with pytest.raises(ContainerBindingError) as refused:
+            sweeper(store, proxied).run()
+    identity = f"{proxied.account_name}/{container.container_name}"
+    assert str(refused.value) == (
+        f"database {store.database_id()} was just bound to container 'elsewhere/other' by "
+        f"another sweep, not {identity!r}"
+    )
+
+
+def test_a_sweep_given_a_lease_sweeps_under_that_one(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """The lease a sweeper is given is the one it takes: the lease blob carries its clock."""
+    taken = datetime(2020, 1, 2, tzinfo=UTC)
+    lease = SweepLease(container, clock=lambda: taken)
+    settings = SweepSettings(cutoff=CUTOFF, use_lease=True)
+    assert Sweeper(store, container, settings, lease=lease).run().errors == []
+    metadata = container.get_blob_client(LEASE_BLOB).get_blob_properties().metadata
+    assert metadata[ACQUIRED] == taken.isoformat()
+
+
+def test_a_record_that_fails_does_not_hold_up_the_rest_of_its_chunk(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """A record left for a person is reported, and the records after it in the same chunk are
+    still cleared."""
+    for name, state in [("a.bin", ODD), ("b.bin", PENDING), ("c.bin", PENDING)]:
+        blob(container, name, state)
+        record(store, BlobRecordKind.INTENT, name, "doc-1")
+    report = sweeper(store, container).run()
+    assert report.errors == [
+        f"intent blob a.bin of document doc-1: tagged {STATE_TAG}='odd'; left for a human"
+    ]
+    assert report.abandoned_replacements == 2
+    assert [r.blob_name for r in store.records()] == ["a.bin"]
+    assert not exists(container, "b.bin")
+
+
+def test_rows_in_a_sweep_carry_a_token_of_its_own_that_keeps_other_sweeps_out(
+    azurite: Azurite, store: DocumentStore, container: ContainerClient
+) -> None:
+    """While their deletes are out, a sweep's rows and records carry one fresh token of its
+    own, and another sweep's claim gets none of them."""
+    blob(container, "p.bin", PENDING)
+    row(store, "p.bin")
+    blob(container, "i.bin", PENDING)
+    record(store, BlobRecordKind.INTENT, "i.bin", "doc-1")
+    seen: list[object] = []
+    now = datetime.now(UTC) + timedelta(hours=3)
+    expired = now - timedelta(minutes=10)
+
+    def look_at_rows() -> None:
+        with store.engine.begin() as conn:
+            seen.append(conn.execute(sa.select(store.table.c.claim_token)).scalar_one())
+        seen.append(store.claim_stale(now - CUTOFF, 10, "other", now, expired))
+
+    def look_at_records() -> None:
+        with store.engine.begin() as conn:
+            seen.append(conn.execute(sa.select(store.blobs.c.claim_token)).scalar_one())
+        seen.append(store.claim_records(BlobRecordKind.INTENT, now, 10, "other", now, expired))
+
+    with LatencyProxy(azurite.port, delay_s=0) as proxy:
+        proxied = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name
+        )
+        proxy.once("POST comp=batch", look_at_rows)
+        proxy.once("DELETE", look_at_records)
+        report = sweeper(store, proxied).run()
+    assert (report.deleted_rows, report.abandoned_replacements) == (1, 1)
+    row_token, rows_taken, record_token, records_taken = seen
+    assert isinstance(row_token, str)
+    assert str(uuid.UUID(row_token)) == row_token
+    assert record_token == row_token
+    assert (rows_taken, records_taken) == ([], [])
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_batches_run_on_as_many_named_sweep_threads_as_the_concurrency_allows(
+    store: DocumentStore,
+    container: ContainerClient,
+    caplog: pytest.LogCaptureFixture,
+    concurrency: int,
+) -> None:
+    """Three one-blob batches run on `concurrency` threads named after the sweep, which is
+    what their log lines show."""
+    leases = []
+    for name in ("a.bin", "b.bin", "c.bin"):
+        blob(container, name, PENDING)
+        row(store, name)
+        leases.append(container.get_blob_client(name).acquire_lease(lease_duration=60))
+    settings = SweepSettings(cutoff=CUTOFF, batch_size=1, concurrency=concurrency)
+    clock = sweeper(store, container).clock
+    try:
+        with caplog.at_level(logging.WARNING, logger="safetynet.sweeper"):
+            assert len(Sweeper(store, container, settings, clock).run().errors) == 3
+    finally:
+        for lease in leases:
+            lease.release()
+    threads = {r.threadName for r in caplog.records if r.getMessage().endswith("answered 0")}
+    assert threads == {f"sweep_{i}" for i in range(concurrency)}
+
+
+def test_records_younger_than_their_wait_are_left_alone(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """An intent younger than the cutoff (a replace in progress) and a retired blob younger
+    than the grace period (a reader may still hold it) are neither cleared nor claimed."""
+    for kind, name, state in [
+        (BlobRecordKind.INTENT, "i.bin", PENDING),
+        (BlobRecordKind.RETIRED, "r.bin", RETIRED),
+    ]:
+        blob(container, name, state)
+        with store.engine.begin() as conn:
+            conn.execute(
+                store.blobs.insert().values(
+                    blob_name=name,
+                    document_id="doc-1",
+                    kind=kind.value,
+                    recorded_utc=datetime.now(UTC) - timedelta(minutes=1),
+                )
+            )
+    report = Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run()
+    assert (report.abandoned_replacements, report.retired_deleted, report.errors) == (0, 0, [])
+    assert sorted(r.blob_name for r in store.records()) == ["i.bin", "r.bin"]
+    assert exists(container, "i.bin")
+    assert exists(container, "r.bin")
