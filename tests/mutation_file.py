@@ -303,7 +303,8 @@ def report(
     ).stdout.split()[-1:]
     return "\n".join(
         [
-            f"## Mutation run of `{options.path}` alone",
+            f"## Mutation run of `{options.path}` alone"
+            + (", chosen functions" if options.only else ""),
             "",
             f"`python -m tests.mutation_file {options.path} --max-children "
             f"{options.max_children} --timeout-multiplier {options.timeout_multiplier:g} "
