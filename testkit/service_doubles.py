@@ -10,7 +10,7 @@ import re
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.message import Message
 from typing import Any
@@ -232,24 +232,33 @@ class _SoftDeleteHandler(_Handler):
         super()._forward()
 
     def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
-        response = super()._send_upstream(headers, body)
-        query = parse_qs(urlsplit(self.path).query)
-        include = ",".join(query.get("include", []))
-        if query.get("comp") != ["list"] or "deleted" not in include:
-            return response
-        payload = response.read()
-        root = ET.fromstring(payload)  # noqa: S314 (Azurite's answer on loopback)
-        blobs = root.find("Blobs")
-        prefix = query.get("prefix", [""])[0]
-        container = unquote(urlsplit(self.path).path).split("/")[2]
+        return _with_deleted_entries(self.path, super()._send_upstream(headers, body), self._kept)
+
+    def _kept(self, container: str, prefix: str) -> Iterator[ET.Element]:
+        after = self.server.deleted_after
         for (owner, name), (data, _, created) in self.server.kept.items():
-            if owner == container and name.startswith(prefix) and blobs is not None:
-                deleted = created + self.server.deleted_after if self.server.deleted_after else None
-                blobs.append(_deleted_entry(name, len(data), created, deleted))
-        rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-        return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
+            if owner == container and name.startswith(prefix):
+                yield _deleted_entry(name, len(data), created, created + after if after else None)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+def _with_deleted_entries(
+    path: str, response: Any, entries: Callable[[str, str], Iterator[ET.Element]]
+) -> Any:
+    """`response` as is, or, for List Blobs with include=deleted, with `entries(container,
+    prefix)` appended to its <Blobs>: the soft-deleted items the double pretends to keep."""
+    query = parse_qs(urlsplit(path).query)
+    include = ",".join(query.get("include", []))
+    if query.get("comp") != ["list"] or "deleted" not in include:
+        return response
+    root = ET.fromstring(response.read())  # noqa: S314 (Azurite's answer on loopback)
+    blobs = root.find("Blobs")
+    if blobs is not None:
+        container = unquote(urlsplit(path).path).split("/")[2]
+        blobs.extend(entries(container, query.get("prefix", [""])[0]))
+    rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
 
 
 def _deleted_entry(
@@ -365,20 +374,14 @@ class _SnapshotSoftDeleteHandler(_Handler):
 
     def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
         response = super()._send_upstream(headers, body)
-        query = parse_qs(urlsplit(self.path).query)
-        include = ",".join(query.get("include", []))
-        if query.get("comp") != ["list"] or "deleted" not in include:
-            return response
-        root = ET.fromstring(response.read())  # noqa: S314 (Azurite's answer on loopback)
-        blobs = root.find("Blobs")
-        container = unquote(urlsplit(self.path).path).split("/")[2]
+        return _with_deleted_entries(self.path, response, self._deleted_snapshots)
+
+    def _deleted_snapshots(self, container: str, _prefix: str) -> Iterator[ET.Element]:
         for owner, name, snapshot in self.server.deleted_snapshots:
-            if owner == container and blobs is not None:
+            if owner == container:
                 entry = _deleted_entry(name, 0, datetime.now(UTC), None)
                 entry.insert(1, _element("Snapshot", snapshot))
-                blobs.append(entry)
-        rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-        return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
+                yield entry
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
