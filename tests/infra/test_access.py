@@ -207,3 +207,36 @@ def test_no_condition_keys_a_delete_on_blob_index_tags() -> None:
         if f"ActionMatches{{'{DELETE}'}}" in condition:
             assert used <= CONDITION_RESOURCE_ATTRIBUTES["delete"], used
         assert TAGS_ATTRIBUTE not in used
+
+
+GROUP_ID = "12121212-3434-5656-7878-909090909090"
+USER_ID = "abababab-cdcd-efef-0101-232323232323"
+
+
+def test_every_assignment_sends_the_configured_principal_type(run: RunFactory) -> None:
+    """A group, a user and a service principal each go out with their own principalType
+    (azure-native would send User, which ARM refuses for the others)."""
+    result = run(
+        {
+            "uploaderPrincipalIds": [{"id": GROUP_ID, "type": "Group"}],
+            "readerPrincipalIds": [{"id": USER_ID, "type": "User"}],
+            "verifierPrincipalIds": [{"id": VERIFIER_ID, "type": "ServicePrincipal"}],
+        }
+    )
+    sent = {
+        res.inputs["principalId"]: res.inputs.get("principalType")
+        for res in data_assignments(result)
+    }
+    assert sent == {
+        GROUP_ID: "Group",
+        USER_ID: "User",
+        VERIFIER_ID: "ServicePrincipal",
+        result.outputs["sweeperPrincipalId"]: "ServicePrincipal",
+    }
+
+
+def test_no_role_assignment_of_the_program_leaves_its_principal_type_to_the_default(
+    stack: StackRun,
+) -> None:
+    """Every RoleAssignment the program registers names its principalType explicitly."""
+    assert all(res.inputs.get("principalType") for res in stack.of_type(ASSIGNMENT))
