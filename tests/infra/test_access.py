@@ -235,8 +235,8 @@ def test_every_assignment_sends_the_configured_principal_type(run: RunFactory) -
     }
 
 
-def test_no_role_assignment_of_the_program_leaves_its_principal_type_to_the_default(
-    stack: StackRun,
-) -> None:
-    """Every RoleAssignment the program registers names its principalType explicitly."""
-    assert all(res.inputs.get("principalType") for res in stack.of_type(ASSIGNMENT))
+def test_no_assignment_goes_out_as_a_user_unless_configured_as_one(stack: StackRun) -> None:
+    """With service principals configured (the fixture's), no data assignment carries the
+    SDK's default `User`: each names its kind explicitly."""
+    kinds = {res.inputs.get("principalType") for res in data_assignments(stack)}
+    assert kinds == {"ServicePrincipal"}
