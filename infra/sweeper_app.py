@@ -235,8 +235,10 @@ class SweeperApp(pulumi.ComponentResource):
             ),
             key_vault_reference_identity=self.identity.id,
             https_only=True,
-            # Flex Consumption VNet integration: the app's outbound traffic leaves from this
-            # subnet, which the accounts' firewalls allow.
+            # Flex Consumption VNet integration (a subnet delegated to Microsoft.App/
+            # environments): the app's outbound traffic leaves from this subnet, which the
+            # accounts' firewalls allow ("Azure Functions networking options",
+            # https://learn.microsoft.com/azure/azure-functions/functions-networking-options).
             virtual_network_subnet_id=subnet,
             function_app_config=web.FunctionAppConfigArgs(
                 deployment=web.FunctionsDeploymentArgs(
