@@ -89,7 +89,9 @@ class RegisteredResource:
     secret_inputs: frozenset[str] = frozenset()
     custom: bool = True
     depends_on: frozenset[str] = frozenset()
-    """Logical names of the resources named in `depends_on` (explicit dependencies only)."""
+    """Logical names of the resources it waits for, as the engine receives them: those named in
+    `depends_on` and those whose outputs its inputs use (the dependency graph the engine orders
+    creation and deletion by)."""
     protect: bool = False
 
 
