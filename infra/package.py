@@ -188,6 +188,8 @@ STATUS_PATH: Final = "/api/deployments/latest"
 issue 3658, the Flex Consumption deploy contract): the latest deployment, not an id."""
 PROPAGATION_STATUSES: Final = frozenset({401, 403})
 """What the SCM host answers while the deployer's role on a new app has not propagated yet."""
+NOT_YET: Final = frozenset({HTTPStatus.NOT_FOUND.value})
+"""`/api/deployments/latest` before the first deployment of an app is recorded."""
 PROPAGATION_DELAYS: Final = (5.0, 10.0, 20.0, 40.0, 60.0)
 """Seconds between attempts after a 401/403: five retries, about two and a quarter minutes."""
 
@@ -260,13 +262,16 @@ def publish(
     status_url = f"https://{scm_host}{STATUS_PATH}"
     deadline = time.monotonic() + timeout_seconds
     while True:
-        polled = _call_retrying(urllib.request.Request(status_url, headers=headers), context, retry)
+        polled = _call_retrying(
+            urllib.request.Request(status_url, headers=headers), context, retry, NOT_YET
+        )
         status = _status_or_none(polled.body)
-        if status is None:
+        if status is None and polled.status not in NOT_YET:
             raise RuntimeError(f"{STATUS_PATH} answered with a body that is not a JSON status")
-        # Until the new deployment is the latest, `latest` may still be the previous one.
-        current = named is None or str(status.get("id")) == named
-        if current and deployment_finished(status):
+        # Until the new deployment is the latest, `latest` may be missing (a first deployment)
+        # or still the previous one.
+        current = status is not None and (named is None or str(status.get("id")) == named)
+        if current and status is not None and deployment_finished(status):
             return str(status.get("id") or named or "latest")
         if time.monotonic() > deadline:
             raise RuntimeError(f"the deployment did not finish within {timeout_seconds:.0f} s")
@@ -293,11 +298,16 @@ def _status_or_none(body: bytes) -> dict[str, Any] | None:
 
 
 def _call_retrying(
-    request: urllib.request.Request, context: ssl.SSLContext | None, retry: Retry
+    request: urllib.request.Request,
+    context: ssl.SSLContext | None,
+    retry: Retry,
+    passed: frozenset[int] = frozenset(),
 ) -> Answer:
-    """`_call`, again after each delay while the answer is 401/403; then a clear error."""
+    """`_call`, again after each delay while the answer is 401/403; then a clear error.
+
+    Statuses in `passed` are answers, not errors."""
     for delay in (*retry.delays, None):
-        answer = _call(request, context)
+        answer = _call(request, context, PROPAGATION_STATUSES | passed)
         if answer.status not in PROPAGATION_STATUSES:
             return answer
         if delay is None:
@@ -313,12 +323,14 @@ def _call_retrying(
     )
 
 
-def _call(request: urllib.request.Request, context: ssl.SSLContext | None) -> Answer:
+def _call(
+    request: urllib.request.Request, context: ssl.SSLContext | None, passed: frozenset[int]
+) -> Answer:
     try:
         with urllib.request.urlopen(request, timeout=300, context=context) as response:  # noqa: S310
             return Answer(int(response.status), bytes(response.read()))
     except urllib.error.HTTPError as error:
-        if error.code in PROPAGATION_STATUSES:
+        if error.code in passed:
             return Answer(error.code, b"")
         path = urllib.parse.urlsplit(request.full_url).path
         raise RuntimeError(

@@ -151,6 +151,8 @@ class FakeKudu:
 
     statuses: list[dict[str, object]]
     publishes: list[tuple[int, bytes]] = field(default_factory=lambda: [ACCEPTED])
+    late_statuses: list[dict[str, object]] = field(default_factory=list)
+    """Served once `statuses` has run out after answering 404 once."""
     received: list[tuple[str, str, dict[str, str], bytes]] = field(default_factory=list)
     host: str = ""
     context: ssl.SSLContext | None = None
@@ -188,6 +190,7 @@ def kudu(tmp_path: Path) -> Iterator[FakeKudu]:
             self._record()
             if self.path != "/api/deployments/latest" or not fake.statuses:
                 self._send(404, b"")
+                fake.statuses, fake.late_statuses = fake.late_statuses, []
             else:
                 self._send(200, json.dumps(fake.statuses.pop(0)).encode())
 
@@ -270,6 +273,14 @@ def test_the_previous_deployment_reported_as_latest_is_not_taken_for_this_one(
     kudu.statuses = [{"id": PREVIOUS_ID, "status": 4}, {"id": DEPLOYMENT_ID, "status": 4}]
     assert deploy(kudu, Waits()) == DEPLOYMENT_ID
     assert len(requests_of(kudu)) == 3
+
+
+def test_a_first_deployment_not_yet_recorded_as_latest_is_waited_for(kudu: FakeKudu) -> None:
+    """Before an app's first deployment is recorded, `latest` answers 404: that is waited out."""
+    kudu.statuses = []
+    kudu.late_statuses = [{"id": DEPLOYMENT_ID, "status": 4}]
+    assert deploy(kudu, Waits()) == DEPLOYMENT_ID
+    assert requests_of(kudu)[1:] == [("GET", "/api/deployments/latest")] * 2
 
 
 def test_a_refusal_while_the_role_propagates_is_retried_with_growing_waits(
