@@ -49,6 +49,7 @@ COMBINATIONS = {
     "firewall": FIREWALL,
     "private-endpoint": PRIVATE,
     "private-endpoint-same-vnet": PRIVATE_SAME_VNET,
+    "private-endpoint-beside-firewall": {**FIREWALL, "privateEndpointSubnetId": ENDPOINT_SUBNET},
     "open": OPEN,
 }
 
@@ -134,9 +135,13 @@ def test_an_open_account_leaves_the_app_outside_any_network(run: RunFactory) -> 
 def test_the_functions_settings_work_under_each_network_combination(
     run: RunFactory, overrides: Mapping[str, object]
 ) -> None:
-    """The sweeper's loader accepts the app settings and targets the account's public blob name,
-    which a linked private zone resolves to the endpoint inside the network."""
+    """The sweeper's loader accepts the app settings and targets the account's public blob name
+    (which a linked private zone resolves to the endpoint inside the network), from the subnet
+    the app joins, which the data account's firewall allows."""
     result = run(overrides)
+    joined = result.one(APP).inputs.get("virtualNetworkSubnetId")
+    assert joined == (None if overrides is OPEN else SWEEPER_SUBNET_ID)
+    assert joined is None or joined in firewall_subnets(data_account(result))
     env = {
         key: str(value)
         for key, value in result.one("azure-native:web:WebAppApplicationSettings")
