@@ -30,6 +30,7 @@ from typing import Final
 import pulumi
 from pulumi_azure_native import authorization
 
+from infra.config import Principal
 from sweeper.vocabulary import HEARTBEAT_BLOB, VERIFY_PREFIX
 
 _BLOBS: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
@@ -260,9 +261,9 @@ class AccessRoles(pulumi.ComponentResource):
         subscription_id: pulumi.Input[str],
         account_name: pulumi.Input[str],
         container_id: pulumi.Input[str],
-        uploader_principal_ids: Sequence[str],
-        reader_principal_ids: Sequence[str],
-        verifier_principal_ids: Sequence[str],
+        uploader_principals: Sequence[Principal],
+        reader_principals: Sequence[Principal],
+        verifier_principals: Sequence[Principal],
         sweeper_principal_id: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -300,12 +301,14 @@ class AccessRoles(pulumi.ComponentResource):
             label: str,
             role: str,
             principal_id: pulumi.Input[str],
-            principal_type: authorization.PrincipalType | None = None,
+            principal_type: authorization.PrincipalType,
             condition: str | None = None,
         ) -> None:
             authorization.RoleAssignment(
                 f"{name}-{label}",
                 principal_id=principal_id,
+                # Always named: azure-native sends User when none is given, and ARM refuses a
+                # type that does not match the principal in Entra (UnmatchedPrincipalType).
                 principal_type=principal_type,
                 role_definition_id=self.role_definition_ids[role],
                 scope=container_id,
@@ -314,18 +317,26 @@ class AccessRoles(pulumi.ComponentResource):
                 opts=child,
             )
 
-        for principal in uploader_principal_ids:
-            assign(f"uploader-{principal}", UPLOADER.key, principal)
-        for principal in reader_principal_ids:
-            assign(f"reader-{principal}", READER.key, principal)
-        for principal in verifier_principal_ids:
-            assign(f"verifier-{principal}", VERIFIER.key, principal, None, VERIFIER_CONDITION)
+        configured = (
+            (UPLOADER, uploader_principals, None),
+            (READER, reader_principals, None),
+            (VERIFIER, verifier_principals, VERIFIER_CONDITION),
+        )
+        for spec, principals, condition in configured:
+            for principal in principals:
+                assign(
+                    f"{spec.key}-{principal.object_id}",
+                    spec.key,
+                    principal.object_id,
+                    authorization.PrincipalType(principal.type),
+                    condition,
+                )
         assign(
             "sweeper-app",
             SWEEPER.key,
             sweeper_principal_id,
-            # A new managed identity may not have replicated yet; naming its type avoids the
-            # lookup that would fail.
+            # A managed identity is a service principal; naming the type also spares ARM the
+            # directory lookup that fails while a new identity replicates.
             authorization.PrincipalType.SERVICE_PRINCIPAL,
             SWEEPER_CONDITION,
         )

@@ -9,6 +9,7 @@ the kind of drift a safety net must not have.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Mapping
@@ -45,6 +46,14 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "uploaderPrincipalIds": [],
     "readerPrincipalIds": [],
     "verifierPrincipalIds": [],
+    "deployerPrincipalType": "User",
+    "publicNetworkAccess": "Enabled",
+    "networkDefaultAction": "Deny",
+    "allowedIpRanges": [],
+    "allowedSubnetIds": [],
+    "sweeperSubnetId": "",
+    "privateEndpointSubnetId": "",
+    "infrastructureEncryption": True,
     "sweeperSchedule": "0 */5 * * * *",
     "sweeperCutoff": appsettings.CUTOFF.default,
     "sweeperLease": False,
@@ -52,6 +61,13 @@ DEFAULTS: Final[Mapping[str, object]] = {
     DATABASE_AUTH_KEY: appsettings.DB_AUTH_PASSWORD,
 }
 """Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
+
+PRINCIPAL_TYPES: Final = ("User", "Group", "ServicePrincipal")
+"""The principal kinds a role assignment names; ARM refuses one that does not match Entra."""
+_PRINCIPALS_SHAPE: Final = (
+    'a list of {"id": <Entra object id>, "type": "User", "Group" or "ServicePrincipal"}, '
+    "possibly empty (apps and managed identities are ServicePrincipal)"
+)
 
 ALLOWED: Final[Mapping[str, str]] = {
     "location": "an Azure region name: lowercase letters and digits, e.g. westeurope",
@@ -66,10 +82,26 @@ ALLOWED: Final[Mapping[str, str]] = {
     "pendingExpiryDays": "an integer from 1 to 365",
     "retiredBlobDays": "an integer from 2 to 365: blobs tagged state=retired are deleted this "
     "many days after they were last read",
-    "uploaderPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty",
-    "readerPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty",
-    "verifierPrincipalIds": "a list of Entra object ids (GUIDs), possibly empty: pipeline "
-    "identities that run `safetynet verify`",
+    "uploaderPrincipalIds": _PRINCIPALS_SHAPE,
+    "readerPrincipalIds": _PRINCIPALS_SHAPE,
+    "verifierPrincipalIds": f"{_PRINCIPALS_SHAPE}: pipeline identities that run `safetynet verify`",
+    "deployerPrincipalType": "User or ServicePrincipal: the kind of identity running "
+    "`pulumi up` (a service principal, managed identity or workload identity is "
+    "ServicePrincipal), which gets Key Vault Secrets Officer on the vault",
+    "publicNetworkAccess": "Enabled or Disabled: Disabled needs privateEndpointSubnetId",
+    "networkDefaultAction": "Deny or Allow: what the data account's firewall does with traffic "
+    "no rule allows; Deny needs sweeperSubnetId",
+    "allowedIpRanges": "a list of public IPv4 addresses or CIDR ranges (prefix /30 or "
+    "shorter), possibly empty, allowed through the data account's firewall",
+    "allowedSubnetIds": "a list of subnet resource ids, possibly empty, allowed through the "
+    "data account's firewall (each with the Microsoft.Storage service endpoint)",
+    "sweeperSubnetId": "a subnet resource id (delegated to Microsoft.App/environments) the "
+    "sweeper's Flex Consumption app joins, or empty; required unless networkDefaultAction "
+    "is Allow",
+    "privateEndpointSubnetId": "a subnet resource id for the data account's blob private "
+    "endpoint, or empty (no private endpoint)",
+    "infrastructureEncryption": "true or false: a second layer of encryption, chosen when an "
+    "account is created (false only for accounts created without it)",
     "sweeperSchedule": "an NCRONTAB expression with 6 fields "
     "(second minute hour day month weekday), e.g. 0 */5 * * * *",
     "sweeperCutoff": "a duration such as 15m, 2h or 1d: at least 1m and shorter than "
@@ -102,6 +134,18 @@ _CONTAINER: Final = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
 _GUID: Final = re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _NCRONTAB_FIELD: Final = re.compile(r"[0-9A-Za-z*/,\-]+")
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://\S+")
+_SUBNET: Final = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w._()]{1,90}/providers/"
+    r"Microsoft\.Network/virtualNetworks/[-\w.]{2,64}/subnets/[-\w.]{1,80}",
+    re.IGNORECASE,
+)
+MAX_ALLOWED_PREFIX: Final = 30
+"""Storage firewall IP rules take no /31 or /32 ranges (give a single address instead)."""
+RFC1918: Final = tuple(
+    ipaddress.IPv4Network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+)
+"""Private ranges a storage IP rule cannot hold ("Azure Storage firewall rules"): traffic from
+them reaches the account through a subnet's service endpoint or a private endpoint instead."""
 
 
 class ConfigError(ValueError):
@@ -113,6 +157,37 @@ class ConfigError(ValueError):
         shown_default = "" if default is None else f" (default {json.dumps(default)})"
         allowed = ALLOWED.get(key, "one of the keys in docs/configuration.md (Stack configuration)")
         super().__init__(f"{NAMESPACE}:{key}: {problem}; allowed: {allowed}{shown_default}")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An Entra object id and the kind of principal it is, as its role assignment names it."""
+
+    object_id: str
+    type: str
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """The data account's network rules and the sweeper's way through them."""
+
+    public_network_access: str = "Enabled"
+    default_action: str = "Deny"
+    allowed_ip_ranges: tuple[str, ...] = ()
+    allowed_subnet_ids: tuple[str, ...] = ()
+    sweeper_subnet_id: str | None = None
+    private_endpoint_subnet_id: str | None = None
+
+    @property
+    def firewall_subnet_ids(self) -> tuple[str, ...]:
+        """The allowed subnets plus the sweeper's, each once."""
+        extra = () if self.sweeper_subnet_id is None else (self.sweeper_subnet_id,)
+        return tuple(dict.fromkeys((*self.allowed_subnet_ids, *extra)))
+
+
+def virtual_network_id(subnet_id: str) -> str:
+    """`.../virtualNetworks/<vnet>/subnets/<subnet>` -> `.../virtualNetworks/<vnet>`."""
+    return subnet_id[: subnet_id.lower().rindex("/subnets/")]
 
 
 @dataclass(frozen=True)
@@ -128,15 +203,18 @@ class StackConfig:
     version_expiry_days: int
     pending_expiry_days: int
     retired_blob_days: int
-    uploader_principal_ids: tuple[str, ...]
-    reader_principal_ids: tuple[str, ...]
-    verifier_principal_ids: tuple[str, ...]
+    uploader_principals: tuple[Principal, ...]
+    reader_principals: tuple[Principal, ...]
+    verifier_principals: tuple[Principal, ...]
     sweeper_schedule: str
     sweeper_cutoff: str
     sweeper_lease: bool
     sweeper_package_path: Path
     database_url: str = field(repr=False)
     database_auth: str = appsettings.DB_AUTH_PASSWORD
+    deployer_principal_type: str = "User"
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    infrastructure_encryption: bool = True
 
     @property
     def sweeper_cutoff_seconds(self) -> int:
@@ -190,15 +268,20 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         pending_expiry_days=pending_days,
         # Access times are updated at most once a day: 2 days keep a blob read today.
         retired_blob_days=_integer(values, "retiredBlobDays", 2, 365),
-        uploader_principal_ids=_guids(values, "uploaderPrincipalIds"),
-        reader_principal_ids=_guids(values, "readerPrincipalIds"),
-        verifier_principal_ids=_guids(values, "verifierPrincipalIds"),
+        uploader_principals=_principals(values, "uploaderPrincipalIds"),
+        reader_principals=_principals(values, "readerPrincipalIds"),
+        verifier_principals=_principals(values, "verifierPrincipalIds"),
         sweeper_schedule=_ncrontab(values, "sweeperSchedule"),
         sweeper_cutoff=cutoff,
         sweeper_lease=_boolean(values, "sweeperLease"),
         sweeper_package_path=package,
         database_url=_database_url(values, database_auth),
         database_auth=database_auth,
+        deployer_principal_type=_choice(
+            values, "deployerPrincipalType", frozenset({"User", "ServicePrincipal"})
+        ),
+        network=_network(values),
+        infrastructure_encryption=_boolean(values, "infrastructureEncryption"),
     )
 
 
@@ -275,7 +358,7 @@ def _boolean(values: Mapping[str, object], key: str) -> bool:
         raise ConfigError(key, error.problem) from None
 
 
-def _guids(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+def _json_list(values: Mapping[str, object], key: str) -> list[object]:
     value = values.get(key)
     if isinstance(value, str):
         try:
@@ -284,14 +367,94 @@ def _guids(values: Mapping[str, object], key: str) -> tuple[str, ...]:
             raise ConfigError(key, f"{value!r} is not a JSON list") from None
     if not isinstance(value, list | tuple):
         raise ConfigError(key, f"{value!r} is not a list")
-    ids: list[str] = []
-    for item in value:
-        if not isinstance(item, str) or _GUID.fullmatch(item) is None:
-            raise ConfigError(key, f"{item!r} is not a GUID")
-        if item.lower() in ids:
-            raise ConfigError(key, f"{item!r} is listed twice")
-        ids.append(item.lower())
-    return tuple(ids)
+    return list(value)
+
+
+def _principals(values: Mapping[str, object], key: str) -> tuple[Principal, ...]:
+    """Typed principals; a bare id is refused, since its kind cannot be told from it."""
+    principals: list[Principal] = []
+    for item in _json_list(values, key):
+        if isinstance(item, str):
+            raise ConfigError(
+                key,
+                f"{item!r} has no principal type; give "
+                f'{{"id": "{item}", "type": "ServicePrincipal"}} (or User, Group)',
+            )
+        if not isinstance(item, dict) or set(item) != {"id", "type"}:
+            raise ConfigError(key, f"{item!r} is not an object with exactly id and type")
+        object_id, kind = item["id"], item["type"]
+        if not isinstance(object_id, str) or _GUID.fullmatch(object_id) is None:
+            raise ConfigError(key, f"{object_id!r} is not a GUID")
+        if kind not in PRINCIPAL_TYPES:
+            raise ConfigError(key, f"type {kind!r} of {object_id} is not allowed")
+        if object_id.lower() in {principal.object_id for principal in principals}:
+            raise ConfigError(key, f"{object_id!r} is listed twice")
+        principals.append(Principal(object_id.lower(), kind))
+    return tuple(principals)
+
+
+def _subnet(value: object, key: str) -> str:
+    if not isinstance(value, str) or _SUBNET.fullmatch(value.strip()) is None:
+        raise ConfigError(key, f"{value!r} is not a subnet resource id")
+    return value.strip()
+
+
+def _optional_subnet(values: Mapping[str, object], key: str) -> str | None:
+    value = values.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _subnet(value, key)
+
+
+def _subnets(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+    subnets = [_subnet(item, key) for item in _json_list(values, key)]
+    if len({subnet.lower() for subnet in subnets}) != len(subnets):
+        raise ConfigError(key, "a subnet is listed twice")
+    return tuple(subnets)
+
+
+def _ip_ranges(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+    ranges: list[str] = []
+    for item in _json_list(values, key):
+        try:
+            network = ipaddress.IPv4Network(item if isinstance(item, str) else "", strict=True)
+        except ValueError:
+            raise ConfigError(key, f"{item!r} is not an IPv4 address or CIDR range") from None
+        if any(network.subnet_of(block) for block in RFC1918):
+            raise ConfigError(key, f"{item!r} is a private range; allow its subnet instead")
+        if "/" in str(item) and network.prefixlen > MAX_ALLOWED_PREFIX:
+            raise ConfigError(key, f"{item!r} is a /31 or /32 range; give the address")
+        ranges.append(str(network.network_address if "/" not in str(item) else network))
+    return tuple(ranges)
+
+
+def _network(values: Mapping[str, object]) -> NetworkConfig:
+    """The network keys, refusing a combination that would leave the sweeper no way in."""
+    network = NetworkConfig(
+        public_network_access=_choice(
+            values, "publicNetworkAccess", frozenset({"Enabled", "Disabled"})
+        ),
+        default_action=_choice(values, "networkDefaultAction", frozenset({"Deny", "Allow"})),
+        allowed_ip_ranges=_ip_ranges(values, "allowedIpRanges"),
+        allowed_subnet_ids=_subnets(values, "allowedSubnetIds"),
+        sweeper_subnet_id=_optional_subnet(values, "sweeperSubnetId"),
+        private_endpoint_subnet_id=_optional_subnet(values, "privateEndpointSubnetId"),
+    )
+    if network.public_network_access == "Disabled" and network.private_endpoint_subnet_id is None:
+        raise ConfigError(
+            "privateEndpointSubnetId",
+            "is missing: with publicNetworkAccess Disabled only a private endpoint reaches "
+            "the data account",
+        )
+    closed = network.default_action == "Deny" or network.public_network_access == "Disabled"
+    if closed and network.sweeper_subnet_id is None:
+        raise ConfigError(
+            "sweeperSubnetId",
+            "is missing: behind networkDefaultAction Deny (the default) or publicNetworkAccess "
+            "Disabled the sweeper reaches the data account only from a subnet it joins "
+            "(Flex Consumption VNet integration); set it, or set networkDefaultAction Allow",
+        )
+    return network
 
 
 def _ncrontab(values: Mapping[str, object], key: str) -> str:

@@ -2,11 +2,16 @@
 
 Deployment path: Flex Consumption deploys with "One deploy" ("Deployment technologies in Azure
 Functions", https://learn.microsoft.com/azure/azure-functions/functions-deployment-technologies:
-one deploy is the Flex Consumption technology; techniques that need a manual trigger sync are
-not recommended). The zip is POSTed to the site's SCM endpoint `/api/publish`; the platform
+one deploy is the Flex Consumption technology; zip deploy is not supported on Flex, "Zip
+deployment for Azure Functions", https://learn.microsoft.com/azure/azure-functions/
+deployment-zip-push). The zip is POSTed to the site's SCM endpoint `/api/publish`; the platform
 stores it in the deployment container configured in `functionAppConfig` (written with the
 app's identity) and syncs the triggers itself, so a timer-only app starts without a restart.
-Basic auth is off, so the request carries an Entra bearer token.
+Basic auth is off, so the request carries an Entra bearer token. The publish may answer
+synchronously (200, done) or accept it (202); progress is read from `/api/deployments/latest`,
+as Microsoft's own tooling reads it (Azure/azure-dev issue 3658). A first publish can meet the
+deployer's role on a new app before it has propagated: 401/403 are retried with bounded
+backoff, then reported with what to check.
 
 One identity: azure-native authenticates from `ARM_*` variables (or `az login`), while
 `DefaultAzureCredential` reads only `AZURE_*` ones; with a service principal in `ARM_*` it would
@@ -26,8 +31,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final
 
@@ -176,10 +182,22 @@ def check_same_identity(token: str, deployer_object_id: str) -> None:
         )
 
 
+PUBLISH_PATH: Final = "/api/publish?RemoteBuild=false"
+STATUS_PATH: Final = "/api/deployments/latest"
+"""Where Microsoft's tooling reads a Flex Consumption deployment's progress (Azure/azure-dev
+issue 3658, the Flex Consumption deploy contract): the latest deployment, not an id."""
+PROPAGATION_STATUSES: Final = frozenset({401, 403})
+"""What the SCM host answers while the deployer's role on a new app has not propagated yet."""
+NOT_YET: Final = frozenset({HTTPStatus.NOT_FOUND.value})
+"""`/api/deployments/latest` before the first deployment of an app is recorded."""
+PROPAGATION_DELAYS: Final = (5.0, 10.0, 20.0, 40.0, 60.0)
+"""Seconds between attempts after a 401/403: five retries, about two and a quarter minutes."""
+
+
 def publish_url(scm_host: str) -> str:
     if not scm_host:
         raise RuntimeError("ARM reported no SCM (Repository) host name for the function app")
-    return f"https://{scm_host}/api/publish?RemoteBuild=false"
+    return f"https://{scm_host}{PUBLISH_PATH}"
 
 
 def deployment_finished(status: Mapping[str, Any]) -> bool:
@@ -197,6 +215,20 @@ def deployment_finished(status: Mapping[str, Any]) -> bool:
     raise RuntimeError(f"the deployment ended with status {code!r}: {reason}")
 
 
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How long to wait between attempts refused with 401/403, and how to wait."""
+
+    delays: tuple[float, ...] = PROPAGATION_DELAYS
+    sleep: Callable[[float], None] = time.sleep
+
+
 def publish(
     scm_host: str,
     data: bytes,
@@ -205,43 +237,101 @@ def publish(
     context: ssl.SSLContext | None = None,
     poll_seconds: float = 5.0,
     timeout_seconds: float = DEPLOYMENT_TIMEOUT_SECONDS,
+    retry: Retry | None = None,
 ) -> str:
-    """One deploy: POST the zip to `/api/publish`, then poll the deployment it names until done.
+    """One deploy: POST the zip to `/api/publish`, then follow `/api/deployments/latest`.
 
-    Returns the deployment id. An HTTP error stops it with the status and the path, never the
-    token.
+    A 200 is the synchronous answer (done, or a status to judge); a 202 is accepted and polled.
+    401/403 (the deployer's role not yet propagated) are retried with bounded backoff. Returns
+    the deployment id (or `latest`). Errors name the status and path, never the token.
     """
+    retry = retry or Retry()
     headers = {"Authorization": f"Bearer {token}"}
-    response = _call(
-        urllib.request.Request(  # noqa: S310 (publish_url builds an https URL)
-            publish_url(scm_host),
-            data=data,
-            method="POST",
-            headers={**headers, "Content-Type": "application/zip"},
-        ),
-        context,
+    request = urllib.request.Request(  # noqa: S310 (publish_url builds an https URL)
+        publish_url(scm_host),
+        data=data,
+        method="POST",
+        headers={**headers, "Content-Type": "application/zip"},
     )
-    deployment = response.decode("utf-8", "replace").strip().strip('"') or "latest"
-    status_url = f"https://{scm_host}/api/deployments/{deployment}"
+    answer = _call_retrying(request, context, retry)
+    named = _named_deployment(answer.body)
+    if answer.status == HTTPStatus.OK:
+        status = _status_or_none(answer.body)
+        if status is None or deployment_finished(status):
+            return str((status or {}).get("id") or named or "latest")
+    status_url = f"https://{scm_host}{STATUS_PATH}"
     deadline = time.monotonic() + timeout_seconds
     while True:
-        body = _call(urllib.request.Request(status_url, headers=headers), context)
-        try:
-            status = json.loads(body)
-        except ValueError:
-            raise RuntimeError(f"{status_url} answered with a body that is not JSON") from None
-        if deployment_finished(status):
-            return str(status.get("id") or deployment)
+        polled = _call_retrying(
+            urllib.request.Request(status_url, headers=headers), context, retry, NOT_YET
+        )
+        status = _status_or_none(polled.body)
+        if status is None and polled.status not in NOT_YET:
+            raise RuntimeError(f"{STATUS_PATH} answered with a body that is not a JSON status")
+        # Until the new deployment is the latest, `latest` may be missing (a first deployment)
+        # or still the previous one.
+        current = status is not None and (named is None or str(status.get("id")) == named)
+        if current and status is not None and deployment_finished(status):
+            return str(status.get("id") or named or "latest")
         if time.monotonic() > deadline:
             raise RuntimeError(f"the deployment did not finish within {timeout_seconds:.0f} s")
-        time.sleep(poll_seconds)
+        retry.sleep(poll_seconds)
 
 
-def _call(request: urllib.request.Request, context: ssl.SSLContext | None) -> bytes:
+def _named_deployment(body: bytes) -> str | None:
+    """The deployment id a 202 may carry (a JSON string or a status object), if any."""
+    try:
+        parsed = json.loads(body) if body.strip() else None
+    except ValueError:
+        return None
+    if isinstance(parsed, dict):
+        parsed = parsed.get("id")
+    return parsed if isinstance(parsed, str) and parsed else None
+
+
+def _status_or_none(body: bytes) -> dict[str, Any] | None:
+    try:
+        parsed = json.loads(body) if body.strip() else None
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) and "status" in parsed else None
+
+
+def _call_retrying(
+    request: urllib.request.Request,
+    context: ssl.SSLContext | None,
+    retry: Retry,
+    passed: frozenset[int] = frozenset(),
+) -> Answer:
+    """`_call`, again after each delay while the answer is 401/403; then a clear error.
+
+    Statuses in `passed` are answers, not errors."""
+    for delay in (*retry.delays, None):
+        answer = _call(request, context, PROPAGATION_STATUSES | passed)
+        if answer.status not in PROPAGATION_STATUSES:
+            return answer
+        if delay is None:
+            break
+        retry.sleep(delay)
+    path = urllib.parse.urlsplit(request.full_url).path
+    raise RuntimeError(
+        f"{request.get_method()} {path} answered {answer.status} "
+        f"{HTTPStatus(answer.status).phrase} {len(retry.delays) + 1} times over "
+        f"{sum(retry.delays):.0f} s: the deploying identity has no role on the app that allows "
+        "publishing (Contributor or Website Contributor), or it has not propagated yet; "
+        "run `pulumi up` again in a few minutes"
+    )
+
+
+def _call(
+    request: urllib.request.Request, context: ssl.SSLContext | None, passed: frozenset[int]
+) -> Answer:
     try:
         with urllib.request.urlopen(request, timeout=300, context=context) as response:  # noqa: S310
-            return bytes(response.read())
+            return Answer(int(response.status), bytes(response.read()))
     except urllib.error.HTTPError as error:
+        if error.code in passed:
+            return Answer(error.code, b"")
         path = urllib.parse.urlsplit(request.full_url).path
         raise RuntimeError(
             f"{request.get_method()} {path} answered {error.code} {error.reason}"

@@ -69,9 +69,9 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         subscription_id=client.subscription_id,
         account_name=data.account.name,
         container_id=data.container.id,
-        uploader_principal_ids=config.uploader_principal_ids,
-        reader_principal_ids=config.reader_principal_ids,
-        verifier_principal_ids=config.verifier_principal_ids,
+        uploader_principals=config.uploader_principals,
+        reader_principals=config.reader_principals,
+        verifier_principals=config.verifier_principals,
         sweeper_principal_id=sweeper.principal_id,
     )
     outputs: dict[str, pulumi.Output[str]] = {

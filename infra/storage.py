@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import pulumi
 from pulumi_azure_native import monitor, storage
 
 from infra.config import StackConfig
+from infra.network import BlobPrivateEndpoint
 from sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
 
 PENDING_RULE: Final = "delete-abandoned-uploads"
@@ -93,6 +95,32 @@ def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArg
     return rules
 
 
+def network_rules(
+    default_action: str, ip_ranges: Sequence[str], subnet_ids: Sequence[str]
+) -> storage.NetworkRuleSetArgs:
+    """An account firewall: what no rule allows gets `default_action` (Deny unless configured).
+
+    Trusted Azure services keep their documented exception (bypass AzureServices); IP rules
+    take public addresses only and subnets need the Microsoft.Storage service endpoint
+    ("Azure Storage firewall rules",
+    https://learn.microsoft.com/azure/storage/common/storage-network-security).
+    """
+    return storage.NetworkRuleSetArgs(
+        default_action=storage.DefaultAction(default_action),
+        bypass=storage.Bypass.AZURE_SERVICES,
+        ip_rules=[
+            storage.IPRuleArgs(i_p_address_or_range=address, action=storage.Action.ALLOW)
+            for address in ip_ranges
+        ],
+        virtual_network_rules=[
+            storage.VirtualNetworkRuleArgs(
+                virtual_network_resource_id=subnet, action=storage.Action.ALLOW
+            )
+            for subnet in subnet_ids
+        ],
+    )
+
+
 def hardened_account(
     name: str,
     *,
@@ -100,6 +128,9 @@ def hardened_account(
     resource_group_name: pulumi.Input[str],
     location: str,
     sku: storage.SkuName,
+    network: storage.NetworkRuleSetArgs,
+    public_network_access: str,
+    infrastructure_encryption: bool,
     opts: pulumi.ResourceOptions,
 ) -> storage.StorageAccount:
     """A StorageV2 account that only Entra identities can use: the settings every account of
@@ -121,6 +152,19 @@ def hardened_account(
         allow_shared_key_access=False,
         default_to_o_auth_authentication=True,
         allow_cross_tenant_replication=False,
+        public_network_access=storage.PublicNetworkAccess(public_network_access),
+        network_rule_set=network,
+        # A second, infrastructure-level AES-256 layer; it can only be chosen when the account
+        # is created ("Enable infrastructure encryption for double encryption of data",
+        # https://learn.microsoft.com/azure/storage/common/infrastructure-encryption-enable).
+        encryption=storage.EncryptionArgs(
+            key_source=storage.KeySource.MICROSOFT_STORAGE,
+            require_infrastructure_encryption=infrastructure_encryption,
+            services=storage.EncryptionServicesArgs(
+                blob=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
+                file=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
+            ),
+        ),
         opts=opts,
     )
 
@@ -156,6 +200,13 @@ class DataAccount(pulumi.ComponentResource):
             resource_group_name=resource_group_name,
             location=config.location,
             sku=storage.SkuName(config.storage_sku),
+            network=network_rules(
+                config.network.default_action,
+                config.network.allowed_ip_ranges,
+                config.network.firewall_subnet_ids,
+            ),
+            public_network_access=config.network.public_network_access,
+            infrastructure_encryption=config.infrastructure_encryption,
             # The documents live here: a change that would replace the account (a new name,
             # say) fails the update instead of deleting it.
             opts=pulumi.ResourceOptions(parent=self, protect=True),
@@ -199,7 +250,27 @@ class DataAccount(pulumi.ComponentResource):
             account_name=account_name,
             resource_group_name=resource_group_name,
             policy=storage.ManagementPolicySchemaArgs(rules=lifecycle_rules(config)),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container]),
+            # ARM refuses a daysAfterLastAccessTimeGreaterThan rule (400
+            # MissingLastAccessTimeBasedTrackingPolicy) until the blob service tracks access
+            # times ("Optionally enable access time tracking",
+            # https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-policy-configure),
+            # so the policy waits for the properties that turn tracking on.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.container, self.blob_service_properties]
+            ),
+        )
+
+        self.private_endpoint = (
+            None
+            if config.network.private_endpoint_subnet_id is None
+            else BlobPrivateEndpoint(
+                f"{name}-blob",
+                config,
+                subnet_id=config.network.private_endpoint_subnet_id,
+                account_id=self.account.id,
+                resource_group_name=resource_group_name,
+                opts=child,
+            )
         )
 
         self.audit = monitor.DiagnosticSetting(

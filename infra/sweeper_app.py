@@ -32,7 +32,7 @@ from pulumi_azure_native import authorization, keyvault, managedidentity, storag
 
 from infra.config import StackConfig
 from infra.package import FunctionPackage, PackageFile
-from infra.storage import hardened_account
+from infra.storage import hardened_account, network_rules
 from sweeper import appsettings
 
 PYTHON_VERSION: Final = "3.11"
@@ -47,6 +47,7 @@ _BUILTIN: Final = "/providers/Microsoft.Authorization/roleDefinitions/"
 STORAGE_BLOB_DATA_OWNER: Final = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
 MONITORING_METRICS_PUBLISHER: Final = "3913510d-42f4-4e42-8a64-420c390055eb"
 KEY_VAULT_SECRETS_USER: Final = "4633458b-17de-408a-b874-0445c86b69e6"
+KEY_VAULT_SECRETS_OFFICER: Final = "b86a8fe4-44ce-4948-aee5-eccb2c155cd7"
 
 FC1_REFUSED_SITE_CONFIG: Final = (
     "netFrameworkVersion",
@@ -104,6 +105,7 @@ class SweeperApp(pulumi.ComponentResource):
     ) -> None:
         super().__init__("safetynet:sweeper:SweeperApp", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        subnet = config.network.sweeper_subnet_id
 
         self.identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity",
@@ -113,13 +115,21 @@ class SweeperApp(pulumi.ComponentResource):
         )
         self.principal_id = self.identity.principal_id
 
-        def grant(label: str, role_guid: str, scope: pulumi.Input[str]) -> pulumi.Resource:
-            return authorization.RoleAssignment(
-                f"{name}-{label}",
-                principal_id=self.principal_id,
+        def grant(
+            label: str,
+            role_guid: str,
+            scope: pulumi.Input[str],
+            principal: tuple[pulumi.Input[str], authorization.PrincipalType] = (
+                self.principal_id,
                 # A new identity may not have replicated yet; naming its type avoids the
                 # directory lookup that would fail.
-                principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+                authorization.PrincipalType.SERVICE_PRINCIPAL,
+            ),
+        ) -> pulumi.Resource:
+            return authorization.RoleAssignment(
+                f"{name}-{label}",
+                principal_id=principal[0],
+                principal_type=principal[1],
                 role_definition_id=pulumi.Output.from_input(subscription_id).apply(
                     lambda sub: builtin_role(sub, role_guid)
                 ),
@@ -133,6 +143,14 @@ class SweeperApp(pulumi.ComponentResource):
             resource_group_name=resource_group_name,
             location=config.location,
             sku=storage.SkuName.STANDARD_LRS,
+            # Host storage and the package serve only the app: no application ranges here.
+            network=network_rules(
+                config.network.default_action,
+                (),
+                () if subnet is None else (subnet,),
+            ),
+            public_network_access="Enabled",
+            infrastructure_encryption=config.infrastructure_encryption,
             opts=child,
         )
         storage.BlobContainer(
@@ -169,6 +187,18 @@ class SweeperApp(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        # azure-native writes the secret through ARM but deletes it (destroy, replacement)
+        # through the vault's data plane, which Owner and Contributor do not reach on an RBAC
+        # vault: the deployer holds Key Vault Secrets Officer on this vault, the narrowest
+        # scope that outlives the secret ("Provide access to Key Vault keys, certificates, and
+        # secrets with Azure role-based access control",
+        # https://learn.microsoft.com/azure/key-vault/general/rbac-guide).
+        secrets_officer = grant(
+            "deployer-secrets-officer",
+            KEY_VAULT_SECRETS_OFFICER,
+            self.vault.id,
+            (deployer_object_id, authorization.PrincipalType(config.deployer_principal_type)),
+        )
         secret = keyvault.Secret(
             f"{name}-database-url",
             secret_name=DATABASE_URL_SECRET,
@@ -177,7 +207,8 @@ class SweeperApp(pulumi.ComponentResource):
             properties=keyvault.SecretPropertiesArgs(
                 value=pulumi.Output.secret(config.database_url)
             ),
-            opts=child,
+            # Created after the grant and so deleted before it.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[secrets_officer]),
         )
         secret_reader = grant("database-url-reader", KEY_VAULT_SECRETS_USER, secret.id)
 
@@ -204,6 +235,11 @@ class SweeperApp(pulumi.ComponentResource):
             ),
             key_vault_reference_identity=self.identity.id,
             https_only=True,
+            # Flex Consumption VNet integration (a subnet delegated to Microsoft.App/
+            # environments): the app's outbound traffic leaves from this subnet, which the
+            # accounts' firewalls allow ("Azure Functions networking options",
+            # https://learn.microsoft.com/azure/azure-functions/functions-networking-options).
+            virtual_network_subnet_id=subnet,
             function_app_config=web.FunctionAppConfigArgs(
                 deployment=web.FunctionsDeploymentArgs(
                     storage=web.FunctionsDeploymentStorageArgs(
@@ -253,22 +289,24 @@ class SweeperApp(pulumi.ComponentResource):
                 lambda props: key_vault_reference(props.secret_uri)
             ),
         }
-        app_settings = web.WebAppApplicationSettings(
+        # App Service answers a write to a site while another runs with 409 "another operation
+        # is in progress" (pulumi/pulumi-azure-native issue 3411): the settings and the two
+        # basic-auth policies go one after the other, and the package after the last of them.
+        last: pulumi.Resource = web.WebAppApplicationSettings(
             f"{name}-settings",
             name=self.app.name,
             resource_group_name=resource_group_name,
             properties=settings,
             opts=child,
         )
-
         # Basic-auth publishing would be a password beside the identity: turn both kinds off.
         for label, resource in (("ftp", web.WebAppFtpAllowed), ("scm", web.WebAppScmAllowed)):
-            resource(
+            last = resource(
                 f"{name}-no-basic-auth-{label}",
                 name=self.app.name,
                 resource_group_name=resource_group_name,
                 allow=False,
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[last]),
             )
 
         self.package = FunctionPackage(
@@ -277,7 +315,7 @@ class SweeperApp(pulumi.ComponentResource):
             app_id=self.app.id,
             scm_host=self.app.host_name_ssl_states.apply(_repository_host),
             deployer_object_id=deployer_object_id,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[app_settings]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[last]),
         )
 
         self.register_outputs({"appName": self.app.name, "principalId": self.principal_id})

@@ -55,3 +55,61 @@ def test_every_safetynet_line_parses_with_the_real_cli(recipe: Path) -> None:
     text = recipe.read_text()
     assert "--policy-pack policy-pack" in text
     assert "pulumi up" in text
+
+
+def load(name: str) -> dict[str, object]:
+    loaded = yaml.safe_load((EXAMPLES / name).read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def steps_of(recipe: dict[str, object]) -> list[dict[str, object]]:
+    jobs = recipe.get("jobs")
+    if isinstance(jobs, dict):
+        return [step for job in jobs.values() for step in job["steps"]]
+    steps = recipe["steps"]
+    assert isinstance(steps, list)
+    return steps
+
+
+def scripts(step: dict[str, object]) -> str:
+    return "\n".join(strings({key: step.get(key) for key in ("run", "script", "inputs")}))
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[p.name for p in RECIPES])
+def test_the_policy_packs_venv_is_prepared_before_the_first_preview(recipe: Path) -> None:
+    """`make policy-pack` runs in a step before any `pulumi preview --policy-pack`."""
+    texts = [scripts(step) for step in steps_of(load(recipe.name))]
+    prepared = next(i for i, text in enumerate(texts) if "make policy-pack" in text)
+    previewed = next(i for i, text in enumerate(texts) if "pulumi preview" in text)
+    assert prepared < previewed
+
+
+def test_github_uses_codeql_action_v4_for_the_sarif_upload() -> None:
+    """upload-sarif is taken from codeql-action v4 (v3 is deprecated)."""
+    uses = [str(step.get("uses", "")) for step in steps_of(load("github-actions.yml"))]
+    assert "github/codeql-action/upload-sarif@v4" in uses
+    assert not [use for use in uses if use.startswith("github/codeql-action/") and "@v4" not in use]
+
+
+def test_github_explains_the_oidc_subject_the_environment_implies() -> None:
+    """A job with `environment:` gets the environment subject; the recipe names it."""
+    recipe = load("github-actions.yml")
+    jobs = recipe["jobs"]
+    assert isinstance(jobs, dict)
+    environment = jobs["deploy-and-verify"]["environment"]
+    text = (EXAMPLES / "github-actions.yml").read_text()
+    assert f"repo:<owner>/<repo>:environment:{environment}" in text
+
+
+def test_azure_pipelines_schedules_always_as_the_string_the_schema_types() -> None:
+    """The Azure Pipelines schema types a schedule's `always` as a string: "true", not true."""
+    schedules = load("azure-pipelines.yml")["schedules"]
+    assert isinstance(schedules, list)
+    assert [schedule["always"] for schedule in schedules] == ["true"]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[p.name for p in RECIPES])
+def test_each_recipe_tells_the_stack_its_deployer_is_a_service_principal(recipe: Path) -> None:
+    """Pipeline identities are service principals, which their Key Vault grant must name."""
+    assert "deployerPrincipalType ServicePrincipal" in recipe.read_text()

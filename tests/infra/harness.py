@@ -10,7 +10,9 @@ API
     Builds the stack from `RAW_DEFAULTS` updated with `overrides` (raw config values keyed by
     the Pulumi config key, e.g. `{"blobSoftDeleteDays": 3}`; validated by `infra.config.parse`,
     so a bad value raises `ConfigError`) and returns every registered resource, components
-    included, in registration order.
+    included, in registration order. A bare GUID in `uploaderPrincipalIds`,
+    `readerPrincipalIds` or `verifierPrincipalIds` is shorthand for a ServicePrincipal
+    (`typed_principals`); the program itself refuses bare ids.
 `run_stack(overrides=None, mutate=None) -> StackRun`
     The same, plus the resolved stack outputs (`StackRun.outputs`); `StackRun.one(type_, name)`
     and `StackRun.of_type(type_)` look resources up.
@@ -31,7 +33,8 @@ API
     of the resources it depends on, as the engine receives them), `protect`. Numbers arrive as floats
     (`1.0`), as they do over Pulumi's wire format.
 `RAW_DEFAULTS`
-    The raw configuration a run starts from: `infra.config.DEFAULTS`, a test database URL, and
+    The raw configuration a run starts from: `infra.config.DEFAULTS`, a test database URL, the
+    sweeper's subnet (`SWEEPER_SUBNET_ID`, which the default firewall needs), and
     a throwaway zip as the sweeper package. Copy it to build "one setting broken" variants.
 """
 
@@ -59,6 +62,13 @@ SUBSCRIPTION_ID: Final = "00000000-0000-0000-0000-0000000000aa"
 TENANT_ID: Final = "00000000-0000-0000-0000-0000000000bb"
 DEPLOYER_OBJECT_ID: Final = "00000000-0000-0000-0000-0000000000cc"
 TEST_DATABASE_URL: Final = "postgresql+psycopg://sweeper@db.example.test:5432/documents"
+NETWORK_GROUP: Final = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/network-rg"
+SWEEPER_SUBNET_ID: Final = (
+    f"{NETWORK_GROUP}/providers/Microsoft.Network/virtualNetworks/apps-vnet/subnets/sweeper"
+)
+"""The subnet the sweeper's app joins in every run, as the default `networkDefaultAction`
+Deny needs one."""
+PRINCIPAL_KEYS: Final = ("uploaderPrincipalIds", "readerPrincipalIds", "verifierPrincipalIds")
 STACK_TYPE: Final = "pulumi:pulumi:Stack"
 DELETE: Final = object()
 """Pass as the value of `set_input` to remove a key."""
@@ -79,7 +89,9 @@ class RegisteredResource:
     secret_inputs: frozenset[str] = frozenset()
     custom: bool = True
     depends_on: frozenset[str] = frozenset()
-    """Logical names of the resources named in `depends_on` (explicit dependencies only)."""
+    """Logical names of the resources it waits for, as the engine receives them: those named in
+    `depends_on` and those whose outputs its inputs use (the dependency graph the engine orders
+    creation and deletion by)."""
     protect: bool = False
 
 
@@ -294,14 +306,32 @@ RAW_DEFAULTS: Final[Mapping[str, object]] = {
     **infra_config.DEFAULTS,
     infra_config.DATABASE_URL_KEY: TEST_DATABASE_URL,
     "sweeperPackagePath": str(_fake_package()),
+    "sweeperSubnetId": SWEEPER_SUBNET_ID,
 }
+
+
+def typed_principals(overrides: Mapping[str, object]) -> dict[str, object]:
+    """Test shorthand: a bare GUID in a principal list stands for a ServicePrincipal.
+
+    The program itself refuses a bare id (infra/config.py); this spares every test that needs
+    "some principal" the object form.
+    """
+    typed = dict(overrides)
+    for key in PRINCIPAL_KEYS:
+        value = typed.get(key)
+        if isinstance(value, list | tuple):
+            typed[key] = [
+                {"id": item, "type": "ServicePrincipal"} if isinstance(item, str) else item
+                for item in value
+            ]
+    return typed
 
 
 def run_stack(
     overrides: Mapping[str, object] | None = None, mutate: Mutate | None = None
 ) -> StackRun:
     """Runs the program once under fresh mocks; see the module docstring."""
-    stack_config = infra_config.parse({**RAW_DEFAULTS, **(overrides or {})})
+    stack_config = infra_config.parse(typed_principals({**RAW_DEFAULTS, **(overrides or {})}))
     return _run(lambda: provision(stack_config), mutate)
 
 

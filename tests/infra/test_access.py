@@ -207,3 +207,36 @@ def test_no_condition_keys_a_delete_on_blob_index_tags() -> None:
         if f"ActionMatches{{'{DELETE}'}}" in condition:
             assert used <= CONDITION_RESOURCE_ATTRIBUTES["delete"], used
         assert TAGS_ATTRIBUTE not in used
+
+
+GROUP_ID = "12121212-3434-5656-7878-909090909090"
+USER_ID = "abababab-cdcd-efef-0101-232323232323"
+
+
+def test_every_assignment_sends_the_configured_principal_type(run: RunFactory) -> None:
+    """A group, a user and a service principal each go out with their own principalType
+    (azure-native would send User, which ARM refuses for the others)."""
+    result = run(
+        {
+            "uploaderPrincipalIds": [{"id": GROUP_ID, "type": "Group"}],
+            "readerPrincipalIds": [{"id": USER_ID, "type": "User"}],
+            "verifierPrincipalIds": [{"id": VERIFIER_ID, "type": "ServicePrincipal"}],
+        }
+    )
+    sent = {
+        res.inputs["principalId"]: res.inputs.get("principalType")
+        for res in data_assignments(result)
+    }
+    assert sent == {
+        GROUP_ID: "Group",
+        USER_ID: "User",
+        VERIFIER_ID: "ServicePrincipal",
+        result.outputs["sweeperPrincipalId"]: "ServicePrincipal",
+    }
+
+
+def test_no_assignment_goes_out_as_a_user_unless_configured_as_one(stack: StackRun) -> None:
+    """With service principals configured (the fixture's), no data assignment carries the
+    SDK's default `User`: each names its kind explicitly."""
+    kinds = {res.inputs.get("principalType") for res in data_assignments(stack)}
+    assert kinds == {"ServicePrincipal"}

@@ -16,11 +16,12 @@ from infra.config import (
     KEYS,
     NAMESPACE,
     ConfigError,
+    Principal,
     load,
     parse,
 )
 from sweeper.vocabulary import DEFAULT_CONTAINER
-from tests.infra.harness import RAW_DEFAULTS, TEST_DATABASE_URL
+from tests.infra.harness import RAW_DEFAULTS, SWEEPER_SUBNET_ID, TEST_DATABASE_URL
 
 GUID = "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"
 
@@ -30,15 +31,20 @@ def parse_with(**overrides: object) -> object:
 
 
 def test_defaults_are_the_documented_safe_values() -> None:
-    """With only the required database URL set, every key takes the default the issue names."""
-    config = parse({DATABASE_URL_KEY: TEST_DATABASE_URL})
+    """With the database URL and the sweeper's subnet set, every key takes its safe default."""
+    config = parse({DATABASE_URL_KEY: TEST_DATABASE_URL, "sweeperSubnetId": SWEEPER_SUBNET_ID})
     assert config.container_name == DEFAULT_CONTAINER
     assert config.blob_soft_delete_days == 14
     assert config.versioning is False
     assert config.sweeper_lease is False
     assert config.pending_expiry_days == 1
-    assert config.uploader_principal_ids == ()
-    assert config.verifier_principal_ids == ()
+    assert config.uploader_principals == ()
+    assert config.verifier_principals == ()
+    assert config.infrastructure_encryption is True
+    assert (config.network.default_action, config.network.public_network_access) == (
+        "Deny",
+        "Enabled",
+    )
     assert config.retired_blob_days == 7
     assert config.sweeper_cutoff_seconds == 15 * 60
     assert config.sweeper_package_path == Path(str(DEFAULTS["sweeperPackagePath"]))
@@ -133,9 +139,10 @@ def test_the_cutoff_must_be_shorter_than_the_lifecycle_backstop() -> None:
 
 def test_principal_ids_accept_the_json_list_pulumi_stores() -> None:
     """`pulumi config set --path` stores lists as JSON text; ids are normalized to lowercase."""
-    config = parse_with(uploaderPrincipalIds=f'["{GUID.upper()}"]', readerPrincipalIds="")
-    assert config.uploader_principal_ids == (GUID,)
-    assert config.reader_principal_ids == ()
+    stored = f'[{{"id": "{GUID.upper()}", "type": "Group"}}]'
+    config = parse_with(uploaderPrincipalIds=stored, readerPrincipalIds="")
+    assert config.uploader_principals == (Principal(GUID, "Group"),)
+    assert config.reader_principals == ()
 
 
 def test_a_relative_package_path_is_resolved_against_the_project_root(tmp_path: Path) -> None:
@@ -152,7 +159,8 @@ def stack_config() -> Iterator[None]:
 
 
 def set_stack_config(values: Mapping[str, str], secret: bool = True) -> None:
-    full = {f"{NAMESPACE}:{key}": value for key, value in values.items()}
+    with_subnet = {"sweeperSubnetId": SWEEPER_SUBNET_ID, **values}
+    full = {f"{NAMESPACE}:{key}": value for key, value in with_subnet.items()}
     secrets = [f"{NAMESPACE}:{DATABASE_URL_KEY}"] if secret else []
     pulumi.runtime.set_all_config(full, secrets)
 
@@ -208,3 +216,32 @@ def test_entra_refuses_a_url_it_cannot_use_without_echoing_it(url: str, problem:
         parse_with(**{DATABASE_AUTH_KEY: "entra", DATABASE_URL_KEY: url})
     assert "hunter2" not in str(caught.value)
     assert parse({**RAW_DEFAULTS, DATABASE_URL_KEY: url}).database_url == url
+
+
+def test_a_bare_principal_id_is_refused_with_the_object_shape_to_use() -> None:
+    """A plain GUID cannot say whether it is a user, a group or an app: the message shows the
+    typed form instead of guessing one."""
+    with pytest.raises(ConfigError, match=r'\{"id": "' + GUID + r'", "type": "ServicePrincipal"\}'):
+        parse_with(uploaderPrincipalIds=[GUID])
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"id": GUID},
+        {"id": GUID, "type": "Device"},
+        {"id": "nope", "type": "User"},
+        {"id": GUID, "type": "User", "extra": 1},
+    ],
+)
+def test_a_principal_needs_a_guid_and_one_of_the_three_types(item: dict[str, object]) -> None:
+    """Only User, Group and ServicePrincipal, with a GUID id and nothing else, are accepted."""
+    with pytest.raises(ConfigError, match="readerPrincipalIds"):
+        parse_with(readerPrincipalIds=[item])
+
+
+def test_the_same_principal_twice_in_one_list_is_refused() -> None:
+    """One id, any case, gets one assignment per role."""
+    twice = [{"id": GUID, "type": "User"}, {"id": GUID.upper(), "type": "Group"}]
+    with pytest.raises(ConfigError, match="listed twice"):
+        parse_with(uploaderPrincipalIds=twice)

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from infra.package import (
+    PROPAGATION_DELAYS,
     DeployerIdentityError,
+    Retry,
     check_same_identity,
     choose_credential,
     deployment_finished,
@@ -137,14 +139,20 @@ def test_pending_building_and_deploying_mean_wait_and_4_means_done() -> None:
 
 TOKEN = "header.payload.signature"
 DEPLOYMENT_ID = "3f394416-b25a-4e42-aa01-02a1f011772e"
+PREVIOUS_ID = "0c1d2e3f-0000-4000-8000-000000000001"
+ACCEPTED = (202, json.dumps(DEPLOYMENT_ID).encode())
+FORBIDDEN = (403, b"")
 
 
 @dataclass
 class FakeKudu:
-    """Kudu's One deploy surface on loopback HTTPS: /api/publish and /api/deployments/<id>."""
+    """Kudu's One deploy surface on loopback HTTPS: `/api/publish` answers from `publishes`
+    (the last one repeats), `/api/deployments/latest` from `statuses` in turn."""
 
     statuses: list[dict[str, object]]
-    publish_status: int = 202
+    publishes: list[tuple[int, bytes]] = field(default_factory=lambda: [ACCEPTED])
+    late_statuses: list[dict[str, object]] = field(default_factory=list)
+    """Served once `statuses` has run out after answering 404 once."""
     received: list[tuple[str, str, dict[str, str], bytes]] = field(default_factory=list)
     host: str = ""
     context: ssl.SSLContext | None = None
@@ -175,12 +183,14 @@ def kudu(tmp_path: Path) -> Iterator[FakeKudu]:
             elif self.path != "/api/publish?RemoteBuild=false":
                 self._send(404, b"")
             else:
-                self._send(fake.publish_status, json.dumps(DEPLOYMENT_ID).encode())
+                answer = fake.publishes.pop(0) if len(fake.publishes) > 1 else fake.publishes[0]
+                self._send(*answer)
 
         def do_GET(self) -> None:
             self._record()
-            if self.path != f"/api/deployments/{DEPLOYMENT_ID}" or not fake.statuses:
+            if self.path != "/api/deployments/latest" or not fake.statuses:
                 self._send(404, b"")
+                fake.statuses, fake.late_statuses = fake.late_statuses, []
             else:
                 self._send(200, json.dumps(fake.statuses.pop(0)).encode())
 
@@ -203,37 +213,127 @@ def kudu(tmp_path: Path) -> Iterator[FakeKudu]:
         thread.join(timeout=5)
 
 
-def test_the_zip_is_posted_with_the_token_and_polled_until_success(kudu: FakeKudu) -> None:
-    """The zip goes to /api/publish as application/zip; the named deployment is polled to 4."""
+@dataclass
+class Waits:
+    """Records each wait instead of sleeping, so backoff is checked without wall time."""
+
+    seconds: list[float] = field(default_factory=list)
+
+    def retry(self) -> Retry:
+        return Retry(sleep=self.seconds.append)
+
+
+def deploy(kudu: FakeKudu, waits: Waits, token: str = TOKEN, timeout: float = 60) -> str:
+    return publish(
+        kudu.host,
+        b"PK-zip-bytes",
+        token,
+        context=kudu.context,
+        poll_seconds=0,
+        timeout_seconds=timeout,
+        retry=waits.retry(),
+    )
+
+
+def requests_of(kudu: FakeKudu) -> list[tuple[str, str]]:
+    return [(method, path) for method, path, _, _ in kudu.received]
+
+
+def test_an_accepted_zip_is_followed_through_the_latest_deployment(kudu: FakeKudu) -> None:
+    """A 202 is polled at /api/deployments/latest (as Microsoft's tooling does) until status 4,
+    with the zip sent as application/zip and every call carrying the token."""
     kudu.statuses = [{"id": DEPLOYMENT_ID, "status": 1}, {"id": DEPLOYMENT_ID, "status": 4}]
-    result = publish(kudu.host, b"PK-zip-bytes", TOKEN, context=kudu.context, poll_seconds=0)
-    assert result == DEPLOYMENT_ID
+    assert deploy(kudu, Waits()) == DEPLOYMENT_ID
     post, *polls = kudu.received
     assert post[0:2] == ("POST", "/api/publish?RemoteBuild=false")
     assert post[2]["Content-Type"] == "application/zip"
     assert post[3] == b"PK-zip-bytes"
-    assert [(method, path) for method, path, _, _ in polls] == [
-        ("GET", f"/api/deployments/{DEPLOYMENT_ID}")
-    ] * 2
+    assert requests_of(kudu)[1:] == [("GET", "/api/deployments/latest")] * 2
     assert all(headers["Authorization"] == f"Bearer {TOKEN}" for _, _, headers, _ in polls)
+
+
+def test_a_synchronous_answer_is_the_end_of_the_publish(kudu: FakeKudu) -> None:
+    """Flex can answer the publish with 200 once it is done: nothing is polled after it."""
+    kudu.publishes = [(200, b"")]
+    assert deploy(kudu, Waits()) == "latest"
+    assert requests_of(kudu) == [("POST", "/api/publish?RemoteBuild=false")]
+
+
+def test_a_synchronous_answer_with_a_failed_status_is_an_error(kudu: FakeKudu) -> None:
+    """A 200 whose body is a failed deployment status stops the update with Kudu's reason."""
+    kudu.publishes = [(200, json.dumps({"status": 3, "status_text": "no host file"}).encode())]
+    with pytest.raises(RuntimeError, match="status 3: no host file"):
+        deploy(kudu, Waits())
+
+
+def test_the_previous_deployment_reported_as_latest_is_not_taken_for_this_one(
+    kudu: FakeKudu,
+) -> None:
+    """Until the accepted deployment becomes the latest, the old success is waited out."""
+    kudu.statuses = [{"id": PREVIOUS_ID, "status": 4}, {"id": DEPLOYMENT_ID, "status": 4}]
+    assert deploy(kudu, Waits()) == DEPLOYMENT_ID
+    assert len(requests_of(kudu)) == 3
+
+
+def test_a_first_deployment_not_yet_recorded_as_latest_is_waited_for(kudu: FakeKudu) -> None:
+    """Before an app's first deployment is recorded, `latest` answers 404: that is waited out."""
+    kudu.statuses = []
+    kudu.late_statuses = [{"id": DEPLOYMENT_ID, "status": 4}]
+    assert deploy(kudu, Waits()) == DEPLOYMENT_ID
+    assert requests_of(kudu)[1:] == [("GET", "/api/deployments/latest")] * 2
+
+
+def test_a_refusal_while_the_role_propagates_is_retried_with_growing_waits(
+    kudu: FakeKudu,
+) -> None:
+    """403 twice, then accepted: the publish goes on after waits of 5 s and 10 s."""
+    kudu.publishes = [FORBIDDEN, FORBIDDEN, ACCEPTED]
+    kudu.statuses = [{"id": DEPLOYMENT_ID, "status": 4}]
+    waits = Waits()
+    assert deploy(kudu, waits) == DEPLOYMENT_ID
+    assert waits.seconds[:2] == [5.0, 10.0]
+    assert requests_of(kudu).count(("POST", "/api/publish?RemoteBuild=false")) == 3
+
+
+def test_a_refusal_that_never_ends_stops_after_bounded_retries_with_a_clear_error(
+    kudu: FakeKudu,
+) -> None:
+    """403 on every attempt: six attempts over 135 s of waits, then an error naming the
+    status, the path and the roles to check, never the token."""
+    kudu.publishes = [FORBIDDEN]
+    waits = Waits()
+    with pytest.raises(
+        RuntimeError, match=r"POST /api/publish answered 403 Forbidden 6 times"
+    ) as error:
+        deploy(kudu, waits)
+    assert waits.seconds == list(PROPAGATION_DELAYS)
+    assert sum(PROPAGATION_DELAYS) == 135
+    assert "Website Contributor" in str(error.value)
+    assert TOKEN not in str(error.value)
 
 
 def test_a_failed_deployment_stops_the_update_with_kudus_reason(kudu: FakeKudu) -> None:
     """Status 3 with its status_text fails the publish instead of reporting success."""
-    kudu.statuses = [{"status": 3, "status_text": "WEBSITE_RUN_FROM_PACKAGE is not supported"}]
+    kudu.statuses = [
+        {
+            "id": DEPLOYMENT_ID,
+            "status": 3,
+            "status_text": "WEBSITE_RUN_FROM_PACKAGE is not supported",
+        }
+    ]
     with pytest.raises(RuntimeError, match="status 3: WEBSITE_RUN_FROM_PACKAGE"):
-        publish(kudu.host, b"zip", TOKEN, context=kudu.context, poll_seconds=0)
+        deploy(kudu, Waits())
 
 
 def test_a_refused_publish_names_the_status_and_path_but_not_the_token(kudu: FakeKudu) -> None:
-    """A 401 from /api/publish is reported as such; the bearer token never appears."""
+    """A 401 that outlasts the retries is reported as such; the bearer token never appears."""
     with pytest.raises(RuntimeError, match="POST /api/publish answered 401") as error:
-        publish(kudu.host, b"zip", "other.token.value", context=kudu.context, poll_seconds=0)
+        deploy(kudu, Waits(), token="other.token.value")
     assert "other.token.value" not in str(error.value)
 
 
 def test_a_deployment_that_never_finishes_times_out(kudu: FakeKudu) -> None:
     """Polling stops after the timeout with a message instead of waiting forever."""
-    kudu.statuses = [{"status": 2}] * 5
+    kudu.statuses = [{"id": DEPLOYMENT_ID, "status": 2}] * 5
     with pytest.raises(RuntimeError, match="did not finish"):
-        publish(kudu.host, b"zip", TOKEN, context=kudu.context, poll_seconds=0, timeout_seconds=0)
+        deploy(kudu, Waits(), timeout=0)

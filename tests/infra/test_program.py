@@ -127,8 +127,8 @@ def test_the_entry_point_reads_the_stack_config_and_exports_the_outputs(
         key: value if isinstance(value, str) else json.dumps(value)
         for key, value in RAW_DEFAULTS.items()
     }
-    config["uploaderPrincipalIds"] = json.dumps([UPLOADER_ID])
-    config["readerPrincipalIds"] = json.dumps([READER_ID])
+    config["uploaderPrincipalIds"] = json.dumps([{"id": UPLOADER_ID, "type": "ServicePrincipal"}])
+    config["readerPrincipalIds"] = json.dumps([{"id": READER_ID, "type": "ServicePrincipal"}])
     result = run_main(config, secret_keys=[DATABASE_URL_KEY])
     assert sorted((res.type, res.name) for res in result.resources) == sorted(
         (res.type, res.name) for res in stack.resources

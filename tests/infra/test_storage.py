@@ -157,3 +157,36 @@ def test_repeated_runs_do_not_leak_into_each_other(run: RunFactory) -> None:
     first = data_account(run()).inputs
     run({"storageSku": "Standard_LRS", "blobSoftDeleteDays": 2})
     assert data_account(run()).inputs == first
+
+
+def test_the_lifecycle_policy_waits_for_last_access_time_tracking(stack: StackRun) -> None:
+    """The retired-blob rule counts from the last access, which ARM refuses until the blob
+    service properties that enable tracking exist (MissingLastAccessTimeBasedTrackingPolicy)."""
+    properties = stack.one("azure-native:storage:BlobServiceProperties")
+    assert properties.inputs["lastAccessTimeTrackingPolicy"]["enable"] is True
+    assert properties.name in stack.one("azure-native:storage:ManagementPolicy").depends_on
+
+
+@pytest.mark.parametrize("name", ["safetynet", "sweeper-runtime"])
+def test_new_accounts_require_infrastructure_encryption(stack: StackRun, name: str) -> None:
+    """Both accounts ask for the second encryption layer, which only creation can turn on."""
+    encryption = stack.one(ACCOUNT, name).inputs["encryption"]
+    assert encryption["requireInfrastructureEncryption"] is True
+    assert encryption["keySource"] == "Microsoft.Storage"
+
+
+def test_an_account_created_without_infrastructure_encryption_can_keep_it_off(
+    run: RunFactory,
+) -> None:
+    """`infrastructureEncryption: false` is the explicit choice for an account that predates it."""
+    result = run({"infrastructureEncryption": False})
+    assert data_account(result).inputs["encryption"]["requireInfrastructureEncryption"] is False
+
+
+def test_the_data_account_refuses_what_no_network_rule_allows_by_default(stack: StackRun) -> None:
+    """Default action Deny, trusted Azure services bypass, public access through the firewall."""
+    inputs = data_account(stack).inputs
+    assert inputs["publicNetworkAccess"] == "Enabled"
+    assert inputs["networkRuleSet"]["defaultAction"] == "Deny"
+    assert inputs["networkRuleSet"]["bypass"] == "AzureServices"
+    assert inputs["allowCrossTenantReplication"] is False

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from infra.config import DATABASE_URL_KEY, ConfigError, parse
+from infra.config import ConfigError, parse
 from infra.sweeper_app import (
     DATABASE_URL_SECRET,
     DEPLOYMENT_CONTAINER,
     FC1_REFUSED_APP_SETTINGS,
     FC1_REFUSED_SITE_CONFIG,
+    KEY_VAULT_SECRETS_OFFICER,
     KEY_VAULT_SECRETS_USER,
     MONITORING_METRICS_PUBLISHER,
     PYTHON_VERSION,
@@ -27,10 +28,12 @@ from sweeper.settings import FunctionSettings, SweepSettings
 from tests.infra.conftest import WITH_PRINCIPALS, RunFactory
 from tests.infra.harness import (
     DEPLOYER_OBJECT_ID,
+    RAW_DEFAULTS,
     SUBSCRIPTION_ID,
     TEST_DATABASE_URL,
     RegisteredResource,
     StackRun,
+    typed_principals,
 )
 
 APP = "azure-native:web:WebApp"
@@ -207,19 +210,51 @@ def test_the_deployment_container_is_the_runtime_accounts(stack: StackRun) -> No
     assert storage["value"] == f"https://{account}.blob.core.windows.net/{DEPLOYMENT_CONTAINER}"
 
 
-def test_the_package_is_published_to_the_app_after_its_settings(stack: StackRun) -> None:
-    """One deploy goes to the site's SCM host, after the app settings, checked against the deployer."""
+def test_the_package_is_published_to_the_app_after_its_last_site_write(stack: StackRun) -> None:
+    """One deploy goes to the site's SCM host, after the site's last write, checked against the
+    deployer."""
     package = stack.one(PACKAGE).inputs
     app_name = stack.outputs["sweeperAppName"]
     assert package["scmHost"] == f"{app_name}.scm.azurewebsites.net"
     assert package["appId"].endswith(f"/Microsoft.Web/sites/{app_name}")
     assert package["deployerObjectId"] == DEPLOYER_OBJECT_ID
-    assert "sweeper-settings" in stack.one(PACKAGE).depends_on
+    assert "sweeper-no-basic-auth-scm" in stack.one(PACKAGE).depends_on
 
 
-def test_the_deployer_gets_no_data_plane_role(stack: StackRun) -> None:
-    """One deploy needs no blob rights for the deployer: the platform writes the package."""
-    assert assignments_of(stack, DEPLOYER_OBJECT_ID) == []
+def test_the_sites_settings_and_basic_auth_policies_are_written_one_after_another(
+    stack: StackRun,
+) -> None:
+    """Settings, then the FTP policy, then the SCM policy: App Service answers overlapping
+    writes to one site with 409 (pulumi-azure-native issue 3411)."""
+    ftp = stack.one("azure-native:web:WebAppFtpAllowed")
+    scm = stack.one("azure-native:web:WebAppScmAllowed")
+    assert "sweeper-settings" in ftp.depends_on
+    assert ftp.name in scm.depends_on
+
+
+def test_the_deployer_gets_no_blob_role_and_secrets_officer_on_the_vault_only(
+    stack: StackRun,
+) -> None:
+    """One deploy needs no blob rights for the deployer; deleting the secret through the
+    vault's data plane needs Key Vault Secrets Officer, granted on this vault alone."""
+    (grant,) = assignments_of(stack, DEPLOYER_OBJECT_ID)
+    assert role_guid(grant) == KEY_VAULT_SECRETS_OFFICER
+    assert grant.inputs["scope"].endswith(f"/vaults/{stack.outputs['keyVaultName']}")
+    assert grant.inputs["principalType"] == "User"
+
+
+def test_the_secret_is_created_after_the_deployers_grant_and_so_deleted_before_it(
+    stack: StackRun,
+) -> None:
+    """Destroy deletes dependants first: the secret goes while the deployer still holds the role."""
+    assert "sweeper-deployer-secrets-officer" in stack.one(SECRET).depends_on
+
+
+def test_a_service_principal_deployer_is_granted_as_one(run: RunFactory) -> None:
+    """`deployerPrincipalType` reaches the grant, so a pipeline identity is not sent as a User."""
+    result = run({"deployerPrincipalType": "ServicePrincipal"})
+    (grant,) = assignments_of(result, DEPLOYER_OBJECT_ID)
+    assert grant.inputs["principalType"] == "ServicePrincipal"
 
 
 def test_a_new_zip_changes_the_package_hash(run: RunFactory, tmp_path: Path) -> None:
@@ -308,7 +343,7 @@ def test_the_app_settings_are_what_the_sweepers_loader_accepts(
 ) -> None:
     """The Function's settings loader reads the program's app settings as the stack chose them."""
     result = run(overrides)
-    config = parse({**WITH_PRINCIPALS, **overrides, DATABASE_URL_KEY: TEST_DATABASE_URL})
+    config = parse(typed_principals({**RAW_DEFAULTS, **WITH_PRINCIPALS, **overrides}))
     env = {key: str(value) for key, value in app_settings(result).items()}
     assert env[appsettings.DB_URL.name].startswith("@Microsoft.KeyVault(")
     # The platform resolves the Key Vault reference to the secret's value before the app starts.

@@ -1,0 +1,201 @@
+"""Network options: each combination the docs offer, the Function's settings under it, and the
+combinations refused because they would leave the sweeper (or everyone) without a way in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from infra.config import ConfigError, parse
+from infra.network import BLOB_ZONE
+from sweeper import appsettings
+from sweeper.settings import FunctionSettings
+from tests.infra.conftest import RunFactory
+from tests.infra.harness import (
+    NETWORK_GROUP,
+    RAW_DEFAULTS,
+    SWEEPER_SUBNET_ID,
+    StackRun,
+)
+
+ACCOUNT = "azure-native:storage:StorageAccount"
+APP = "azure-native:web:WebApp"
+ENDPOINT = "azure-native:network:PrivateEndpoint"
+ZONE = "azure-native:privatedns:PrivateZone"
+LINK = "azure-native:privatedns:VirtualNetworkLink"
+ZONE_GROUP = "azure-native:network:PrivateDnsZoneGroup"
+APPS_VNET = f"{NETWORK_GROUP}/providers/Microsoft.Network/virtualNetworks/apps-vnet"
+APP_SUBNET = f"{APPS_VNET}/subnets/uploaders"
+ENDPOINT_VNET = f"{NETWORK_GROUP}/providers/Microsoft.Network/virtualNetworks/hub-vnet"
+ENDPOINT_SUBNET = f"{ENDPOINT_VNET}/subnets/private-endpoints"
+OFFICE = "203.0.113.0/24"
+
+FIREWALL: Mapping[str, object] = {
+    "allowedIpRanges": [OFFICE, "198.51.100.7"],
+    "allowedSubnetIds": [APP_SUBNET],
+}
+PRIVATE: Mapping[str, object] = {
+    "publicNetworkAccess": "Disabled",
+    "privateEndpointSubnetId": ENDPOINT_SUBNET,
+}
+PRIVATE_SAME_VNET: Mapping[str, object] = {
+    "publicNetworkAccess": "Disabled",
+    "privateEndpointSubnetId": f"{APPS_VNET}/subnets/private-endpoints",
+}
+OPEN: Mapping[str, object] = {"networkDefaultAction": "Allow", "sweeperSubnetId": ""}
+COMBINATIONS = {
+    "firewall": FIREWALL,
+    "private-endpoint": PRIVATE,
+    "private-endpoint-same-vnet": PRIVATE_SAME_VNET,
+    "private-endpoint-beside-firewall": {**FIREWALL, "privateEndpointSubnetId": ENDPOINT_SUBNET},
+    "open": OPEN,
+}
+
+
+def data_account(run: StackRun) -> dict[str, Any]:
+    return run.one(ACCOUNT, "safetynet").inputs
+
+
+def firewall_subnets(account: Mapping[str, Any]) -> list[str]:
+    return [
+        rule["virtualNetworkResourceId"]
+        for rule in account["networkRuleSet"]["virtualNetworkRules"]
+    ]
+
+
+def test_the_firewall_allows_the_configured_ranges_subnets_and_the_sweeper(
+    run: RunFactory,
+) -> None:
+    """Default Deny lets in the listed public ranges, the listed subnets and the sweeper's."""
+    account = data_account(run(FIREWALL))
+    rules = account["networkRuleSet"]
+    assert rules["defaultAction"] == "Deny"
+    assert [(rule["iPAddressOrRange"], rule["action"]) for rule in rules["ipRules"]] == [
+        (OFFICE, "Allow"),
+        ("198.51.100.7", "Allow"),
+    ]
+    assert firewall_subnets(account) == [APP_SUBNET, SWEEPER_SUBNET_ID]
+
+
+def test_the_sweepers_app_joins_its_subnet_and_its_runtime_account_allows_only_that(
+    run: RunFactory,
+) -> None:
+    """Flex Consumption VNet integration is the sweeper's way out; its host storage lets in that
+    subnet and no application range."""
+    result = run(FIREWALL)
+    assert result.one(APP).inputs["virtualNetworkSubnetId"] == SWEEPER_SUBNET_ID
+    runtime = result.one(ACCOUNT, "sweeper-runtime").inputs
+    assert runtime["networkRuleSet"]["defaultAction"] == "Deny"
+    assert runtime["networkRuleSet"]["ipRules"] == []
+    assert firewall_subnets(runtime) == [SWEEPER_SUBNET_ID]
+
+
+def test_a_private_endpoint_gets_its_zone_links_and_zone_group(run: RunFactory) -> None:
+    """The blob endpoint, the privatelink.blob.core.windows.net zone linked to the endpoint's
+    and the sweeper's networks, and the zone group that writes the endpoint's record."""
+    result = run(PRIVATE)
+    assert data_account(result)["publicNetworkAccess"] == "Disabled"
+    endpoint = result.one(ENDPOINT).inputs
+    assert endpoint["subnet"]["id"] == ENDPOINT_SUBNET
+    (connection,) = endpoint["privateLinkServiceConnections"]
+    assert connection["groupIds"] == ["blob"]
+    assert connection["privateLinkServiceId"] == result.outputs["accountId"]
+    assert result.one(ZONE).inputs["privateZoneName"] == BLOB_ZONE
+    linked = sorted(res.inputs["virtualNetwork"]["id"] for res in result.of_type(LINK))
+    assert linked == sorted([ENDPOINT_VNET, APPS_VNET])
+    assert all(res.inputs["registrationEnabled"] is False for res in result.of_type(LINK))
+    (config,) = result.one(ZONE_GROUP).inputs["privateDnsZoneConfigs"]
+    assert (
+        config["privateDnsZoneId"].endswith(f"/{ZONE.split(':')[-1]}/private-zone")
+        or config["privateDnsZoneId"]
+    )
+
+
+def test_one_network_holding_both_subnets_gets_one_zone_link(run: RunFactory) -> None:
+    """The endpoint and the sweeper in one virtual network: the zone is linked once."""
+    (link,) = run(PRIVATE_SAME_VNET).of_type(LINK)
+    assert link.inputs["virtualNetwork"]["id"] == APPS_VNET
+
+
+def test_no_private_endpoint_resources_without_its_subnet(stack: StackRun) -> None:
+    """The defaults register no endpoint, zone, link or zone group."""
+    assert not [res for res in stack.resources if res.type in {ENDPOINT, ZONE, LINK, ZONE_GROUP}]
+
+
+def test_an_open_account_leaves_the_app_outside_any_network(run: RunFactory) -> None:
+    """networkDefaultAction Allow (an explicit choice) needs no subnet; the app joins none."""
+    result = run(OPEN)
+    assert data_account(result)["networkRuleSet"]["defaultAction"] == "Allow"
+    assert result.one(APP).inputs.get("virtualNetworkSubnetId") is None
+
+
+@pytest.mark.parametrize("overrides", COMBINATIONS.values(), ids=list(COMBINATIONS))
+def test_the_functions_settings_work_under_each_network_combination(
+    run: RunFactory, overrides: Mapping[str, object]
+) -> None:
+    """The sweeper's loader accepts the app settings and targets the account's public blob name
+    (which a linked private zone resolves to the endpoint inside the network), from the subnet
+    the app joins, which the data account's firewall allows."""
+    result = run(overrides)
+    joined = result.one(APP).inputs.get("virtualNetworkSubnetId")
+    assert joined == (None if overrides is OPEN else SWEEPER_SUBNET_ID)
+    assert joined is None or joined in firewall_subnets(data_account(result))
+    env = {
+        key: str(value)
+        for key, value in result.one("azure-native:web:WebAppApplicationSettings")
+        .inputs["properties"]
+        .items()
+    }
+    env[appsettings.DB_URL.name] = RAW_DEFAULTS["sweeperDatabaseUrl"]  # the resolved reference
+    loaded = FunctionSettings.from_environment(env)
+    assert loaded.account_url == result.outputs["blobEndpoint"]
+    assert loaded.account_url.endswith(".blob.core.windows.net/")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "problem"),
+    [
+        ({"sweeperSubnetId": ""}, "sweeperSubnetId", "is missing"),
+        ({"publicNetworkAccess": "Disabled"}, "privateEndpointSubnetId", "is missing"),
+        (
+            {"networkDefaultAction": "Allow", "sweeperSubnetId": "", **PRIVATE},
+            "sweeperSubnetId",
+            "is missing",
+        ),
+        ({"allowedIpRanges": ["10.1.0.0/16"]}, "allowedIpRanges", "private range"),
+        ({"allowedIpRanges": ["203.0.113.8/31"]}, "allowedIpRanges", "/31 or /32"),
+        ({"allowedIpRanges": ["somewhere"]}, "allowedIpRanges", "not an IPv4"),
+        ({"allowedSubnetIds": ["apps-vnet/uploaders"]}, "allowedSubnetIds", "not a subnet"),
+        ({"allowedSubnetIds": [APP_SUBNET, APP_SUBNET.upper()]}, "allowedSubnetIds", "twice"),
+        ({"sweeperSubnetId": APPS_VNET}, "sweeperSubnetId", "not a subnet"),
+        ({"networkDefaultAction": "deny"}, "networkDefaultAction", "not allowed"),
+        ({"publicNetworkAccess": "SecuredByPerimeter"}, "publicNetworkAccess", "not allowed"),
+    ],
+)
+def test_a_network_setting_that_would_shut_the_sweeper_out_or_is_malformed_is_refused(
+    overrides: Mapping[str, object], key: str, problem: str
+) -> None:
+    """Each refusal names its key and what is wrong, before anything is deployed."""
+    with pytest.raises(ConfigError, match=problem) as caught:
+        parse({**RAW_DEFAULTS, **overrides})
+    assert caught.value.key == key
+
+
+def registered_types(run: StackRun) -> set[tuple[str, str]]:
+    return {(res.type, res.parent_type) for res in run.resources}
+
+
+def test_the_private_endpoint_lives_in_a_component_of_the_data_account(run: RunFactory) -> None:
+    """Its resources are children of `safetynet:network:BlobPrivateEndpoint`, itself a child of
+    the data account (docs/deployment.md lists them)."""
+    types = registered_types(run(PRIVATE)) - registered_types(run())
+    parent = "safetynet:network:BlobPrivateEndpoint"
+    assert types == {
+        (parent, "safetynet:storage:DataAccount"),
+        (ENDPOINT, parent),
+        (ZONE, parent),
+        (LINK, parent),
+        (ZONE_GROUP, parent),
+    }
