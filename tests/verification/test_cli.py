@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -212,3 +213,34 @@ def test_leftovers_reach_every_pipeline_format() -> None:
     assert sarif["executionSuccessful"] is False
     notification = sarif["toolExecutionNotifications"][0]["message"]["text"]
     assert "create-only" in notification.replace("\\", "")  # Markdown-escaped: create\-only
+
+
+def embedded_sarif(tmp_path: Path, name: str) -> dict[str, Any]:
+    """`safetynet verify --format sarif` on an embedded Azurite of its own (a random port)."""
+    output = tmp_path / name
+    assert main(["verify", "--format", "sarif", "--output", str(output)]) == ExitCode.OK
+    document: dict[str, Any] = json.loads(output.read_text())
+    jsonschema.validate(document, SCHEMA)
+    return document
+
+
+def test_verify_sarif_is_stable_across_runs(tmp_path: Path) -> None:
+    """Two runs on two emulators (two random ports) give the same locations, fingerprints and
+    automation id: code scanning sees the same alerts, not new ones each run."""
+
+    def identity(document: dict[str, Any]) -> tuple[object, ...]:
+        run = document["runs"][0]
+        results = [(r["ruleId"], r["locations"], r["partialFingerprints"]) for r in run["results"]]
+        return run["automationDetails"]["id"], results
+
+    first, second = embedded_sarif(tmp_path, "1.sarif"), embedded_sarif(tmp_path, "2.sarif")
+    assert identity(first) == identity(second)
+    assert first["runs"][0]["results"]
+
+
+def test_verify_sarif_rules_have_help_and_security_severity(verify: Verify) -> None:
+    """Every rule of verify's SARIF has help text and a numeric `security-severity`."""
+    _, text, _ = verify("--format", "sarif")
+    rules = json.loads(text)["runs"][0]["tool"]["driver"]["rules"]
+    assert all(rule["help"]["text"] for rule in rules)
+    assert all(0 < float(rule["properties"]["security-severity"]) <= 10 for rule in rules)
