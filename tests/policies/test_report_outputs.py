@@ -12,7 +12,11 @@ import jsonschema
 import pytest
 import xmlschema
 
-from policies.rules import RULES, Outcome
+from policies.audit import AccountResult, AuditReport, Scope
+from policies.model import Account, Thresholds
+from policies.report_text import MARKDOWN_BUDGET, render_markdown
+from policies.report_view import ReportContext
+from policies.rules import RULES, Finding, Outcome
 from safetynet.cli import main
 from safetynet.exitcodes import ExitCode
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, Failure, FakeArm, compliant_account, set_path
@@ -261,3 +265,32 @@ def test_output_onto_the_suppressions_file_is_refused(run: Run, tmp_path: Path) 
     before = file.read_text()
     assert run("--suppressions", str(file), "--output", f"json={file}") == ExitCode.USAGE
     assert file.read_text() == before
+
+
+def test_markdown_is_cut_to_fit_a_comment_with_a_note() -> None:
+    """A report too long for a PR comment is cut to MARKDOWN_BUDGET, and a note says how many
+    rows were left out."""
+    rule = RULES[0]
+    results = [
+        AccountResult(
+            Account(f"acct{n}"), [Finding(rule, f"acct{n}", None, Outcome.FAIL, "x" * 300)]
+        )
+        for n in range(1000)
+    ]
+    report = AuditReport(Scope(SUBSCRIPTION), Thresholds(), results)
+    text = render_markdown(report, ReportContext())
+    kept = sum(line.startswith("| acct") for line in text.splitlines())
+    assert len(text) <= MARKDOWN_BUDGET
+    assert 0 < kept < 1000
+    assert f"_{1000 - kept} more row(s) left out" in text
+
+
+def test_history_that_is_not_a_json_report_is_a_usage_error(
+    run: Run, fake: FakeArm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--history with a file that is not an audit JSON report exits 2 naming it, before ARM."""
+    (tmp_path / "h.json").write_text('{"findings": 3}')
+    code = run("--history", str(tmp_path / "h.json"), "--output", f"html={tmp_path / 'r.html'}")
+    assert code == ExitCode.USAGE
+    assert "no 'findings' list" in capsys.readouterr().err
+    assert fake.requests == 0

@@ -244,3 +244,25 @@ def test_verify_sarif_rules_have_help_and_security_severity(verify: Verify) -> N
     rules = json.loads(text)["runs"][0]["tool"]["driver"]["rules"]
     assert all(rule["help"]["text"] for rule in rules)
     assert all(0 < float(rule["properties"]["security-severity"]) <= 10 for rule in rules)
+
+
+def test_unusable_output_stops_verify_before_any_probe(
+    azurite: Azurite, container: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--output under a file exits 2 before acting: no probe blob, no canary is planted."""
+    (tmp_path / "afile").write_text("x")
+    target = ["--connection-string", azurite.connection_string, "--container", container]
+    code = main(["verify", *target, "--output", str(tmp_path / "afile" / "r.json")])
+    service = BlobServiceClient.from_connection_string(azurite.connection_string)
+    names = [b.name for b in service.get_container_client(container).list_blobs()]
+    assert code == ExitCode.USAGE
+    assert "--output" in capsys.readouterr().err
+    assert names == []
+
+
+def test_verify_writes_several_formats_from_one_run(verify: Verify, tmp_path: Path) -> None:
+    """--output json=... --output junit=... write both files from the same run (same run id)."""
+    json_path, junit_path = tmp_path / "v.json", tmp_path / "v.xml"
+    verify("--output", f"json={json_path}", "--output", f"junit={junit_path}")
+    run_id = json.loads(json_path.read_text())["run_id"]
+    assert run_id in junit_path.read_text()
