@@ -10,7 +10,7 @@ from typing import Final
 
 from policies.audit import AuditReport, ReadError
 from policies.rules import Finding, Outcome
-from policies.suppressions import Applied
+from policies.suppressions import Applied, read_capped
 
 SUPPRESSED: Final = "SUPPRESSED"
 STATES: Final = (Outcome.PASS.value, Outcome.FAIL.value, Outcome.UNKNOWN.value, SUPPRESSED)
@@ -74,12 +74,9 @@ def counts_by_rule(findings: Sequence[tuple[str, str]]) -> dict[str, dict[str, i
 def load_history(path: Path) -> HistoryRun:
     """An earlier `--format json` report as a history run."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_HISTORY_BYTES + 1)
-    except OSError as error:
-        raise HistoryError(f"cannot read: {error.strerror or type(error).__name__}") from None
-    if len(raw) > MAX_HISTORY_BYTES:
-        raise HistoryError(f"larger than {MAX_HISTORY_BYTES} bytes")
+        raw = read_capped(path, MAX_HISTORY_BYTES)
+    except ValueError as error:
+        raise HistoryError(str(error)) from None
     try:
         document = json.loads(raw)
     except (ValueError, RecursionError):

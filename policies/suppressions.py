@@ -135,15 +135,25 @@ def parse(document: object, known_rules: Iterable[str]) -> list[Suppression]:
     return parsed
 
 
+def read_capped(path: Path, limit: int) -> bytes:
+    """The bytes of an input file; ValueError (with the reason) when it cannot be read or is
+    larger than `limit`."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as error:
+        raise ValueError(f"cannot read: {error.strerror or type(error).__name__}") from None
+    if len(raw) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return raw
+
+
 def load(path: Path, known_rules: Iterable[str]) -> list[Suppression]:
     """The suppressions in `path` (YAML, or JSON, which YAML reads too)."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except OSError as error:
-        raise SuppressionError(f"cannot read: {error.strerror or type(error).__name__}") from None
-    if len(raw) > MAX_BYTES:
-        raise SuppressionError(f"larger than {MAX_BYTES} bytes")
+        raw = read_capped(path, MAX_BYTES)
+    except ValueError as error:
+        raise SuppressionError(str(error)) from None
     try:
         document = yaml.safe_load(raw.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as error:

@@ -32,7 +32,13 @@ from policies.report import RENDERERS
 from policies.report_view import HistoryError, HistoryRun, ReportContext, load_history
 from policies.rules import RULES, Outcome, Severity
 from safetynet.commands.common import UsageError, ascii_int, fail, parse_flag
-from safetynet.commands.outputs import Output, check_outputs, parse_outputs, write_outputs
+from safetynet.commands.outputs import (
+    Output,
+    add_output_options,
+    check_outputs,
+    parse_outputs,
+    write_outputs,
+)
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
 from sweeper.redaction import Redactor, display_url, printable
@@ -87,20 +93,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--account",
         help="one account: its name (needs --resource-group) or its full resource id",
     )
-    out = parser.add_argument_group("output")
-    out.add_argument(
-        "--format",
-        choices=sorted(RENDERERS),
-        default="table",
-        help="format of standard output and of each bare --output PATH (default table)",
-    )
-    out.add_argument(
-        "--output",
-        action="append",
-        metavar="[FORMAT=]PATH",
-        help="write a report file instead of stdout; repeatable, one audit for all: "
-        f"FORMAT is one of {', '.join(sorted(RENDERERS))} (default --format)",
-    )
+    out = add_output_options(parser, RENDERERS, "audit")
     out.add_argument(
         "--suppressions",
         type=Path,

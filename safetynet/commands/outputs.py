@@ -9,6 +9,7 @@ written atomically through `sweeper.atomicfile`.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Collection, Mapping, Sequence
@@ -25,6 +26,27 @@ class Output:
     format: str
     path: Path | None
     """None: standard output."""
+
+
+def add_output_options(
+    parser: argparse.ArgumentParser, formats: Collection[str], run: str
+) -> argparse._ArgumentGroup:
+    """The `output` group: `--format` and the repeatable `--output [FORMAT=]PATH`."""
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "--format",
+        choices=sorted(formats),
+        default="table",
+        help="format of standard output and of each bare --output PATH (default table)",
+    )
+    out.add_argument(
+        "--output",
+        action="append",
+        metavar="[FORMAT=]PATH",
+        help=f"write a report file instead of stdout; repeatable, one {run} for all: FORMAT "
+        f"is one of {', '.join(sorted(formats))} (default --format)",
+    )
+    return out
 
 
 def parse_outputs(

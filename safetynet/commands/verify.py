@@ -28,7 +28,12 @@ from policies.report import VERIFY_RENDERERS
 from policies.rules import Finding, Outcome
 from safetynet.commands.audit import check_arm_endpoint, scope_from, token_from_environment
 from safetynet.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
-from safetynet.commands.outputs import check_outputs, parse_outputs, write_outputs
+from safetynet.commands.outputs import (
+    add_output_options,
+    check_outputs,
+    parse_outputs,
+    write_outputs,
+)
 from safetynet.commands.target import (
     TARGET_ERRORS,
     add_blob_options,
@@ -85,20 +90,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--account", help="the account's name (with --resource-group) or resource id"
     )
     settings.add_argument("--arm-endpoint", default=env(appsettings.ARM_ENDPOINT.name))
-    out = parser.add_argument_group("output")
-    out.add_argument(
-        "--format",
-        choices=sorted(VERIFY_RENDERERS),
-        default="table",
-        help="format of standard output and of each bare --output PATH (default table)",
-    )
-    out.add_argument(
-        "--output",
-        action="append",
-        metavar="[FORMAT=]PATH",
-        help="write a report file instead of stdout; repeatable, one run for all: FORMAT is "
-        f"one of {', '.join(sorted(VERIFY_RENDERERS))} (default --format)",
-    )
+    add_output_options(parser, VERIFY_RENDERERS, "run")
     parser.set_defaults(handler=run)
 
 

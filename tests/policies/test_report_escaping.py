@@ -19,7 +19,8 @@ from policies.probes import PROBES, ProbeOutcome, ProbeResult
 from policies.probes.runner import VerificationRun
 from policies.report import VERIFY_RENDERERS
 from safetynet.cli import main
-from testkit.arm_fake import SUBSCRIPTION, TOKEN, Failure, FakeArm, compliant_account, set_path
+from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
+from tests.policies.arm_env import use_fake_arm
 from tests.policies.hostile import CORPUS, FORBIDDEN_IN_XML, raw_controls
 
 DATA = Path(__file__).parent / "data"
@@ -40,10 +41,7 @@ def hostile_arm() -> Iterator[FakeArm]:
             set_path(account.body, "properties.minimumTlsVersion", text)
             body = {"error": {"code": "AuthorizationFailed", "message": text}}
             account.failures["containers"] = Failure(403, body)
-        patch.setenv("SAFETYNET_ARM_TOKEN", TOKEN)
-        patch.setenv("REQUESTS_CA_BUNDLE", fake.ca_file)
-        patch.setenv("AZURE_SUBSCRIPTION_ID", SUBSCRIPTION)
-        patch.setenv("SAFETYNET_ARM_ENDPOINT", fake.endpoint)
+        use_fake_arm(fake, patch)
         yield fake
 
 

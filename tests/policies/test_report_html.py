@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from safetynet.cli import main
-from testkit.arm_fake import SUBSCRIPTION, TOKEN, Failure, FakeArm, compliant_account, set_path
+from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
+from tests.policies.arm_env import use_fake_arm
 
 ROOT = Path(__file__).parents[2]
 SCREENSHOT = ROOT / "build" / "test-artefacts" / "html-report.png"
@@ -44,10 +45,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         public = fake.add(compliant_account("public", "rg"))
         set_path(public.body, "properties.allowBlobPublicAccess", True)
         fake.add(compliant_account("locked", "rg")).failures["roleAssignments"] = Failure(403)
-        patch.setenv("SAFETYNET_ARM_TOKEN", TOKEN)
-        patch.setenv("REQUESTS_CA_BUNDLE", fake.ca_file)
-        patch.setenv("AZURE_SUBSCRIPTION_ID", SUBSCRIPTION)
-        patch.setenv("SAFETYNET_ARM_ENDPOINT", fake.endpoint)
+        use_fake_arm(fake, patch)
         main(["audit", "--output", f"json={folder / 'earlier.json'}"])
         main(
             [

@@ -19,7 +19,8 @@ from policies.report_view import ReportContext
 from policies.rules import RULES, Finding, Outcome
 from safetynet.cli import main
 from safetynet.exitcodes import ExitCode
-from testkit.arm_fake import SUBSCRIPTION, TOKEN, Failure, FakeArm, compliant_account, set_path
+from testkit.arm_fake import SUBSCRIPTION, Failure, FakeArm, compliant_account, set_path
+from tests.policies.arm_env import use_fake_arm
 
 DATA = Path(__file__).parent / "data"
 SARIF_SCHEMA = json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
@@ -38,10 +39,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeArm]:
         keys = server.add(compliant_account("keys", GROUP))
         set_path(keys.body, "properties.allowSharedKeyAccess", True)
         server.add(compliant_account("other", "rg-b"))
-        monkeypatch.setenv("SAFETYNET_ARM_TOKEN", TOKEN)
-        monkeypatch.setenv("REQUESTS_CA_BUNDLE", server.ca_file)
-        monkeypatch.setenv("AZURE_SUBSCRIPTION_ID", SUBSCRIPTION)
-        monkeypatch.setenv("SAFETYNET_ARM_ENDPOINT", server.endpoint)
+        use_fake_arm(server, monkeypatch)
         yield server
 
 
