@@ -26,6 +26,9 @@ TOOL_URI: Final = "https://github.com/blob-safetynet/blob-safetynet"
 VERSION: Final = "0.1.0"
 SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 
+REPORTED: Final = frozenset({Outcome.FAIL, Outcome.UNKNOWN})
+"""The outcomes SARIF lists (FAIL as kind fail, UNKNOWN as kind review); others are omitted."""
+
 SARIF_LEVEL: Final = {
     Severity.CRITICAL: "error",
     Severity.HIGH: "error",
@@ -246,7 +249,7 @@ def render_sarif(report: AuditReport, context: ReportContext) -> str:
     results = [
         _sarif_result(finding, index, context)
         for finding in report.findings
-        if finding.outcome is not Outcome.PASS
+        if finding.outcome in REPORTED
     ]
     notifications = [
         _notification(error_line(e, report.scope.label), e.kind.value) for e in report.all_errors
@@ -288,8 +291,8 @@ def _audit_properties(report: AuditReport) -> dict[str, str]:
 
 def render_junit(report: AuditReport, context: ReportContext) -> str:
     """JUnit XML valid against junit-10.xsd: a testsuite per account, a testcase per rule; FAIL
-    is a failure, UNKNOWN and suppressed FAILs are skipped with the reason, a read error is an
-    error testcase. `time` on <testsuites> is the audit's wall clock (reading ARM); judging a
+    is a failure, any other outcome but PASS (UNKNOWN, not applicable) and suppressed FAILs are
+    skipped with the reason, a read error is an error testcase. `time` on <testsuites> is the audit's wall clock (reading ARM); judging a
     rule is a pure function, so testcases take 0."""
     suites = ET.Element("testsuites", name="safetynet audit")
     totals = _new_counts()
@@ -366,7 +369,7 @@ def _finding_case(
         counts["failures"] += 1
         detail = f"{finding.message}\nresource: {finding.resource_id}"
         _outcome_node(case, "failure", detail, finding.severity.value)
-    elif finding.outcome is Outcome.UNKNOWN:
+    elif finding.outcome is not Outcome.PASS:
         counts["skipped"] += 1
         _outcome_node(case, "skipped", finding.message)
 
@@ -596,7 +599,7 @@ def render_verify_sarif(run: VerificationRun) -> str:
         )
         results.append({**result, "properties": {"outcome": r.outcome.value}})
     for finding in run.settings or []:
-        if finding.outcome is Outcome.PASS:
+        if finding.outcome not in REPORTED:
             continue
         result = _verify_result(
             finding.rule.id,

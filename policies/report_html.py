@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -20,6 +19,7 @@ import jinja2
 from policies import escaping
 from policies.audit import AuditReport
 from policies.report_view import (
+    ATTENTION,
     STATES,
     ReportContext,
     counts_by_rule,
@@ -27,7 +27,7 @@ from policies.report_view import (
     state,
     summary,
 )
-from policies.rules import Finding, Outcome, Rule, Severity
+from policies.rules import Finding, Rule, Severity
 
 TEMPLATES: Final = Path(__file__).parent / "templates"
 TEMPLATE: Final = "report.html.j2"
@@ -46,11 +46,19 @@ def _environment() -> jinja2.Environment:
 
 
 def frameworks(rule: Rule) -> dict[str, tuple[str, ...]]:
-    """The compliance controls a rule maps to, by framework (empty while rules carry none)."""
-    mapping = getattr(rule, "frameworks", None)
-    if not isinstance(mapping, Mapping):
-        return {}
-    return {str(name): tuple(str(c) for c in controls) for name, controls in mapping.items()}
+    """The control ids a rule checks, by framework short name, from its `controls` (each with
+    `framework` and `id`); empty for a rule that maps to none."""
+    grouped: dict[str, list[str]] = {}
+    for control in getattr(rule, "controls", ()):
+        framework = getattr(control, "framework", "")
+        name = str(getattr(framework, "short", framework))
+        grouped.setdefault(name, []).append(str(getattr(control, "id", "")))
+    return {name: tuple(ids) for name, ids in grouped.items()}
+
+
+def _framework_list(rule: Rule) -> str:
+    """`|A|B|`: the rule's frameworks for the page's filter (names may hold spaces)."""
+    return "|" + "|".join(frameworks(rule)) + "|"
 
 
 def _csp_hash(text: str) -> str:
@@ -69,7 +77,8 @@ def _finding(finding: Finding, context: ReportContext) -> dict[str, Any]:
         "message": finding.message,
         "resource_id": finding.resource_id or "",
         "suppression": suppression,
-        "frameworks": " ".join(frameworks(finding.rule)),
+        "frameworks": _framework_list(finding.rule),
+        "controls": frameworks(finding.rule),
     }
 
 
@@ -98,12 +107,15 @@ def render_html(report: AuditReport, context: ReportContext) -> str:
         rules=report.rules,
         accounts=accounts,
         cells=cells,
-        findings=[f for f in findings if f["state"] != Outcome.PASS.value],
+        findings=sorted(
+            (f for f in findings if f["state"] in ATTENTION),
+            key=lambda f: (ATTENTION.index(f["state"]), -f["rank"]),
+        ),
         summary=summary(report, context),
         states=STATES,
         severities=[s.value for s in reversed(Severity)],
         frameworks=names,
-        rule_frameworks={rule.id: " ".join(frameworks(rule)) for rule in report.rules},
+        rule_frameworks={rule.id: _framework_list(rule) for rule in report.rules},
         errors=[error_line(e, report.scope.label) for e in report.all_errors],
         notes=context.applied.notes(),
         history=_history(report, context),

@@ -8,8 +8,8 @@ from typing import Final
 
 from policies import escaping
 from policies.audit import AuditReport
-from policies.report_view import ReportContext, counts_line, error_line, state
-from policies.rules import Finding, Outcome
+from policies.report_view import ATTENTION, ReportContext, counts_line, error_line, state
+from policies.rules import Finding
 
 CSV_COLUMNS: Final = (
     "account",
@@ -65,7 +65,8 @@ def _finding_row(finding: Finding, context: ReportContext) -> str:
 
 
 def render_markdown(report: AuditReport, context: ReportContext) -> str:
-    """A heading, the counts, then every finding that is not PASS (FAIL first), the read
+    """A heading, the counts, then every FAIL, SUPPRESSED and UNKNOWN finding (in that order,
+    most severe first), the read
     errors and suppression notes; cut to `MARKDOWN_BUDGET` with a note saying how many rows
     were left out."""
     head = [
@@ -74,12 +75,12 @@ def render_markdown(report: AuditReport, context: ReportContext) -> str:
         counts_line(report, context),
         "",
     ]
-    order = {Outcome.FAIL: 0, Outcome.UNKNOWN: 1, Outcome.PASS: 2}
+    listed = [(state(f, context), f) for f in report.findings]
     shown = sorted(
-        (f for f in report.findings if f.outcome is not Outcome.PASS),
-        key=lambda f: (order[f.outcome], -f.severity.rank),
+        ((name, f) for name, f in listed if name in ATTENTION),
+        key=lambda pair: (ATTENTION.index(pair[0]), -pair[1].severity.rank),
     )
-    rows = [_finding_row(f, context) for f in shown]
+    rows = [_finding_row(f, context) for _, f in shown]
     if rows:
         head += ["| Account | Rule | Severity | State | Message |", "|---|---|---|---|---|"]
     else:

@@ -13,7 +13,10 @@ from policies.rules import Finding, Outcome
 from policies.suppressions import Applied, read_capped
 
 SUPPRESSED: Final = "SUPPRESSED"
-STATES: Final = (Outcome.PASS.value, Outcome.FAIL.value, Outcome.UNKNOWN.value, SUPPRESSED)
+STATES: Final = (*(outcome.value for outcome in Outcome), SUPPRESSED)
+"""Every state a finding can be in: the rule outcomes, and SUPPRESSED."""
+ATTENTION: Final = (Outcome.FAIL.value, SUPPRESSED, Outcome.UNKNOWN.value)
+"""The states the Markdown and HTML list finding by finding, in this order."""
 MAX_HISTORY_BYTES: Final = 20_000_000
 
 

@@ -7,8 +7,8 @@
 
   function byRule(element) {
     const wanted = severity.value === "" ? -1 : Number(severity.value);
-    const frameworks = (element.dataset.frameworks || "").split(" ");
-    const byFramework = framework.value === "" || frameworks.includes(framework.value);
+    const frameworks = element.dataset.frameworks || "|";
+    const byFramework = framework.value === "" || frameworks.includes("|" + framework.value + "|");
     return Number(element.dataset.rank || "0") >= wanted && byFramework;
   }
 
@@ -17,12 +17,16 @@
   }
 
   function count() {
-    const totals = { PASS: 0, FAIL: 0, UNKNOWN: 0, SUPPRESSED: 0 };
+    const counters = document.querySelectorAll("[data-count-state]");
+    const totals = {};
+    counters.forEach(function (counter) {
+      totals[counter.dataset.countState] = 0;
+    });
     document.querySelectorAll("td.cell[data-state]").forEach(function (cell) {
       totals[cell.dataset.state] += 1;
     });
-    Object.keys(totals).forEach(function (name) {
-      document.getElementById("count-" + name).textContent = String(totals[name]);
+    counters.forEach(function (counter) {
+      counter.textContent = String(totals[counter.dataset.countState]);
     });
     const rows = document.querySelectorAll(".matrix tbody tr").length;
     document.getElementById("count-accounts").textContent = String(rows);

@@ -92,14 +92,15 @@ def test_sarif_categories_of_two_resource_groups_differ(run: Run, tmp_path: Path
 
 
 def test_one_audit_writes_every_format(run: Run, fake: FakeArm, tmp_path: Path) -> None:
-    """Seven --output FORMAT=PATH write seven files from one audit: ARM is read once."""
+    """Seven --output FORMAT=PATH write seven files from one audit: ARM is read once, not seven
+    times."""
     run("--resource-group", GROUP, "--output", f"json={tmp_path / 'single.json'}")
     single = fake.requests
     formats = ["table", "json", "sarif", "junit", "csv", "markdown", "html"]
     specs = [arg for fmt in formats for arg in ("--output", f"{fmt}={tmp_path / fmt}")]
     code = run("--resource-group", GROUP, *specs)
     assert code == ExitCode.FINDINGS
-    assert fake.requests - single == single
+    assert fake.requests - single <= single  # one audit's reads (the role cache may save one)
     assert all((tmp_path / fmt).stat().st_size > 0 for fmt in formats)
     failures = json.loads((tmp_path / "json").read_text())["summary"]["FAIL"]
     assert failures == 1
