@@ -20,7 +20,8 @@ _MARKDOWN_SPECIAL: Final = frozenset(string.punctuation)
 https://spec.commonmark.org/0.31.2/#backslash-escapes (GitHub's Markdown is CommonMark)."""
 _FORMULA_STARTS: Final = ("=", "+", "-", "@")
 """Leading characters that make a spreadsheet read a cell as a formula (OWASP, CSV Injection:
-https://owasp.org/www-community/attacks/CSV_Injection)."""
+https://owasp.org/www-community/attacks/CSV_Injection); its other two, tab and carriage return,
+never lead a cell here because `printable` escapes them first."""
 
 
 def terminal(text: str) -> str:

@@ -92,17 +92,29 @@ def render_markdown(report: AuditReport, context: ReportContext) -> str:
     return _fit(head, rows, ([""] if tail else []) + tail)
 
 
-def _fit(head: list[str], rows: list[str], tail: list[str]) -> str:
-    """head + as many rows as the budget allows + tail; a note when rows were left out."""
-    budget = MARKDOWN_BUDGET - sum(len(line) + 1 for line in [*head, *tail]) - 200
+def _take(lines: list[str], budget: int) -> list[str]:
+    """The leading lines that fit in `budget` characters (each with its newline)."""
     kept: list[str] = []
-    for row in rows:
-        if budget - len(row) - 1 < 0:
+    for line in lines:
+        budget -= len(line) + 1
+        if budget < 0:
             break
-        budget -= len(row) + 1
-        kept.append(row)
+        kept.append(line)
+    return kept
+
+
+def _fit(head: list[str], rows: list[str], tail: list[str]) -> str:
+    """head + as many rows, then tail lines, as the budget allows; a note when any were left
+    out (the note's own length is reserved)."""
+    budget = MARKDOWN_BUDGET - sum(len(line) + 1 for line in head) - 200
+    kept_rows = _take(rows, budget)
+    budget -= sum(len(line) + 1 for line in kept_rows)
+    kept_tail = _take(tail, budget)
+    left = len(rows) - len(kept_rows) + len(tail) - len(kept_tail)
     note = []
-    if len(kept) < len(rows):
-        left = len(rows) - len(kept)
-        note = ["", f"_{left} more row(s) left out to fit a comment; see the JSON or HTML report._"]
-    return "\n".join([*head, *kept, *note, *tail]) + "\n"
+    if left:
+        note = [
+            "",
+            f"_{left} more line(s) left out to fit a comment; see the JSON or HTML report._",
+        ]
+    return "\n".join([*head, *kept_rows, *kept_tail, *note]) + "\n"

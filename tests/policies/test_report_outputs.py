@@ -281,7 +281,7 @@ def test_markdown_is_cut_to_fit_a_comment_with_a_note() -> None:
     kept = sum(line.startswith("| acct") for line in text.splitlines())
     assert len(text) <= MARKDOWN_BUDGET
     assert 0 < kept < 1000
-    assert f"_{1000 - kept} more row(s) left out" in text
+    assert f"_{1000 - kept} more line(s) left out" in text
 
 
 def test_history_that_is_not_a_json_report_is_a_usage_error(
