@@ -12,7 +12,9 @@ policies over the normalized model of every account in the stack.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from pulumi_policy import (
@@ -29,6 +31,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
+from policies import suppressions
 from policies.adapters import pulumi_props
 from policies.adapters.pulumi_props import StackResource
 from policies.model import Account, Facet, Thresholds
@@ -70,6 +73,12 @@ CONFIG_SCHEMA: Final = PolicyConfigSchema(
             "default": [],
             "description": "Object ids of deployment identities, exempt from the "
             "application-role rules (SN-NO-BROAD-APP-ROLES, SN-NEVER-GRANTED).",
+        },
+        "suppressionsFile": {
+            "type": "string",
+            "default": "",
+            "description": "The suppressions file `safetynet audit --suppressions` reads (an "
+            "absolute path is safest): a FAIL a live suppression covers is no violation.",
         },
     }
 )
@@ -120,9 +129,33 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _report(findings: Sequence[Finding], report: ReportViolation, urns: Mapping[str, str]) -> None:
-    """FAIL findings become violations; if none failed, an UNKNOWN becomes a preview note."""
+def _live_failures(
+    findings: Sequence[Finding], config: Mapping[str, Any], report: ReportViolation
+) -> list[Finding]:
+    """The FAIL findings no live suppression of `suppressionsFile` covers. A file that cannot
+    be read or breaks the schema is itself a violation: the pack fails closed."""
     failures = [f for f in findings if f.outcome is Outcome.FAIL]
+    path = str(config.get("suppressionsFile") or "")
+    if not path or not failures:
+        return failures
+    try:
+        accepted = suppressions.load(Path(path), (rule.id for rule in RULES))
+    except suppressions.SuppressionError as error:
+        report(f"suppressionsFile {path!r}: {error}", None)
+        return failures
+    applied = suppressions.apply(failures, accepted, dt.datetime.now(dt.UTC).date())
+    return [f for f in failures if applied.of(f) is None]
+
+
+def _report(
+    findings: Sequence[Finding],
+    report: ReportViolation,
+    urns: Mapping[str, str],
+    config: Mapping[str, Any],
+) -> None:
+    """FAIL findings no suppression covers become violations; if none failed, an UNKNOWN
+    becomes a preview note."""
+    failures = _live_failures(findings, config, report)
     for finding in failures:
         report(f"{finding.account}: {finding.message}", urns.get(finding.account))
     unknowns = [f for f in findings if f.outcome is Outcome.UNKNOWN]
@@ -155,7 +188,8 @@ def _resource_policy(rule: Rule) -> ResourceValidationPolicy:
             return
         resource = StackResource(type=args.resource_type, name=args.name, props=plain(args.props))
         account: Account = adapt(resource)
-        _report([rule.evaluate(account, thresholds(args.get_config()))], report, {})
+        config = args.get_config()
+        _report([rule.evaluate(account, thresholds(config))], report, {}, config)
 
     return ResourceValidationPolicy(validate=validate, **_metadata(rule))
 
@@ -205,7 +239,8 @@ def _stack_policy(rule: Rule) -> StackValidationPolicy:
             for resource, original in zip(resources, args.resources, strict=True)
             if resource.type == pulumi_props.STORAGE_ACCOUNT
         }
-        _report(judge_stack(rule, resources, thresholds(args.get_config())), report, urns)
+        config = args.get_config()
+        _report(judge_stack(rule, resources, thresholds(config)), report, urns, config)
 
     return StackValidationPolicy(validate=validate, **_metadata(rule))
 

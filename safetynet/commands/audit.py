@@ -9,6 +9,7 @@ account was found), so a pipeline never mistakes "could not look" for "compliant
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import ipaddress
 import os
 import re
@@ -16,9 +17,11 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from policies import suppressions
 from policies.audit import (
     DEFAULT_CONCURRENCY,
     STORAGE_API_VERSION,
+    AuditReport,
     Scope,
     StaticTokenCredential,
     default_credential,
@@ -26,8 +29,16 @@ from policies.audit import (
 )
 from policies.model import Thresholds
 from policies.report import RENDERERS
-from policies.rules import Outcome, Severity
+from policies.report_view import HistoryError, HistoryRun, ReportContext, load_history
+from policies.rules import RULES, Outcome, Severity
 from safetynet.commands.common import UsageError, ascii_int, fail, parse_flag
+from safetynet.commands.outputs import (
+    Output,
+    add_output_options,
+    check_outputs,
+    parse_outputs,
+    write_outputs,
+)
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
 from sweeper.redaction import Redactor, display_url, printable
@@ -82,9 +93,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--account",
         help="one account: its name (needs --resource-group) or its full resource id",
     )
-    out = parser.add_argument_group("output")
-    out.add_argument("--format", choices=sorted(RENDERERS), default="table")
-    out.add_argument("--output", type=Path, help="write the report here instead of stdout")
+    out = add_output_options(parser, RENDERERS, "audit")
+    out.add_argument(
+        "--suppressions",
+        type=Path,
+        metavar="FILE",
+        help="YAML or JSON file of (rule, resource pattern, justification, expiry): a FAIL it "
+        "covers is reported as SUPPRESSED and does not fail the run",
+    )
+    out.add_argument(
+        "--history",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="earlier --format json reports, oldest first: the HTML report shows each rule's "
+        "history",
+    )
     out.add_argument(
         "--fail-on",
         choices=[*(s.value for s in reversed(Severity)), NO_FAIL],
@@ -239,17 +264,65 @@ def token_from_environment() -> str | None:
     return token
 
 
-def _check_output(path: Path | None) -> None:
-    """Fail before reading ARM when the report could not be written where asked."""
+def _suppressions(path: Path | None) -> list[suppressions.Suppression]:
     if path is None:
-        return
-    if not str(path).strip() or path.is_dir():
-        raise UsageError(f"--output '{printable(str(path))}' is a directory, not a file")
-    parent = path.parent if str(path.parent) else Path(".")
-    if parent.exists() and not parent.is_dir():
-        raise UsageError(f"--output '{printable(str(path))}': its parent is not a directory")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UsageError(f"--output '{printable(str(path))}' is not writable")
+        return []
+    try:
+        return suppressions.load(path, (rule.id for rule in RULES))
+    except suppressions.SuppressionError as error:
+        raise UsageError(f"--suppressions '{printable(str(path))}': {error}") from None
+
+
+def _history(paths: list[Path]) -> list[HistoryRun]:
+    runs = []
+    for path in paths:
+        try:
+            runs.append(load_history(path))
+        except HistoryError as error:
+            raise UsageError(f"--history '{printable(str(path))}': {error}") from None
+    return runs
+
+
+def _outputs(args: argparse.Namespace) -> list[Output]:
+    """The report files, checked before ARM is read; none may be one of the input files."""
+    outputs = parse_outputs(args.output, args.format, RENDERERS)
+    check_outputs(outputs, [args.suppressions, *args.history])
+    return outputs
+
+
+def exit_code(report: AuditReport, context: ReportContext, fail_on: str) -> int:
+    """1 when an unsuppressed FAIL is at or above --fail-on; else 3 when anything could not be
+    judged or read (or no account was found); else 0."""
+    if fail_on != NO_FAIL:
+        failures = report.failures(Severity(fail_on))
+        if any(context.applied.of(f) is None for f in failures):
+            return ExitCode.FINDINGS
+    unknown = any(f.outcome is Outcome.UNKNOWN for f in report.findings)
+    if report.all_errors or unknown or not report.results:
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK
+
+
+def _warn(report: AuditReport, context: ReportContext, scope: Scope) -> None:
+    """The read errors, UNKNOWN count, empty scope and stale suppressions, on stderr."""
+    for problem in report.all_errors:
+        where = printable(problem.account or scope.label)
+        print(
+            f"safetynet audit: {where}: {problem.operation}: {problem.kind.value}: "
+            f"{printable(problem.message, backslashes=False)}",
+            file=sys.stderr,
+        )
+    unknown = sum(f.outcome is Outcome.UNKNOWN for f in report.findings)
+    if unknown and not report.all_errors:
+        print(f"safetynet audit: {unknown} rule(s) could not be judged (UNKNOWN)", file=sys.stderr)
+    if not report.results and not report.all_errors:
+        print(
+            f"safetynet audit: no storage account found in {printable(scope.label)}; "
+            "check the scope and the identity's read permission",
+            file=sys.stderr,
+        )
+    for note in context.applied.notes():
+        print(f"safetynet audit: {printable(note)}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -265,7 +338,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if not _API_VERSION.fullmatch(args.storage_api_version):
             raise UsageError("--storage-api-version must look like 2024-01-01 (or ...-preview)")
-        _check_output(args.output)
+        outputs = _outputs(args)
+        accepted = _suppressions(args.suppressions)
+        history = _history(args.history)
         token = token_from_environment()
     except UsageError as error:
         return fail("audit", error.code, str(error), as_json)
@@ -278,36 +353,11 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         storage_api_version=args.storage_api_version,
     )
+    today = dt.datetime.now(dt.UTC).date()
+    context = ReportContext(suppressions.apply(report.findings, accepted, today), history)
     # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.
-    text = redactor.scrub(RENDERERS[args.format](report))
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        try:
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(text, encoding="utf-8")
-        except OSError as error:
-            reason = error.strerror or type(error).__name__
-            message = f"cannot write --output '{printable(str(args.output))}': {reason}"
-            return fail("audit", ExitCode.USAGE, message, as_json)
-    for problem in report.all_errors:
-        where = printable(problem.account or scope.label)
-        print(
-            f"safetynet audit: {where}: {problem.operation}: {problem.kind.value}: "
-            f"{printable(problem.message, backslashes=False)}",
-            file=sys.stderr,
-        )
-    if args.fail_on != NO_FAIL and report.failures(Severity(args.fail_on)):
-        return ExitCode.FINDINGS
-    unknown = sum(f.outcome is Outcome.UNKNOWN for f in report.findings)
-    if unknown and not report.all_errors:
-        print(f"safetynet audit: {unknown} rule(s) could not be judged (UNKNOWN)", file=sys.stderr)
-    if not report.results and not report.all_errors:
-        print(
-            f"safetynet audit: no storage account found in {printable(scope.label)}; "
-            "check the scope and the identity's read permission",
-            file=sys.stderr,
-        )
-    if report.all_errors or unknown or not report.results:
-        return ExitCode.INCOMPLETE
-    return ExitCode.OK
+    texts = {o.format: RENDERERS[o.format](report, context) for o in outputs}
+    if not write_outputs(outputs, texts, redactor, "audit"):
+        return ExitCode.USAGE
+    _warn(report, context, scope)
+    return exit_code(report, context, args.fail_on)

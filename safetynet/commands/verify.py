@@ -14,7 +14,6 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from pathlib import Path
 
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import ResourceExistsError
@@ -29,6 +28,12 @@ from policies.report import VERIFY_RENDERERS
 from policies.rules import Finding, Outcome
 from safetynet.commands.audit import check_arm_endpoint, scope_from, token_from_environment
 from safetynet.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
+from safetynet.commands.outputs import (
+    add_output_options,
+    check_outputs,
+    parse_outputs,
+    write_outputs,
+)
 from safetynet.commands.target import (
     TARGET_ERRORS,
     add_blob_options,
@@ -85,9 +90,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--account", help="the account's name (with --resource-group) or resource id"
     )
     settings.add_argument("--arm-endpoint", default=env(appsettings.ARM_ENDPOINT.name))
-    out = parser.add_argument_group("output")
-    out.add_argument("--format", choices=sorted(VERIFY_RENDERERS), default="table")
-    out.add_argument("--output", type=Path, help="write the report here instead of stdout")
+    add_output_options(parser, VERIFY_RENDERERS, "run")
     parser.set_defaults(handler=run)
 
 
@@ -195,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
     as_json = args.format == "json"
     try:
         settings = _validate(args)
+        outputs = parse_outputs(args.output, args.format, VERIFY_RENDERERS)
+        check_outputs(outputs)
         if _wants_settings(args):
             token_from_environment()  # a malformed token is bad usage, found before acting
         second = second_credential(args.second_credential) if args.second_credential else None
@@ -235,27 +240,10 @@ def run(args: argparse.Namespace) -> int:
         return fail("verify", refused.code, str(refused), as_json)
     # The report quotes ARM's and the service's words, which may echo what was sent.
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
-    text = redactor.scrub(VERIFY_RENDERERS[args.format](result))
-    if not _write(text, args.output):
+    texts = {o.format: VERIFY_RENDERERS[o.format](result) for o in outputs}
+    if not write_outputs(outputs, texts, redactor, "verify"):
         return ExitCode.USAGE
     return exit_code(result)
-
-
-def _write(text: str, output: Path | None) -> bool:
-    if output is None:
-        sys.stdout.write(text)
-        return True
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
-    except OSError as error:
-        print(
-            f"safetynet verify: cannot write --output '{printable(str(output))}': "
-            f"{error.strerror or type(error).__name__}",
-            file=sys.stderr,
-        )
-        return False
-    return True
 
 
 def exit_code(result: VerificationRun) -> int:

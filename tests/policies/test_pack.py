@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -290,3 +291,41 @@ def test_fenced_verifier_role_is_a_narrower_grant_not_the_seal() -> None:
     alone = run_pack(run_stack({"verifierPrincipalIds": [VERIFIER]}))
     assert alone.failing == {"SN-TAG-WRITE-ROLE"}
     assert alone.unknown == {}
+
+
+def pack_suppressions(tmp_path: Path, expires: str) -> str:
+    path = tmp_path / "suppressions.yaml"
+    path.write_text(
+        "suppressions:\n  - rule: SN-BLOB-SOFT-DELETE\n"
+        "    resource: '*'\n    justification: shorter retention agreed in OPS-3\n"
+        f"    expires: {expires}\n"
+    )
+    return str(path)
+
+
+def test_pack_reads_the_audit_suppressions_file(tmp_path: Path) -> None:
+    """The pack's suppressionsFile turns a FAIL the same file suppresses for the audit into no
+    violation."""
+    config = {
+        "minBlobSoftDeleteDays": 30,
+        "suppressionsFile": pack_suppressions(tmp_path, "2999-01-01"),
+    }
+    assert run_pack(run_stack(BASE), config).failing == set()
+
+
+def test_pack_ignores_an_expired_suppression(tmp_path: Path) -> None:
+    """A suppression past its expiry leaves the violation in place."""
+    config = {
+        "minBlobSoftDeleteDays": 30,
+        "suppressionsFile": pack_suppressions(tmp_path, "2000-01-01"),
+    }
+    assert run_pack(run_stack(BASE), config).failing == {"SN-BLOB-SOFT-DELETE"}
+
+
+def test_pack_fails_closed_on_a_broken_suppressions_file(tmp_path: Path) -> None:
+    """An unreadable suppressions file is a violation naming it, never a silent pass."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("suppressions: [{rule: SN-BLOB-SOFT-DELETE}]")
+    config = {"minBlobSoftDeleteDays": 30, "suppressionsFile": str(broken)}
+    result = run_pack(run_stack(BASE), config)
+    assert any("missing resource" in m for m in result.violations["SN-BLOB-SOFT-DELETE"])

@@ -77,6 +77,7 @@ def test_pack_registers_one_policy_per_rule(pack: RunningPack) -> None:
             "maxPendingDays",
             "containerName",
             "deploymentPrincipalIds",
+            "suppressionsFile",
         }
 
 
