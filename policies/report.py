@@ -168,7 +168,7 @@ def render_sarif(report: AuditReport) -> str:
     index = {rule.id: number for number, rule in enumerate(rules)}
     results = []
     for finding in report.findings:
-        if finding.outcome is Outcome.PASS:
+        if finding.outcome in (Outcome.PASS, Outcome.NOT_APPLICABLE):
             continue
         failed = finding.outcome is Outcome.FAIL
         fingerprint = hashlib.sha256(
@@ -274,7 +274,7 @@ def _finding_case(
     if finding.outcome is Outcome.FAIL:
         counts["failures"] += 1
         return ET.SubElement(case, "failure", message=finding.message, type=finding.severity.value)
-    if finding.outcome is Outcome.UNKNOWN:
+    if finding.outcome in (Outcome.UNKNOWN, Outcome.NOT_APPLICABLE):
         counts["skipped"] += 1
         ET.SubElement(case, "skipped", message=finding.message)
     return None
@@ -461,7 +461,7 @@ def render_verify_sarif(run: VerificationRun) -> str:
             }
         )
     for finding in run.settings or []:
-        if finding.outcome is Outcome.PASS:
+        if finding.outcome in (Outcome.PASS, Outcome.NOT_APPLICABLE):
             continue
         failed = finding.outcome is Outcome.FAIL
         results.append(

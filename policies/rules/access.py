@@ -17,7 +17,7 @@ from policies.roles import (
     parse_condition,
     scope_covers,
 )
-from policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
+from policies.rules.base import Rule, RuleScope, Severity, Verdict, failed, passed, unknown
 
 APPLICATION_PRINCIPALS = ("ServicePrincipal",)
 """Managed identities and app registrations are both service principals."""
@@ -103,7 +103,7 @@ TAG_WRITE_ROLE = Rule(
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_tag_write,
-    protocol=True,
+    scope=RuleScope.PROTOCOL,
 )
 
 
@@ -273,5 +273,5 @@ NEVER_GRANTED_ACTIONS = Rule(
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_never_granted,
-    protocol=True,
+    scope=RuleScope.PROTOCOL,
 )

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, AccountSettings, Facet, Thresholds
-from policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
+from policies.rules.base import (
+    Rule,
+    RuleScope,
+    Severity,
+    Verdict,
+    cis,
+    failed,
+    mcsb,
+    passed,
+    unknown,
+)
 
 TAG_CAPABLE_KINDS = ("StorageV2", "BlockBlobStorage")
 """Account kinds that support blob index tags (general-purpose v2, premium block blob)."""
@@ -39,7 +49,7 @@ FLAT_NAMESPACE = Rule(
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_flat_namespace,
-    protocol=True,
+    scope=RuleScope.PROTOCOL,
 )
 
 
@@ -63,7 +73,7 @@ ACCOUNT_KIND = Rule(
     remediation="set `kind` to StorageV2 (or BlockBlobStorage) on the StorageAccount",
     facets=frozenset({Facet.SETTINGS}),
     check=_check_kind,
-    protocol=True,
+    scope=RuleScope.PROTOCOL,
 )
 
 
@@ -110,6 +120,10 @@ SHARED_KEY_OFF = Rule(
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_shared_key,
+    controls=mcsb("IM-1"),
+    references=(
+        "https://learn.microsoft.com/azure/storage/common/shared-key-authorization-prevent",
+    ),
 )
 
 
@@ -135,6 +149,9 @@ NO_PUBLIC_ACCESS = Rule(
     remediation="set `allowBlobPublicAccess: false` on the StorageAccount",
     facets=frozenset({Facet.SETTINGS}),
     check=_check_public_access,
+    blob_only=True,
+    controls=cis("4.17"),
+    references=("https://learn.microsoft.com/azure/storage/blobs/anonymous-read-access-prevent",),
 )
 
 
@@ -165,4 +182,8 @@ HTTPS_TLS = Rule(
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_https_tls,
+    controls=(*cis("4.1", "4.15"), *mcsb("DP-3")),
+    references=(
+        "https://learn.microsoft.com/azure/storage/common/transport-layer-security-configure-minimum-version",
+    ),
 )
