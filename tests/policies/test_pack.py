@@ -70,8 +70,9 @@ INFRA_UNKNOWN = {"SN-DEFENDER-FOR-STORAGE"}
 """No DefenderForStorage resource in the program: a subscription-wide plan may cover it."""
 
 
-def _gap(rule: str, message: str) -> bool:
-    return message.startswith(INFRA_GAPS.get(rule, ()))
+def infra_gap(rule: str, message: str) -> bool:
+    """The violation is a listed infra gap (its last line names the account first)."""
+    return message.rsplit("\n", 1)[-1].startswith(INFRA_GAPS.get(rule, ()))
 
 
 @dataclass
@@ -85,7 +86,7 @@ class PackResult:
         return {
             name
             for name, messages in self.violations.items()
-            if any(not _gap(name, message) for message in messages)
+            if any(not infra_gap(name, message) for message in messages)
         }
 
     @property
