@@ -467,13 +467,13 @@ def test_file_storage_account_is_not_applicable_and_the_audit_can_pass(
     account rules are judged, and a subscription holding it exits 0."""
     fake.add(file_storage_account("files", GROUP))
     code, text = audit("--format", "json")
+    assert code == ExitCode.OK
     judged = findings(text)
     assert judged[("files", "SN-ACCOUNT-KIND")] == Outcome.NOT_APPLICABLE.value
     assert judged[("files", "SN-BLOB-SOFT-DELETE")] == Outcome.NOT_APPLICABLE.value
     assert judged[("files", "SN-SHARED-KEY-OFF")] == Outcome.PASS.value
     assert judged[("files", "SN-PUBLIC-NETWORK-ACCESS")] == Outcome.PASS.value
     assert json.loads(text)["errors"] == []
-    assert code == ExitCode.OK
 
 
 def test_baseline_rules_judge_accounts_without_the_protocol_container(
