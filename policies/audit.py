@@ -46,8 +46,9 @@ STORAGE_API_VERSION = arm.STORAGE_API_VERSION
 an SDK upgrade must not silently change what the audit sees. Clouds that lag (sovereign
 clouds) take `--storage-api-version`; an older version cannot show
 `allowSharedKeyAccessForServices`, and the shared key rule says so (UNKNOWN)."""
-DEFENDER_API_VERSION = "2022-12-01-preview"
-"""The Microsoft.Security api-version of defenderForStorageSettings (its only one)."""
+DEFENDER_API_VERSION = "2025-01-01"
+"""The Microsoft.Security api-version of defenderForStorageSettings (its first GA version;
+2022-12-01-preview introduced the per-account setting)."""
 T = TypeVar("T")
 Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
 """Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""

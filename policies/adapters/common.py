@@ -169,10 +169,11 @@ def account_settings(
     - `allowSharedKeyAccess`: "The default value is null, which is equivalent to true"
       (StorageAccountPropertiesCreateParameters in the Microsoft.Storage REST spec).
     - `minimumTlsVersion`: absent means TLS1_0 (the REST spec's documented default).
-    - `allowCrossTenantReplication`: "The storage account can participate in object
-      replication policies with cross tenant when the property value is either null or true"
-      (accounts created before 15 December 2023 never set it;
-      https://learn.microsoft.com/azure/storage/common/object-replication-prevent-cross-tenant-policies).
+    - `allowCrossTenantReplication`: Microsoft: "cross-tenant object replication is disabled
+      for all new storage accounts created after Dec 15, 2023", but the property "was not set
+      by default" on older accounts, which stay allowed; absent is read as allowed (a Pulumi
+      program may also adopt an older account), so the setting must be explicit
+      (https://learn.microsoft.com/azure/storage/blobs/object-replication-prevent-cross-tenant-policies).
     - `isLocalUserEnabled` has no documented default: None when unset (the local user
       list decides).
     """

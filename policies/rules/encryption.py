@@ -37,7 +37,7 @@ INFRA_ENCRYPTION = Rule(
     facets=frozenset({Facet.SETTINGS}),
     check=_check_infrastructure,
     advisory=True,
-    controls=(*cis("4.2"), *mcsb("DP-4")),
+    controls=cis("4.2"),
     references=(
         "https://learn.microsoft.com/azure/storage/common/infrastructure-encryption-enable",
     ),

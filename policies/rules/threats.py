@@ -12,7 +12,10 @@ def _check_cross_tenant(account: Account, _: Thresholds) -> Verdict:
     if allowed is UNKNOWN:
         return unknown("whether cross-tenant replication is allowed is not known yet")
     if allowed:
-        return failed("object replication to other tenants is allowed (absent means allowed)")
+        return failed(
+            "object replication to other tenants is allowed (absent is allowed on accounts "
+            "created before 15 December 2023)"
+        )
     return passed("object replication stays within the tenant")
 
 
@@ -30,7 +33,7 @@ CROSS_TENANT_REPLICATION = Rule(
     blob_only=True,
     controls=cis("4.16"),
     references=(
-        "https://learn.microsoft.com/azure/storage/common/object-replication-prevent-cross-tenant-policies",
+        "https://learn.microsoft.com/azure/storage/blobs/object-replication-prevent-cross-tenant-policies",
     ),
 )
 

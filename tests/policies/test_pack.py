@@ -334,6 +334,30 @@ def test_generated_pack_config_gives_every_policy_the_thresholds(
     assert all(thresholds(entry) == expected for entry in document.values())
 
 
+def test_sas_and_key_limits_travel_through_the_pack_config(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The SAS and key expiration limits given to pack_config reach every policy's thresholds."""
+    args = ["--max-sas-expiration-seconds", "600", "--max-key-expiration-days", "30"]
+    assert pack_config_main(args) == 0
+    document = json.loads(capsys.readouterr().out)
+    expected = Thresholds(max_sas_expiration_seconds=600, max_key_expiration_days=30)
+    assert all(thresholds(entry) == expected for entry in document.values())
+
+
+@pytest.mark.parametrize("option", ["--max-sas-expiration-seconds", "--max-key-expiration-days"])
+def test_a_limit_below_one_is_a_usage_error(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A limit of 0 is refused with exit 2 and the option named, no config printed."""
+    with pytest.raises(SystemExit) as exit_info:
+        pack_config_main([option, "0"])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert option in captured.err
+    assert captured.out == ""
+
+
 VERIFIER = "22222222-3333-4444-5555-666666666666"
 HAS_VERIFIER = "verifierPrincipalIds" in infra_config.DEFAULTS
 

@@ -85,6 +85,8 @@ def test_pack_registers_one_policy_per_rule(pack: RunningPack) -> None:
             "maxPendingDays",
             "containerName",
             "deploymentPrincipalIds",
+            "maxSasExpirationSeconds",
+            "maxKeyExpirationDays",
         }
 
 
