@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policies.model import UNKNOWN, Account, AccountSettings, Facet, Thresholds
+from policies.model import UNKNOWN, Account, Facet, Thresholds
 from policies.rules.base import (
     Rule,
     RuleScope,
@@ -12,6 +12,7 @@ from policies.rules.base import (
     failed,
     mcsb,
     passed,
+    settings_of,
     unknown,
 )
 
@@ -22,13 +23,8 @@ TLS_VERSIONS = ("TLS1_0", "TLS1_1", "TLS1_2", "TLS1_3")
 MIN_TLS = "TLS1_2"
 
 
-def _settings(account: Account) -> AccountSettings:
-    assert account.settings is not UNKNOWN
-    return account.settings
-
-
 def _check_flat_namespace(account: Account, _: Thresholds) -> Verdict:
-    hns = _settings(account).is_hns_enabled
+    hns = settings_of(account).is_hns_enabled
     if hns is UNKNOWN:
         return unknown("whether the hierarchical namespace is on is not known yet")
     if hns:
@@ -54,7 +50,7 @@ FLAT_NAMESPACE = Rule(
 
 
 def _check_kind(account: Account, _: Thresholds) -> Verdict:
-    kind = _settings(account).kind
+    kind = settings_of(account).kind
     if kind is UNKNOWN:
         return unknown("the account kind is not known yet")
     if kind not in TAG_CAPABLE_KINDS:
@@ -78,7 +74,7 @@ ACCOUNT_KIND = Rule(
 
 
 def _check_shared_key(account: Account, _: Thresholds) -> Verdict:
-    settings = _settings(account)
+    settings = settings_of(account)
     allowed, for_blob = settings.allow_shared_key_access, settings.blob_shared_key_access
     if for_blob is True:
         return failed(
@@ -128,7 +124,7 @@ SHARED_KEY_OFF = Rule(
 
 
 def _check_public_access(account: Account, _: Thresholds) -> Verdict:
-    allowed = _settings(account).allow_blob_public_access
+    allowed = settings_of(account).allow_blob_public_access
     if allowed is UNKNOWN:
         return unknown("whether public blob access is allowed is not known yet")
     if allowed:
@@ -156,7 +152,7 @@ NO_PUBLIC_ACCESS = Rule(
 
 
 def _check_https_tls(account: Account, _: Thresholds) -> Verdict:
-    settings = _settings(account)
+    settings = settings_of(account)
     if settings.https_only is UNKNOWN or settings.minimum_tls_version is UNKNOWN:
         return unknown("HTTPS-only or the minimum TLS version is not known yet")
     problems = []

@@ -6,7 +6,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policies.model import UNKNOWN, Account, Facet, Thresholds, is_known
+from policies.model import UNKNOWN, Account, AccountSettings, Facet, Thresholds, is_known
 
 NO_BLOB_KINDS = ("FileStorage",)
 """Account kinds without a blob service: premium file shares only ("FileStorage accounts ...
@@ -182,6 +182,12 @@ class Rule:
         """ "mandatory" for critical, non-advisory rules, otherwise "advisory"."""
         mandatory = self.severity is Severity.CRITICAL and not self.advisory
         return "mandatory" if mandatory else "advisory"
+
+
+def settings_of(account: Account) -> AccountSettings:
+    """The account's settings, for a check of a rule that reads Facet.SETTINGS (known then)."""
+    assert account.settings is not UNKNOWN
+    return account.settings
 
 
 def _read(account: Account, facet: Facet) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policies.model import UNKNOWN, Account, AccountSettings, Facet, Maybe, Thresholds
+from policies.model import UNKNOWN, Account, Facet, Maybe, Thresholds
 from policies.rules.base import (
     Rule,
     Severity,
@@ -11,13 +11,9 @@ from policies.rules.base import (
     failed,
     mcsb,
     passed,
+    settings_of,
     unknown,
 )
-
-
-def _settings(account: Account) -> AccountSettings:
-    assert account.settings is not UNKNOWN
-    return account.settings
 
 
 def _at_most(value: Maybe[int | None], maximum: int, policy: str, unit: str) -> Verdict:
@@ -33,7 +29,7 @@ def _at_most(value: Maybe[int | None], maximum: int, policy: str, unit: str) -> 
 
 def _check_key_expiration(account: Account, thresholds: Thresholds) -> Verdict:
     return _at_most(
-        _settings(account).key_expiration_days,
+        settings_of(account).key_expiration_days,
         thresholds.max_key_expiration_days,
         "key expiration policy",
         "days",
@@ -64,7 +60,7 @@ KEY_EXPIRATION_POLICY = Rule(
 
 def _check_sas_expiration(account: Account, thresholds: Thresholds) -> Verdict:
     return _at_most(
-        _settings(account).sas_expiration_seconds,
+        settings_of(account).sas_expiration_seconds,
         thresholds.max_sas_expiration_seconds,
         "SAS expiration policy",
         "seconds",
@@ -93,7 +89,7 @@ SAS_EXPIRATION_POLICY = Rule(
 
 def _check_local_users(account: Account, _: Thresholds) -> Verdict:
     assert account.local_users is not UNKNOWN
-    settings = _settings(account)
+    settings = settings_of(account)
     if settings.sftp_enabled is UNKNOWN or settings.local_users_enabled is UNKNOWN:
         return unknown("whether SFTP or local users are enabled is not known yet")
     if settings.sftp_enabled:

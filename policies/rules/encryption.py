@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, Encryption, Facet, Thresholds
-from policies.rules.base import Rule, Severity, Verdict, cis, failed, mcsb, passed, unknown
+from policies.rules.base import (
+    Rule,
+    Severity,
+    Verdict,
+    cis,
+    failed,
+    mcsb,
+    passed,
+    settings_of,
+    unknown,
+)
 
 
 def _encryption(account: Account) -> Encryption | None:
-    assert account.settings is not UNKNOWN
-    found = account.settings.encryption
+    found = settings_of(account).encryption
     return None if found is UNKNOWN else found
 
 

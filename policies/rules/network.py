@@ -11,6 +11,7 @@ from policies.rules.base import (
     failed,
     mcsb,
     passed,
+    settings_of,
     unknown,
 )
 
@@ -19,8 +20,7 @@ NETWORK_SECURITY = "https://learn.microsoft.com/azure/storage/common/storage-net
 
 def _network(account: Account) -> Network | None:
     """The account's network settings; None when they are not known."""
-    assert account.settings is not UNKNOWN
-    found = account.settings.network
+    found = settings_of(account).network
     return None if found is UNKNOWN else found
 
 

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, Facet, Thresholds
-from policies.rules.base import Rule, Severity, Verdict, cis, failed, mcsb, passed, unknown
+from policies.rules.base import (
+    Rule,
+    Severity,
+    Verdict,
+    cis,
+    failed,
+    mcsb,
+    passed,
+    settings_of,
+    unknown,
+)
 
 
 def _check_cross_tenant(account: Account, _: Thresholds) -> Verdict:
-    assert account.settings is not UNKNOWN
-    allowed = account.settings.allow_cross_tenant_replication
+    allowed = settings_of(account).allow_cross_tenant_replication
     if allowed is UNKNOWN:
         return unknown("whether cross-tenant replication is allowed is not known yet")
     if allowed:
