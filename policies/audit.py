@@ -49,6 +49,8 @@ clouds) take `--storage-api-version`; an older version cannot show
 DEFENDER_API_VERSION = "2025-01-01"
 """The Microsoft.Security api-version of defenderForStorageSettings (its first GA version;
 2022-12-01-preview introduced the per-account setting)."""
+PRICINGS_API_VERSION = "2024-01-01"
+"""The Microsoft.Security api-version of the subscription's Defender plans (pricings)."""
 T = TypeVar("T")
 Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
 """Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""
@@ -221,6 +223,7 @@ class ArmReader:
         )
         self.authorization = AuthorizationManagementClient(credential, subscription_id, **options)
         self._definitions: dict[str, dict[str, Any] | None] = {}
+        self._plans: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def list_accounts(self, scope: Scope) -> list[dict[str, Any]]:
@@ -328,16 +331,40 @@ class ArmReader:
         )
         if defender is not None:
             reads.defender_settings = defender or None
+        if defender == {}:
+            plan = attempt(
+                Facet.DEFENDER, "pricings/get", lambda: self._plan(_subscription(resource_id))
+            )
+            if plan is not None:
+                reads.defender_plan = plan
 
     def _defender(self, resource_id: str) -> dict[str, Any]:
-        """The account's Defender for Storage setting; {} when it has none (404). Read with
-        the storage client's pipeline: azure-mgmt-security is not a dependency
+        """The account's Defender for Storage setting; {} when it has none (404)
         (https://learn.microsoft.com/rest/api/defenderforcloud/defender-for-storage/get)."""
-        request = HttpRequest(
-            "GET",
+        return self._security_get(
             f"{resource_id}/providers/Microsoft.Security/defenderForStorageSettings/current",
-            params={"api-version": DEFENDER_API_VERSION},
+            DEFENDER_API_VERSION,
         )
+
+    def _plan(self, subscription: str) -> dict[str, Any]:
+        """The subscription's Defender for Storage plan (Pricings_Get, pricing name
+        StorageAccounts: https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get),
+        read once per subscription and run."""
+        with self._lock:
+            if subscription in self._plans:
+                return self._plans[subscription]
+        body = self._security_get(
+            f"/subscriptions/{subscription}/providers/Microsoft.Security/pricings/StorageAccounts",
+            PRICINGS_API_VERSION,
+        )
+        with self._lock:
+            self._plans[subscription] = body
+        return body
+
+    def _security_get(self, path: str, api_version: str) -> dict[str, Any]:
+        """A Microsoft.Security GET through the storage client's pipeline (azure-mgmt-security is
+        not a dependency); {} for 404."""
+        request = HttpRequest("GET", path, params={"api-version": api_version})
         response = self.storage.send_request(request)
         if response.status_code == 404:
             return {}
@@ -367,6 +394,11 @@ def _definition_id(assignment: Mapping[str, Any]) -> str:
     props = assignment.get("properties")
     value = props.get("roleDefinitionId") if isinstance(props, Mapping) else None
     return value if isinstance(value, str) else ""
+
+
+def _subscription(resource_id: str) -> str:
+    parts = resource_id.strip("/").split("/")
+    return parts[1] if len(parts) > 1 and parts[0].lower() == "subscriptions" else ""
 
 
 def _resource_group(resource_id: str) -> str:

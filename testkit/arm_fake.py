@@ -359,6 +359,9 @@ class FakeArm:
         """Microsoft.Storage api-versions this "cloud" serves (None: any), like a sovereign
         cloud that has not rolled out the newest one yet."""
         self.storage_api_versions_seen: set[str] = set()
+        self.defender_plan: str | None = "Free"
+        """The subscription's Defender for Storage pricing tier; None answers 404."""
+        self.plan_failure: Failure | None = None
         self.definitions = built_in_definitions()
         self.page_size = page_size
         self.latency_seconds = latency_seconds
@@ -420,6 +423,8 @@ class FakeArm:
             refused = self._refuse_api_version(query.get("api-version", [""])[0])
             if refused is not None:
                 return refused
+        if lowered == f"{sub}/providers/microsoft.security/pricings/storageaccounts":
+            return self._plan()
         if lowered == f"{sub}{PROVIDER}".lower():
             return self._page(path, query, list(self.accounts.values()))
         match = re.fullmatch(
@@ -475,6 +480,20 @@ class FakeArm:
                 }
             return 200, account.management_policy
         return self._page(path, query, account.role_assignments)
+
+    def _plan(self) -> tuple[int, object]:
+        """Pricings_Get for StorageAccounts (https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get)."""
+        if self.plan_failure is not None:
+            failure = self.plan_failure
+            return failure.status, failure.body or error_body(failure.status)
+        if self.defender_plan is None:
+            return 404, error_body(404)
+        return 200, {
+            "id": f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Security/pricings/StorageAccounts",
+            "name": "StorageAccounts",
+            "type": "Microsoft.Security/pricings",
+            "properties": {"pricingTier": self.defender_plan},
+        }
 
     def _refuse_api_version(self, version: str) -> tuple[int, object] | None:
         """ARM's answer to a Microsoft.Storage api-version the cloud does not serve: 400

@@ -94,6 +94,9 @@ class ArmReads:
     local_users: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
     defender_settings: Maybe[Mapping[str, Any] | None] = UNKNOWN
     """None: the account has no Defender for Storage setting of its own (ARM answered 404)."""
+    defender_plan: Maybe[Mapping[str, Any]] = UNKNOWN
+    """The subscription's Defender for Storage plan (pricings/StorageAccounts), read when the
+    account has no setting of its own; {} when ARM answered 404."""
     reasons: dict[Facet, str] = field(default_factory=dict)
     api_version: str = STORAGE_API_VERSION
     """The Microsoft.Storage api-version the bodies were read with."""
@@ -133,7 +136,7 @@ def account(reads: ArmReads) -> Account:
         role_assignments=roles,
         private_endpoints=_each(reads.private_endpoint_connections, common.private_endpoint_status),
         local_users=_each(reads.local_users, _name),
-        defender_enabled=_defender(reads.defender_settings),
+        defender_enabled=_defender(reads.defender_settings, reads.defender_plan),
         unknown_reasons=dict(reads.reasons),
     )
 
@@ -142,9 +145,12 @@ def _each(items: Maybe[Sequence[Mapping[str, Any]]], read: Any) -> Maybe[tuple[A
     return UNKNOWN if items is UNKNOWN else tuple(read(item) for item in items)
 
 
-def _defender(settings: Maybe[Mapping[str, Any] | None]) -> Maybe[bool]:
+def _defender(
+    settings: Maybe[Mapping[str, Any] | None], plan: Maybe[Mapping[str, Any]]
+) -> Maybe[bool]:
+    """The account's own setting decides; without one, the subscription's plan does."""
     if settings is None:
-        return False
+        return UNKNOWN if plan is UNKNOWN else common.plan_enabled(plan)
     return UNKNOWN if settings is UNKNOWN else common.defender_enabled(settings)
 
 

@@ -339,3 +339,12 @@ def defender_enabled(settings: Mapping[str, Any]) -> Maybe[bool]:
     """A DefenderForStorageSetting's `isEnabled` (absent: not enabled)."""
     props = mapping(settings.get("properties"))
     return UNKNOWN if props is UNKNOWN else get_bool(props, "isEnabled", False)
+
+
+def plan_enabled(pricing: Mapping[str, Any]) -> Maybe[bool]:
+    """A Defender plan (pricing) is on when its tier is Standard; Free or absent is off."""
+    props = mapping(pricing.get("properties"))
+    tier = UNKNOWN if props is UNKNOWN else get_str(props, "pricingTier")
+    if tier is UNKNOWN:
+        return UNKNOWN
+    return tier is not None and tier.lower() == "standard"

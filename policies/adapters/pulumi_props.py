@@ -35,6 +35,7 @@ ROLE_DEFINITION: Final = "azure-native:authorization:RoleDefinition"
 PRIVATE_ENDPOINT: Final = "azure-native:network:PrivateEndpoint"
 LOCAL_USER: Final = "azure-native:storage:LocalUser"
 DEFENDER_FOR_STORAGE: Final = "azure-native:security:DefenderForStorage"
+PRICING: Final = "azure-native:security:Pricing"
 
 UNKNOWN_SENTINELS: Final = frozenset(
     {
@@ -300,6 +301,15 @@ def _endpoint_statuses(
     return statuses
 
 
+def _stack_plan(resources: Sequence[StackResource]) -> Maybe[bool]:
+    """The stack's Defender for Storage plan (a Pricing named StorageAccounts), or UNKNOWN."""
+    for resource in resources:
+        props = resolve_unknowns(resource.props)
+        if resource.type == PRICING and props.get("pricingName") == "StorageAccounts":
+            return common.plan_enabled({"properties": props})
+    return UNKNOWN
+
+
 def _with_attachments(
     model: Account,
     account: StackResource,
@@ -307,11 +317,12 @@ def _with_attachments(
     resources: Sequence[StackResource],
 ) -> Account:
     """Private endpoints, local users and the Defender for Storage setting aimed at the
-    account. No DefenderForStorage resource leaves Defender UNKNOWN: a subscription-wide plan
-    (outside the stack) may cover the account."""
+    account. Without a DefenderForStorage resource of its own, a StorageAccounts Pricing
+    resource of the stack decides; with neither, Defender stays UNKNOWN (a plan outside the
+    stack may cover the account)."""
     endpoints: list[Maybe[str]] = []
     users: list[str] = []
-    defender: Maybe[bool] = UNKNOWN
+    defender: Maybe[bool] = _stack_plan(resources)
     for resource in resources:
         props = resolve_unknowns(resource.props)
         if resource.type == PRIVATE_ENDPOINT:

@@ -62,9 +62,9 @@ DEFENDER_FOR_STORAGE = Rule(
         "mass deletion, malware uploads), which no configuration rule can see."
     ),
     remediation=(
-        "enable the Defender for Storage plan on the subscription, or add a "
-        "security DefenderForStorage resource (settingName current, isEnabled true) for the "
-        "account"
+        "enable the Defender for Storage plan on the subscription (a security Pricing named "
+        "StorageAccounts with pricingTier Standard), or add a security DefenderForStorage "
+        "resource (settingName current, isEnabled true) for the account"
     ),
     facets=frozenset({Facet.DEFENDER}),
     check=_check_defender,
@@ -72,5 +72,6 @@ DEFENDER_FOR_STORAGE = Rule(
     controls=(*cis("3.1.5.1"), *mcsb("LT-1", "DP-2")),
     references=(
         "https://learn.microsoft.com/azure/defender-for-cloud/defender-for-storage-introduction",
+        "https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get",
     ),
 )

@@ -519,7 +519,6 @@ def test_new_reads_that_fail_leave_their_rule_unknown(
     [
         ("SN-PRIVATE-ENDPOINT", lambda a: setattr(a, "private_endpoint_connections", [])),
         ("SN-NO-LOCAL-USERS", lambda a: a.local_users.append(local_user(a.id))),
-        ("SN-DEFENDER-FOR-STORAGE", lambda a: setattr(a, "defender", None)),
         (
             "SN-DEFENDER-FOR-STORAGE",
             lambda a: setattr(a, "defender", defender_setting(a.id, enabled=False)),
@@ -536,3 +535,40 @@ def test_new_reads_are_served_and_judged(
     change(account)
     _, text = audit("--format", "json")
     assert findings(text)[("good", rule_id)] == Outcome.FAIL.value
+
+
+@pytest.mark.parametrize(
+    ("tier", "outcome"), [("Standard", Outcome.PASS), ("Free", Outcome.FAIL), (None, Outcome.FAIL)]
+)
+def test_without_an_account_setting_the_subscription_plan_decides_defender(
+    audit: Audit, fake: FakeArm, tier: str | None, outcome: Outcome
+) -> None:
+    """An account with no Defender setting of its own (404) is judged by the subscription's
+    StorageAccounts plan: Standard passes, Free or no plan fails."""
+    fake.accounts["good"].defender = None
+    fake.defender_plan = tier
+    _, text = audit("--format", "json")
+    assert findings(text)[("good", "SN-DEFENDER-FOR-STORAGE")] == outcome.value
+
+
+def test_the_plan_is_read_once_per_run(audit: Audit, fake: FakeArm) -> None:
+    """Accounts without a setting of their own share one read of the subscription's plan."""
+    for name in ("one", "two", "three"):
+        fake.add(compliant_account(name, GROUP)).defender = None
+    fake.accounts["good"].defender = None
+    fake.defender_plan = "Standard"
+    before = fake.requests
+    audit("--format", "json", "--concurrency", "1")
+    reads_per_account, listing_pages, role_definition, plan = 7, 2, 1, 1
+    expected = 4 * reads_per_account + listing_pages + role_definition + plan
+    assert fake.requests - before == expected
+
+
+def test_an_unreadable_plan_leaves_defender_unknown(audit: Audit, fake: FakeArm) -> None:
+    """A 403 on the subscription's plan is a permission error and leaves Defender UNKNOWN."""
+    fake.accounts["good"].defender = None
+    fake.plan_failure = Failure(403)
+    code, text = audit("--format", "json")
+    assert findings(text)[("good", "SN-DEFENDER-FOR-STORAGE")] == Outcome.UNKNOWN.value
+    assert [e["operation"] for e in json.loads(text)["errors"]] == ["pricings/get"]
+    assert code == ExitCode.INCOMPLETE

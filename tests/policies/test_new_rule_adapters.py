@@ -197,9 +197,7 @@ def via_arm(rule_id: str, change: Change) -> Outcome:
             if endpoints is None
             else [{"properties": {"privateLinkServiceConnectionState": {"status": endpoints}}}]
         ),
-        defender_settings=(
-            None if document["defender"] is False else {"properties": {"isEnabled": True}}
-        ),
+        defender_settings={"properties": {"isEnabled": document["defender"] is True}},
     )
     reads = _unread(reads, document)
     return _judge(rule_id, arm.account(reads))
@@ -282,3 +280,33 @@ def test_every_peer_rule_has_all_three_outcomes_in_both_adapters() -> None:
         for by_outcome in CASES.values()
     )
     assert len(CASES) == 11
+
+
+@pytest.mark.parametrize(
+    ("tier", "account_setting", "outcome"),
+    [
+        ("Standard", None, Outcome.PASS),
+        ("Free", None, Outcome.FAIL),
+        ("Standard", False, Outcome.FAIL),
+        ("Free", True, Outcome.PASS),
+        (STRING, None, Outcome.UNKNOWN),
+    ],
+)
+def test_a_stack_pricing_decides_defender_unless_the_account_has_a_setting(
+    tier: str, account_setting: bool | None, outcome: Outcome
+) -> None:
+    """A StorageAccounts Pricing in the stack covers its accounts; an account's own
+    DefenderForStorage setting wins over it."""
+    fake, document = start()
+    props = dict(document["account"], kind="StorageV2", accountName="docs")
+    resources = [
+        StackResource(pulumi_props.STORAGE_ACCOUNT, "docs", props, id=fake.id),
+        StackResource(
+            pulumi_props.PRICING, "plan", {"pricingName": "StorageAccounts", "pricingTier": tier}
+        ),
+    ]
+    if account_setting is not None:
+        setting = {"resourceId": fake.id, "properties": {"isEnabled": account_setting}}
+        resources.append(StackResource(pulumi_props.DEFENDER_FOR_STORAGE, "d", setting))
+    (model,) = pulumi_props.accounts_from_stack(resources)
+    assert _judge("SN-DEFENDER-FOR-STORAGE", model) is outcome
