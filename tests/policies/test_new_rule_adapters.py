@@ -11,7 +11,7 @@ import pytest
 
 from policies.adapters import arm, pulumi_props
 from policies.adapters.pulumi_props import StackResource
-from policies.model import UNKNOWN, Thresholds
+from policies.model import UNKNOWN, Encryption, Network, Thresholds
 from policies.rules import RULES_BY_ID, Outcome
 from testkit.arm_fake import FakeAccount, compliant_account, local_user
 
@@ -310,3 +310,29 @@ def test_a_stack_pricing_decides_defender_unless_the_account_has_a_setting(
         resources.append(StackResource(pulumi_props.DEFENDER_FOR_STORAGE, "d", setting))
     (model,) = pulumi_props.accounts_from_stack(resources)
     assert _judge("SN-DEFENDER-FOR-STORAGE", model) is outcome
+
+
+def test_absent_properties_take_the_documented_open_defaults_in_both_adapters() -> None:
+    """An account body without any of the new properties reads as open in both adapters:
+    public network Enabled, firewall Allow with AzureServices, platform keys without the
+    infrastructure layer, cross-tenant replication allowed, no key or SAS policy, SFTP off,
+    local users unset."""
+    minimal = {"kind": "StorageV2"}
+    from_arm = arm.settings({"name": "docs", "kind": "StorageV2", "properties": {}})
+    from_pulumi = pulumi_props.settings(minimal)
+    for found in (from_arm, from_pulumi):
+        assert found.network == Network("Enabled", "Allow", ("AzureServices",))
+        assert found.encryption == Encryption(infrastructure=False, key_source="Microsoft.Storage")
+        assert found.allow_cross_tenant_replication is True
+        assert (found.key_expiration_days, found.sas_expiration_seconds) == (None, None)
+        assert (found.sftp_enabled, found.local_users_enabled) == (False, None)
+
+
+@pytest.mark.parametrize(
+    ("period", "seconds"),
+    [("00:00:01", 1), ("0.01:00:00", 3600), ("1.00:00:00", 86400), ("365.23:59:59", 31622399)],
+)
+def test_sas_expiration_periods_are_read_as_seconds(period: str, seconds: int) -> None:
+    """sasExpirationPeriod's D.HH:MM:SS (day part optional) becomes seconds."""
+    found = pulumi_props.settings({"sasPolicy": {"sasExpirationPeriod": period}})
+    assert found.sas_expiration_seconds == seconds
