@@ -104,6 +104,9 @@ TAG_WRITE_ROLE = Rule(
     facets=frozenset({Facet.ROLES}),
     check=_check_tag_write,
     scope=RuleScope.PROTOCOL,
+    references=(
+        "https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage",
+    ),
 )
 
 
@@ -174,6 +177,9 @@ NO_BROAD_APP_ROLES = Rule(
     facets=frozenset({Facet.ROLES}),
     check=_check_broad_roles,
     advisory=True,
+    references=(
+        "https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage",
+    ),
 )
 
 
@@ -274,4 +280,7 @@ NEVER_GRANTED_ACTIONS = Rule(
     facets=frozenset({Facet.ROLES}),
     check=_check_never_granted,
     scope=RuleScope.PROTOCOL,
+    references=(
+        "https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage",
+    ),
 )

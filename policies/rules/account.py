@@ -46,6 +46,7 @@ FLAT_NAMESPACE = Rule(
     facets=frozenset({Facet.SETTINGS}),
     check=_check_flat_namespace,
     scope=RuleScope.PROTOCOL,
+    references=("https://learn.microsoft.com/azure/storage/blobs/storage-manage-find-blobs",),
 )
 
 
@@ -70,6 +71,7 @@ ACCOUNT_KIND = Rule(
     facets=frozenset({Facet.SETTINGS}),
     check=_check_kind,
     scope=RuleScope.PROTOCOL,
+    references=("https://learn.microsoft.com/azure/storage/blobs/storage-manage-find-blobs",),
 )
 
 

@@ -96,6 +96,7 @@ NO_PERMANENT_DELETE = Rule(
     ),
     facets=frozenset({Facet.BLOB_SERVICE}),
     check=_check_permanent_delete,
+    references=(SOFT_DELETE,),
 )
 
 
@@ -133,4 +134,5 @@ VERSION_EXPIRY = Rule(
     facets=frozenset({Facet.BLOB_SERVICE, Facet.LIFECYCLE}),
     check=_check_version_expiry,
     advisory=True,
+    references=("https://learn.microsoft.com/azure/storage/blobs/versioning-overview",),
 )

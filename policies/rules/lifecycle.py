@@ -106,4 +106,7 @@ PENDING_LIFECYCLE = Rule(
     facets=frozenset({Facet.LIFECYCLE}),
     check=_check_pending_lifecycle,
     scope=RuleScope.PROTOCOL,
+    references=(
+        "https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-policy-structure",
+    ),
 )

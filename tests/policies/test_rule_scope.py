@@ -4,12 +4,14 @@ threshold on both sides of its boundary."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
 
 from policies.model import UNKNOWN, Account, Container, Facet, Thresholds
-from policies.rules import RULES, RULES_BY_ID, Outcome, RuleScope, evaluate
+from policies.rules import RULES, RULES_BY_ID, Outcome, Rule, RuleScope, evaluate
+from policies.rules.base import Framework
 from tests.policies import models as m
 
 THRESHOLDS = Thresholds()
@@ -128,3 +130,20 @@ def test_thresholds_are_read_not_hard_coded() -> None:
     strict = dataclasses.replace(THRESHOLDS, max_sas_expiration_seconds=1800)
     rule = RULES_BY_ID["SN-SAS-EXPIRATION-POLICY"]
     assert rule.evaluate(m.account(), strict).outcome is Outcome.FAIL
+
+
+CONTROL_ID = {
+    Framework.CIS_AZURE_3_0: re.compile(r"\d+(\.\d+)+"),
+    Framework.MCSB_V1: re.compile(r"(NS|IM|PA|DP|AM|LT|IR|PV|ES|BR|DS|GS)-\d+"),
+}
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[rule.id for rule in RULES])
+def test_rule_metadata_is_structured(rule: Rule) -> None:
+    """Every rule cites a Microsoft page, and each control id has its framework's shape and
+    appears once."""
+    assert rule.references
+    assert all(ref.startswith("https://learn.microsoft.com/") for ref in rule.references)
+    assert all(CONTROL_ID[c.framework].fullmatch(c.id) for c in rule.controls)
+    assert len(set(rule.controls)) == len(rule.controls)
+    assert not rule.title.startswith("Ensure")
