@@ -30,12 +30,14 @@ from azure.core.exceptions import (
     ServiceRequestError,
 )
 from azure.core.pipeline.transport import RequestsTransport
+from azure.core.rest import HttpRequest
 from azure.mgmt.authorization import AuthorizationManagementClient
 from azure.mgmt.storage import StorageManagementClient
 
 from policies.adapters import arm
 from policies.model import Account, Facet, Thresholds
 from policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
+from policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
 from sweeper.redaction import Redactor, printable
 
 DEFAULT_CONCURRENCY = 8
@@ -44,7 +46,14 @@ STORAGE_API_VERSION = arm.STORAGE_API_VERSION
 an SDK upgrade must not silently change what the audit sees. Clouds that lag (sovereign
 clouds) take `--storage-api-version`; an older version cannot show
 `allowSharedKeyAccessForServices`, and the shared key rule says so (UNKNOWN)."""
+DEFENDER_API_VERSION = "2025-01-01"
+"""The Microsoft.Security api-version of defenderForStorageSettings (its first GA version;
+2022-12-01-preview introduced the per-account setting)."""
+PRICINGS_API_VERSION = "2024-01-01"
+"""The Microsoft.Security api-version of the subscription's Defender plans (pricings)."""
 T = TypeVar("T")
+Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
+"""Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""
 
 
 class ErrorKind(enum.StrEnum):
@@ -214,6 +223,7 @@ class ArmReader:
         )
         self.authorization = AuthorizationManagementClient(credential, subscription_id, **options)
         self._definitions: dict[str, dict[str, Any] | None] = {}
+        self._plans: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def list_accounts(self, scope: Scope) -> list[dict[str, Any]]:
@@ -246,25 +256,12 @@ class ArmReader:
                 reads.reasons[facet] = f"{facet.value} not read ({kind.value}: {operation})"
                 return None
 
-        service = attempt(
-            Facet.BLOB_SERVICE,
-            "blobServices/get",
-            lambda: _as_dict(self.storage.blob_services.get_service_properties(group, name)),
-        )
-        if service is not None:
-            reads.blob_service_properties = service
-        containers = attempt(
-            Facet.CONTAINERS,
-            "blobContainers/list",
-            lambda: [_as_dict(c) for c in self.storage.blob_containers.list(group, name)],
-        )
-        if containers is not None:
-            reads.containers = containers
-        policy = attempt(
-            Facet.LIFECYCLE, "managementPolicies/get", lambda: self._policy(group, name)
-        )
-        if policy is not None:
-            reads.management_policy = policy or None
+        self._read_attachments(reads, group, name, resource_id, attempt)
+        if body.get("kind") in NO_BLOB_KINDS:
+            for facet in BLOB_FACETS:
+                reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
+        else:
+            self._read_blob_service(reads, group, name, attempt)
         assignments = attempt(
             Facet.ROLES,
             "roleAssignments/list",
@@ -284,6 +281,96 @@ class ArmReader:
                 if definition:
                     reads.role_definitions[definition_id.lower()] = definition
         return reads, errors
+
+    def _read_blob_service(
+        self, reads: arm.ArmReads, group: str, name: str, attempt: Attempt
+    ) -> None:
+        """The blob service's parts; kinds without one (FileStorage) answer these with 400."""
+        service = attempt(
+            Facet.BLOB_SERVICE,
+            "blobServices/get",
+            lambda: _as_dict(self.storage.blob_services.get_service_properties(group, name)),
+        )
+        if service is not None:
+            reads.blob_service_properties = service
+        containers = attempt(
+            Facet.CONTAINERS,
+            "blobContainers/list",
+            lambda: [_as_dict(c) for c in self.storage.blob_containers.list(group, name)],
+        )
+        if containers is not None:
+            reads.containers = containers
+        policy = attempt(
+            Facet.LIFECYCLE, "managementPolicies/get", lambda: self._policy(group, name)
+        )
+        if policy is not None:
+            reads.management_policy = policy or None
+        users = attempt(
+            Facet.LOCAL_USERS,
+            "localUsers/list",
+            lambda: [_as_dict(u) for u in self.storage.local_users.list(group, name)],
+        )
+        if users is not None:
+            reads.local_users = users
+
+    def _read_attachments(
+        self, reads: arm.ArmReads, group: str, name: str, resource_id: str, attempt: Attempt
+    ) -> None:
+        """Private endpoint connections and the Defender for Storage setting (any kind)."""
+        connections = attempt(
+            Facet.PRIVATE_ENDPOINTS,
+            "privateEndpointConnections/list",
+            lambda: [
+                _as_dict(c) for c in self.storage.private_endpoint_connections.list(group, name)
+            ],
+        )
+        if connections is not None:
+            reads.private_endpoint_connections = connections
+        defender = attempt(
+            Facet.DEFENDER, "defenderForStorageSettings/get", lambda: self._defender(resource_id)
+        )
+        if defender is not None:
+            reads.defender_settings = defender or None
+        if defender == {}:
+            plan = attempt(
+                Facet.DEFENDER, "pricings/get", lambda: self._plan(_subscription(resource_id))
+            )
+            if plan is not None:
+                reads.defender_plan = plan
+
+    def _defender(self, resource_id: str) -> dict[str, Any]:
+        """The account's Defender for Storage setting; {} when it has none (404)
+        (https://learn.microsoft.com/rest/api/defenderforcloud/defender-for-storage/get)."""
+        return self._security_get(
+            f"{resource_id}/providers/Microsoft.Security/defenderForStorageSettings/current",
+            DEFENDER_API_VERSION,
+        )
+
+    def _plan(self, subscription: str) -> dict[str, Any]:
+        """The subscription's Defender for Storage plan (Pricings_Get, pricing name
+        StorageAccounts: https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get),
+        read once per subscription and run."""
+        with self._lock:
+            if subscription in self._plans:
+                return self._plans[subscription]
+        body = self._security_get(
+            f"/subscriptions/{subscription}/providers/Microsoft.Security/pricings/StorageAccounts",
+            PRICINGS_API_VERSION,
+        )
+        with self._lock:
+            self._plans[subscription] = body
+        return body
+
+    def _security_get(self, path: str, api_version: str) -> dict[str, Any]:
+        """A Microsoft.Security GET through the storage client's pipeline (azure-mgmt-security is
+        not a dependency); {} for 404."""
+        request = HttpRequest("GET", path, params={"api-version": api_version})
+        response = self.storage.send_request(request)
+        if response.status_code == 404:
+            return {}
+        response.raise_for_status()
+        body: dict[str, Any] = response.json()
+        return body
 
     def _policy(self, group: str, name: str) -> dict[str, Any]:
         """The management policy; {} when the account has none (ARM answers 404)."""
@@ -307,6 +394,11 @@ def _definition_id(assignment: Mapping[str, Any]) -> str:
     props = assignment.get("properties")
     value = props.get("roleDefinitionId") if isinstance(props, Mapping) else None
     return value if isinstance(value, str) else ""
+
+
+def _subscription(resource_id: str) -> str:
+    parts = resource_id.strip("/").split("/")
+    return parts[1] if len(parts) > 1 and parts[0].lower() == "subscriptions" else ""
 
 
 def _resource_group(resource_id: str) -> str:

@@ -24,16 +24,28 @@ def _where(rule: Rule) -> str:
 
 
 def render(rules: Sequence[Rule] = RULES) -> str:
-    """The table: id, severity and enforcement, what it checks (and why), how to fix."""
+    """The table: id, severity and enforcement, scope, what it checks (and why), the framework
+    controls it maps to, how to fix."""
     lines = [
-        "| id | severity | what it checks | how to fix |",
-        "| --- | --- | --- | --- |",
+        "| id | severity | scope | what it checks | controls | how to fix |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for rule in rules:
         severity = f"{rule.severity.value} ({rule.enforcement})"
         checks = f"**{rule.title}.** {rule.rationale}"
-        lines.append(f"| `{rule.id}` | {severity} | {cell(checks)} | {cell(rule.remediation)} |")
+        lines.append(
+            f"| `{rule.id}` | {severity} | {rule.scope.value} | {cell(checks)} | "
+            f"{cell(controls(rule)) or '-'} | {cell(rule.remediation)} |"
+        )
     return "\n".join(lines) + "\n"
+
+
+def controls(rule: Rule) -> str:
+    """The rule's framework controls, grouped by framework: "CIS 3.0.0 4.1, 4.15; MCSB v1 DP-3"."""
+    by_framework: dict[str, list[str]] = {}
+    for control in rule.controls:
+        by_framework.setdefault(control.framework.short, []).append(control.id)
+    return "; ".join(f"{name} {', '.join(ids)}" for name, ids in by_framework.items())
 
 
 def replace_between_markers(text: str, table: str) -> str:

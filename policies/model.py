@@ -48,6 +48,9 @@ class Facet(enum.Enum):
     CONTAINERS = "containers"
     LIFECYCLE = "lifecycle management policy"
     ROLES = "role assignments"
+    PRIVATE_ENDPOINTS = "private endpoint connections"
+    LOCAL_USERS = "local users"
+    DEFENDER = "Defender for Storage settings"
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,10 @@ class Thresholds:
     deployment_principal_ids: tuple[str, ...] = ()
     """Object ids of the identities that deploy (pipelines, operators): exempt from the
     broad-role and never-granted rules, which judge application identities."""
+    max_sas_expiration_seconds: int = 3600
+    """Longest SAS validity the account's SAS expiration policy may allow (CIS: one hour)."""
+    max_key_expiration_days: int = 90
+    """Longest account key validity the key expiration policy may allow (CIS: 90 days)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,36 @@ class AccountSettings:
     blob_shared_key_access: Maybe[bool | None] = None
     """`allowSharedKeyAccessForServices.blob.enabled`: None when the blob service has no
     setting of its own (the account-wide `allowSharedKeyAccess` applies)."""
+    network: Maybe[Network] = UNKNOWN
+    encryption: Maybe[Encryption] = UNKNOWN
+    allow_cross_tenant_replication: Maybe[bool] = UNKNOWN
+    key_expiration_days: Maybe[int | None] = UNKNOWN
+    """`keyPolicy.keyExpirationPeriodInDays`; None: no key expiration policy."""
+    sas_expiration_seconds: Maybe[int | None] = UNKNOWN
+    """`sasPolicy.sasExpirationPeriod` in seconds; None: no SAS expiration policy."""
+    sftp_enabled: Maybe[bool] = UNKNOWN
+    local_users_enabled: Maybe[bool | None] = UNKNOWN
+    """`isLocalUserEnabled`; None when unset (no documented default)."""
+
+
+@dataclass(frozen=True)
+class Network:
+    """Who may reach the account's public endpoint."""
+
+    public_network_access: Maybe[str]
+    """"Enabled", "Disabled" or "SecuredByPerimeter" (absent means Enabled)."""
+    default_action: Maybe[str]
+    """`networkAcls.defaultAction`: "Allow" or "Deny"."""
+    bypass: Maybe[tuple[str, ...]]
+    """`networkAcls.bypass`, split on commas ("AzureServices", "Logging", "Metrics", "None")."""
+
+
+@dataclass(frozen=True)
+class Encryption:
+    infrastructure: Maybe[bool]
+    """`encryption.requireInfrastructureEncryption` (a second, platform-keyed layer)."""
+    key_source: Maybe[str]
+    """"Microsoft.Storage" (platform keys) or "Microsoft.Keyvault" (customer-managed)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +187,12 @@ class Account:
     lifecycle_rules: Maybe[tuple[LifecycleRule, ...]] = UNKNOWN
     """An empty tuple: the account has no lifecycle policy (known)."""
     role_assignments: Maybe[tuple[RoleAssignment, ...]] = UNKNOWN
+    private_endpoints: Maybe[tuple[Maybe[str], ...]] = UNKNOWN
+    """The status of each private endpoint connection ("Approved", "Pending", ...)."""
+    local_users: Maybe[tuple[str, ...]] = UNKNOWN
+    """The names of the account's local users (SFTP and NFSv3 identities outside Entra)."""
+    defender_enabled: Maybe[bool] = UNKNOWN
+    """Whether Microsoft Defender for Storage protects the account."""
     unknown_reasons: Mapping[Facet, str] = field(default_factory=dict)
     """Why a facet is UNKNOWN, when there is more to say than "not known yet"."""
 
@@ -161,5 +204,8 @@ class Account:
             Facet.CONTAINERS: self.containers,
             Facet.LIFECYCLE: self.lifecycle_rules,
             Facet.ROLES: self.role_assignments,
+            Facet.PRIVATE_ENDPOINTS: self.private_endpoints,
+            Facet.LOCAL_USERS: self.local_users,
+            Facet.DEFENDER: self.defender_enabled,
         }
         return values[facet]

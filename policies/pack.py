@@ -67,6 +67,22 @@ CONFIG_SCHEMA: Final = PolicyConfigSchema(
             "default": DEFAULT_THRESHOLDS.container,
             "description": "The protocol's container (the lifecycle rule must cover it).",
         },
+        "maxSasExpirationSeconds": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 365 * 24 * 3600,
+            "default": DEFAULT_THRESHOLDS.max_sas_expiration_seconds,
+            "description": "Longest SAS validity the SAS expiration policy may allow "
+            "(SN-SAS-EXPIRATION-POLICY; CIS: one hour).",
+        },
+        "maxKeyExpirationDays": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 365,
+            "default": DEFAULT_THRESHOLDS.max_key_expiration_days,
+            "description": "Longest account key validity the key expiration policy may allow "
+            "(SN-KEY-EXPIRATION-POLICY; CIS: 90 days).",
+        },
         "deploymentPrincipalIds": {
             "type": "array",
             "items": {"type": "string"},
@@ -104,6 +120,12 @@ def thresholds(config: Mapping[str, Any]) -> Thresholds:
         container=str(config.get("containerName", DEFAULT_THRESHOLDS.container)),
         deployment_principal_ids=tuple(
             str(item) for item in config.get("deploymentPrincipalIds", ())
+        ),
+        max_sas_expiration_seconds=int(
+            config.get("maxSasExpirationSeconds", DEFAULT_THRESHOLDS.max_sas_expiration_seconds)
+        ),
+        max_key_expiration_days=int(
+            config.get("maxKeyExpirationDays", DEFAULT_THRESHOLDS.max_key_expiration_days)
         ),
     )
 

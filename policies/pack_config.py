@@ -32,6 +32,8 @@ def config_values(thresholds: Thresholds) -> dict[str, Any]:
         "maxPendingDays": thresholds.max_pending_days,
         "containerName": thresholds.container,
         "deploymentPrincipalIds": list(thresholds.deployment_principal_ids),
+        "maxSasExpirationSeconds": thresholds.max_sas_expiration_seconds,
+        "maxKeyExpirationDays": thresholds.max_key_expiration_days,
     }
 
 
@@ -58,14 +60,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-pending-days", type=int, default=DEFAULTS.max_pending_days)
     parser.add_argument("--container", default=DEFAULTS.container)
     parser.add_argument("--deployment-principal", action="append", default=[], metavar="OBJECT_ID")
+    parser.add_argument(
+        "--max-sas-expiration-seconds", type=int, default=DEFAULTS.max_sas_expiration_seconds
+    )
+    parser.add_argument(
+        "--max-key-expiration-days", type=int, default=DEFAULTS.max_key_expiration_days
+    )
     args = parser.parse_args(argv)
-    if args.min_blob_soft_delete_days < 1 or args.max_pending_days < 1:
-        parser.error("--min-blob-soft-delete-days and --max-pending-days must be >= 1")
+    limits = (
+        args.min_blob_soft_delete_days,
+        args.max_pending_days,
+        args.max_sas_expiration_seconds,
+        args.max_key_expiration_days,
+    )
+    if min(limits) < 1:
+        parser.error(
+            "--min-blob-soft-delete-days, --max-pending-days, --max-sas-expiration-seconds "
+            "and --max-key-expiration-days must be >= 1"
+        )
     thresholds = Thresholds(
         min_blob_soft_delete_days=args.min_blob_soft_delete_days,
         max_pending_days=args.max_pending_days,
         container=args.container,
         deployment_principal_ids=tuple(args.deployment_principal),
+        max_sas_expiration_seconds=args.max_sas_expiration_seconds,
+        max_key_expiration_days=args.max_key_expiration_days,
     )
     json.dump(pack_config(thresholds), sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -47,7 +47,14 @@ class Failure:
     """A dict (sent as JSON), MALFORMED, or None for ARM's error envelope for `status`."""
 
 
-ERROR_CODES = {401: "InvalidAuthenticationToken", 403: "AuthorizationFailed", 404: "NotFound"}
+ERROR_CODES = {
+    400: "FeatureNotSupportedForAccount",
+    401: "InvalidAuthenticationToken",
+    403: "AuthorizationFailed",
+    404: "NotFound",
+}
+BLOB_OPERATIONS = ("blobServices", "containers", "managementPolicies", "localUsers")
+DEFENDER_SETTINGS = "providers/microsoft.security/defenderforstoragesettings/current"
 
 
 def error_body(status: int) -> dict[str, Any]:
@@ -67,6 +74,10 @@ class FakeAccount:
     management_policy: dict[str, Any] | None
     role_assignments: list[dict[str, Any]]
     failures: dict[str, Failure] = field(default_factory=dict)
+    private_endpoint_connections: list[dict[str, Any]] = field(default_factory=list)
+    local_users: list[dict[str, Any]] = field(default_factory=list)
+    defender: dict[str, Any] | None = None
+    """The Defender for Storage setting; None answers 404."""
 
     @property
     def id(self) -> str:
@@ -197,6 +208,21 @@ def compliant_account(name: str, resource_group: str = "rg-docs") -> FakeAccount
             "supportsHttpsTrafficOnly": True,
             "minimumTlsVersion": "TLS1_2",
             "provisioningState": "Succeeded",
+            "publicNetworkAccess": "Disabled",
+            "networkAcls": {"defaultAction": "Deny", "bypass": "AzureServices"},
+            "allowCrossTenantReplication": False,
+            "encryption": {
+                "keySource": "Microsoft.Keyvault",
+                "requireInfrastructureEncryption": True,
+                "keyvaultproperties": {
+                    "keyname": "storage-cmk",
+                    "keyvaulturi": "https://kv-docs.vault.azure.net/",
+                },
+            },
+            "keyPolicy": {"keyExpirationPeriodInDays": 90},
+            "sasPolicy": {"sasExpirationPeriod": "0.01:00:00", "expirationAction": "Log"},
+            "isSftpEnabled": False,
+            "isLocalUserEnabled": False,
         },
     }
     blob_service_properties = {
@@ -251,7 +277,58 @@ def compliant_account(name: str, resource_group: str = "rg-docs") -> FakeAccount
         containers=[container],
         management_policy=policy,
         role_assignments=[assignment(account_id, APP_PRINCIPAL, UPLOADER)],
+        private_endpoint_connections=[private_endpoint_connection(account_id)],
+        defender=defender_setting(account_id, enabled=True),
     )
+
+
+def private_endpoint_connection(account_id: str, status: str = "Approved") -> dict[str, Any]:
+    """The shape of GET .../privateEndpointConnections (Microsoft.Storage REST reference:
+    https://learn.microsoft.com/rest/api/storagerp/private-endpoint-connections/list)."""
+    return {
+        "id": f"{account_id}/privateEndpointConnections/pe-docs",
+        "name": "pe-docs",
+        "type": "Microsoft.Storage/storageAccounts/privateEndpointConnections",
+        "properties": {
+            "privateEndpoint": {"id": "/subscriptions/x/providers/Microsoft.Network/pe-docs"},
+            "privateLinkServiceConnectionState": {"status": status, "description": "auto"},
+            "provisioningState": "Succeeded",
+        },
+    }
+
+
+def local_user(account_id: str, name: str = "sftpuser") -> dict[str, Any]:
+    """https://learn.microsoft.com/rest/api/storagerp/local-users/list"""
+    return {
+        "id": f"{account_id}/localUsers/{name}",
+        "name": name,
+        "type": "Microsoft.Storage/storageAccounts/localUsers",
+        "properties": {"hasSshPassword": True, "homeDirectory": "documents/"},
+    }
+
+
+def defender_setting(account_id: str, *, enabled: bool) -> dict[str, Any]:
+    """https://learn.microsoft.com/rest/api/defenderforcloud/defender-for-storage/get"""
+    return {
+        "id": f"{account_id}/providers/Microsoft.Security/defenderForStorageSettings/current",
+        "name": "current",
+        "type": "Microsoft.Security/defenderForStorageSettings",
+        "properties": {"isEnabled": enabled, "overrideSubscriptionLevelSettings": False},
+    }
+
+
+def file_storage_account(name: str, resource_group: str = "rg-docs") -> FakeAccount:
+    """A premium file shares account (kind FileStorage): it has no blob service, so ARM answers
+    its blob reads with 400 (the storage account overview lists FileStorage as "file shares
+    only": https://learn.microsoft.com/azure/storage/common/storage-account-overview)."""
+    account = compliant_account(name, resource_group)
+    account.body["kind"] = "FileStorage"
+    account.body["sku"] = {"name": "Premium_LRS", "tier": "Premium"}
+    for operation in BLOB_OPERATIONS:
+        account.failures[operation] = Failure(400)
+    account.containers = []
+    account.role_assignments = []
+    return account
 
 
 def set_path(document: dict[str, Any], path: str, value: object) -> None:
@@ -282,6 +359,9 @@ class FakeArm:
         """Microsoft.Storage api-versions this "cloud" serves (None: any), like a sovereign
         cloud that has not rolled out the newest one yet."""
         self.storage_api_versions_seen: set[str] = set()
+        self.defender_plan: str | None = "Free"
+        """The subscription's Defender for Storage pricing tier; None answers 404."""
+        self.plan_failure: Failure | None = None
         self.definitions = built_in_definitions()
         self.page_size = page_size
         self.latency_seconds = latency_seconds
@@ -338,10 +418,13 @@ class FakeArm:
         definition = self.definitions.get(lowered)
         if ROLE_DEFINITIONS.lower() in lowered:
             return (200, definition) if definition else (404, error_body(404))
-        if PROVIDER.lower() in lowered and "/providers/microsoft.authorization/" not in lowered:
+        foreign = ("/providers/microsoft.authorization/", "/providers/microsoft.security/")
+        if PROVIDER.lower() in lowered and not any(part in lowered for part in foreign):
             refused = self._refuse_api_version(query.get("api-version", [""])[0])
             if refused is not None:
                 return refused
+        if lowered == f"{sub}/providers/microsoft.security/pricings/storageaccounts":
+            return self._plan()
         if lowered == f"{sub}{PROVIDER}".lower():
             return self._page(path, query, list(self.accounts.values()))
         match = re.fullmatch(
@@ -364,6 +447,9 @@ class FakeArm:
             "blobservices/default/containers": "containers",
             "managementpolicies/default": "managementPolicies",
             "providers/microsoft.authorization/roleassignments": "roleAssignments",
+            "privateendpointconnections": "privateEndpointConnections",
+            "localusers": "localUsers",
+            DEFENDER_SETTINGS: "defender",
         }.get(tail)
         if operation is None:
             return 404, error_body(404)
@@ -378,6 +464,12 @@ class FakeArm:
             return 200, account.blob_service_properties
         if operation == "containers":
             return self._page(path, query, account.containers)
+        if operation == "privateEndpointConnections":
+            return self._page(path, query, account.private_endpoint_connections)
+        if operation == "localUsers":
+            return self._page(path, query, account.local_users)
+        if operation == "defender":
+            return (200, account.defender) if account.defender else (404, error_body(404))
         if operation == "managementPolicies":
             if account.management_policy is None:
                 return 404, {
@@ -388,6 +480,20 @@ class FakeArm:
                 }
             return 200, account.management_policy
         return self._page(path, query, account.role_assignments)
+
+    def _plan(self) -> tuple[int, object]:
+        """Pricings_Get for StorageAccounts (https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get)."""
+        if self.plan_failure is not None:
+            failure = self.plan_failure
+            return failure.status, failure.body or error_body(failure.status)
+        if self.defender_plan is None:
+            return 404, error_body(404)
+        return 200, {
+            "id": f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Security/pricings/StorageAccounts",
+            "name": "StorageAccounts",
+            "type": "Microsoft.Security/pricings",
+            "properties": {"pricingTier": self.defender_plan},
+        }
 
     def _refuse_api_version(self, version: str) -> tuple[int, object] | None:
         """ARM's answer to a Microsoft.Storage api-version the cloud does not serve: 400
@@ -468,6 +574,10 @@ __all__ = [
     "FakeAccount",
     "FakeArm",
     "compliant_account",
+    "defender_setting",
+    "file_storage_account",
     "fleet",
+    "local_user",
+    "private_endpoint_connection",
     "set_path",
 ]

@@ -39,7 +39,10 @@ def settings(body: Mapping[str, Any], api_version: str = STORAGE_API_VERSION) ->
     if props is UNKNOWN:
         return AccountSettings(UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
     found = common.account_settings(
-        common.get_str(body, "kind"), props, https_key="supportsHttpsTrafficOnly"
+        common.get_str(body, "kind"),
+        props,
+        https_key="supportsHttpsTrafficOnly",
+        acls_key="networkAcls",
     )
     if api_version < STORAGE_API_VERSION and "allowSharedKeyAccessForServices" not in props:
         return dataclasses.replace(found, blob_shared_key_access=UNKNOWN)
@@ -87,6 +90,13 @@ class ArmReads:
     """None: the account has no management policy (ARM answered 404)."""
     role_assignments: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
     role_definitions: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    private_endpoint_connections: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
+    local_users: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
+    defender_settings: Maybe[Mapping[str, Any] | None] = UNKNOWN
+    """None: the account has no Defender for Storage setting of its own (ARM answered 404)."""
+    defender_plan: Maybe[Mapping[str, Any]] = UNKNOWN
+    """The subscription's Defender for Storage plan (pricings/StorageAccounts), read when the
+    account has no setting of its own; {} when ARM answered 404."""
     reasons: dict[Facet, str] = field(default_factory=dict)
     api_version: str = STORAGE_API_VERSION
     """The Microsoft.Storage api-version the bodies were read with."""
@@ -124,8 +134,24 @@ def account(reads: ArmReads) -> Account:
         containers=containers,
         lifecycle_rules=lifecycle,
         role_assignments=roles,
+        private_endpoints=_each(reads.private_endpoint_connections, common.private_endpoint_status),
+        local_users=_each(reads.local_users, _name),
+        defender_enabled=_defender(reads.defender_settings, reads.defender_plan),
         unknown_reasons=dict(reads.reasons),
     )
+
+
+def _each(items: Maybe[Sequence[Mapping[str, Any]]], read: Any) -> Maybe[tuple[Any, ...]]:
+    return UNKNOWN if items is UNKNOWN else tuple(read(item) for item in items)
+
+
+def _defender(
+    settings: Maybe[Mapping[str, Any] | None], plan: Maybe[Mapping[str, Any]]
+) -> Maybe[bool]:
+    """The account's own setting decides; without one, the subscription's plan does."""
+    if settings is None:
+        return UNKNOWN if plan is UNKNOWN else common.plan_enabled(plan)
+    return UNKNOWN if settings is UNKNOWN else common.defender_enabled(settings)
 
 
 def _name(body: Mapping[str, Any]) -> Maybe[str]:

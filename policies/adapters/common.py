@@ -7,6 +7,7 @@ and a value of an unexpected type becomes UNKNOWN (an audit must judge odd docum
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,11 +16,16 @@ from policies.model import (
     AccountSettings,
     BlobService,
     Container,
+    Encryption,
     LifecycleRule,
     Maybe,
+    Network,
     Retention,
     TagFilter,
 )
+
+_TIMESPAN = re.compile(r"(?:(\d+)\.)?(\d{1,2}):(\d{2}):(\d{2})")
+"""`sasExpirationPeriod`'s format, D.HH:MM:SS (the day part optional)."""
 
 
 def mapping(value: object) -> Maybe[Mapping[str, Any]]:
@@ -89,12 +95,70 @@ def blob_shared_key_access(props: Mapping[str, Any]) -> Maybe[bool | None]:
     return get_bool(blob, "enabled", False)
 
 
+def network(props: Mapping[str, Any], acls_key: str) -> Network:
+    """Public network access and the firewall. Absent means open: "By default, storage
+    accounts accept connections from clients on any network"
+    (https://learn.microsoft.com/azure/storage/common/storage-network-security), so an absent
+    `publicNetworkAccess` is Enabled and absent network rules allow; `bypass` defaults to
+    AzureServices (NetworkRuleSet in the Microsoft.Storage REST spec)."""
+    access = get_str(props, "publicNetworkAccess")
+    acls = mapping(props.get(acls_key))
+    if acls is UNKNOWN:
+        return Network("Enabled" if access is None else access, UNKNOWN, UNKNOWN)
+    action = get_str(acls, "defaultAction")
+    bypass = get_str(acls, "bypass")
+    return Network(
+        public_network_access="Enabled" if access is None else access,
+        default_action="Allow" if action is None else action,
+        bypass=(
+            bypass
+            if bypass is UNKNOWN
+            else tuple(part.strip() for part in (bypass or "AzureServices").split(","))
+        ),
+    )
+
+
+def encryption(props: Mapping[str, Any]) -> Encryption:
+    """Absent means platform keys without the infrastructure layer (the REST spec's
+    defaults: keySource Microsoft.Storage, requireInfrastructureEncryption false)."""
+    data = mapping(props.get("encryption"))
+    if data is UNKNOWN:
+        return Encryption(UNKNOWN, UNKNOWN)
+    source = get_str(data, "keySource")
+    return Encryption(
+        infrastructure=get_bool(data, "requireInfrastructureEncryption", False),
+        key_source="Microsoft.Storage" if source is None else source,
+    )
+
+
+def timespan_seconds(value: Maybe[str | None]) -> Maybe[int | None]:
+    """D.HH:MM:SS as seconds; None stays None, anything else unreadable is UNKNOWN."""
+    if value is None or value is UNKNOWN:
+        return value
+    match = _TIMESPAN.fullmatch(value)
+    if match is None:
+        return UNKNOWN
+    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def _policy_value(props: Mapping[str, Any], policy: str, key: str) -> object:
+    data = mapping(props.get(policy))
+    return UNKNOWN if data is UNKNOWN else data.get(key)
+
+
+def _optional_bool(props: Mapping[str, Any], key: str) -> Maybe[bool | None]:
+    """A switch whose absence has no documented default: None when unset."""
+    return None if props.get(key) is None else get_bool(props, key, False)
+
+
 def account_settings(
-    kind: Maybe[str | None], props: Mapping[str, Any], https_key: str
+    kind: Maybe[str | None], props: Mapping[str, Any], https_key: str, acls_key: str
 ) -> AccountSettings:
     """Account settings from camelCase properties; absent values take the REST API's
     documented defaults. ARM reads and Pulumi inputs differ only in where `kind` sits and in
-    the name of the HTTPS flag (`supportsHttpsTrafficOnly` vs `enableHttpsTrafficOnly`).
+    the names of the HTTPS flag (`supportsHttpsTrafficOnly` vs `enableHttpsTrafficOnly`) and
+    of the firewall (`networkAcls` vs `networkRuleSet`).
 
     Absent means permissive for all three security switches, never "off":
     - `allowBlobPublicAccess`: "the storage account permits anonymous access when the
@@ -105,8 +169,17 @@ def account_settings(
     - `allowSharedKeyAccess`: "The default value is null, which is equivalent to true"
       (StorageAccountPropertiesCreateParameters in the Microsoft.Storage REST spec).
     - `minimumTlsVersion`: absent means TLS1_0 (the REST spec's documented default).
+    - `allowCrossTenantReplication`: Microsoft: "cross-tenant object replication is disabled
+      for all new storage accounts created after Dec 15, 2023", but the property "was not set
+      by default" on older accounts, which stay allowed; absent is read as allowed (a Pulumi
+      program may also adopt an older account), so the setting must be explicit
+      (https://learn.microsoft.com/azure/storage/blobs/object-replication-prevent-cross-tenant-policies).
+    - `isLocalUserEnabled` has no documented default: None when unset (the local user
+      list decides).
     """
     tls = get_str(props, "minimumTlsVersion")
+    key_days = _policy_value(props, "keyPolicy", "keyExpirationPeriodInDays")
+    sas_period = _policy_value(props, "sasPolicy", "sasExpirationPeriod")
     return AccountSettings(
         kind=kind,
         is_hns_enabled=get_bool(props, "isHnsEnabled", False),
@@ -115,6 +188,19 @@ def account_settings(
         https_only=get_bool(props, https_key, True),
         minimum_tls_version="TLS1_0" if tls is None else tls,
         blob_shared_key_access=blob_shared_key_access(props),
+        network=network(props, acls_key),
+        encryption=encryption(props),
+        allow_cross_tenant_replication=get_bool(props, "allowCrossTenantReplication", True),
+        key_expiration_days=(
+            UNKNOWN if key_days is UNKNOWN else get_int({"days": key_days}, "days")
+        ),
+        sas_expiration_seconds=(
+            UNKNOWN
+            if sas_period is UNKNOWN
+            else timespan_seconds(get_str({"period": sas_period}, "period"))
+        ),
+        sftp_enabled=get_bool(props, "isSftpEnabled", False),
+        local_users_enabled=_optional_bool(props, "isLocalUserEnabled"),
     )
 
 
@@ -239,3 +325,26 @@ def permissions(value: object) -> tuple[Maybe[tuple[str, ...]], ...]:
                 return (UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
             merged[key].extend(items)
     return tuple(tuple(merged[key]) for key in keys)
+
+
+def private_endpoint_status(connection: Mapping[str, Any]) -> Maybe[str]:
+    """A private endpoint connection's `privateLinkServiceConnectionState.status`."""
+    props = mapping(connection.get("properties"))
+    state = UNKNOWN if props is UNKNOWN else mapping(props.get("privateLinkServiceConnectionState"))
+    status = UNKNOWN if state is UNKNOWN else get_str(state, "status")
+    return UNKNOWN if status is None else status
+
+
+def defender_enabled(settings: Mapping[str, Any]) -> Maybe[bool]:
+    """A DefenderForStorageSetting's `isEnabled` (absent: not enabled)."""
+    props = mapping(settings.get("properties"))
+    return UNKNOWN if props is UNKNOWN else get_bool(props, "isEnabled", False)
+
+
+def plan_enabled(pricing: Mapping[str, Any]) -> Maybe[bool]:
+    """A Defender plan (pricing) is on when its tier is Standard; Free or absent is off."""
+    props = mapping(pricing.get("properties"))
+    tier = UNKNOWN if props is UNKNOWN else get_str(props, "pricingTier")
+    if tier is UNKNOWN:
+        return UNKNOWN
+    return tier is not None and tier.lower() == "standard"

@@ -7,6 +7,7 @@ turns CrossGuard's property proxies into plain dicts before calling in.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,10 @@ BLOB_CONTAINER: Final = "azure-native:storage:BlobContainer"
 MANAGEMENT_POLICY: Final = "azure-native:storage:ManagementPolicy"
 ROLE_ASSIGNMENT: Final = "azure-native:authorization:RoleAssignment"
 ROLE_DEFINITION: Final = "azure-native:authorization:RoleDefinition"
+PRIVATE_ENDPOINT: Final = "azure-native:network:PrivateEndpoint"
+LOCAL_USER: Final = "azure-native:storage:LocalUser"
+DEFENDER_FOR_STORAGE: Final = "azure-native:security:DefenderForStorage"
+PRICING: Final = "azure-native:security:Pricing"
 
 UNKNOWN_SENTINELS: Final = frozenset(
     {
@@ -77,7 +82,10 @@ def settings(props: Mapping[str, Any]) -> AccountSettings:
     """From StorageAccount inputs; absent values take the REST API's documented defaults."""
     props = resolve_unknowns(props)
     return common.account_settings(
-        common.get_str(props, "kind"), props, https_key="enableHttpsTrafficOnly"
+        common.get_str(props, "kind"),
+        props,
+        https_key="enableHttpsTrafficOnly",
+        acls_key="networkRuleSet",
     )
 
 
@@ -247,9 +255,92 @@ def accounts_from_stack(resources: Sequence[StackResource]) -> list[Account]:
     definitions = _role_definitions(resources)
     assignments = [r for r in resources if r.type == ROLE_ASSIGNMENT]
     return [
-        _account(account, children[index], assignments, definitions)
+        _with_attachments(
+            _account(account, children[index], assignments, definitions),
+            account,
+            accounts,
+            resources,
+        )
         for index, account in enumerate(accounts)
     ]
+
+
+def _targets(value: object, account: StackResource, name: str) -> bool | None:
+    """Whether a resource id input names `account`; None while it is not known."""
+    if value is UNKNOWN:
+        return None
+    if not isinstance(value, str):
+        return False
+    ids = {normalize_scope(account.id)} if account.id is not None else set()
+    return _scope_is_account(value, name, ids)
+
+
+def _endpoint_statuses(
+    endpoint: Mapping[str, Any], account: StackResource, name: str
+) -> list[Maybe[str]]:
+    """A connection through an automatic link is approved on creation when the deployer may
+    approve it, a manual one waits ("Pending"): https://learn.microsoft.com/azure/private-link/private-endpoint-overview#access-to-a-private-link-resource-using-approval-workflow."""
+    statuses: list[Maybe[str]] = []
+    for key, status in (
+        ("privateLinkServiceConnections", "Approved"),
+        ("manualPrivateLinkServiceConnections", "Pending"),
+    ):
+        links = endpoint.get(key)
+        if links is UNKNOWN:
+            statuses.append(UNKNOWN)
+            continue
+        for link in links or ():
+            data = common.mapping(link)
+            target = (
+                None
+                if data is UNKNOWN
+                else _targets(data.get("privateLinkServiceId"), account, name)
+            )
+            if target is not False:
+                statuses.append(status if target else UNKNOWN)
+    return statuses
+
+
+def _stack_plan(resources: Sequence[StackResource]) -> Maybe[bool]:
+    """The stack's Defender for Storage plan (a Pricing named StorageAccounts), or UNKNOWN."""
+    for resource in resources:
+        props = resolve_unknowns(resource.props)
+        if resource.type == PRICING and props.get("pricingName") == "StorageAccounts":
+            return common.plan_enabled({"properties": props})
+    return UNKNOWN
+
+
+def _with_attachments(
+    model: Account,
+    account: StackResource,
+    accounts: Sequence[StackResource],
+    resources: Sequence[StackResource],
+) -> Account:
+    """Private endpoints, local users and the Defender for Storage setting aimed at the
+    account. Without a DefenderForStorage resource of its own, a StorageAccounts Pricing
+    resource of the stack decides; with neither, Defender stays UNKNOWN (a plan outside the
+    stack may cover the account)."""
+    endpoints: list[Maybe[str]] = []
+    users: list[str] = []
+    defender: Maybe[bool] = _stack_plan(resources)
+    for resource in resources:
+        props = resolve_unknowns(resource.props)
+        if resource.type == PRIVATE_ENDPOINT:
+            endpoints.extend(_endpoint_statuses(props, account, model.name))
+        elif resource.type == LOCAL_USER and _owner(resource, accounts) is account:
+            user = props.get("username", props.get("name", resource.name))
+            users.append(user if isinstance(user, str) else resource.name)
+        elif (
+            resource.type == DEFENDER_FOR_STORAGE
+            and _targets(props.get("resourceId"), account, model.name) is not False
+        ):
+            defender = common.defender_enabled(props)
+    return dataclasses.replace(
+        model,
+        private_endpoints=tuple(endpoints),
+        local_users=tuple(users),
+        defender_enabled=defender,
+    )
 
 
 def _resolved_name(account: StackResource, children: Mapping[str, list[StackResource]]) -> str:

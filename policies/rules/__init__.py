@@ -13,15 +13,28 @@ from policies.rules.account import (
     NO_PUBLIC_ACCESS,
     SHARED_KEY_OFF,
 )
-from policies.rules.base import Finding, Outcome, Rule, Severity, Verdict
+from policies.rules.base import Finding, Outcome, Rule, RuleScope, Severity, Verdict
 from policies.rules.containers import CONTAINERS_PRIVATE
+from policies.rules.credentials import (
+    KEY_EXPIRATION_POLICY,
+    NO_LOCAL_USERS,
+    SAS_EXPIRATION_POLICY,
+)
 from policies.rules.data_protection import (
     BLOB_SOFT_DELETE,
     CONTAINER_SOFT_DELETE,
     NO_PERMANENT_DELETE,
     VERSION_EXPIRY,
 )
+from policies.rules.encryption import CMK_ENCRYPTION, INFRA_ENCRYPTION
 from policies.rules.lifecycle import PENDING_LIFECYCLE
+from policies.rules.network import (
+    NETWORK_DEFAULT_DENY,
+    PRIVATE_ENDPOINT,
+    PUBLIC_NETWORK_ACCESS,
+    TRUSTED_SERVICES,
+)
+from policies.rules.threats import CROSS_TENANT_REPLICATION, DEFENDER_FOR_STORAGE
 
 RULES: Final[tuple[Rule, ...]] = (
     BLOB_SOFT_DELETE,
@@ -38,6 +51,17 @@ RULES: Final[tuple[Rule, ...]] = (
     NO_BROAD_APP_ROLES,
     NEVER_GRANTED_ACTIONS,
     VERSION_EXPIRY,
+    PUBLIC_NETWORK_ACCESS,
+    NETWORK_DEFAULT_DENY,
+    TRUSTED_SERVICES,
+    PRIVATE_ENDPOINT,
+    CROSS_TENANT_REPLICATION,
+    INFRA_ENCRYPTION,
+    CMK_ENCRYPTION,
+    KEY_EXPIRATION_POLICY,
+    SAS_EXPIRATION_POLICY,
+    NO_LOCAL_USERS,
+    DEFENDER_FOR_STORAGE,
 )
 
 RULES_BY_ID: Final[dict[str, Rule]] = {rule.id: rule for rule in RULES}
@@ -64,6 +88,7 @@ __all__ = [
     "Finding",
     "Outcome",
     "Rule",
+    "RuleScope",
     "Severity",
     "Verdict",
     "evaluate",

@@ -17,7 +17,7 @@ from policies.roles import (
     parse_condition,
     scope_covers,
 )
-from policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
+from policies.rules.base import Rule, RuleScope, Severity, Verdict, failed, passed, unknown
 
 APPLICATION_PRINCIPALS = ("ServicePrincipal",)
 """Managed identities and app registrations are both service principals."""
@@ -103,7 +103,10 @@ TAG_WRITE_ROLE = Rule(
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_tag_write,
-    protocol=True,
+    scope=RuleScope.PROTOCOL,
+    references=(
+        "https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage",
+    ),
 )
 
 
@@ -174,6 +177,9 @@ NO_BROAD_APP_ROLES = Rule(
     facets=frozenset({Facet.ROLES}),
     check=_check_broad_roles,
     advisory=True,
+    references=(
+        "https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage",
+    ),
 )
 
 
@@ -273,5 +279,8 @@ NEVER_GRANTED_ACTIONS = Rule(
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_never_granted,
-    protocol=True,
+    scope=RuleScope.PROTOCOL,
+    references=(
+        "https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage",
+    ),
 )

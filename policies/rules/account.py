@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from policies.model import UNKNOWN, Account, AccountSettings, Facet, Thresholds
-from policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
+from policies.model import UNKNOWN, Account, Facet, Thresholds
+from policies.rules.base import (
+    Rule,
+    RuleScope,
+    Severity,
+    Verdict,
+    cis,
+    failed,
+    mcsb,
+    passed,
+    settings_of,
+    unknown,
+)
 
 TAG_CAPABLE_KINDS = ("StorageV2", "BlockBlobStorage")
 """Account kinds that support blob index tags (general-purpose v2, premium block blob)."""
@@ -12,13 +23,8 @@ TLS_VERSIONS = ("TLS1_0", "TLS1_1", "TLS1_2", "TLS1_3")
 MIN_TLS = "TLS1_2"
 
 
-def _settings(account: Account) -> AccountSettings:
-    assert account.settings is not UNKNOWN
-    return account.settings
-
-
 def _check_flat_namespace(account: Account, _: Thresholds) -> Verdict:
-    hns = _settings(account).is_hns_enabled
+    hns = settings_of(account).is_hns_enabled
     if hns is UNKNOWN:
         return unknown("whether the hierarchical namespace is on is not known yet")
     if hns:
@@ -39,12 +45,13 @@ FLAT_NAMESPACE = Rule(
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_flat_namespace,
-    protocol=True,
+    scope=RuleScope.PROTOCOL,
+    references=("https://learn.microsoft.com/azure/storage/blobs/storage-manage-find-blobs",),
 )
 
 
 def _check_kind(account: Account, _: Thresholds) -> Verdict:
-    kind = _settings(account).kind
+    kind = settings_of(account).kind
     if kind is UNKNOWN:
         return unknown("the account kind is not known yet")
     if kind not in TAG_CAPABLE_KINDS:
@@ -63,12 +70,13 @@ ACCOUNT_KIND = Rule(
     remediation="set `kind` to StorageV2 (or BlockBlobStorage) on the StorageAccount",
     facets=frozenset({Facet.SETTINGS}),
     check=_check_kind,
-    protocol=True,
+    scope=RuleScope.PROTOCOL,
+    references=("https://learn.microsoft.com/azure/storage/blobs/storage-manage-find-blobs",),
 )
 
 
 def _check_shared_key(account: Account, _: Thresholds) -> Verdict:
-    settings = _settings(account)
+    settings = settings_of(account)
     allowed, for_blob = settings.allow_shared_key_access, settings.blob_shared_key_access
     if for_blob is True:
         return failed(
@@ -110,11 +118,15 @@ SHARED_KEY_OFF = Rule(
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_shared_key,
+    controls=mcsb("IM-1"),
+    references=(
+        "https://learn.microsoft.com/azure/storage/common/shared-key-authorization-prevent",
+    ),
 )
 
 
 def _check_public_access(account: Account, _: Thresholds) -> Verdict:
-    allowed = _settings(account).allow_blob_public_access
+    allowed = settings_of(account).allow_blob_public_access
     if allowed is UNKNOWN:
         return unknown("whether public blob access is allowed is not known yet")
     if allowed:
@@ -135,11 +147,14 @@ NO_PUBLIC_ACCESS = Rule(
     remediation="set `allowBlobPublicAccess: false` on the StorageAccount",
     facets=frozenset({Facet.SETTINGS}),
     check=_check_public_access,
+    blob_only=True,
+    controls=cis("4.17"),
+    references=("https://learn.microsoft.com/azure/storage/blobs/anonymous-read-access-prevent",),
 )
 
 
 def _check_https_tls(account: Account, _: Thresholds) -> Verdict:
-    settings = _settings(account)
+    settings = settings_of(account)
     if settings.https_only is UNKNOWN or settings.minimum_tls_version is UNKNOWN:
         return unknown("HTTPS-only or the minimum TLS version is not known yet")
     problems = []
@@ -165,4 +180,8 @@ HTTPS_TLS = Rule(
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_https_tls,
+    controls=(*cis("4.1", "4.15"), *mcsb("DP-3")),
+    references=(
+        "https://learn.microsoft.com/azure/storage/common/transport-layer-security-configure-minimum-version",
+    ),
 )

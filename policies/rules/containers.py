@@ -33,4 +33,5 @@ CONTAINERS_PRIVATE = Rule(
     remediation="remove `publicAccess` or set it to None on each BlobContainer",
     facets=frozenset({Facet.CONTAINERS}),
     check=_check_private,
+    references=("https://learn.microsoft.com/azure/storage/blobs/anonymous-read-access-configure",),
 )

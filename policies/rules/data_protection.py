@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, Facet, Thresholds
-from policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
+from policies.rules.base import Rule, Severity, Verdict, cis, failed, passed, unknown
+
+SOFT_DELETE = "https://learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview"
 
 
 def _check_blob_soft_delete(account: Account, thresholds: Thresholds) -> Verdict:
@@ -36,7 +38,8 @@ BLOB_SOFT_DELETE = Rule(
     ),
     facets=frozenset({Facet.BLOB_SERVICE}),
     check=_check_blob_soft_delete,
-    protocol=True,
+    controls=cis("4.10"),
+    references=(SOFT_DELETE,),
 )
 
 
@@ -64,7 +67,8 @@ CONTAINER_SOFT_DELETE = Rule(
     ),
     facets=frozenset({Facet.BLOB_SERVICE}),
     check=_check_container_soft_delete,
-    protocol=True,
+    controls=cis("4.10"),
+    references=("https://learn.microsoft.com/azure/storage/blobs/soft-delete-container-overview",),
 )
 
 
@@ -92,7 +96,7 @@ NO_PERMANENT_DELETE = Rule(
     ),
     facets=frozenset({Facet.BLOB_SERVICE}),
     check=_check_permanent_delete,
-    protocol=True,
+    references=(SOFT_DELETE,),
 )
 
 
@@ -130,4 +134,5 @@ VERSION_EXPIRY = Rule(
     facets=frozenset({Facet.BLOB_SERVICE, Facet.LIFECYCLE}),
     check=_check_version_expiry,
     advisory=True,
+    references=("https://learn.microsoft.com/azure/storage/blobs/versioning-overview",),
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policies.model import UNKNOWN, Account, Facet, LifecycleRule, Thresholds
-from policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
+from policies.rules.base import Rule, RuleScope, Severity, Verdict, failed, passed, unknown
 from sweeper.vocabulary import PENDING, STATE_TAG
 
 BLOCK_BLOB = "blockBlob"
@@ -105,5 +105,8 @@ PENDING_LIFECYCLE = Rule(
     ),
     facets=frozenset({Facet.LIFECYCLE}),
     check=_check_pending_lifecycle,
-    protocol=True,
+    scope=RuleScope.PROTOCOL,
+    references=(
+        "https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-policy-structure",
+    ),
 )

@@ -11,7 +11,9 @@ from policies.model import (
     AccountSettings,
     BlobService,
     Container,
+    Encryption,
     LifecycleRule,
+    Network,
     Retention,
     RoleAssignment,
     TagFilter,
@@ -43,6 +45,13 @@ def settings(**changes: Any) -> AccountSettings:
         allow_blob_public_access=False,
         https_only=True,
         minimum_tls_version="TLS1_2",
+        network=Network("Disabled", "Deny", ("AzureServices",)),
+        encryption=Encryption(infrastructure=True, key_source="Microsoft.Keyvault"),
+        allow_cross_tenant_replication=False,
+        key_expiration_days=90,
+        sas_expiration_seconds=3600,
+        sftp_enabled=False,
+        local_users_enabled=False,
     )
     return dataclasses.replace(base, **changes)
 
@@ -116,6 +125,9 @@ def account(**changes: Any) -> Account:
         containers=(Container(DEFAULT_CONTAINER, None),),
         lifecycle_rules=(pending_rule(),),
         role_assignments=(assignment(),),
+        private_endpoints=("Approved",),
+        local_users=(),
+        defender_enabled=True,
     )
     return dataclasses.replace(base, **changes)
 

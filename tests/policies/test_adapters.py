@@ -45,6 +45,13 @@ def test_recorded_arm_examples_are_judged_without_crashing() -> None:
         "SN-HTTPS-TLS",
         "SN-TAG-WRITE-ROLE",
         "SN-VERSION-EXPIRY",
+        "SN-PUBLIC-NETWORK-ACCESS",
+        "SN-NETWORK-DEFAULT-DENY",
+        "SN-CROSS-TENANT-REPLICATION",
+        "SN-INFRA-ENCRYPTION",
+        "SN-CMK-ENCRYPTION",
+        "SN-KEY-EXPIRATION-POLICY",
+        "SN-SAS-EXPIRATION-POLICY",
     }
     assert judged["SN-BLOB-SOFT-DELETE"] is Outcome.PASS
 
@@ -119,6 +126,7 @@ def test_arm_and_pulumi_shapes_give_the_same_model() -> None:
     )
     props = dict(fake.body["properties"])
     props["enableHttpsTrafficOnly"] = props.pop("supportsHttpsTrafficOnly")
+    props["networkRuleSet"] = props.pop("networkAcls")
     assert pulumi_props.settings({**props, "kind": fake.body["kind"]}) == from_arm.settings
     assert (
         pulumi_props.blob_service_properties(fake.blob_service_properties["properties"])

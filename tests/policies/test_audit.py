@@ -30,6 +30,9 @@ from testkit.arm_fake import (
     FakeArm,
     assignment,
     compliant_account,
+    defender_setting,
+    file_storage_account,
+    local_user,
     set_path,
 )
 
@@ -432,3 +435,140 @@ def test_table_escapes_names_from_arm(audit: Audit, fake: FakeArm) -> None:
     _, text = audit("--format", "table")
     assert not any(line.startswith("forged") for line in text.splitlines())
     assert "evil\\nforged" in text
+
+
+def test_unreadable_container_list_makes_protocol_rules_unknown_and_exits_three(
+    audit: Audit, fake: FakeArm
+) -> None:
+    """A 403 on the container list leaves the protocol rules UNKNOWN with the reason, not a
+    critical FAIL, and the audit exits 3."""
+    locked = compliant_account("locked", GROUP)
+    locked.body["kind"] = "Storage"
+    locked.failures["containers"] = Failure(403)
+    locked.management_policy = None
+    fake.add(locked)
+    code, text = audit("--resource-group", GROUP, "--format", "json")
+    judged = findings(text)
+    assert code == ExitCode.INCOMPLETE
+    assert judged[("locked", "SN-ACCOUNT-KIND")] == Outcome.UNKNOWN.value
+    assert judged[("locked", "SN-PENDING-LIFECYCLE")] == Outcome.UNKNOWN.value
+    message = next(
+        f["message"]
+        for f in json.loads(text)["findings"]
+        if (f["account"], f["rule"]) == ("locked", "SN-ACCOUNT-KIND")
+    )
+    assert "permission: blobContainers/list" in message
+
+
+def test_file_storage_account_is_not_applicable_and_the_audit_can_pass(
+    audit: Audit, fake: FakeArm
+) -> None:
+    """A FileStorage account's blob rules are NOT_APPLICABLE (no blob read, no error), its
+    account rules are judged, and a subscription holding it exits 0."""
+    fake.add(file_storage_account("files", GROUP))
+    code, text = audit("--format", "json")
+    assert code == ExitCode.OK
+    judged = findings(text)
+    assert judged[("files", "SN-ACCOUNT-KIND")] == Outcome.NOT_APPLICABLE.value
+    assert judged[("files", "SN-BLOB-SOFT-DELETE")] == Outcome.NOT_APPLICABLE.value
+    assert judged[("files", "SN-SHARED-KEY-OFF")] == Outcome.PASS.value
+    assert judged[("files", "SN-PUBLIC-NETWORK-ACCESS")] == Outcome.PASS.value
+    assert json.loads(text)["errors"] == []
+
+
+def test_baseline_rules_judge_accounts_without_the_protocol_container(
+    audit: Audit, fake: FakeArm
+) -> None:
+    """An account without the protocol's container still gets soft delete and the other
+    baseline verdicts in a subscription audit; protocol rules skip it."""
+    other = compliant_account("logs", GROUP)
+    other.containers = [{**other.containers[0], "name": "logs"}]
+    other.management_policy = None
+    set_path(other.blob_service_properties, "properties.deleteRetentionPolicy.enabled", False)
+    fake.add(other)
+    code, text = audit("--format", "json")
+    judged = findings(text)
+    assert judged[("logs", "SN-BLOB-SOFT-DELETE")] == Outcome.FAIL.value
+    assert judged[("logs", "SN-CONTAINER-SOFT-DELETE")] == Outcome.PASS.value
+    assert ("logs", "SN-PENDING-LIFECYCLE") not in judged
+    assert code == ExitCode.FINDINGS
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "operation", "kind"),
+    [
+        ("SN-PRIVATE-ENDPOINT", "privateEndpointConnections", "permission"),
+        ("SN-NO-LOCAL-USERS", "localUsers", "permission"),
+        ("SN-DEFENDER-FOR-STORAGE", "defender", "permission"),
+    ],
+)
+def test_new_reads_that_fail_leave_their_rule_unknown(
+    audit: Audit, fake: FakeArm, rule_id: str, operation: str, kind: str
+) -> None:
+    """A forbidden read of private endpoints, local users or Defender makes only its rule
+    UNKNOWN, named as a permission error, and the audit exits 3."""
+    fake.accounts["good"].failures[operation] = Failure(403)
+    code, text = audit("--format", "json")
+    assert findings(text)[("good", rule_id)] == Outcome.UNKNOWN.value
+    assert [e["kind"] for e in json.loads(text)["errors"]] == [kind]
+    assert code == ExitCode.INCOMPLETE
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "change"),
+    [
+        ("SN-PRIVATE-ENDPOINT", lambda a: setattr(a, "private_endpoint_connections", [])),
+        ("SN-NO-LOCAL-USERS", lambda a: a.local_users.append(local_user(a.id))),
+        (
+            "SN-DEFENDER-FOR-STORAGE",
+            lambda a: setattr(a, "defender", defender_setting(a.id, enabled=False)),
+        ),
+    ],
+)
+def test_new_reads_are_served_and_judged(
+    audit: Audit, fake: FakeArm, rule_id: str, change: Callable[[FakeAccount], None]
+) -> None:
+    """The fake ARM serves private endpoint connections, local users and Defender settings,
+    and a broken one fails its rule through the real clients."""
+    account = fake.accounts["good"]
+    account.body["properties"]["isLocalUserEnabled"] = None
+    change(account)
+    _, text = audit("--format", "json")
+    assert findings(text)[("good", rule_id)] == Outcome.FAIL.value
+
+
+@pytest.mark.parametrize(
+    ("tier", "outcome"), [("Standard", Outcome.PASS), ("Free", Outcome.FAIL), (None, Outcome.FAIL)]
+)
+def test_without_an_account_setting_the_subscription_plan_decides_defender(
+    audit: Audit, fake: FakeArm, tier: str | None, outcome: Outcome
+) -> None:
+    """An account with no Defender setting of its own (404) is judged by the subscription's
+    StorageAccounts plan: Standard passes, Free or no plan fails."""
+    fake.accounts["good"].defender = None
+    fake.defender_plan = tier
+    _, text = audit("--format", "json")
+    assert findings(text)[("good", "SN-DEFENDER-FOR-STORAGE")] == outcome.value
+
+
+def test_the_plan_is_read_once_per_run(audit: Audit, fake: FakeArm) -> None:
+    """Accounts without a setting of their own share one read of the subscription's plan."""
+    for name in ("one", "two", "three"):
+        fake.add(compliant_account(name, GROUP)).defender = None
+    fake.accounts["good"].defender = None
+    fake.defender_plan = "Standard"
+    before = fake.requests
+    audit("--format", "json", "--concurrency", "1")
+    reads_per_account, listing_pages, role_definition, plan = 7, 2, 1, 1
+    expected = 4 * reads_per_account + listing_pages + role_definition + plan
+    assert fake.requests - before == expected
+
+
+def test_an_unreadable_plan_leaves_defender_unknown(audit: Audit, fake: FakeArm) -> None:
+    """A 403 on the subscription's plan is a permission error and leaves Defender UNKNOWN."""
+    fake.accounts["good"].defender = None
+    fake.plan_failure = Failure(403)
+    code, text = audit("--format", "json")
+    assert findings(text)[("good", "SN-DEFENDER-FOR-STORAGE")] == Outcome.UNKNOWN.value
+    assert [e["operation"] for e in json.loads(text)["errors"]] == ["pricings/get"]
+    assert code == ExitCode.INCOMPLETE

@@ -46,6 +46,34 @@ BLOB_OWNER_ROLE = (
 )
 
 
+DATA, RUNTIME = "snd", "snr"
+"""The name prefixes of the program's data and runtime (function host) accounts."""
+INFRA_GAPS: Mapping[str, tuple[str, ...]] = {
+    "SN-BLOB-SOFT-DELETE": (RUNTIME,),
+    "SN-CONTAINER-SOFT-DELETE": (RUNTIME,),
+    **dict.fromkeys(
+        (
+            "SN-PUBLIC-NETWORK-ACCESS",
+            "SN-PRIVATE-ENDPOINT",
+            "SN-CMK-ENCRYPTION",
+            "SN-KEY-EXPIRATION-POLICY",
+            "SN-SAS-EXPIRATION-POLICY",
+        ),
+        (DATA, RUNTIME),
+    ),
+}
+"""Baseline findings the infra program does not meet yet (rule -> accounts), left to the infra
+work that adopts the baseline: the runtime account is judged since baseline rules judge every
+account. Remove an entry once the program meets it (test_infra_gaps_are_still_gaps says when)."""
+INFRA_UNKNOWN = {"SN-DEFENDER-FOR-STORAGE"}
+"""No DefenderForStorage resource in the program: a subscription-wide plan may cover it."""
+
+
+def infra_gap(rule: str, message: str) -> bool:
+    """The violation is a listed infra gap (its last line names the account first)."""
+    return message.rsplit("\n", 1)[-1].startswith(INFRA_GAPS.get(rule, ()))
+
+
 @dataclass
 class PackResult:
     violations: dict[str, list[str]] = field(default_factory=dict)
@@ -53,7 +81,16 @@ class PackResult:
 
     @property
     def failing(self) -> set[str]:
-        return {name for name, messages in self.violations.items() if messages}
+        """Policies with a violation beyond the known infra gaps."""
+        return {
+            name
+            for name, messages in self.violations.items()
+            if any(not infra_gap(name, message) for message in messages)
+        }
+
+    @property
+    def gaps(self) -> set[str]:
+        return {name for name, messages in self.violations.items() if messages} - self.failing
 
 
 def _options(parent: str | None) -> PolicyResourceOptions:
@@ -162,7 +199,12 @@ def test_spanning_rules_are_stack_policies() -> None:
 def test_infra_program_passes_every_policy(compliant: PackResult) -> None:
     """The resources the infra program registers violate no policy and leave none unknown."""
     assert compliant.failing == set()
-    assert compliant.unknown == {}
+    assert set(compliant.unknown) == INFRA_UNKNOWN
+
+
+def test_infra_gaps_are_still_gaps(compliant: PackResult) -> None:
+    """Every listed infra gap still fails on the program: drop an entry once infra meets it."""
+    assert compliant.gaps == set(INFRA_GAPS)
 
 
 # rule id -> (config overrides, input mutation, rules allowed to fail with it)
@@ -230,6 +272,19 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
         ),
         set(),
     ),
+    "SN-NETWORK-DEFAULT-DENY": ({"networkDefaultAction": "Allow"}, None, set()),
+    "SN-INFRA-ENCRYPTION": ({"infrastructureEncryption": False}, None, set()),
+    "SN-TRUSTED-SERVICES": (
+        {},
+        set_input(ACCOUNT, "networkRuleSet", {"bypass": "Logging", "defaultAction": "Deny"}),
+        {"SN-NETWORK-DEFAULT-DENY"},
+    ),
+    "SN-CROSS-TENANT-REPLICATION": (
+        {},
+        set_input(ACCOUNT, "allowCrossTenantReplication", True, DATA_ACCOUNT),
+        set(),
+    ),
+    "SN-NO-LOCAL-USERS": ({}, set_input(ACCOUNT, "isSftpEnabled", True, DATA_ACCOUNT), set()),
     "SN-VERSION-EXPIRY": (
         {"versioning": True},
         set_input("azure-native:storage:ManagementPolicy", "policy.rules.1.enabled", False),
@@ -239,8 +294,10 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
 
 
 def test_mutation_matrix_covers_every_rule() -> None:
-    """Each rule has a one-setting mutation of the program's inputs."""
-    assert set(MUTATIONS) == set(RULES_BY_ID)
+    """Each rule has a one-setting mutation of the program's inputs, but the rules the data
+    account does not meet yet (nothing to break) and Defender (not in the program)."""
+    not_met = {rule for rule, accounts in INFRA_GAPS.items() if DATA in accounts}
+    assert set(MUTATIONS) == set(RULES_BY_ID) - not_met - INFRA_UNKNOWN
 
 
 @pytest.mark.parametrize("rule_id", list(MUTATIONS))
@@ -278,6 +335,30 @@ def test_generated_pack_config_gives_every_policy_the_thresholds(
     assert all(thresholds(entry) == expected for entry in document.values())
 
 
+def test_sas_and_key_limits_travel_through_the_pack_config(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The SAS and key expiration limits given to pack_config reach every policy's thresholds."""
+    args = ["--max-sas-expiration-seconds", "600", "--max-key-expiration-days", "30"]
+    assert pack_config_main(args) == 0
+    document = json.loads(capsys.readouterr().out)
+    expected = Thresholds(max_sas_expiration_seconds=600, max_key_expiration_days=30)
+    assert all(thresholds(entry) == expected for entry in document.values())
+
+
+@pytest.mark.parametrize("option", ["--max-sas-expiration-seconds", "--max-key-expiration-days"])
+def test_a_limit_below_one_is_a_usage_error(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A limit of 0 is refused with exit 2 and the option named, no config printed."""
+    with pytest.raises(SystemExit) as exit_info:
+        pack_config_main([option, "0"])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert option in captured.err
+    assert captured.out == ""
+
+
 VERIFIER = "22222222-3333-4444-5555-666666666666"
 HAS_VERIFIER = "verifierPrincipalIds" in infra_config.DEFAULTS
 
@@ -287,10 +368,10 @@ def test_fenced_verifier_role_is_a_narrower_grant_not_the_seal() -> None:
     """The verifier's prefix-fenced role passes every policy beside the uploader, and alone
     fails SN-TAG-WRITE-ROLE (a parsed, narrower grant) rather than leaving it UNKNOWN."""
     beside = run_pack(run_stack({**BASE, "verifierPrincipalIds": [VERIFIER]}))
-    assert (beside.failing, beside.unknown) == (set(), {})
+    assert (beside.failing, set(beside.unknown)) == (set(), INFRA_UNKNOWN)
     alone = run_pack(run_stack({"verifierPrincipalIds": [VERIFIER]}))
     assert alone.failing == {"SN-TAG-WRITE-ROLE"}
-    assert alone.unknown == {}
+    assert set(alone.unknown) == INFRA_UNKNOWN
 
 
 def pack_suppressions(tmp_path: Path, expires: str) -> str:

@@ -161,6 +161,7 @@ def test_suppressed_fail_is_shown_and_does_not_fail_the_run(run: Run, tmp_path: 
         "PASS": 2 * len(RULES) - 1,
         "FAIL": 0,
         "UNKNOWN": 0,
+        "NOT_APPLICABLE": 0,
         "SUPPRESSED": 1,
         "errors": 0,
     }

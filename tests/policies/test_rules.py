@@ -6,7 +6,16 @@ import pytest
 
 from infra import access
 from infra.access import SWEEPER_CONDITION
-from policies.model import UNKNOWN, Account, Container, Facet, TagFilter, Thresholds
+from policies.model import (
+    UNKNOWN,
+    Account,
+    Container,
+    Encryption,
+    Facet,
+    Network,
+    TagFilter,
+    Thresholds,
+)
 from policies.roles import (
     ACCOUNT_WRITE,
     BLOBS,
@@ -396,6 +405,95 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             ),
         ],
     },
+    "SN-PUBLIC-NETWORK-ACCESS": {
+        Outcome.PASS: [
+            m.account(settings=m.settings(network=Network("SecuredByPerimeter", "Allow", ())))
+        ],
+        Outcome.FAIL: [m.account(settings=m.settings(network=Network("Enabled", "Deny", ())))],
+        Outcome.UNKNOWN: [
+            m.account(settings=m.settings(network=UNKNOWN)),
+            m.account(settings=m.settings(network=Network(UNKNOWN, "Deny", ()))),
+        ],
+    },
+    "SN-NETWORK-DEFAULT-DENY": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [m.account(settings=m.settings(network=Network("Disabled", "Allow", ())))],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(network=Network("Disabled", UNKNOWN, ())))],
+    },
+    "SN-TRUSTED-SERVICES": {
+        Outcome.PASS: [
+            m.account(
+                settings=m.settings(
+                    network=Network("Disabled", "Deny", ("Logging", "AzureServices"))
+                )
+            )
+        ],
+        Outcome.FAIL: [
+            m.account(settings=m.settings(network=Network("Disabled", "Deny", ("None",))))
+        ],
+        Outcome.UNKNOWN: [
+            m.account(settings=m.settings(network=Network("Disabled", "Deny", UNKNOWN)))
+        ],
+    },
+    "SN-PRIVATE-ENDPOINT": {
+        Outcome.PASS: [m.account(private_endpoints=("Pending", "Approved"))],
+        Outcome.FAIL: [m.account(private_endpoints=()), m.account(private_endpoints=("Pending",))],
+        Outcome.UNKNOWN: [
+            m.account(private_endpoints=UNKNOWN),
+            m.account(private_endpoints=("Rejected", UNKNOWN)),
+        ],
+    },
+    "SN-CROSS-TENANT-REPLICATION": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [m.account(settings=m.settings(allow_cross_tenant_replication=True))],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(allow_cross_tenant_replication=UNKNOWN))],
+    },
+    "SN-INFRA-ENCRYPTION": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [
+            m.account(settings=m.settings(encryption=Encryption(False, "Microsoft.Keyvault")))
+        ],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(encryption=UNKNOWN))],
+    },
+    "SN-CMK-ENCRYPTION": {
+        Outcome.PASS: [
+            m.account(settings=m.settings(encryption=Encryption(True, "Microsoft.KeyVault")))
+        ],
+        Outcome.FAIL: [
+            m.account(settings=m.settings(encryption=Encryption(True, "Microsoft.Storage")))
+        ],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(encryption=Encryption(True, UNKNOWN)))],
+    },
+    "SN-KEY-EXPIRATION-POLICY": {
+        Outcome.PASS: [m.account(settings=m.settings(key_expiration_days=1))],
+        Outcome.FAIL: [m.account(settings=m.settings(key_expiration_days=None))],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(key_expiration_days=UNKNOWN))],
+    },
+    "SN-SAS-EXPIRATION-POLICY": {
+        Outcome.PASS: [m.account(settings=m.settings(sas_expiration_seconds=60))],
+        Outcome.FAIL: [m.account(settings=m.settings(sas_expiration_seconds=None))],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(sas_expiration_seconds=UNKNOWN))],
+    },
+    "SN-NO-LOCAL-USERS": {
+        Outcome.PASS: [
+            m.account(local_users=("kept-but-disabled",)),
+            m.account(settings=m.settings(local_users_enabled=None)),
+        ],
+        Outcome.FAIL: [
+            m.account(settings=m.settings(sftp_enabled=True)),
+            m.account(settings=m.settings(local_users_enabled=None), local_users=("sftpuser",)),
+            m.account(settings=m.settings(local_users_enabled=True), local_users=("sftpuser",)),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(local_users=UNKNOWN),
+            m.account(settings=m.settings(sftp_enabled=UNKNOWN)),
+        ],
+    },
+    "SN-DEFENDER-FOR-STORAGE": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [m.account(defender_enabled=False)],
+        Outcome.UNKNOWN: [m.account(defender_enabled=UNKNOWN)],
+    },
 }
 
 PARAMS = [
@@ -409,7 +507,8 @@ PARAMS = [
 def test_every_rule_has_a_fixture_for_each_outcome() -> None:
     """The fixture table covers every registered rule with a pass, a fail and an unknown case."""
     assert set(CASES) == {rule.id for rule in RULES}
-    assert all(set(by_outcome) == set(Outcome) for by_outcome in CASES.values())
+    judged = {Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN}
+    assert all(set(by_outcome) == judged for by_outcome in CASES.values())
 
 
 @pytest.mark.parametrize(("rule_id", "outcome", "number"), PARAMS)
