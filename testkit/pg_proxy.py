@@ -1,0 +1,180 @@
+"""A loopback TCP proxy in front of PostgreSQL that can lose the server's answer to a COMMIT.
+
+The client's messages are read as the frontend/backend protocol frames them
+(https://www.postgresql.org/docs/current/protocol-message-formats.html: an untyped startup
+packet, then a type byte and a 4-byte length per message); the server's bytes pass through
+untouched. Armed with `lose_next_commit_answer()`, the proxy forwards the next COMMIT, lets the
+server commit it, swallows the answer and drops the client's connection: the transaction is
+durable, and the client only sees its connection drop. Clients must not negotiate TLS or GSS
+encryption through it (`sslmode=disable&gssencmode=disable`, which `url_through` adds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+from types import TracebackType
+
+import sqlalchemy as sa
+
+_NEGOTIATION_CODES = frozenset({80877103, 80877104})
+"""SSLRequest and GSSENCRequest: answered with one byte, then the real startup packet follows."""
+_COMMIT_PREFIXES = (b"COMMIT", b"END")
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("peer closed")
+        data += chunk
+    return data
+
+
+def _is_commit(kind: bytes, payload: bytes) -> bool:
+    """A simple Query ('Q') or a Parse ('P', statement name first) whose SQL is COMMIT."""
+    if kind == b"Q":
+        sql = payload
+    elif kind == b"P":
+        sql = payload.split(b"\x00", 1)[1] if b"\x00" in payload else b""
+    else:
+        return False
+    return sql.lstrip().upper().startswith(_COMMIT_PREFIXES)
+
+
+def _drop(sock: socket.socket) -> None:
+    """Shut down first: a close alone leaves the connection open while a thread reads it."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+class _Link:
+    """One client connection and its upstream connection."""
+
+    def __init__(self, proxy: PostgresProxy, client: socket.socket) -> None:
+        self.proxy = proxy
+        self.client = client
+        self.server = socket.create_connection(proxy.upstream, timeout=None)
+        self.losing = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._client_to_server, daemon=True).start()
+        threading.Thread(target=self._server_to_client, daemon=True).start()
+
+    def _client_to_server(self) -> None:
+        try:
+            self._forward_startup()
+            while True:
+                header = _read_exactly(self.client, 5)
+                payload = _read_exactly(self.client, struct.unpack("!I", header[1:])[0] - 4)
+                if _is_commit(header[:1], payload) and self.proxy.take_armed():
+                    self.losing.set()
+                self.server.sendall(header + payload)
+        except OSError:
+            self.close()
+
+    def _forward_startup(self) -> None:
+        while True:
+            length = _read_exactly(self.client, 4)
+            body = _read_exactly(self.client, struct.unpack("!I", length)[0] - 4)
+            self.server.sendall(length + body)
+            if struct.unpack("!I", body[:4])[0] not in _NEGOTIATION_CODES:
+                return
+
+    def _server_to_client(self) -> None:
+        try:
+            while True:
+                data = self.server.recv(65536)
+                if not data:
+                    break
+                if self.losing.is_set():
+                    # The COMMIT reached the server and its answer is here: drop it and the
+                    # client's connection, as a network fault right after the commit would.
+                    self.proxy.count_lost()
+                    break
+                self.client.sendall(data)
+        except OSError:
+            pass
+        self.close()
+
+    def close(self) -> None:
+        _drop(self.client)
+        _drop(self.server)
+
+
+class PostgresProxy:
+    """`with PostgresProxy(("127.0.0.1", 5432)) as proxy:` connect to `proxy.url_through(url)`."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._lock = threading.Lock()
+        self._armed = 0
+        self._lost = 0
+        self._thread = threading.Thread(target=self._accept, name="pg-proxy", daemon=True)
+
+    @property
+    def port(self) -> int:
+        port: int = self._listener.getsockname()[1]
+        return port
+
+    def url_through(self, url: str) -> str:
+        """`url` with its host and port replaced by this proxy's, encryption negotiation off."""
+        parsed = sa.make_url(url)
+        routed = parsed.set(host="127.0.0.1", port=self.port).update_query_dict(
+            {"sslmode": "disable", "gssencmode": "disable"}
+        )
+        return routed.render_as_string(hide_password=False)
+
+    def lose_next_commit_answer(self, count: int = 1) -> None:
+        """The next `count` COMMITs are committed by the server and their answers lost."""
+        with self._lock:
+            self._armed += count
+
+    def take_armed(self) -> bool:
+        with self._lock:
+            if self._armed == 0:
+                return False
+            self._armed -= 1
+            return True
+
+    def count_lost(self) -> None:
+        with self._lock:
+            self._lost += 1
+
+    @property
+    def lost(self) -> int:
+        """How many COMMIT answers were swallowed so far."""
+        with self._lock:
+            return self._lost
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                _Link(self, client).start()
+            except OSError:
+                _drop(client)
+
+    def __enter__(self) -> PostgresProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self._thread.join(timeout=5)
