@@ -3,9 +3,11 @@
 The client's messages are read as the frontend/backend protocol frames them
 (https://www.postgresql.org/docs/current/protocol-message-formats.html: an untyped startup
 packet, then a type byte and a 4-byte length per message); the server's bytes pass through
-untouched. Armed with `lose_next_commit_answer()`, the proxy forwards the next COMMIT, lets the
-server commit it, swallows the answer and drops the client's connection: the transaction is
-durable, and the client only sees its connection drop. Clients must not negotiate TLS or GSS
+untouched. Armed with `lose_next_commit_answer()`, the proxy forwards the next COMMIT of a
+transaction that wrote (INSERT, UPDATE, DELETE), lets the server commit it, swallows the answer
+and drops the client's connection: the transaction is durable, and the client only sees its
+connection drop. `drop_next_commit()` drops the connection instead of forwarding that COMMIT:
+the server rolls the transaction back, as when the database goes down before the commit. Clients must not negotiate TLS or GSS
 encryption through it (`sslmode=disable&gssencmode=disable`, which `url_through` adds).
 """
 
@@ -22,6 +24,10 @@ import sqlalchemy as sa
 _NEGOTIATION_CODES = frozenset({80877103, 80877104})
 """SSLRequest and GSSENCRequest: answered with one byte, then the real startup packet follows."""
 _COMMIT_PREFIXES = (b"COMMIT", b"END")
+_END_PREFIXES = (*_COMMIT_PREFIXES, b"ROLLBACK", b"ABORT")
+_WRITE_PREFIXES = (b"INSERT", b"UPDATE", b"DELETE")
+LOSE_ANSWER = "lose answer"
+DROP_BEFORE = "drop before"
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes:
@@ -34,15 +40,13 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def _is_commit(kind: bytes, payload: bytes) -> bool:
-    """A simple Query ('Q') or a Parse ('P', statement name first) whose SQL is COMMIT."""
+def _sql_of(kind: bytes, payload: bytes) -> bytes:
+    """The SQL of a simple Query ('Q') or a Parse ('P', statement name first), upper case."""
     if kind == b"Q":
-        sql = payload
-    elif kind == b"P":
-        sql = payload.split(b"\x00", 1)[1] if b"\x00" in payload else b""
-    else:
-        return False
-    return sql.lstrip().upper().startswith(_COMMIT_PREFIXES)
+        return payload.lstrip().upper()
+    if kind == b"P" and b"\x00" in payload:
+        return payload.split(b"\x00", 1)[1].lstrip().upper()
+    return b""
 
 
 def _drop(sock: socket.socket) -> None:
@@ -61,6 +65,7 @@ class _Link:
         self.client = client
         self.server = socket.create_connection(proxy.upstream, timeout=None)
         self.losing = threading.Event()
+        self.wrote = False
 
     def start(self) -> None:
         threading.Thread(target=self._client_to_server, daemon=True).start()
@@ -72,11 +77,27 @@ class _Link:
             while True:
                 header = _read_exactly(self.client, 5)
                 payload = _read_exactly(self.client, struct.unpack("!I", header[1:])[0] - 4)
-                if _is_commit(header[:1], payload) and self.proxy.take_armed():
+                sql = _sql_of(header[:1], payload)
+                self.wrote = self.wrote or sql.startswith(_WRITE_PREFIXES)
+                fault = self._fault_for(sql)
+                if fault == DROP_BEFORE:
+                    self.proxy.count_lost()
+                    break
+                if fault == LOSE_ANSWER:
                     self.losing.set()
                 self.server.sendall(header + payload)
         except OSError:
-            self.close()
+            pass
+        self.close()
+
+    def _fault_for(self, sql: bytes) -> str | None:
+        """The armed fault when `sql` commits a transaction that wrote; ends the transaction."""
+        if not sql.startswith(_END_PREFIXES):
+            return None
+        wrote, self.wrote = self.wrote, False
+        if wrote and sql.startswith(_COMMIT_PREFIXES):
+            return self.proxy.take_armed()
+        return None
 
     def _forward_startup(self) -> None:
         while True:
@@ -114,7 +135,7 @@ class PostgresProxy:
         self.upstream = upstream
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._lock = threading.Lock()
-        self._armed = 0
+        self._armed: list[str] = []
         self._lost = 0
         self._thread = threading.Thread(target=self._accept, name="pg-proxy", daemon=True)
 
@@ -131,17 +152,19 @@ class PostgresProxy:
         )
         return routed.render_as_string(hide_password=False)
 
-    def lose_next_commit_answer(self, count: int = 1) -> None:
-        """The next `count` COMMITs are committed by the server and their answers lost."""
+    def lose_next_commit_answer(self) -> None:
+        """The next COMMIT of a write is committed by the server and its answer lost."""
         with self._lock:
-            self._armed += count
+            self._armed.append(LOSE_ANSWER)
 
-    def take_armed(self) -> bool:
+    def drop_next_commit(self) -> None:
+        """The next COMMIT of a write never reaches the server: the connection drops first."""
         with self._lock:
-            if self._armed == 0:
-                return False
-            self._armed -= 1
-            return True
+            self._armed.append(DROP_BEFORE)
+
+    def take_armed(self) -> str | None:
+        with self._lock:
+            return self._armed.pop(0) if self._armed else None
 
     def count_lost(self) -> None:
         with self._lock:
@@ -149,7 +172,7 @@ class PostgresProxy:
 
     @property
     def lost(self) -> int:
-        """How many COMMIT answers were swallowed so far."""
+        """How many COMMITs (or their answers) were lost so far."""
         with self._lock:
             return self._lost
 
