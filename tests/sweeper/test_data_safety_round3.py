@@ -33,11 +33,11 @@ from sweeper.store import BlobRecordKind, DocumentStore, Status
 from sweeper.sweep import Sweeper
 from sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from testkit.azurite import Azurite
+from testkit.crash import BLOCK, RacingStream
 from testkit.fault_proxy import Fault, LatencyProxy
 from testkit.pg_proxy import PostgresProxy
 from tests.sweeper.conftest import CUTOFF
 
-BLOCK = 4096
 STAGED = os.urandom(3 * BLOCK)
 """Three blocks: uploaded with Put Block x3 and Put Block List by a `staged` client."""
 SKEW = timedelta(hours=2)
@@ -190,28 +190,12 @@ def test_a_reservation_gone_before_publish_leaves_a_retired_record(
     assert_retired_then_swept(store, container, blob)
 
 
-class SweptAfterFirstBlock(io.BytesIO):
-    """A stream whose second read happens after a sweep deleted the reservation: the guarded
-    delete of a blob with only uncommitted blocks answers 202 and the blocks commit later."""
-
-    def __init__(self, data: bytes, sweep: Callable[[], object]) -> None:
-        super().__init__(data)
-        self._sweep = sweep
-        self._reads = 0
-
-    def read(self, size: int | None = -1) -> bytes:
-        self._reads += 1
-        if self._reads == 2:
-            self._sweep()
-        return super().read(size)
-
-
 def test_staged_blocks_committed_after_a_guarded_delete_are_retired(
     azurite: Azurite, store: DocumentStore, container: ContainerClient
 ) -> None:
     """A staged upload whose reservation is swept between its blocks ends retired, not orphaned."""
     staged = client_through(azurite.connection_string, container, staged=True)
-    data = SweptAfterFirstBlock(STAGED, sweep_at(store, container, timedelta(hours=1)).run)
+    data = RacingStream(STAGED, sweep_at(store, container, timedelta(hours=1)).run, at_read=2)
     with pytest.raises(ReservationExpiredError):
         UploadProtocol(store, staged).put("staged.bin", data, ".bin", length=len(STAGED))
     (blob,) = list_blobs(container)
