@@ -371,67 +371,57 @@ class UploadProtocol:
         bytes keep working until the sweeper deletes the retired blob after its grace period.
         """
         with _failures_named(document_id, "replace", "read it to see which bytes it holds"):
-            return self._replace(document_id, data, extension, length, tags)
-
-    def _replace(
-        self,
-        document_id: str,
-        data: blobs.UploadData,
-        extension: str = "",
-        length: int | None = None,
-        tags: Mapping[str, str] | None = None,
-    ) -> Document:
-        current = self._ready(document_id)
-        if isinstance(data, bytes):
-            content = _content_of(data, length, document_id)
-        new_blob = self.container.get_blob_client(new_blob_name(extension))
-        self.store.record_intent(document_id, new_blob.blob_name)
-        self.checkpoint("replace.intent")
-        if isinstance(data, bytes):
-            blobs.upload_create_only(new_blob, data, len(data), tags)
-        else:
-            reader = blobs.HashingReader(data)
-            blobs.upload_create_only(new_blob, reader, length, tags)
-            if not reader.exhausted():
-                raise ContentMismatchError(
-                    f"document {document_id}: the stream holds more than length={length} "
-                    "bytes; the replace is abandoned and its blob swept",
+            current = self._ready(document_id)
+            if isinstance(data, bytes):
+                content = _content_of(data, length, document_id)
+            new_blob = self.container.get_blob_client(new_blob_name(extension))
+            self.store.record_intent(document_id, new_blob.blob_name)
+            self.checkpoint("replace.intent")
+            if isinstance(data, bytes):
+                blobs.upload_create_only(new_blob, data, len(data), tags)
+            else:
+                reader = blobs.HashingReader(data)
+                blobs.upload_create_only(new_blob, reader, length, tags)
+                if not reader.exhausted():
+                    raise ContentMismatchError(
+                        f"document {document_id}: the stream holds more than length={length} "
+                        "bytes; the replace is abandoned and its blob swept",
+                        document_id,
+                    )
+                content = Content(reader.length, reader.sha256)
+            self.checkpoint("replace.upload")
+            try:
+                blobs.seal(new_blob)
+            except blobs.TagTransitionError as error:
+                raise ReservationExpiredError(
+                    f"document {document_id}: replace abandoned (the sweeper took its new blob): "
+                    f"{error}",
+                    document_id,
+                ) from None
+            self.checkpoint("replace.seal")
+            outcome = self.store.switch_blob(
+                document_id, current.blob_name, new_blob.blob_name, content
+            )
+            if outcome is SwitchResult.INTENT_LOST:
+                # No row can point at the new blob now. If the sweeper cleared the intent before
+                # the upload landed, no record names the blob either: retired, reconcile --repair
+                # removes it instead of reporting a committed orphan forever.
+                self._retire_tag(new_blob.blob_name)
+                raise ReservationExpiredError(
+                    f"document {document_id}: replace stalled past the cutoff and the sweeper "
+                    "claimed its new blob; the document still holds its previous bytes",
                     document_id,
                 )
-            content = Content(reader.length, reader.sha256)
-        self.checkpoint("replace.upload")
-        try:
-            blobs.seal(new_blob)
-        except blobs.TagTransitionError as error:
-            raise ReservationExpiredError(
-                f"document {document_id}: replace abandoned (the sweeper took its new blob): "
-                f"{error}",
-                document_id,
-            ) from None
-        self.checkpoint("replace.seal")
-        outcome = self.store.switch_blob(
-            document_id, current.blob_name, new_blob.blob_name, content
-        )
-        if outcome is SwitchResult.INTENT_LOST:
-            # No row can point at the new blob now. If the sweeper cleared the intent before
-            # the upload landed, no record names the blob either: retired, reconcile --repair
-            # removes it instead of reporting a committed orphan forever.
-            self._retire_tag(new_blob.blob_name)
-            raise ReservationExpiredError(
-                f"document {document_id}: replace stalled past the cutoff and the sweeper "
-                "claimed its new blob; the document still holds its previous bytes",
-                document_id,
-            )
-        if outcome is SwitchResult.ROW_CHANGED:
-            self.store.retire_intent(new_blob.blob_name)
-            self._retire_tag(new_blob.blob_name)
-            raise ConcurrentReplaceError(
-                f"document {document_id} changed during replace; retry", document_id
-            )
-        self.checkpoint("replace.switch")
-        if self._retire_tag(current.blob_name):
-            self.checkpoint("replace.retire")
-        return replace(current, blob_name=new_blob.blob_name)
+            if outcome is SwitchResult.ROW_CHANGED:
+                self.store.retire_intent(new_blob.blob_name)
+                self._retire_tag(new_blob.blob_name)
+                raise ConcurrentReplaceError(
+                    f"document {document_id} changed during replace; retry", document_id
+                )
+            self.checkpoint("replace.switch")
+            if self._retire_tag(current.blob_name):
+                self.checkpoint("replace.retire")
+            return replace(current, blob_name=new_blob.blob_name)
 
     def delete(self, document_id: str) -> None:
         """Row removed and its blob recorded as retired in one transaction; then tagged retired."""

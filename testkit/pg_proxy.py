@@ -17,7 +17,7 @@ import contextlib
 import socket
 import struct
 import threading
-from types import TracebackType
+from collections.abc import Iterator
 
 import sqlalchemy as sa
 
@@ -129,7 +129,7 @@ class _Link:
 
 
 class PostgresProxy:
-    """`with PostgresProxy(("127.0.0.1", 5432)) as proxy:` connect to `proxy.url_through(url)`."""
+    """Clients of `proxy.url_through(url)` reach `upstream` through it; see `postgres_proxy`."""
 
     def __init__(self, upstream: tuple[str, int]) -> None:
         self.upstream = upstream
@@ -176,6 +176,9 @@ class PostgresProxy:
         with self._lock:
             return self._lost
 
+    def start(self) -> None:
+        self._thread.start()
+
     def _accept(self) -> None:
         while True:
             try:
@@ -187,17 +190,19 @@ class PostgresProxy:
             except OSError:
                 _drop(client)
 
-    def __enter__(self) -> PostgresProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         self._thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def postgres_proxy(upstream: tuple[str, int]) -> Iterator[PostgresProxy]:
+    """A running proxy to `upstream`; closed (listener and accept thread) at the end."""
+    proxy = PostgresProxy(upstream)
+    proxy.start()
+    try:
+        yield proxy
+    finally:
+        proxy.close()

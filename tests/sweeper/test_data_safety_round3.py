@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
@@ -35,7 +36,7 @@ from sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from testkit.azurite import Azurite
 from testkit.crash import BLOCK, RacingStream
 from testkit.fault_proxy import Fault, LatencyProxy
-from testkit.pg_proxy import PostgresProxy
+from testkit.pg_proxy import postgres_proxy
 from tests.sweeper.conftest import CUTOFF
 
 STAGED = os.urandom(3 * BLOCK)
@@ -65,6 +66,11 @@ def client_through(
 def proxy(azurite: Azurite) -> Iterator[LatencyProxy]:
     with LatencyProxy(azurite.port, delay_s=0) as running:
         yield running
+
+
+def server_of(url: str) -> tuple[str, int]:
+    parsed = sa.make_url(url)
+    return parsed.host or "127.0.0.1", parsed.port or 5432
 
 
 def stored(container: ContainerClient, blob_name: str) -> bytes:
@@ -258,7 +264,7 @@ def test_a_lost_reserve_commit_names_the_document_and_the_retry_resumes(
 ) -> None:
     """The reservation committed but its answer was lost: put raises UploadFailedError with the
     document id, and a put with that id publishes the one reservation."""
-    with PostgresProxy(("127.0.0.1", 5432)) as database:
+    with postgres_proxy(server_of(postgres_url)) as database:
         store = DocumentStore.from_url(database.url_through(postgres_url))
         store.init_schema()
         protocol = UploadProtocol(store, container)
@@ -285,7 +291,7 @@ def test_a_failed_content_record_commit_still_refuses_other_bytes(
 ) -> None:
     """The database fails the content record's COMMIT after the upload (never committed, or
     committed and its answer lost): the put fails, a resume with other bytes is refused."""
-    with PostgresProxy(("127.0.0.1", 5432)) as database:
+    with postgres_proxy(server_of(postgres_url)) as database:
         store = DocumentStore.from_url(database.url_through(postgres_url))
         store.init_schema()
         protocol = UploadProtocol(store, container)
@@ -306,7 +312,7 @@ def test_a_lost_delete_commit_names_the_document(
     postgres_url: str, container: ContainerClient
 ) -> None:
     """A delete whose COMMIT answer is lost raises OperationFailedError with the document id."""
-    with PostgresProxy(("127.0.0.1", 5432)) as database:
+    with postgres_proxy(server_of(postgres_url)) as database:
         store = DocumentStore.from_url(database.url_through(postgres_url))
         store.init_schema()
         protocol = UploadProtocol(store, container)
