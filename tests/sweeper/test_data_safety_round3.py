@@ -13,12 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
+from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
 from sweeper.appsettings import SettingsError
 from sweeper.protocol import (
@@ -37,6 +39,7 @@ from testkit.azurite import Azurite
 from testkit.crash import BLOCK, RacingStream
 from testkit.fault_proxy import Fault, LatencyProxy
 from testkit.pg_proxy import postgres_proxy
+from tests.conftest import RunCli
 from tests.sweeper.conftest import CUTOFF
 
 STAGED = os.urandom(3 * BLOCK)
@@ -253,6 +256,25 @@ def test_a_retired_grace_under_the_floor_is_refused_with_its_reason(text: str) -
         appsettings.RETIRED_GRACE.duration(text, "--retired-grace")
     assert "--retired-grace" in str(refused.value)
     assert appsettings.RETIRED_GRACE.duration("15m") == timedelta(minutes=15)
+
+
+def test_sweep_with_a_retired_grace_under_the_floor_exits_2(
+    run_cli: RunCli, azurite: Azurite, tmp_path: Path
+) -> None:
+    """`safetynet sweep --retired-grace 1s` is a usage error naming the option and the floor."""
+    code, _, err = run_cli(
+        "sweep",
+        "--db",
+        f"sqlite:///{tmp_path / 'documents.db'}",
+        "--connection-string",
+        azurite.connection_string,
+        "--retired-grace",
+        "1s",
+    )
+    assert code == ExitCode.USAGE
+    assert "--retired-grace" in err
+    assert "15m" in err
+    assert "outlive every download" in err
 
 
 # Item 9: every failure names its document, a lost reserve COMMIT included.
