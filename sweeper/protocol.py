@@ -133,9 +133,14 @@ def _content_of(data: bytes, length: int | None, document_id: str) -> Content:
 
 @contextmanager
 def _failures_named(document_id: str, action: str, advice: str) -> Iterator[None]:
-    """A database or blob-service failure becomes an OperationFailedError naming the document."""
+    """A database or blob-service failure becomes an OperationFailedError naming the document;
+    a refusal that did not name it (an invalid extension) is raised again naming it."""
     try:
         yield
+    except ProtocolError as error:
+        if error.document_id is not None:
+            raise
+        raise type(error)(f"document {document_id}: {error}", document_id) from None
     except (AzureError, StoreError) as error:
         raise OperationFailedError(
             f"document {document_id}: {action} failed ({type(error).__name__}); {advice}. "

@@ -365,6 +365,17 @@ def test_a_replace_failure_names_the_document(
     assert container.get_blob_client(document.blob_name).get_blob_tags()[STATE_TAG] == COMMITTED
 
 
+def test_a_replace_with_an_invalid_extension_names_the_document(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """An extension refused by replace is reported with the document it was meant for."""
+    protocol = UploadProtocol(store, container)
+    document = protocol.put("ext.txt", b"v1", ".txt")
+    with pytest.raises(ValueError, match=f"document {document.id}") as refused:
+        protocol.replace(document.id, b"v2", "pdf")
+    assert getattr(refused.value, "document_id", None) == document.id
+
+
 def test_an_invalid_name_says_no_document_was_reserved(
     store: DocumentStore, container: ContainerClient
 ) -> None:
