@@ -239,10 +239,16 @@ RACES = (
 single Put Blob reads its body after signing (a race there is the blob proxy's to inject)."""
 
 
-def run_race_case(store: DocumentStore, container: ContainerClient, race: Race) -> CrashCase:
+def run_race_case(
+    store: DocumentStore,
+    container: ContainerClient,
+    race: Race,
+    protocol_type: type[UploadProtocol] = UploadProtocol,
+) -> CrashCase:
     """A put whose reservation vanishes mid-upload, beside a bystander; then repair and check.
 
-    `crashed` says whether the race happened (the put raised ReservationExpiredError)."""
+    `crashed` says whether the race happened (the put raised ReservationExpiredError);
+    `protocol_type` lets a test run the racing writer as a deliberately broken protocol."""
     deletes = DeleteLog(container.container_name)
     watched = ContainerClient.from_container_url(
         container.url,
@@ -267,7 +273,7 @@ def run_race_case(store: DocumentStore, container: ContainerClient, race: Race) 
             sweep_later(store, other)
 
     data = RacingStream(uuid.uuid4().bytes * (race.size // 16), vanish, race.at_read)
-    protocol = UploadProtocol(store, watched, checkpoint=watch.then(no_checkpoint))
+    protocol = protocol_type(store, watched, checkpoint=watch.then(no_checkpoint))
     try:
         protocol.put("subject.bin", data, ".bin", length=race.size)
     except ReservationExpiredError:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper.store import DocumentStore
+from sweeper.protocol import UploadProtocol
+from sweeper.store import Document, DocumentStore
 from testkit.crash import CRASH_STEPS, RACES, Race, run_crash_case, run_race_case
 
 
@@ -30,3 +31,19 @@ def test_invariants_hold_when_a_reservation_vanishes_mid_upload(
     case = run_race_case(store, container, race)
     assert case.crashed, f"the race {race.name!r} did not happen"
     assert [f"{i.id}: {i.detail}" for i in case.invariants if not i.holds] == []
+
+
+class LeavesSealedOrphans(UploadProtocol):
+    """The protocol before issue 17: a refused publish leaves its sealed blob unrecorded."""
+
+    def _retire_orphan(self, document: Document) -> None:
+        return None
+
+
+def test_the_race_matrix_catches_a_publish_that_leaves_a_sealed_orphan(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """Run over a protocol that forgets the sealed blob, the race case reports I5 broken."""
+    case = run_race_case(store, container, RACES[0], protocol_type=LeavesSealedOrphans)
+    assert case.crashed
+    assert [i.id for i in case.invariants if not i.holds] == ["I5"]
