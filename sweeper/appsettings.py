@@ -45,6 +45,8 @@ class Setting:
     minimum: timedelta | None = None
     maximum: timedelta | None = None
     """The bounds of a duration setting (both None for any other kind)."""
+    bounds_reason: str | None = None
+    """Why the bounds are what they are, told with an out-of-range value."""
 
     def read(self, env: Mapping[str, str]) -> str:
         """The value in `env` as set (even empty, which a parser then refuses), else the
@@ -56,7 +58,11 @@ class Setting:
         if self.minimum is None or self.maximum is None:
             raise TypeError(f"{self.name} is not a duration setting")
         return parse_duration(
-            text, minimum=self.minimum, maximum=self.maximum, name=name or self.name
+            text,
+            minimum=self.minimum,
+            maximum=self.maximum,
+            name=name or self.name,
+            reason=self.bounds_reason,
         )
 
     def boolean(self, text: str, name: str | None = None) -> bool:
@@ -66,6 +72,11 @@ class Setting:
 
 MIN_DURATION: Final = timedelta(seconds=1)
 MAX_DURATION: Final = timedelta(days=365)
+MIN_RETIRED_GRACE: Final = timedelta(minutes=15)
+"""The retired grace's floor: a replaced document's old blob must outlive every download that
+started before the replace (a reader fetches the rest of its chunks later). 15 minutes, like the
+default cutoff that bounds the longest accepted upload, covers a 4 GiB read at 5 MB/s; `1s`
+would fail slow readers mid-download."""
 
 DB_AUTH_PASSWORD: Final = "password"  # noqa: S105 - the name of a mode, not a password
 DB_AUTH_ENTRA: Final = "entra"
@@ -114,8 +125,9 @@ RETIRED_GRACE: Final = Setting(
     "how long a replaced or deleted document's old blob stays readable",
     default="1h",
     function=True,
-    minimum=MIN_DURATION,
+    minimum=MIN_RETIRED_GRACE,
     maximum=MAX_DURATION,
+    bounds_reason="the old blob must outlive every download started before the replace",
 )
 LEASE: Final = Setting(
     "SAFETYNET_LEASE",
@@ -203,9 +215,12 @@ _BOOLEANS: Final = {"true": True, "false": False}
 _SHOWN_CHARACTERS: Final = 40
 
 
-def parse_duration(text: str, *, minimum: timedelta, maximum: timedelta, name: str) -> timedelta:
+def parse_duration(
+    text: str, *, minimum: timedelta, maximum: timedelta, name: str, reason: str | None = None
+) -> timedelta:
     """`90s`, `15m`, `2h` or `1d`: a whole number in ASCII digits and one unit, between the
-    setting's `minimum` and `maximum`; surrounding whitespace is ignored, nothing else is."""
+    setting's `minimum` and `maximum`; surrounding whitespace is ignored, nothing else is.
+    An out-of-range error ends with `reason` when one is given."""
     match = _DURATION.fullmatch(text.strip())
     if match is None:
         _fail(
@@ -221,7 +236,8 @@ def parse_duration(text: str, *, minimum: timedelta, maximum: timedelta, name: s
         _fail(
             name,
             text,
-            f"is out of range; allowed {format_duration(minimum)} to {format_duration(maximum)}",
+            f"is out of range; allowed {format_duration(minimum)} to {format_duration(maximum)}"
+            + (f" ({reason})" if reason else ""),
         )
     return timedelta(seconds=seconds)
 

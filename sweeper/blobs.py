@@ -22,6 +22,7 @@ EXISTS_STATUSES = frozenset({409, 412})
 BINDING_BLOB = ".safetynet/binding"
 """Names the database a container belongs to (metadata `database_id`); written once."""
 TAG_WRITE_ATTEMPTS = 3
+HASH_CHUNK = 4 * 1024 * 1024
 
 UploadData = bytes | IO[bytes]
 
@@ -43,6 +44,11 @@ class HashingReader:
     def exhausted(self) -> bool:
         """Whether the stream has nothing left after what the upload read."""
         return self._stream.read(1) == b""
+
+    def drain(self) -> None:
+        """Read and hash the rest: what the whole stream holds, not only what was sent."""
+        while self.read(HASH_CHUNK):
+            pass
 
     @property
     def sha256(self) -> str:
@@ -76,6 +82,22 @@ def upload_create_only(
             return False
         raise
     return True
+
+
+def stored_content(blob: BlobClient) -> tuple[int, str]:
+    """(length, SHA-256 hex) of the bytes the service holds, read back in chunks.
+
+    Only a retry that met an existing blob (409) whose first upload left no record pays for this
+    read: Put Block List stores no Content-MD5 unless the client sent one, so the service's own
+    hash cannot stand in for ours
+    (https://learn.microsoft.com/en-us/rest/api/storageservices/put-block-list).
+    """
+    digest = hashlib.sha256()
+    length = 0
+    for chunk in blob.download_blob().chunks():
+        digest.update(chunk)
+        length += len(chunk)
+    return length, digest.hexdigest()
 
 
 def state_of(blob: BlobClient) -> str | None:

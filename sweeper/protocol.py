@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from azure.core.exceptions import AzureError, HttpResponseError
-from azure.storage.blob import ContainerClient
+from azure.storage.blob import BlobClient, ContainerClient
 
 from sweeper import blobs
 from sweeper.store import (
@@ -70,9 +71,14 @@ class ContentMismatchError(ProtocolError, ValueError):
     length the caller declared; nothing was written."""
 
 
-class UploadFailedError(ProtocolError):
-    """A put failed after its reservation: resume with `complete(document_id, ...)` or release
-    the name at once with `abandon(document_id)`."""
+class OperationFailedError(ProtocolError):
+    """The database or the blob service failed a step; names the document, the cause chained."""
+
+
+class UploadFailedError(OperationFailedError):
+    """A put failed after its reservation (or its reservation's answer was lost): resume with
+    `complete(document_id, ...)` or a put with the same `document_id`, or release the name at
+    once with `abandon(document_id)`."""
 
 
 def validate_name(name: str) -> str:
@@ -100,6 +106,21 @@ def new_blob_name(extension: str) -> str:
     return f"{new_document_id().replace('-', '')}{validate_extension(extension)}"
 
 
+def _content_of_any(data: blobs.UploadData, length: int | None, document_id: str) -> Content:
+    """The length and hash of all of `data`, a stream read to its end; `length` must match."""
+    if isinstance(data, bytes):
+        return _content_of(data, length, document_id)
+    reader = blobs.HashingReader(data)
+    reader.drain()
+    if length is not None and length != reader.length:
+        raise ContentMismatchError(
+            f"document {document_id}: length={length} but the stream holds {reader.length} "
+            "bytes; nothing uploaded",
+            document_id,
+        )
+    return Content(reader.length, reader.sha256)
+
+
 def _content_of(data: bytes, length: int | None, document_id: str) -> Content:
     if length is not None and length != len(data):
         raise ContentMismatchError(
@@ -110,11 +131,31 @@ def _content_of(data: bytes, length: int | None, document_id: str) -> Content:
     return Content(len(data), hashlib.sha256(data).hexdigest())
 
 
+@contextmanager
+def _failures_named(document_id: str, action: str, advice: str) -> Iterator[None]:
+    """A database or blob-service failure becomes an OperationFailedError naming the document;
+    a refusal that did not name it (an invalid extension) is raised again naming it."""
+    try:
+        yield
+    except ProtocolError as error:
+        if error.document_id is not None:
+            raise
+        raise type(error)(f"document {document_id}: {error}", document_id) from None
+    except (AzureError, StoreError) as error:
+        raise OperationFailedError(
+            f"document {document_id}: {action} failed ({type(error).__name__}); {advice}. "
+            "Any blob it left behind is recorded for the sweeper",
+            document_id,
+        ) from error
+
+
 @dataclass
 class UploadProtocol:
     store: DocumentStore
     container: ContainerClient
     clock: Clock = utc_now
+    """The writer's clock. No stored time is taken from it: the database server stamps every
+    time that decides staleness (created, intent, retired), so writers' clocks may drift."""
     checkpoint: Checkpoint = no_checkpoint
 
     def reserve(self, name: str, extension: str = "", document_id: str | None = None) -> Document:
@@ -139,22 +180,23 @@ class UploadProtocol:
     ) -> bool:
         """Step 2: create-only upload tagged pending; False when the blob already existed.
 
-        The first upload's length and SHA-256 are kept on the row; a retry whose bytes differ
-        raises ContentMismatchError instead of quietly keeping the first bytes.
+        The row keeps the length and SHA-256 of the bytes the blob holds: written by the upload
+        that created the blob (hashed while it was sent), or, when a retry meets a blob whose
+        creator left no record, hashed from the stored bytes. A retry or a second writer whose
+        bytes differ from the stored ones raises ContentMismatchError, never an acknowledgement.
         """
         blob = self.container.get_blob_client(document.blob_name)
         if isinstance(data, bytes):
             content = _content_of(data, length, document.id)
-            recorded = self.store.record_content(document.id, content)
-            if recorded != content:
+            recorded = self.store.content(document.id)
+            if recorded is not None and recorded != content:
                 raise self._mismatch(document, recorded, content)
             created = blobs.upload_create_only(blob, data, len(data), tags)
         else:
             reader = blobs.HashingReader(data)
             created = blobs.upload_create_only(blob, reader, length, tags)
             if not created:
-                while reader.read(4 * 1024 * 1024):
-                    pass  # hash what this retry would have sent
+                reader.drain()
             elif not reader.exhausted():
                 raise ContentMismatchError(
                     f"document {document.id}: the stream holds more than length={length} bytes; "
@@ -162,17 +204,27 @@ class UploadProtocol:
                     document.id,
                 )
             content = Content(reader.length, reader.sha256)
+        if created:
             recorded = self.store.record_content(document.id, content)
-            if recorded != content:
-                raise self._mismatch(document, recorded, content)
+        else:
+            recorded = self._stored_content(document, blob)
+        if recorded != content:
+            raise self._mismatch(document, recorded, content)
         self.checkpoint("upload")
         return created
+
+    def _stored_content(self, document: Document, blob: BlobClient) -> Content:
+        """What the row says the blob holds, read back from the blob when nothing says yet."""
+        recorded = self.store.content(document.id)
+        if recorded is not None:
+            return recorded
+        return self.store.record_content(document.id, Content(*blobs.stored_content(blob)))
 
     @staticmethod
     def _mismatch(document: Document, first: Content, retry: Content) -> ContentMismatchError:
         return ContentMismatchError(
-            f"document {document.id} was first uploaded with {first.length} bytes "
-            f"(sha256 {first.sha256[:12]}...); this retry sends {retry.length} bytes "
+            f"document {document.id} holds {first.length} bytes "
+            f"(sha256 {first.sha256[:12]}...); this attempt sends {retry.length} bytes "
             f"(sha256 {retry.sha256[:12]}...). Complete it with the original bytes, or abandon "
             "it and put the new ones under a new document id",
             document.id,
@@ -189,12 +241,20 @@ class UploadProtocol:
         self.checkpoint("seal")
 
     def publish(self, document: Document) -> Document:
-        """Step 4: the row turns Ready only if it is still Pending; Ready already is success."""
-        if not self.store.publish(document.id):
+        """Step 4: the row turns Ready only if it is still Pending; Ready already is success.
+
+        A reservation that vanished after the seal (swept past the cutoff, abandoned meanwhile)
+        leaves a committed blob no row names: it is recorded as retired and tagged so, and the
+        sweeper deletes it after the grace period, instead of an orphan nothing removes.
+        """
+        if not self.store.publish(document.id, blob_name=document.blob_name):
             current = self.store.get(document.id)
-            if current is None:
+            if current is None or current.blob_name != document.blob_name:
+                self._retire_orphan(document)
                 raise ReservationExpiredError(
-                    f"document {document.id} was swept before publish", document.id
+                    f"document {document.id} was swept or abandoned before publish; its sealed "
+                    f"blob {document.blob_name} is retired for the sweeper. Put the bytes again",
+                    document.id,
                 )
             if current.status is not Status.READY:
                 raise ProtocolError(
@@ -202,6 +262,13 @@ class UploadProtocol:
                 )
         self.checkpoint("publish")
         return replace(document, status=Status.READY)
+
+    def _retire_orphan(self, document: Document) -> None:
+        """Record, then tag, a sealed blob whose row is gone; either alone lets it be removed."""
+        # Tagged retired even when the record fails: `reconcile --repair` removes such a blob.
+        with suppress(StoreError):
+            self.store.record_orphan(document.id, document.blob_name)
+        self._retire_tag(document.blob_name)
 
     def complete(
         self,
@@ -217,11 +284,11 @@ class UploadProtocol:
                 f"document {document_id} has no reservation (swept?)", document_id
             )
         if document.status is Status.READY:
-            recorded = self.store.content(document_id)
-            if recorded is not None and isinstance(data, bytes):
-                retry = _content_of(data, length, document_id)
-                if retry != recorded:
-                    raise self._mismatch(document, recorded, retry)
+            blob = self.container.get_blob_client(document.blob_name)
+            retry = _content_of_any(data, length, document_id)
+            recorded = self._stored_content(document, blob)
+            if retry != recorded:
+                raise self._mismatch(document, recorded, retry)
             return document
         self.upload(document, data, length, tags)
         self.seal(document)
@@ -241,7 +308,20 @@ class UploadProtocol:
         A failure after the reservation raises an error carrying `document_id`, so the caller
         can resume (`complete`) or release the name at once (`abandon`).
         """
-        document = self.reserve(name, extension, document_id)
+        document_id = document_id or new_document_id()
+        try:
+            document = self.reserve(name, extension, document_id)
+        except StoreError as error:
+            # A reservation whose COMMIT answer was lost may exist: the id lets the caller find
+            # out, and the same put resumes it (a reservation with a known id is idempotent).
+            raise UploadFailedError(
+                f"document {document_id} ({name!r}): the reservation's outcome is unknown "
+                f"({type(error).__name__}); retry put with document_id={document_id!r}, or "
+                "release it with abandon()",
+                document_id,
+            ) from error
+        except ProtocolError as error:
+            raise type(error)(f"{error}; no document was reserved") from None
         try:
             return self.complete(document.id, data, length, tags)
         except ProtocolError as error:
@@ -295,62 +375,67 @@ class UploadProtocol:
         at any point leaves a record the sweeper finds. Readers still downloading the old
         bytes keep working until the sweeper deletes the retired blob after its grace period.
         """
-        current = self._ready(document_id)
-        if isinstance(data, bytes):
-            content = _content_of(data, length, document_id)
-        new_blob = self.container.get_blob_client(new_blob_name(extension))
-        self.store.record_intent(document_id, new_blob.blob_name, self.clock())
-        self.checkpoint("replace.intent")
-        if isinstance(data, bytes):
-            blobs.upload_create_only(new_blob, data, len(data), tags)
-        else:
-            reader = blobs.HashingReader(data)
-            blobs.upload_create_only(new_blob, reader, length, tags)
-            if not reader.exhausted():
-                raise ContentMismatchError(
-                    f"document {document_id}: the stream holds more than length={length} "
-                    "bytes; the replace is abandoned and its blob swept",
+        with _failures_named(document_id, "replace", "read it to see which bytes it holds"):
+            current = self._ready(document_id)
+            if isinstance(data, bytes):
+                content = _content_of(data, length, document_id)
+            new_blob = self.container.get_blob_client(new_blob_name(extension))
+            self.store.record_intent(document_id, new_blob.blob_name)
+            self.checkpoint("replace.intent")
+            if isinstance(data, bytes):
+                blobs.upload_create_only(new_blob, data, len(data), tags)
+            else:
+                reader = blobs.HashingReader(data)
+                blobs.upload_create_only(new_blob, reader, length, tags)
+                if not reader.exhausted():
+                    raise ContentMismatchError(
+                        f"document {document_id}: the stream holds more than length={length} "
+                        "bytes; the replace is abandoned and its blob swept",
+                        document_id,
+                    )
+                content = Content(reader.length, reader.sha256)
+            self.checkpoint("replace.upload")
+            try:
+                blobs.seal(new_blob)
+            except blobs.TagTransitionError as error:
+                raise ReservationExpiredError(
+                    f"document {document_id}: replace abandoned (the sweeper took its new blob): "
+                    f"{error}",
+                    document_id,
+                ) from None
+            self.checkpoint("replace.seal")
+            outcome = self.store.switch_blob(
+                document_id, current.blob_name, new_blob.blob_name, content
+            )
+            if outcome is SwitchResult.INTENT_LOST:
+                # No row can point at the new blob now. If the sweeper cleared the intent before
+                # the upload landed, no record names the blob either: retired, reconcile --repair
+                # removes it instead of reporting a committed orphan forever.
+                self._retire_tag(new_blob.blob_name)
+                raise ReservationExpiredError(
+                    f"document {document_id}: replace stalled past the cutoff and the sweeper "
+                    "claimed its new blob; the document still holds its previous bytes",
                     document_id,
                 )
-            content = Content(reader.length, reader.sha256)
-        self.checkpoint("replace.upload")
-        try:
-            blobs.seal(new_blob)
-        except blobs.TagTransitionError as error:
-            raise ReservationExpiredError(
-                f"document {document_id}: replace abandoned (the sweeper took its new blob): "
-                f"{error}",
-                document_id,
-            ) from None
-        self.checkpoint("replace.seal")
-        outcome = self.store.switch_blob(
-            document_id, current.blob_name, new_blob.blob_name, self.clock(), content
-        )
-        if outcome is SwitchResult.INTENT_LOST:
-            # No row can point at the new blob now. If the sweeper cleared the intent before
-            # the upload landed, no record names the blob either: retired, reconcile --repair
-            # removes it instead of reporting a committed orphan forever.
-            self._retire_tag(new_blob.blob_name)
-            raise ReservationExpiredError(
-                f"document {document_id}: replace stalled past the cutoff and the sweeper "
-                "claimed its new blob; the document still holds its previous bytes",
-                document_id,
-            )
-        if outcome is SwitchResult.ROW_CHANGED:
-            self.store.retire_intent(new_blob.blob_name, self.clock())
-            self._retire_tag(new_blob.blob_name)
-            raise ConcurrentReplaceError(
-                f"document {document_id} changed during replace; retry", document_id
-            )
-        self.checkpoint("replace.switch")
-        if self._retire_tag(current.blob_name):
-            self.checkpoint("replace.retire")
-        return replace(current, blob_name=new_blob.blob_name)
+            if outcome is SwitchResult.ROW_CHANGED:
+                self.store.retire_intent(new_blob.blob_name)
+                self._retire_tag(new_blob.blob_name)
+                raise ConcurrentReplaceError(
+                    f"document {document_id} changed during replace; retry", document_id
+                )
+            self.checkpoint("replace.switch")
+            if self._retire_tag(current.blob_name):
+                self.checkpoint("replace.retire")
+            return replace(current, blob_name=new_blob.blob_name)
 
     def delete(self, document_id: str) -> None:
         """Row removed and its blob recorded as retired in one transaction; then tagged retired."""
+        with _failures_named(document_id, "delete", "retry it if it is still Ready"):
+            self._delete(document_id)
+
+    def _delete(self, document_id: str) -> None:
         current = self._ready(document_id)
-        if not self.store.delete_row(document_id, current.blob_name, self.clock()):
+        if not self.store.delete_row(document_id, current.blob_name):
             raise ConcurrentReplaceError(
                 f"document {document_id} changed during delete; retry", document_id
             )

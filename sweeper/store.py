@@ -13,7 +13,7 @@ import enum
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -294,6 +294,24 @@ class DocumentStore:
     ) -> DocumentStore:
         return cls(create_engine(url, token_credential), layout)
 
+    def _server_now(self) -> sa.ColumnElement[datetime]:
+        """The database server's current UTC time, as SQL: the one clock every timestamp that
+        decides staleness comes from, whatever the clocks of the writers say.
+
+        SQLite's `'now'` is UTC; its text is padded to the microseconds SQLAlchemy writes, so
+        stored values compare as text in the right order.
+        """
+        if self.engine.dialect.name == "sqlite":
+            text = sa.func.strftime("%Y-%m-%d %H:%M:%f", "now").concat("000")
+            return sa.type_coerce(text, sa.DateTime(timezone=True))
+        return sa.func.now()
+
+    def now(self) -> datetime:
+        """The database server's clock, read now (a sweeper's default clock)."""
+        with self._connect() as conn:
+            value = conn.execute(sa.select(self._server_now())).scalar_one()
+        return _utc(value)
+
     @property
     def supports_skip_locked(self) -> bool:
         return self.engine.dialect.name == "postgresql"
@@ -438,19 +456,23 @@ class DocumentStore:
         return sa.select(c.id, c.name, c.blob_name, c.status, c.created)
 
     def reserve(self, document: Document) -> Document:
-        """Insert a Pending row; a retry with the same id returns the row already there."""
+        """Insert a Pending row created at the server's time (not `document.created_utc`: a
+        writer's clock may be hours off); a retry with the same id returns the row already there.
+        """
         try:
             with self._connect() as conn:
-                conn.execute(
-                    self.table.insert().values(
+                created = conn.execute(
+                    self.table.insert()
+                    .values(
                         id=document.id,
                         name=document.name,
                         blob_name=document.blob_name,
                         status=document.status.value,
-                        created=to_utc(document.created_utc),
+                        created=self._server_now(),
                     )
-                )
-            return document
+                    .returning(self.table.c.created)
+                ).scalar_one()
+            return replace(document, created_utc=_utc(created))
         except sa.exc.IntegrityError:
             existing = self.get(document.id)
             if existing is not None and existing.name == document.name:
@@ -499,11 +521,18 @@ class DocumentStore:
             )
         return self.content(document_id) or content
 
-    def publish(self, document_id: str, conn: Connection | None = None) -> bool:
-        """Pending -> Ready; False when the row is not Pending (already Ready, or swept)."""
+    def publish(
+        self, document_id: str, conn: Connection | None = None, blob_name: str | None = None
+    ) -> bool:
+        """Pending -> Ready; False when the row is not Pending (already Ready, or swept), or,
+        with `blob_name`, names another blob (swept, then reserved again under the same id)."""
+        c = self.table.c
+        pending = [c.id == document_id, c.status == Status.PENDING.value]
+        if blob_name is not None:
+            pending.append(c.blob_name == blob_name)
         statement = (
             self.table.update()
-            .where(self.table.c.id == document_id, self.table.c.status == Status.PENDING.value)
+            .where(*pending)
             .values(status=Status.READY.value, claim_token=None, claimed=None)
         )
         if conn is not None:
@@ -538,7 +567,7 @@ class DocumentStore:
 
     # Replace and delete: every blob left behind is recorded in the same transaction.
 
-    def record_intent(self, document_id: str, blob_name: str, now: datetime) -> None:
+    def record_intent(self, document_id: str, blob_name: str) -> None:
         """Before a replace uploads its new blob, so a crash leaves a record the sweeper finds."""
         with self._connect() as conn:
             conn.execute(
@@ -546,7 +575,7 @@ class DocumentStore:
                     blob_name=blob_name,
                     document_id=document_id,
                     kind=BlobRecordKind.INTENT.value,
-                    recorded_utc=to_utc(now),
+                    recorded_utc=self._server_now(),
                 )
             )
 
@@ -555,7 +584,6 @@ class DocumentStore:
         document_id: str,
         old_blob: str,
         new_blob: str,
-        now: datetime,
         content: Content | None = None,
     ) -> SwitchResult:
         """One transaction: take back the unclaimed intent, point the Ready row at `new_blob`
@@ -584,17 +612,17 @@ class DocumentStore:
             if switched != 1:
                 conn.rollback()
                 return SwitchResult.ROW_CHANGED
-            self._record_retired(conn, document_id, old_blob, now)
+            self._record_retired(conn, document_id, old_blob)
         return SwitchResult.SWITCHED
 
-    def retire_intent(self, blob_name: str, now: datetime) -> None:
+    def retire_intent(self, blob_name: str) -> None:
         """A replace that lost its switch: its sealed new blob becomes a retired record."""
         b = self.blobs.c
         with self._connect() as conn:
             conn.execute(
                 self.blobs.update()
                 .where(b.blob_name == blob_name, b.kind == BlobRecordKind.INTENT.value)
-                .values(kind=BlobRecordKind.RETIRED.value, recorded_utc=to_utc(now))
+                .values(kind=BlobRecordKind.RETIRED.value, recorded_utc=self._server_now())
             )
 
     def drop_retired_record(self, blob_name: str) -> bool:
@@ -608,7 +636,7 @@ class DocumentStore:
             ).rowcount
         return dropped == 1
 
-    def delete_row(self, document_id: str, blob_name: str, now: datetime) -> bool:
+    def delete_row(self, document_id: str, blob_name: str) -> bool:
         """Remove a row only if it still points at `blob_name`, recording the blob as retired."""
         c = self.table.c
         with self._connect() as conn:
@@ -617,20 +645,27 @@ class DocumentStore:
             ).rowcount
             if removed != 1:
                 return False
-            self._record_retired(conn, document_id, blob_name, now)
+            self._record_retired(conn, document_id, blob_name)
         return True
 
-    def _record_retired(
-        self, conn: Connection, document_id: str, blob_name: str, now: datetime
-    ) -> None:
+    def _record_retired(self, conn: Connection, document_id: str, blob_name: str) -> None:
         conn.execute(
             self.blobs.insert().values(
                 blob_name=blob_name,
                 document_id=document_id,
                 kind=BlobRecordKind.RETIRED.value,
-                recorded_utc=to_utc(now),
+                recorded_utc=self._server_now(),
             )
         )
+
+    def record_orphan(self, document_id: str, blob_name: str) -> None:
+        """A sealed blob whose reservation vanished before publish: retired, so the sweeper
+        deletes it after the grace period; recorded once however often it is called."""
+        try:
+            with self._connect() as conn:
+                self._record_retired(conn, document_id, blob_name)
+        except sa.exc.IntegrityError:
+            pass  # recorded already (a retry of the same failed publish)
 
     def records(self, kind: BlobRecordKind | None = None) -> list[BlobRecord]:
         b = self.blobs.c

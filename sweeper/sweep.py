@@ -25,7 +25,7 @@ from azure.storage.blob import ContainerClient
 
 from sweeper import blobs
 from sweeper.lease import SweepLease, SweepLeaseLostError
-from sweeper.protocol import MAX_NAME_LENGTH, Clock, utc_now
+from sweeper.protocol import MAX_NAME_LENGTH, Clock
 from sweeper.settings import SweepSettings
 from sweeper.store import (
     BlobRecord,
@@ -146,7 +146,7 @@ class Sweeper:
         store: DocumentStore,
         container: ContainerClient,
         settings: SweepSettings,
-        clock: Clock = utc_now,
+        clock: Clock | None = None,
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[SweepReport], None] | None = None,
         lease: SweepLease | None = None,
@@ -154,7 +154,8 @@ class Sweeper:
         self.store = store
         self.container = container
         self.settings = settings
-        self.clock = clock
+        # The database's clock by default: the one that stamped the rows and records it judges.
+        self.clock = clock or store.now
         self.sleep = sleep
         self.on_progress = on_progress
         self.lease = lease

@@ -9,8 +9,9 @@ tests and the interleaving tests share it; it is test support, not product code.
 
 from __future__ import annotations
 
+import io
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,12 +19,18 @@ from pathlib import Path
 
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import list_blobs, reconcile
+from sweeper.protocol import ReservationExpiredError, UploadProtocol, no_checkpoint
+from sweeper.reconcile import ListedBlob, list_blobs, reconcile
 from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore, Status
 from sweeper.sweep import Sweeper, SweepReport
-from testkit.invariants import DeleteLog, InvariantResult, InvariantWatch, check_invariants
+from testkit.invariants import (
+    DeleteLog,
+    InvariantResult,
+    InvariantWatch,
+    check_invariants,
+    unreachable_blobs,
+)
 
 CUTOFF = timedelta(minutes=15)
 LATER = timedelta(hours=1)
@@ -139,6 +146,24 @@ def run_crash_case(
     else:
         crashed = False
     watch.check(f"crash after {step}")
+    measured, invariants = _repair_and_judge(store, container, watched, watch, before)
+    return CrashCase(step, measured, invariants, crashed)
+
+
+def _repair_and_judge(
+    store: DocumentStore,
+    container: ContainerClient,
+    watched: ContainerClient,
+    watch: InvariantWatch,
+    before: dict[str, ListedBlob],
+    early: Mapping[str, str] | None = None,
+) -> tuple[str, list[InvariantResult]]:
+    """Sweep, reconcile and sweep again under `watch`; then (what changed, I1-I6).
+
+    An instant invariant holds if it held at every moment watched (I6 also against `before`);
+    the others are judged after the repair. `early` holds offenders an invariant had at a
+    moment before the repair (I5 right after a refused publish), which fail it too.
+    """
     left = describe_counts(store, container)
     sweep_later(store, watched)
     watch.check("sweep")
@@ -146,18 +171,117 @@ def run_crash_case(
     watch.check("reconcile")
     second = sweep_later(store, watched)
     watch.check("second sweep")
-    stale_before = later() - CUTOFF
-    final = {r.id: r for r in check_invariants(store, watched, before, stale_before, second, [])}
+    final = {
+        r.id: r for r in check_invariants(store, watched, before, later() - CUTOFF, second, [])
+    }
     instant = {r.id: r for r in watch.summary()}
-    overwritten = final["I6"]
-    instant["I6"] = InvariantResult(
-        "I6",
-        instant["I6"].holds and overwritten.holds,
-        "; ".join(d for d in (instant["I6"].detail, overwritten.detail) if d),
-    )
-    invariants = [instant.get(i) or final[i] for i in ("I1", "I2", "I3", "I4", "I5", "I6")]
+    invariants = []
+    for invariant in ("I1", "I2", "I3", "I4", "I5", "I6"):
+        results = [instant.get(invariant) or final[invariant]]
+        if invariant == "I6":
+            results.append(final[invariant])
+        offenders = (early or {}).get(invariant, "")
+        details = [offenders, *(r.detail for r in results)]
+        invariants.append(
+            InvariantResult(
+                invariant,
+                not offenders and all(r.holds for r in results),
+                "; ".join(d for d in details if d),
+            )
+        )
     measured = (
         f"{left} -> {describe_counts(store, container)}, reconcile repaired {len(repaired)}, "
         f"checked at {watch.moments} instants"
     )
-    return CrashCase(step, measured, invariants, crashed)
+    return measured, invariants
+
+
+# The races: no crash, but the reservation vanishes while its upload is on its way, so the
+# upload lands and seals after the row is gone. Publish must leave the sealed blob recorded
+# (I5 judged right after the failure, before any repair), and the sweeper removes it.
+BLOCK = 4096
+"""The racing writer's client stages anything larger in blocks of this size."""
+
+
+class RacingStream(io.BytesIO):
+    """A stream that runs `action` before its `at_read`-th read: something another process does
+    while the upload reads its bytes (before the first block, or between two)."""
+
+    def __init__(self, data: bytes, action: Callable[[], object], at_read: int = 1) -> None:
+        super().__init__(data)
+        self._action = action
+        self._at_read = at_read
+        self._reads = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        self._reads += 1
+        if self._reads == self._at_read:
+            self._action()
+        return super().read(size)
+
+
+@dataclass(frozen=True)
+class Race:
+    name: str
+    size: int
+    at_read: int
+    abandon: bool
+    """True: another process abandons the reservation; False: a sweep past the cutoff takes it."""
+
+
+RACES = (
+    Race("swept before the first block", 3 * BLOCK, 1, abandon=False),
+    Race("abandoned before the first block", 3 * BLOCK, 1, abandon=True),
+    Race("swept between staged blocks", 3 * BLOCK, 2, abandon=False),
+    Race("abandoned between staged blocks", 3 * BLOCK, 2, abandon=True),
+)
+"""Staged uploads only: the SDK reads a block before it builds that block's request, while a
+single Put Blob reads its body after signing (a race there is the blob proxy's to inject)."""
+
+
+def run_race_case(
+    store: DocumentStore,
+    container: ContainerClient,
+    race: Race,
+    protocol_type: type[UploadProtocol] = UploadProtocol,
+) -> CrashCase:
+    """A put whose reservation vanishes mid-upload, beside a bystander; then repair and check.
+
+    `crashed` says whether the race happened (the put raised ReservationExpiredError);
+    `protocol_type` lets a test run the racing writer as a deliberately broken protocol."""
+    deletes = DeleteLog(container.container_name)
+    watched = ContainerClient.from_container_url(
+        container.url,
+        credential=container.credential,
+        raw_request_hook=deletes,
+        max_single_put_size=BLOCK,
+        max_block_size=BLOCK,
+    )
+    # The other process has a client of its own, as it would.
+    other = ContainerClient.from_container_url(
+        container.url, credential=container.credential, raw_request_hook=deletes
+    )
+    UploadProtocol(store, watched).put("bystander.txt", b"untouched", ".txt")
+    watch = InvariantWatch(store, watched, deletes)
+    before = dict(watch.previous)
+
+    def vanish() -> None:
+        (subject,) = [d for d in store.all() if d.name == "subject.bin"]
+        if race.abandon:
+            UploadProtocol(store, other).abandon(subject.id)
+        else:
+            sweep_later(store, other)
+
+    data = RacingStream(uuid.uuid4().bytes * (race.size // 16), vanish, race.at_read)
+    protocol = protocol_type(store, watched, checkpoint=watch.then(no_checkpoint))
+    try:
+        protocol.put("subject.bin", data, ".bin", length=race.size)
+    except ReservationExpiredError:
+        raced = True
+    else:
+        raced = False
+    watch.check(f"{race.name}: publish refused")
+    orphans = unreachable_blobs(store, watched)
+    early = {"I5": f"after the refused publish: {', '.join(orphans)}"} if orphans else {}
+    measured, invariants = _repair_and_judge(store, container, watched, watch, before, early)
+    return CrashCase(race.name, measured, invariants, raced)

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 from azure.storage.blob import ContainerClient
 
 from sweeper.reconcile import ListedBlob, list_blobs
-from sweeper.store import Document, DocumentStore, Status
+from sweeper.store import BlobRecord, Document, DocumentStore, Status
 from sweeper.sweep import SweepReport
 from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, tag_condition
 
@@ -209,6 +209,22 @@ class InvariantWatch:
         ]
 
 
+def unreachable(
+    rows: Iterable[Document], records: Iterable[BlobRecord], blobs: Mapping[str, ListedBlob]
+) -> list[str]:
+    """I5's offenders: blobs neither named by a row or a crash-window record nor tagged pending.
+
+    A blob recorded by replace, delete or a refused publish is reachable: the sweeper deletes it
+    from the record."""
+    referenced = {d.blob_name for d in rows} | {r.blob_name for r in records}
+    return [n for n, b in blobs.items() if n not in referenced and b.state != PENDING]
+
+
+def unreachable_blobs(store: DocumentStore, container: ContainerClient) -> list[str]:
+    """I5's offenders now, at any instant (a moment where no crash window is open)."""
+    return unreachable(store.all(), store.records(), snapshot(container))
+
+
 def check_invariants(
     store: DocumentStore,
     container: ContainerClient,
@@ -224,8 +240,6 @@ def check_invariants(
     """
     after = snapshot(container)
     rows = store.all()
-    # A blob recorded by replace or delete is reachable: the sweeper deletes it from the record.
-    referenced = {d.blob_name for d in rows} | {r.blob_name for r in store.records()}
     by_id = {r.id: r for r in instant_invariants(rows, before, after, deletes)}
     stale = [
         f"stale row {d.name}"
@@ -238,6 +252,6 @@ def check_invariants(
         by_id["I2"],
         by_id["I3"],
         _result("I4", [*stale, *busy]),
-        _result("I5", [n for n, b in after.items() if n not in referenced and b.state != PENDING]),
+        _result("I5", unreachable(rows, store.records(), after)),
         by_id["I6"],
     ]

@@ -55,6 +55,7 @@ def main(argv: list[str]) -> int:
         [
             "tests/sweeper/test_faults.py",
             "tests/sweeper/test_crash_matrix.py",
+            "tests/sweeper/test_data_safety_round3.py",
             "tests/sweeper/test_invariants_broken.py",
         ],
     )

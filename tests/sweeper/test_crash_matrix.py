@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper.store import DocumentStore
-from testkit.crash import CRASH_STEPS, run_crash_case
+from sweeper.protocol import UploadProtocol
+from sweeper.store import Document, DocumentStore
+from testkit.crash import CRASH_STEPS, RACES, Race, run_crash_case, run_race_case
 
 
 @pytest.mark.parametrize("step", CRASH_STEPS)
@@ -19,3 +20,30 @@ def test_invariants_hold_after_crash(
     broken = [f"{i.id}: {i.detail}" for i in case.invariants if not i.holds]
     assert broken == []
     assert len(case.invariants) == 6
+
+
+@pytest.mark.parametrize("race", RACES, ids=[r.name for r in RACES])
+def test_invariants_hold_when_a_reservation_vanishes_mid_upload(
+    race: Race, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A reservation swept or abandoned while its upload runs: publish is refused, the sealed
+    blob is recorded at once (I5 right after the refusal), and repair restores every invariant."""
+    case = run_race_case(store, container, race)
+    assert case.crashed, f"the race {race.name!r} did not happen"
+    assert [f"{i.id}: {i.detail}" for i in case.invariants if not i.holds] == []
+
+
+class LeavesSealedOrphans(UploadProtocol):
+    """The protocol before issue 17: a refused publish leaves its sealed blob unrecorded."""
+
+    def _retire_orphan(self, document: Document) -> None:
+        return None
+
+
+def test_the_race_matrix_catches_a_publish_that_leaves_a_sealed_orphan(
+    store: DocumentStore, container: ContainerClient
+) -> None:
+    """Run over a protocol that forgets the sealed blob, the race case reports I5 broken."""
+    case = run_race_case(store, container, RACES[0], protocol_type=LeavesSealedOrphans)
+    assert case.crashed
+    assert [i.id for i in case.invariants if not i.holds] == ["I5"]
