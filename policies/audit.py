@@ -36,7 +36,9 @@ from azure.mgmt.storage import StorageManagementClient
 from policies.adapters import arm
 from policies.model import Account, Facet, Thresholds
 from policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
-from sweeper.redaction import Redactor, printable
+from sweeper.appsettings import SettingsError
+from sweeper.endpoints import parse_endpoint
+from sweeper.redaction import Redactor, display_url, printable
 
 DEFAULT_CONCURRENCY = 8
 STORAGE_API_VERSION = arm.STORAGE_API_VERSION
@@ -44,7 +46,30 @@ STORAGE_API_VERSION = arm.STORAGE_API_VERSION
 an SDK upgrade must not silently change what the audit sees. Clouds that lag (sovereign
 clouds) take `--storage-api-version`; an older version cannot show
 `allowSharedKeyAccessForServices`, and the shared key rule says so (UNKNOWN)."""
+ARM_HOSTS = ("management.azure.com", "management.usgovcloudapi.net", "management.chinacloudapi.cn")
+"""Resource Manager of the public, US Government and China clouds (the same documents as the
+blob endpoint suffixes in sweeper/settings.py)."""
 T = TypeVar("T")
+
+
+def check_arm_endpoint(
+    endpoint: str, *, allow_custom: bool = False, setting: str = "--arm-endpoint"
+) -> None:
+    """The ARM token goes only to Azure's Resource Manager or loopback, unless allowed; the
+    host is read by `parse_endpoint`, as the HTTP client reads it."""
+    parsed = parse_endpoint(endpoint, setting)
+    shown = display_url(endpoint)
+    if parsed.scheme != "https":
+        raise SettingsError(
+            f"{setting} {shown} must be an https:// URL (tokens are never sent over plain HTTP)"
+        )
+    if parsed.has_query:
+        raise SettingsError(f"{setting} {shown} must not carry user info or a query string")
+    if not (parsed.loopback or parsed.host in ARM_HOSTS or allow_custom):
+        raise SettingsError(
+            f"{setting} {shown} is not Azure Resource Manager ({', '.join(ARM_HOSTS)}) "
+            "or loopback; to send the token there anyway, pass --allow-custom-endpoint"
+        )
 
 
 class ErrorKind(enum.StrEnum):
@@ -189,10 +214,13 @@ class ArmReader:
         subscription_id: str,
         *,
         arm_endpoint: str | None = None,
+        allow_custom_endpoint: bool = False,
         concurrency: int = DEFAULT_CONCURRENCY,
         connection_verify: str | bool | None = None,
         storage_api_version: str = STORAGE_API_VERSION,
     ) -> None:
+        if arm_endpoint is not None:
+            check_arm_endpoint(arm_endpoint, allow_custom=allow_custom_endpoint)
         self.storage_api_version = storage_api_version
         session = requests.Session()
         adapter = requests.adapters.HTTPAdapter(
@@ -325,17 +353,22 @@ def run_audit(
     *,
     thresholds: Thresholds | None = None,
     arm_endpoint: str | None = None,
+    allow_custom_endpoint: bool = False,
     concurrency: int = DEFAULT_CONCURRENCY,
     connection_verify: str | bool | None = None,
     storage_api_version: str = STORAGE_API_VERSION,
 ) -> AuditReport:
-    """Audit every account in `scope`; `concurrency` accounts are read at once."""
+    """Audit every account in `scope`; `concurrency` accounts are read at once.
+
+    Raises SettingsError before anything is sent when `arm_endpoint` breaks the endpoint rule
+    (`check_arm_endpoint`)."""
     limits = thresholds or Thresholds()
     started = time.perf_counter()
     reader = ArmReader(
         credential,
         scope.subscription_id,
         arm_endpoint=arm_endpoint,
+        allow_custom_endpoint=allow_custom_endpoint,
         concurrency=concurrency,
         connection_verify=connection_verify,
         storage_api_version=storage_api_version,

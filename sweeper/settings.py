@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Final
-from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 
@@ -18,6 +16,7 @@ from sweeper.appsettings import DB_AUTH_ENTRA as DB_AUTH_ENTRA
 from sweeper.appsettings import DB_AUTH_MODES as DB_AUTH_MODES
 from sweeper.appsettings import DB_AUTH_PASSWORD as DB_AUTH_PASSWORD
 from sweeper.appsettings import SettingsError as SettingsError
+from sweeper.endpoints import is_loopback_host, parse_endpoint
 from sweeper.redaction import display_db_url, display_url, printable
 from sweeper.vocabulary import DEFAULT_CONTAINER
 
@@ -86,13 +85,6 @@ def check_container_name(name: str, setting: str = "container") -> str:
     return name
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_blob_endpoint(
     url: str, *, with_key: bool, allow_custom: bool = False, setting: str = "account URL"
 ) -> None:
@@ -101,33 +93,27 @@ def check_blob_endpoint(
     A token (account URL) goes only to Azure's public or sovereign blob endpoints or to an
     emulator on loopback; a shared key (connection string) only to loopback. Anything else,
     e.g. a custom domain or Azure Stack, needs `allow_custom`: a credential must never be sent to
-    an arbitrary server because an option or a setting was mistyped or planted.
+    an arbitrary server because an option or a setting was mistyped or planted. The host is read
+    by `parse_endpoint`, as the HTTP client reads it.
     """
+    endpoint = parse_endpoint(url, setting)
     shown = display_url(url)
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # e.g. "https://[::1" (an unclosed IPv6 literal)
-        raise SettingsError(f"{setting} {shown} is not a URL") from None
-    if parts.scheme not in ("https", "http") or not parts.hostname:
+    if endpoint.scheme not in ("https", "http"):
         raise SettingsError(f"{setting} {shown} is not an http(s) URL")
-    if parts.username is not None or parts.password is not None:
-        raise SettingsError(f"{setting} {shown} must not carry user info")
-    host = parts.hostname.lower()
-    loopback = _is_loopback(host)
     if with_key:
-        trusted = loopback
+        trusted = endpoint.loopback
     else:
-        if parts.scheme != "https":
+        if endpoint.scheme != "https":
             raise SettingsError(
                 f"{setting} {shown} must be https://<account>.blob.core.windows.net "
                 "(tokens are never sent over plain HTTP)"
             )
-        if parts.query or parts.fragment:
+        if endpoint.has_query:
             raise SettingsError(
                 f"{setting} {shown}: remove the query string (a SAS); the sweeper authenticates "
                 "with DefaultAzureCredential, never with a SAS"
             )
-        trusted = loopback or host.endswith(AZURE_BLOB_SUFFIXES)
+        trusted = endpoint.loopback or endpoint.host.endswith(AZURE_BLOB_SUFFIXES)
     if not (trusted or allow_custom):
         allowed = (
             "a loopback emulator"
@@ -177,7 +163,7 @@ def check_entra_url(parsed: sa.URL, setting: str = "database URL") -> sa.URL:
             "the database principal of the identity (e.g. its name)"
         )
     mode = parsed.query.get("sslmode")
-    if parsed.host is not None and _is_loopback(parsed.host.lower()):
+    if parsed.host is not None and is_loopback_host(parsed.host.lower()):
         return parsed
     if mode is None:
         return parsed.update_query_dict({"sslmode": "require"})

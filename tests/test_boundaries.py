@@ -16,9 +16,11 @@ BOTTOM = (
     "sweeper.vocabulary",
     "sweeper.redaction",
     "sweeper.appsettings",
+    "sweeper.endpoints",
 )
 """The protocol's names, the one redaction path (the Function, the audit and the CLI hide
-secrets the same way) and the settings' vocabulary (the names the infra program writes are the
+secrets the same way), the one endpoint parser (a token goes where the rule looked) and the
+settings' vocabulary (the names the infra program writes are the
 names the Function reads): standard library only, importable by all."""
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("safetynet",)),

@@ -166,6 +166,7 @@ def _read_settings(args: argparse.Namespace) -> SettingsVerdicts:
         credential,
         thresholds=Thresholds(container=args.container, max_pending_days=args.max_pending_days),
         arm_endpoint=args.arm_endpoint,
+        allow_custom_endpoint=parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint"),
         concurrency=1,
     )
     errors = [
