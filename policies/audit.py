@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -36,6 +37,7 @@ from azure.mgmt.storage import StorageManagementClient
 from policies.adapters import arm
 from policies.model import Account, Facet, Thresholds
 from policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
+from sweeper import appsettings
 from sweeper.appsettings import SettingsError
 from sweeper.endpoints import parse_endpoint
 from sweeper.redaction import Redactor, display_url, printable
@@ -160,9 +162,10 @@ class StaticTokenCredential:
 
 
 def default_credential() -> TokenCredential:
+    """DefaultAzureCredential; a malformed credential variable is a SettingsError naming it."""
     from azure.identity import DefaultAzureCredential
 
-    return DefaultAzureCredential()
+    return appsettings.from_credential_environment(DefaultAzureCredential, os.environ)
 
 
 def classify(error: Exception) -> tuple[ErrorKind, str]:

@@ -244,9 +244,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--storage-api-version must look like 2024-01-01 (or ...-preview)")
         _check_output(args.output)
         token = token_from_environment()
+        credential = StaticTokenCredential(token) if token else default_credential()
     except UsageError as error:
         return fail("audit", error.code, str(error), as_json)
-    credential = StaticTokenCredential(token) if token else default_credential()
+    except SettingsError as error:
+        return fail("audit", ExitCode.USAGE, str(error), as_json)
     report = run_audit(
         scope,
         credential,
