@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Final
+from urllib.parse import unquote, urlsplit
 
 import sqlalchemy as sa
 
@@ -39,6 +40,8 @@ MAX_BLOB_BATCH = 256
 DB_AUTH_SETTING: Final = appsettings.DB_AUTH.name
 ENTRA_SSLMODES: Final = ("require", "verify-ca", "verify-full")
 """libpq modes that never fall back to plain text; `prefer` would, and would send the token."""
+LIBPQ_SSLMODES: Final = ("disable", "allow", "prefer", *ENTRA_SSLMODES)
+"""https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNECT-SSLMODE"""
 
 
 def _bounded_int(raw: str | int, setting: str, low: int, high: int) -> int:
@@ -168,11 +171,39 @@ def check_entra_url(parsed: sa.URL, setting: str = "database URL") -> sa.URL:
     if mode is None:
         return parsed.update_query_dict({"sslmode": "require"})
     if mode not in ENTRA_SSLMODES:
+        # Only libpq's own words are shown; any other value may be anything (a pasted secret).
+        named = f"sslmode={mode}" if mode in LIBPQ_SSLMODES else "an sslmode libpq does not know"
         raise SettingsError(
-            f"{setting} {shown}: sslmode={printable(str(mode))} may send the token unencrypted; "
-            "use sslmode=require, verify-ca or verify-full (or leave it out: require is added)"
+            f"{setting} {shown}: {named} may send the token unencrypted; use sslmode=require, "
+            "verify-ca or verify-full (or leave it out: require is added)"
         )
     return parsed
+
+
+def _values(query: Mapping[str, str | tuple[str, ...]], key: str) -> tuple[str, ...]:
+    value = query.get(key, ())
+    return (value,) if isinstance(value, str) else value
+
+
+def sqlite_file(parsed: sa.URL, setting: str = "database URL") -> str | None:
+    """The file a SQLite URL opens, or None when its database ends with the connection.
+
+    SQLAlchemy hands `file:` names to SQLite as URIs when the URL has `uri=true`; then
+    `file::memory:`, `mode=memory`, `vfs=memdb` and an empty path all make a database that is
+    gone when the connection closes (https://www.sqlite.org/inmemorydb.html,
+    https://www.sqlite.org/uri.html). Without it `:memory:` and an empty name do.
+    """
+    path = parsed.database or ""
+    try:
+        as_uri = any(sa.util.asbool(value) for value in _values(parsed.query, "uri"))
+    except ValueError:
+        raise SettingsError(f"{setting}: the query key uri is not true or false") from None
+    if as_uri and path.startswith("file:"):
+        path = unquote(urlsplit(path).path)
+    memory = "memory" in _values(parsed.query, "mode") or (
+        as_uri and "memdb" in _values(parsed.query, "vfs")
+    )
+    return None if memory or path in ("", ":memory:") else path
 
 
 def check_database_url(
@@ -200,11 +231,11 @@ def check_database_url(
         check_entra_url(parsed, setting)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        path = parsed.database or ""
-        if path in ("", ":memory:") or parsed.query.get("mode") == "memory":
+        path = sqlite_file(parsed, setting)
+        if path is None:
             raise SettingsError(
-                f"{setting} {shown} is an in-memory SQLite database, gone when the command "
-                "exits; use sqlite:///path/to/file.db"
+                f"{setting} {shown} is an in-memory or temporary SQLite database, gone when "
+                "the command exits; use sqlite:///path/to/file.db"
             )
         if not creating and not Path(path).is_file():
             raise SettingsError(
