@@ -179,3 +179,23 @@ def test_audit_sends_no_token_for_a_refused_arm_endpoint(
     code, _, err = run_cli("audit", "--subscription", SUBSCRIPTION, "--arm-endpoint", url)
     assert (code, trap.seen) == (2, []), err
     assert "--arm-endpoint" in err
+
+
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+"""Azurite's documented development key."""
+ENDPOINT_HOSTILE = {
+    "zone-id": "https://[::1%25lo]:1/devstoreaccount1",
+    "backslash": "http://127.0.0.1:10000\\@evil.example/devstoreaccount1",
+    "numeric-host": "http://127.1:10000/devstoreaccount1",
+}
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINT_HOSTILE.values(), ids=ENDPOINT_HOSTILE.keys())
+def test_a_connection_string_endpoint_the_parsers_read_apart_sends_no_key(
+    trap: TokenTrap, endpoint: str
+) -> None:
+    """A BlobEndpoint outside the grammar is refused before the shared key signs anything."""
+    text = f"AccountName=devstoreaccount1;AccountKey={KEY};BlobEndpoint={endpoint}"
+    with pytest.raises(SettingsError, match="--connection-string endpoint"):
+        _touch(blob_service_client(connection_string=text).get_container_client("documents"))
+    assert trap.seen == []
