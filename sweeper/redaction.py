@@ -10,6 +10,7 @@ a credential. Standard library only: it is in the bottom layer, which the CLI, `
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import re
@@ -17,6 +18,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import TextIO
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
+from xml.sax.saxutils import escape as xml_escape
 
 HIDDEN = "***"
 MIN_SECRET_LENGTH = 4
@@ -162,7 +164,8 @@ def secrets_in(values: Iterable[str | None]) -> list[str]:
 
 def spellings(secret: str) -> set[str]:
     """Every form a secret may take on its way into a message: as given and stripped, percent-
-    and form-decoded ('+' as a space) and encoded, JSON-escaped, and escaped for display."""
+    and form-decoded ('+' as a space) and encoded, JSON- and XML-escaped, and escaped for
+    display."""
     bases = {secret, secret.strip(), unquote(secret), unquote_plus(secret)}
     found = set()
     for base in bases:
@@ -173,6 +176,8 @@ def spellings(secret: str) -> set[str]:
             quote_plus(base, safe=""),
             json.dumps(base)[1:-1],
             json.dumps(base, ensure_ascii=False)[1:-1],
+            html.escape(base),
+            xml_escape(base, {'"': "&quot;", "'": "&apos;"}),
             printable(base),
             repr(base)[1:-1],
         }

@@ -83,3 +83,10 @@ def test_scrub_matches_a_known_secret_decoded_lower_cased_and_json_escaped() -> 
     redactor = Redactor(secrets_in(["--db=sqlite:///x.db?timeout=CanaryAb+Q%22Z%5C"]))
     for shown in ('CanaryAb Q"Z\\', 'canaryab q"z\\', json.dumps({"m": 'canaryab q"z\\'})):
         assert_no_canary(redactor.scrub(shown))
+
+
+def test_scrub_matches_a_known_secret_escaped_for_xml() -> None:
+    """A JUnit report escapes '&', '<' and quotes: the secret is found in that spelling too."""
+    redactor = Redactor(secrets_in(["--db=sqlite:///x.db?timeout=Canary%26%3C%27Q%22"]))
+    for shown in ("Canary&amp;&lt;&apos;Q&quot;", "Canary&amp;&lt;&#x27;Q&quot;"):
+        assert_no_canary(redactor.scrub(f"<failure message='{shown}'/>"))
