@@ -170,13 +170,19 @@ def test_the_audit_python_api_sends_no_token_for_a_refused_arm_endpoint(
     assert trap.seen == []
 
 
+@pytest.mark.parametrize("command", ["audit", "verify"])
 @pytest.mark.parametrize("url", ARM_HOSTILE.values(), ids=ARM_HOSTILE.keys())
-def test_audit_sends_no_token_for_a_refused_arm_endpoint(
-    trap: TokenTrap, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, url: str
+def test_audit_and_verify_send_no_token_for_a_refused_arm_endpoint(
+    trap: TokenTrap, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, url: str, command: str
 ) -> None:
-    """`audit --arm-endpoint` refuses it as bad usage (exit 2); the token goes nowhere."""
+    """`audit`/`verify --arm-endpoint` refuse it as bad usage (exit 2); the token goes nowhere."""
     monkeypatch.setenv(appsettings.ARM_TOKEN.name, trap.token)
-    code, _, err = run_cli("audit", "--subscription", SUBSCRIPTION, "--arm-endpoint", url)
+    account = (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg"
+        "/providers/Microsoft.Storage/storageAccounts/acct"
+    )
+    scope = ["--subscription", SUBSCRIPTION] if command == "audit" else ["--account", account]
+    code, _, err = run_cli(command, *scope, "--arm-endpoint", url)
     assert (code, trap.seen) == (2, []), err
     assert "--arm-endpoint" in err
 
