@@ -159,11 +159,14 @@ def _database_credential(db_auth: str) -> TokenCredential | None:
 
 
 def _open_store(db_url: str, token_credential: TokenCredential | None) -> DocumentStore:
-    """The document store; its errors show the URL only through the redaction module."""
+    """The document store; its errors name the setting, never its value or a driver's words
+    about a value (they quote query values)."""
     try:
         store = DocumentStore.from_url(db_url, token_credential=token_credential)
-    except (StoreError, ValueError) as error:
+    except StoreError as error:
         raise SettingsError(f"{DB_URL_SETTING}: {error}") from None
+    except ValueError:
+        raise SettingsError(f"{DB_URL_SETTING} is not a usable database URL") from None
     return store
 
 

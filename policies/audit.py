@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -38,7 +39,10 @@ from policies.adapters import arm
 from policies.model import Account, Facet, Thresholds
 from policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
 from policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
-from sweeper.redaction import Redactor, printable
+from sweeper import appsettings
+from sweeper.appsettings import SettingsError
+from sweeper.endpoints import parse_endpoint
+from sweeper.redaction import Redactor, display_url, printable
 
 DEFAULT_CONCURRENCY = 8
 STORAGE_API_VERSION = arm.STORAGE_API_VERSION
@@ -51,9 +55,32 @@ DEFENDER_API_VERSION = "2025-01-01"
 2022-12-01-preview introduced the per-account setting)."""
 PRICINGS_API_VERSION = "2024-01-01"
 """The Microsoft.Security api-version of the subscription's Defender plans (pricings)."""
+ARM_HOSTS = ("management.azure.com", "management.usgovcloudapi.net", "management.chinacloudapi.cn")
+"""Resource Manager of the public, US Government and China clouds (the same documents as the
+blob endpoint suffixes in sweeper/settings.py)."""
 T = TypeVar("T")
 Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
 """Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""
+
+
+def check_arm_endpoint(
+    endpoint: str, *, allow_custom: bool = False, setting: str = "--arm-endpoint"
+) -> None:
+    """The ARM token goes only to Azure's Resource Manager or loopback, unless allowed; the
+    host is read by `parse_endpoint`, as the HTTP client reads it."""
+    parsed = parse_endpoint(endpoint, setting)
+    shown = display_url(endpoint)
+    if parsed.scheme != "https":
+        raise SettingsError(
+            f"{setting} {shown} must be an https:// URL (tokens are never sent over plain HTTP)"
+        )
+    if parsed.has_query:
+        raise SettingsError(f"{setting} {shown} must not carry user info or a query string")
+    if not (parsed.loopback or parsed.host in ARM_HOSTS or allow_custom):
+        raise SettingsError(
+            f"{setting} {shown} is not Azure Resource Manager ({', '.join(ARM_HOSTS)}) "
+            "or loopback; to send the token there anyway, pass --allow-custom-endpoint"
+        )
 
 
 class ErrorKind(enum.StrEnum):
@@ -144,9 +171,10 @@ class StaticTokenCredential:
 
 
 def default_credential() -> TokenCredential:
+    """DefaultAzureCredential; a malformed credential variable is a SettingsError naming it."""
     from azure.identity import DefaultAzureCredential
 
-    return DefaultAzureCredential()
+    return appsettings.from_credential_environment(DefaultAzureCredential, os.environ)
 
 
 def classify(error: Exception) -> tuple[ErrorKind, str]:
@@ -198,10 +226,13 @@ class ArmReader:
         subscription_id: str,
         *,
         arm_endpoint: str | None = None,
+        allow_custom_endpoint: bool = False,
         concurrency: int = DEFAULT_CONCURRENCY,
         connection_verify: str | bool | None = None,
         storage_api_version: str = STORAGE_API_VERSION,
     ) -> None:
+        if arm_endpoint is not None:
+            check_arm_endpoint(arm_endpoint, allow_custom=allow_custom_endpoint)
         self.storage_api_version = storage_api_version
         session = requests.Session()
         adapter = requests.adapters.HTTPAdapter(
@@ -417,17 +448,22 @@ def run_audit(
     *,
     thresholds: Thresholds | None = None,
     arm_endpoint: str | None = None,
+    allow_custom_endpoint: bool = False,
     concurrency: int = DEFAULT_CONCURRENCY,
     connection_verify: str | bool | None = None,
     storage_api_version: str = STORAGE_API_VERSION,
 ) -> AuditReport:
-    """Audit every account in `scope`; `concurrency` accounts are read at once."""
+    """Audit every account in `scope`; `concurrency` accounts are read at once.
+
+    Raises SettingsError before anything is sent when `arm_endpoint` breaks the endpoint rule
+    (`check_arm_endpoint`)."""
     limits = thresholds or Thresholds()
     started = time.perf_counter()
     reader = ArmReader(
         credential,
         scope.subscription_id,
         arm_endpoint=arm_endpoint,
+        allow_custom_endpoint=allow_custom_endpoint,
         concurrency=concurrency,
         connection_verify=connection_verify,
         storage_api_version=storage_api_version,

@@ -10,10 +10,10 @@ secret setting (a URL or connection string may carry a password, a SAS or an acc
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final, NoReturn
+from typing import Final, NoReturn, TypeVar
 
 from sweeper.vocabulary import DEFAULT_CONTAINER
 
@@ -160,6 +160,11 @@ AZURE_CLIENT_ID: Final = Setting(
 AZURE_CLIENT_SECRET: Final = Setting(
     "AZURE_CLIENT_SECRET", "a service principal's secret", secret=True
 )
+AZURE_TENANT_ID: Final = Setting("AZURE_TENANT_ID", "the tenant of a service principal")
+AZURE_TOKEN_CREDENTIALS: Final = Setting(
+    "AZURE_TOKEN_CREDENTIALS",
+    "which credentials DefaultAzureCredential tries: dev, prod or one credential's name",
+)
 HOST_STORAGE_ACCOUNT: Final = Setting(
     "AzureWebJobsStorage__accountName", "the Functions host's storage account"
 )
@@ -195,6 +200,8 @@ SETTINGS: Final = (
     AZURE_SUBSCRIPTION_ID,
     AZURE_CLIENT_ID,
     AZURE_CLIENT_SECRET,
+    AZURE_TENANT_ID,
+    AZURE_TOKEN_CREDENTIALS,
     HOST_STORAGE_ACCOUNT,
     HOST_STORAGE_CREDENTIAL,
     HOST_STORAGE_CLIENT_ID,
@@ -263,6 +270,33 @@ def parse_bool(text: str, *, name: str) -> bool:
 def format_bool(value: bool) -> str:
     """The spelling `parse_bool` reads back as `value`."""
     return "true" if value else "false"
+
+
+T = TypeVar("T")
+
+
+def from_credential_environment(build: Callable[[], T], env: Mapping[str, str]) -> T:
+    """`build()` (DefaultAzureCredential, which reads the environment), its ValueError over a
+    malformed variable a SettingsError naming that variable.
+
+    Accepted AZURE_TOKEN_CREDENTIALS values: `dev`, `prod` or one credential's name
+    (https://learn.microsoft.com/azure/developer/python/sdk/authentication/credential-chains).
+    """
+    try:
+        return build()
+    except ValueError as error:
+        reason = str(error)
+    for setting, words, problem in (
+        (
+            AZURE_TOKEN_CREDENTIALS,
+            AZURE_TOKEN_CREDENTIALS.name,
+            "is not dev, prod or a credential's name",
+        ),
+        (AZURE_TENANT_ID, "tenant id", "is not a tenant id (a GUID or a domain name)"),
+    ):
+        if setting.name in env and words.lower() in reason.lower():
+            _fail(setting.name, env[setting.name], problem)
+    raise SettingsError(f"DefaultAzureCredential refused the environment: {shown(reason)}")
 
 
 def shown(text: str) -> str:

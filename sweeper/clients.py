@@ -3,9 +3,12 @@ only for the local emulator."""
 
 from __future__ import annotations
 
+import os
+
 from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient, ExponentialRetry
 
+from sweeper import appsettings
 from sweeper.settings import DB_AUTH_ENTRA, SettingsError, check_blob_endpoint
 
 CONNECTION_TIMEOUT_S = 10
@@ -63,11 +66,9 @@ def blob_service_client(
     check_blob_endpoint(
         account_url, with_key=False, allow_custom=allow_custom_endpoint, setting=url_name
     )
-    from azure.identity import DefaultAzureCredential  # heavy import, only for Azure targets
-
     return BlobServiceClient(
         account_url,
-        credential=DefaultAzureCredential(),
+        credential=default_azure_credential(),
         retry_policy=retry_policy(),
         connection_timeout=CONNECTION_TIMEOUT_S,
         read_timeout=READ_TIMEOUT_S,
@@ -82,6 +83,12 @@ def database_credential(db_auth: str) -> TokenCredential | None:
     """
     if db_auth != DB_AUTH_ENTRA:
         return None
-    from azure.identity import DefaultAzureCredential  # heavy import, only for Entra targets
+    return default_azure_credential()
 
-    return DefaultAzureCredential()
+
+def default_azure_credential() -> TokenCredential:
+    """DefaultAzureCredential; a malformed credential variable (AZURE_TOKEN_CREDENTIALS, ...) is
+    a SettingsError naming it, raised before anything is sent."""
+    from azure.identity import DefaultAzureCredential  # heavy import, only for Azure targets
+
+    return appsettings.from_credential_environment(DefaultAzureCredential, os.environ)

@@ -10,12 +10,15 @@ a credential. Standard library only: it is in the bottom layer, which the CLI, `
 
 from __future__ import annotations
 
+import html
+import json
 import logging
 import re
 import unicodedata
 from collections.abc import Iterable
 from typing import TextIO
-from urllib.parse import quote, unquote
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
+from xml.sax.saxutils import escape as xml_escape
 
 HIDDEN = "***"
 MIN_SECRET_LENGTH = 4
@@ -99,20 +102,38 @@ def _connection_string_fields(text: str) -> dict[str, str]:
     return fields
 
 
+_PUBLIC_VALUE = re.compile(
+    r"(?i)(?:true|false|yes|no|on|off|[0-9]{1,12}(?:\.[0-9]{1,6})?|"
+    r"disable|allow|prefer|require|verify-ca|verify-full|memory|ro|rw|rwc|shared|private)"
+)
+"""Query values that carry no knowledge (booleans, numbers, libpq's sslmode and SQLite's mode
+and cache words): masking them would hide words every message uses (`in-memory`,
+`sslmode=require`) while protecting nothing. Any other value counts as a secret."""
+_SENSITIVE_KEY = re.compile(rf"(?i)(?:{_SENSITIVE_KEYS})")
+
+
 def secrets_of_url(text: str) -> list[str]:
-    """The secret parts of a URL: its user info, password and every query value."""
+    """The secret parts of a URL: its password (and the user info holding it) and every query
+    value that is not a keyword or a number (any value of a credential-named key).
+
+    A user name without a password is no secret: it stays visible (`role "alice" does not
+    exist` must say who), as do the scheme, host and database name.
+    """
     parts = _split_url(text)
     if parts is None:
         return [text]
     _, userinfo, _, _ = parts
-    found = [userinfo, userinfo.partition(":")[2]] if userinfo else []
+    password = userinfo.partition(":")[2]
+    found = [userinfo, password] if password else []
     # A password with an unencoded '@' is split differently by other parsers (SQLAlchemy stops
     # at the first '@'): every prefix a parser might take is a secret too.
-    found += [userinfo.partition(":")[2].split("@", 1)[0]] if "@" in userinfo else []
+    found += [password.split("@", 1)[0]] if "@" in userinfo and password else []
     query = re.split(r"[?]", text, maxsplit=1)
     if len(query) == 2:
         for pair in re.split(r"[&;]", query[1].split("#", 1)[0]):
-            found.append(pair.partition("=")[2])
+            key, _, value = pair.partition("=")
+            if _SENSITIVE_KEY.fullmatch(unquote(key)) or not _PUBLIC_VALUE.fullmatch(value):
+                found.append(value)
     return found
 
 
@@ -141,27 +162,59 @@ def secrets_in(values: Iterable[str | None]) -> list[str]:
     return found
 
 
+def spellings(secret: str) -> set[str]:
+    """Every form a secret may take on its way into a message: as given and stripped, percent-
+    and form-decoded ('+' as a space) and encoded, JSON- and XML-escaped, and escaped for
+    display."""
+    bases = {secret, secret.strip(), unquote(secret), unquote_plus(secret)}
+    found = set()
+    for base in bases:
+        found |= {
+            base,
+            base.strip(),
+            quote(base, safe=""),
+            quote_plus(base, safe=""),
+            json.dumps(base)[1:-1],
+            json.dumps(base, ensure_ascii=False)[1:-1],
+            html.escape(base),
+            xml_escape(base, {'"': "&quot;", "'": "&apos;"}),
+            printable(base),
+            repr(base)[1:-1],
+        }
+    return found
+
+
 class Redactor:
-    """Removes known secrets and credential-looking text from anything about to be shown."""
+    """Removes known secrets and credential-looking text from anything about to be shown.
+
+    Known secrets match whatever their case (SQLAlchemy lower-cases some values before a driver
+    quotes them) in every spelling of `spellings`.
+    """
 
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
         self._secrets: list[str] = []
+        self._known: re.Pattern[str] | None = None
         self.add(*secrets)
 
     def add(self, *secrets: str | None) -> None:
-        """Remember secrets; each is also matched percent-encoded, decoded and stripped."""
+        """Remember secrets, each in every spelling."""
         for secret in secrets:
             if not secret:
                 continue
-            for variant in {secret, secret.strip(), unquote(secret), quote(secret, safe="")}:
+            for variant in spellings(secret):
                 if len(variant) >= MIN_SECRET_LENGTH and variant not in self._secrets:
                     self._secrets.append(variant)
         # Longest first, so a secret containing another is replaced whole.
         self._secrets.sort(key=len, reverse=True)
+        self._known = (
+            re.compile("|".join(map(re.escape, self._secrets)), re.IGNORECASE)
+            if self._secrets
+            else None
+        )
 
     def scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, HIDDEN)
+        if self._known is not None:
+            text = self._known.sub(HIDDEN, text)
         for pattern, replacement in _PATTERNS:
             text = pattern.sub(replacement, text)
         return text

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import sqlalchemy as sa
 
@@ -18,6 +17,7 @@ from sweeper.appsettings import DB_AUTH_ENTRA as DB_AUTH_ENTRA
 from sweeper.appsettings import DB_AUTH_MODES as DB_AUTH_MODES
 from sweeper.appsettings import DB_AUTH_PASSWORD as DB_AUTH_PASSWORD
 from sweeper.appsettings import SettingsError as SettingsError
+from sweeper.endpoints import is_loopback_host, parse_endpoint
 from sweeper.redaction import display_db_url, display_url, printable
 from sweeper.vocabulary import DEFAULT_CONTAINER
 
@@ -40,6 +40,8 @@ MAX_BLOB_BATCH = 256
 DB_AUTH_SETTING: Final = appsettings.DB_AUTH.name
 ENTRA_SSLMODES: Final = ("require", "verify-ca", "verify-full")
 """libpq modes that never fall back to plain text; `prefer` would, and would send the token."""
+LIBPQ_SSLMODES: Final = ("disable", "allow", "prefer", *ENTRA_SSLMODES)
+"""https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNECT-SSLMODE"""
 
 
 def _bounded_int(raw: str | int, setting: str, low: int, high: int) -> int:
@@ -86,13 +88,6 @@ def check_container_name(name: str, setting: str = "container") -> str:
     return name
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_blob_endpoint(
     url: str, *, with_key: bool, allow_custom: bool = False, setting: str = "account URL"
 ) -> None:
@@ -101,33 +96,27 @@ def check_blob_endpoint(
     A token (account URL) goes only to Azure's public or sovereign blob endpoints or to an
     emulator on loopback; a shared key (connection string) only to loopback. Anything else,
     e.g. a custom domain or Azure Stack, needs `allow_custom`: a credential must never be sent to
-    an arbitrary server because an option or a setting was mistyped or planted.
+    an arbitrary server because an option or a setting was mistyped or planted. The host is read
+    by `parse_endpoint`, as the HTTP client reads it.
     """
+    endpoint = parse_endpoint(url, setting)
     shown = display_url(url)
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # e.g. "https://[::1" (an unclosed IPv6 literal)
-        raise SettingsError(f"{setting} {shown} is not a URL") from None
-    if parts.scheme not in ("https", "http") or not parts.hostname:
+    if endpoint.scheme not in ("https", "http"):
         raise SettingsError(f"{setting} {shown} is not an http(s) URL")
-    if parts.username is not None or parts.password is not None:
-        raise SettingsError(f"{setting} {shown} must not carry user info")
-    host = parts.hostname.lower()
-    loopback = _is_loopback(host)
     if with_key:
-        trusted = loopback
+        trusted = endpoint.loopback
     else:
-        if parts.scheme != "https":
+        if endpoint.scheme != "https":
             raise SettingsError(
                 f"{setting} {shown} must be https://<account>.blob.core.windows.net "
                 "(tokens are never sent over plain HTTP)"
             )
-        if parts.query or parts.fragment:
+        if endpoint.has_query:
             raise SettingsError(
                 f"{setting} {shown}: remove the query string (a SAS); the sweeper authenticates "
                 "with DefaultAzureCredential, never with a SAS"
             )
-        trusted = loopback or host.endswith(AZURE_BLOB_SUFFIXES)
+        trusted = endpoint.loopback or endpoint.host.endswith(AZURE_BLOB_SUFFIXES)
     if not (trusted or allow_custom):
         allowed = (
             "a loopback emulator"
@@ -177,16 +166,44 @@ def check_entra_url(parsed: sa.URL, setting: str = "database URL") -> sa.URL:
             "the database principal of the identity (e.g. its name)"
         )
     mode = parsed.query.get("sslmode")
-    if parsed.host is not None and _is_loopback(parsed.host.lower()):
+    if parsed.host is not None and is_loopback_host(parsed.host.lower()):
         return parsed
     if mode is None:
         return parsed.update_query_dict({"sslmode": "require"})
     if mode not in ENTRA_SSLMODES:
+        # Only libpq's own words are shown; any other value may be anything (a pasted secret).
+        named = f"sslmode={mode}" if mode in LIBPQ_SSLMODES else "an sslmode libpq does not know"
         raise SettingsError(
-            f"{setting} {shown}: sslmode={printable(str(mode))} may send the token unencrypted; "
-            "use sslmode=require, verify-ca or verify-full (or leave it out: require is added)"
+            f"{setting} {shown}: {named} may send the token unencrypted; use sslmode=require, "
+            "verify-ca or verify-full (or leave it out: require is added)"
         )
     return parsed
+
+
+def _values(query: Mapping[str, str | tuple[str, ...]], key: str) -> tuple[str, ...]:
+    value = query.get(key, ())
+    return (value,) if isinstance(value, str) else value
+
+
+def sqlite_file(parsed: sa.URL, setting: str = "database URL") -> str | None:
+    """The file a SQLite URL opens, or None when its database ends with the connection.
+
+    SQLAlchemy hands `file:` names to SQLite as URIs when the URL has `uri=true`; then
+    `file::memory:`, `mode=memory`, `vfs=memdb` and an empty path all make a database that is
+    gone when the connection closes (https://www.sqlite.org/inmemorydb.html,
+    https://www.sqlite.org/uri.html). Without it `:memory:` and an empty name do.
+    """
+    path = parsed.database or ""
+    try:
+        as_uri = any(sa.util.asbool(value) for value in _values(parsed.query, "uri"))
+    except ValueError:
+        raise SettingsError(f"{setting}: the query key uri is not true or false") from None
+    if as_uri and path.startswith("file:"):
+        path = unquote(urlsplit(path).path)
+    memory = "memory" in _values(parsed.query, "mode") or (
+        as_uri and "memdb" in _values(parsed.query, "vfs")
+    )
+    return None if memory or path in ("", ":memory:") else path
 
 
 def check_database_url(
@@ -214,11 +231,11 @@ def check_database_url(
         check_entra_url(parsed, setting)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        path = parsed.database or ""
-        if path in ("", ":memory:") or parsed.query.get("mode") == "memory":
+        path = sqlite_file(parsed, setting)
+        if path is None:
             raise SettingsError(
-                f"{setting} {shown} is an in-memory SQLite database, gone when the command "
-                "exits; use sqlite:///path/to/file.db"
+                f"{setting} {shown} is an in-memory or temporary SQLite database, gone when "
+                "the command exits; use sqlite:///path/to/file.db"
             )
         if not creating and not Path(path).is_file():
             raise SettingsError(

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from sweeper.redaction import display_db_url
+from sweeper.redaction import display_db_url, printable
 from sweeper.settings import SettingsError, check_entra_url
 
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
@@ -222,6 +222,14 @@ def create_engine(url: str, token_credential: TokenCredential | None = None) -> 
     connect_args = {"connect_timeout": CONNECT_TIMEOUT_S} if backend == "postgresql" else {}
     try:
         engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    except (ValueError, TypeError):
+        # The driver's words quote the value (e.g. `?timeout=`), which may be anything: name
+        # the keys only.
+        keys = ", ".join(printable(key) for key in parsed.query) or "none"
+        raise StoreError(
+            f"cannot use database URL {display_db_url(url)}: the driver refused a value of "
+            f"its query (keys: {keys}); values are not shown"
+        ) from None
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as error:
         # ImportError: the URL names a driver that is not installed (postgresql+pg8000://).
         reason = (

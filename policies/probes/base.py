@@ -14,7 +14,6 @@ gets blob clients only through `Target.blob`, which refuses names outside the ru
 from __future__ import annotations
 
 import enum
-import ipaddress
 import secrets
 import threading
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from azure.storage.blob import (
 )
 
 from policies.model import Thresholds
+from sweeper.endpoints import is_loopback_host
 from sweeper.vocabulary import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
 
 EXISTS_REFUSALS = frozenset({(409, "BlobAlreadyExists"), (412, "ConditionNotMet")})
@@ -177,12 +177,7 @@ def new_run_id(now: datetime | None = None) -> str:
 def loopback_host(url: str) -> str | None:
     """The host when `url` points at this machine (a local emulator), else None."""
     host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return host
-    try:
-        return host if ipaddress.ip_address(host).is_loopback else None
-    except ValueError:
-        return None
+    return host if is_loopback_host(host) else None
 
 
 def status_and_code(error: HttpResponseError) -> tuple[int, str]:

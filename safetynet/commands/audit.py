@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import ipaddress
 import os
 import re
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from policies import suppressions
 from policies.audit import (
@@ -27,6 +25,7 @@ from policies.audit import (
     default_credential,
     run_audit,
 )
+from policies.audit import check_arm_endpoint as arm_endpoint_rule
 from policies.model import Thresholds
 from policies.report import RENDERERS
 from policies.report_view import HistoryError, HistoryRun, ReportContext, load_history
@@ -41,7 +40,7 @@ from safetynet.commands.outputs import (
 )
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
-from sweeper.redaction import Redactor, display_url, printable
+from sweeper.redaction import Redactor, printable
 from sweeper.settings import SettingsError, check_container_name
 
 TOKEN_ENV = appsettings.ARM_TOKEN.name
@@ -61,9 +60,6 @@ _RESOURCE_GROUP = re.compile(r"[\w\-.()]{0,89}[\w\-()]")
 _ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}", re.ASCII)
 _TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*", re.ASCII)
 """RFC 6750's b64token: the characters a bearer token may hold."""
-ARM_HOSTS = ("management.azure.com", "management.usgovcloudapi.net", "management.chinacloudapi.cn")
-"""Resource Manager of the public, US Government and China clouds (the same documents as the
-blob endpoint suffixes in sweeper/settings.py)."""
 DEFAULTS = Thresholds()
 
 
@@ -219,31 +215,13 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
 
 
 def check_arm_endpoint(endpoint: str | None, allow_custom: bool) -> None:
-    """The ARM token goes only to Azure's Resource Manager or loopback, unless allowed."""
+    """`policies.audit.check_arm_endpoint` for the option, its refusal a UsageError."""
     if endpoint is None:
         return
-    shown = display_url(endpoint)
     try:
-        url = urlsplit(endpoint)
-    except ValueError:  # e.g. "https://[::1" (an unclosed IPv6 literal)
-        raise UsageError(f"--arm-endpoint {shown} is not a URL") from None
-    if url.scheme != "https" or not url.hostname:
-        raise UsageError(
-            f"--arm-endpoint {shown} must be an https:// URL (tokens are never sent over plain "
-            "HTTP)"
-        )
-    if url.username is not None or url.query or url.fragment:
-        raise UsageError(f"--arm-endpoint {shown} must not carry user info or a query string")
-    host = url.hostname.lower()
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not (loopback or host in ARM_HOSTS or allow_custom):
-        raise UsageError(
-            f"--arm-endpoint {shown} is not Azure Resource Manager ({', '.join(ARM_HOSTS)}) "
-            "or loopback; to send the token there anyway, pass --allow-custom-endpoint"
-        )
+        arm_endpoint_rule(endpoint, allow_custom=allow_custom)
+    except SettingsError as error:
+        raise UsageError(str(error)) from None
 
 
 def token_from_environment() -> str | None:
@@ -331,9 +309,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         scope = scope_from(args)
         limits = thresholds_from(args)
-        check_arm_endpoint(
-            args.arm_endpoint, parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint")
-        )
+        allow_custom = parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint")
+        check_arm_endpoint(args.arm_endpoint, allow_custom)
         if not 1 <= args.concurrency <= MAX_CONCURRENCY:
             raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if not _API_VERSION.fullmatch(args.storage_api_version):
@@ -342,14 +319,17 @@ def run(args: argparse.Namespace) -> int:
         accepted = _suppressions(args.suppressions)
         history = _history(args.history)
         token = token_from_environment()
+        credential = StaticTokenCredential(token) if token else default_credential()
     except UsageError as error:
         return fail("audit", error.code, str(error), as_json)
-    credential = StaticTokenCredential(token) if token else default_credential()
+    except SettingsError as error:
+        return fail("audit", ExitCode.USAGE, str(error), as_json)
     report = run_audit(
         scope,
         credential,
         thresholds=limits,
         arm_endpoint=args.arm_endpoint,
+        allow_custom_endpoint=allow_custom,
         concurrency=args.concurrency,
         storage_api_version=args.storage_api_version,
     )

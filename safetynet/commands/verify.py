@@ -100,15 +100,31 @@ def second_credential(prefix: str, environ: dict[str, str] | None = None) -> Tok
     get = {field: values.get(f"{prefix}_{field}", "").strip() for field in SECOND_FIELDS}
     if not get["CLIENT_ID"]:
         raise UsageError(f"--second-credential {prefix}: {prefix}_CLIENT_ID is not set")
+    if (get["CLIENT_SECRET"] or get["FEDERATED_TOKEN_FILE"]) and not get["TENANT_ID"]:
+        raise UsageError(f"--second-credential {prefix}: {prefix}_TENANT_ID is not set")
+    try:
+        return _second_identity(get)
+    except ValueError as error:
+        # azure-identity checks the tenant id's characters when the credential is made.
+        if "tenant" in str(error).lower():
+            raise UsageError(
+                f"--second-credential {prefix}: {prefix}_TENANT_ID is not a tenant id (a GUID "
+                "or a domain name of letters, digits, '.' and '-')"
+            ) from None
+        raise UsageError(
+            f"--second-credential {prefix}: the {prefix}_* variables were refused: "
+            f"{printable(str(error).splitlines()[0] if str(error) else type(error).__name__)}"
+        ) from None
+
+
+def _second_identity(get: dict[str, str]) -> TokenCredential:
     from azure import identity  # heavy import, only when a second identity is asked for
 
-    if get["CLIENT_SECRET"] or get["FEDERATED_TOKEN_FILE"]:
-        if not get["TENANT_ID"]:
-            raise UsageError(f"--second-credential {prefix}: {prefix}_TENANT_ID is not set")
-        if get["CLIENT_SECRET"]:
-            return identity.ClientSecretCredential(
-                get["TENANT_ID"], get["CLIENT_ID"], get["CLIENT_SECRET"]
-            )
+    if get["CLIENT_SECRET"]:
+        return identity.ClientSecretCredential(
+            get["TENANT_ID"], get["CLIENT_ID"], get["CLIENT_SECRET"]
+        )
+    if get["FEDERATED_TOKEN_FILE"]:
         return identity.WorkloadIdentityCredential(
             tenant_id=get["TENANT_ID"],
             client_id=get["CLIENT_ID"],
@@ -169,6 +185,7 @@ def _read_settings(args: argparse.Namespace) -> SettingsVerdicts:
         credential,
         thresholds=Thresholds(container=args.container, max_pending_days=args.max_pending_days),
         arm_endpoint=args.arm_endpoint,
+        allow_custom_endpoint=parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint"),
         concurrency=1,
     )
     errors = [

@@ -98,6 +98,8 @@ from a working copy because the zip lacks it."""
 RUNTIME_MODULES = (
     "__init__.py",
     "appsettings.py",
+    "atomicfile.py",
+    "endpoints.py",
     "blobs.py",
     "clients.py",
     "heartbeat.py",
