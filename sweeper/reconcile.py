@@ -30,6 +30,8 @@ INTERNAL_PREFIX = LEASE_BLOB.split("/", 1)[0] + "/"
 MAX_ORPHAN_SHARE = 0.05
 """More committed orphans than this share of the container means the table is probably wrong."""
 PLAN_VERSION = 1
+RECHECK_ATTEMPTS = 3
+"""Reads of a row and its blob before a finding that keeps changing is let go as in use."""
 
 
 class RepairRefusedError(RuntimeError):
@@ -123,12 +125,18 @@ def reconcile(
         if document.status is not Status.READY or document.created_utc >= older_than:
             continue
         blob = listed.get(document.blob_name)
-        if blob is None:
-            result.dangling.append(document)
-        elif blob.state in (PENDING, RETIRED):
-            result.unsealed.append(document)
+        if blob is not None and blob.state not in (PENDING, RETIRED):
+            continue
+        finding = _recheck(store, container, document)
+        if finding is None:
+            continue
+        current, state = finding
+        if state is None:
+            result.dangling.append(current)
+        else:
+            result.unsealed.append(current)
             if repair:
-                _seal_unsealed(store, container, document, blob.state, result)
+                _seal_unsealed(store, container, current, state, result)
     for blob in listed.values():
         if blob.name in rows or blob.name in recorded or blob.last_modified >= older_than:
             continue
@@ -136,6 +144,27 @@ def reconcile(
         if repair and blob.state in (PENDING, RETIRED):
             _delete_unreferenced(store, container, blob, blob.state, result)
     return result
+
+
+def _recheck(
+    store: DocumentStore, container: ContainerClient, document: Document
+) -> tuple[Document, str | None] | None:
+    """The Ready row and its blob's state now (None: missing) when the finding still holds.
+
+    The listing is older than the rows: a replace that switched in between points its row at
+    a blob the listing missed or saw still pending. Both are read again, row first, so a
+    finding is reported only when the row, read after its blob's state, still shows it.
+    """
+    current = store.get(document.id)
+    for _ in range(RECHECK_ATTEMPTS):
+        if current is None or current.status is not Status.READY:
+            return None
+        state = blobs.state_of(container.get_blob_client(current.blob_name))
+        again = store.get(document.id)
+        if again == current:
+            return (current, state) if state in (None, PENDING, RETIRED) else None
+        current = again
+    return None  # replaced again and again while read: in use, not broken
 
 
 def _seal_unsealed(
