@@ -19,7 +19,7 @@ from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
-from azure.storage.blob import ContainerClient
+from azure.storage.blob import BlobClient, ContainerClient
 
 from sweeper import blobs
 from sweeper.lease import LEASE_BLOB
@@ -214,19 +214,35 @@ def _delete_unreferenced(
             blobs.retire(client)
             state = RETIRED
         if etag is not None:
-            # Set Blob Tags leaves the ETag alone, so the plan's ETag still guards the delete.
-            client.delete_blob(
-                delete_snapshots="include",
-                etag=f'"{etag.strip(chr(34))}"',
-                match_condition=MatchConditions.IfNotModified,
-                if_tags_match_condition=tag_condition(state),
-            )
+            _delete_planned(client, etag, state)
         else:
             blobs.delete_guarded(client, state)
     except (blobs.TagTransitionError, HttpResponseError, AzureError) as error:
         result.errors.append(f"{blob.name}: {type(error).__name__}: {error}".splitlines()[0])
     else:
         result.repaired.append(blob.name)
+
+
+def _delete_planned(client: BlobClient, etag: str, state: str) -> None:
+    """Delete under the plan's ETag and the tag guard; a refusal of a blob that is gone now
+    means the delete is done.
+
+    The blob was read a moment ago, so when the delete's answer was lost and the SDK sent it
+    again, the second attempt finds no blob: Azurite answers 412 (the If-Match of a missing
+    blob fails), a 404 says the same. Either way the blob is gone, as planned; a refusal of a
+    blob that still exists (its ETag or tags changed) is raised.
+    """
+    try:
+        # Set Blob Tags leaves the ETag alone, so the plan's ETag still guards the delete.
+        client.delete_blob(
+            delete_snapshots="include",
+            etag=f'"{etag.strip(chr(34))}"',
+            match_condition=MatchConditions.IfNotModified,
+            if_tags_match_condition=tag_condition(state),
+        )
+    except HttpResponseError as error:
+        if error.status_code not in (404, 412) or blobs.state_of(client) is not None:
+            raise
 
 
 def plan_orphan_deletion(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -20,7 +21,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import (
+    AzureError,
+    HttpResponseError,
+    ResourceNotFoundError,
+    ServiceResponseError,
+)
 from azure.storage.blob import ContainerClient
 
 from sweeper import blobs
@@ -134,6 +140,36 @@ def _code(error: HttpResponseError) -> str | None:
     StorageErrorCode, which formats as `StorageErrorCode.LEASE_ID_MISSING` in a message."""
     code: object = getattr(error, "error_code", None)
     return None if code is None else str(getattr(code, "value", code))
+
+
+class AnswerLost:
+    """The blobs of requests that were sent but whose answer never came (a connection reset
+    or a timeout after sending: ServiceResponseError), whether the SDK's retry policy or the
+    sweep sent them again. The service may have executed such a delete, so a later 404 for
+    one of them is the sweep's own delete, not an upload that never landed; the one case it
+    cannot tell apart, an upload that never landed whose delete answer was also lost, is
+    counted as deleted too.
+    """
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self._lock = threading.Lock()
+
+    def note(self, names: Sequence[str], error: object) -> None:
+        if isinstance(error, ServiceResponseError):
+            with self._lock:
+                self.names.update(names)
+
+    def hook(self, names: Sequence[str]) -> Callable[..., None]:
+        """The SDK's `retry_hook` option, called before each of its retries with the error
+        that caused it, if any (StorageRetryPolicy in azure-storage-blob: https://
+        azuresdkdocs.z19.web.core.windows.net/python/azure-storage-blob/12.26.0/_modules/azure/
+        storage/blob/_shared/policies.html)."""
+
+        def retrying(**context: Any) -> None:
+            self.note(names, context.get("error"))
+
+        return retrying
 
 
 def _no_lease() -> None:
@@ -310,16 +346,23 @@ class Sweeper:
         report.rolled_forward += published
 
     def _delete_batch(self, documents: Sequence[Document]) -> dict[str, Verdict]:
-        """One Blob Batch of tag-guarded deletes; transient per-blob failures retried alone."""
+        """One Blob Batch of tag-guarded deletes; transient per-blob failures retried alone.
+
+        A 404 for a blob whose earlier delete may have reached the service (its answer was
+        lost, so the SDK or this loop sent it again) counts as deleted, not as never landed.
+        """
         todo = [d.blob_name for d in documents]
         verdicts: dict[str, Verdict] = {}
+        lost = AnswerLost()
         for attempt in range(self.settings.max_attempts):
             if attempt:
                 self.sleep(min(0.2 * 2**attempt, 10.0))
-            statuses = self._send_batch(todo)
+            statuses = self._send_batch(todo, lost)
             retry = []
             for name, status in statuses.items():
-                if status in _STATUS_OUTCOMES:
+                if status == 404 and name in lost.names:
+                    verdicts[name] = Verdict(BlobOutcome.DELETED, "answer lost, then gone")
+                elif status in _STATUS_OUTCOMES:
                     verdicts[name] = Verdict(_STATUS_OUTCOMES[status])
                 elif status == 412:
                     verdicts[name] = self._judge_unpending(name)
@@ -355,8 +398,9 @@ class Sweeper:
             f"tagged {STATE_TAG}={state!r}, neither pending nor committed; not rolled forward",
         )
 
-    def _send_batch(self, names: Sequence[str]) -> dict[str, int]:
-        """Per-blob status codes; a failure of the whole batch counts as transient for each."""
+    def _send_batch(self, names: Sequence[str], lost: AnswerLost) -> dict[str, int]:
+        """Per-blob status codes; a failure of the whole batch counts as transient for each.
+        `lost` learns the names of a batch whose answer was lost after it was sent."""
         requests = [
             {
                 "name": name,
@@ -366,7 +410,11 @@ class Sweeper:
             for name in names
         ]
         try:
-            responses = list(self.container.delete_blobs(*requests, raise_on_any_failure=False))
+            responses = list(
+                self.container.delete_blobs(
+                    *requests, raise_on_any_failure=False, retry_hook=lost.hook(names)
+                )
+            )
         except HttpResponseError as error:
             log.warning("blob batch failed: %s", error.reason or error.status_code)
             # A whole-batch 404 or 412 says nothing about any one blob: never act on it.
@@ -374,23 +422,27 @@ class Sweeper:
             return dict.fromkeys(names, status)
         except AzureError as error:
             log.warning("blob batch failed: %s", type(error).__name__)
+            lost.note(names, error)
             return dict.fromkeys(names, 503)
         except ValueError as error:
             # The SDK refuses a request it cannot build (an empty name) before sending anything.
             log.warning("blob batch not sent: %s; deleting one by one", error)
-            return {name: self._delete_one(name) for name in names}
+            return {name: self._delete_one(name, lost) for name in names}
         if len(responses) != len(names):
             # Answers cannot be matched to requests any more: ask about each blob on its own.
             log.warning(
                 "blob batch answered %d of %d; deleting one by one", len(responses), len(names)
             )
-            return {name: self._delete_one(name) for name in names}
+            return {name: self._delete_one(name, lost) for name in names}
         return {name: _status_of(r) for name, r in zip(names, responses, strict=True)}
 
-    def _delete_one(self, name: str) -> int:
+    def _delete_one(self, name: str, lost: AnswerLost | None = None) -> int:
+        lost = lost or AnswerLost()
         try:
             self.container.get_blob_client(name).delete_blob(
-                delete_snapshots="include", if_tags_match_condition=tag_condition(PENDING)
+                delete_snapshots="include",
+                if_tags_match_condition=tag_condition(PENDING),
+                retry_hook=lost.hook([name]),
             )
         except ResourceNotFoundError as error:
             return 404 if _code(error) in (None, "BlobNotFound") else 0
@@ -398,7 +450,8 @@ class Sweeper:
             if error.status_code == 412 and _code(error) not in (None, "ConditionNotMet"):
                 return 0
             return error.status_code or 0
-        except AzureError:
+        except AzureError as error:
+            lost.note([name], error)
             return 503
         except ValueError:
             return 0
