@@ -21,7 +21,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import BlobClient, ContainerClient
 
-from sweeper import blobs
+from sweeper import binding, blobs
 from sweeper.lease import LEASE_BLOB
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
@@ -88,20 +88,21 @@ def list_blobs(container: ContainerClient) -> dict[str, ListedBlob]:
 
 
 def check_binding(store: DocumentStore, container: ContainerClient) -> str:
-    """The database id, when the container is bound to this database; else RepairRefusedError."""
-    database_id = store.database_id()
-    bound = blobs.bound_database(container)
-    if bound is None:
+    """The database id, when the container's marker names this database and the database
+    names no other container; else RepairRefusedError (`sweeper.binding` decides, as for the
+    sweep)."""
+    state = binding.read_binding(store, container)
+    try:
+        binding.refuse_mismatch(state)
+    except binding.ContainerBindingError as error:
+        raise RepairRefusedError(f"{error}; nothing repaired") from None
+    if state.container_names is None:
         raise RepairRefusedError(
-            f"container {container.container_name!r} is not bound to a database yet; run "
-            "`safetynet sweep` once with the right --db (it binds the container), then repair"
+            f"container {container.container_name!r} is not bound to a database yet; if this "
+            f"database is its own, bind them with `{binding.BIND_COMMAND} --db URL --container "
+            f"{container.container_name}`, then repair"
         )
-    if bound != database_id:
-        raise RepairRefusedError(
-            f"container {container.container_name!r} belongs to database {bound}, not to this "
-            f"one ({database_id}): this is the wrong table for it; nothing repaired"
-        )
-    return database_id
+    return state.database_id
 
 
 def reconcile(

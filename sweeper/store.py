@@ -365,6 +365,29 @@ class DocumentStore:
             pass  # bound already, perhaps by a sweep racing this one: the stored value decides
         return self.bound_container() or identity
 
+    def unbind_container(self, identity: str) -> bool:
+        """Forget the binding to `identity` (only that one); True when it was recorded."""
+        m = self.meta.c
+        with self._connect() as conn:
+            removed = conn.execute(
+                self.meta.delete().where(m.key == CONTAINER_KEY, m.value == identity)
+            ).rowcount
+        return removed == 1
+
+    def sample_blobs(self, limit: int) -> list[tuple[str, bool]]:
+        """Up to `limit` blob names the newest rows and records name, each with whether a
+        Ready row names it (its blob must exist): the evidence a first sweep checks."""
+        c, b = self.table.c, self.blobs.c
+        with self._connect() as conn:
+            rows = conn.execute(
+                sa.select(c.blob_name, c.status).order_by(c.created.desc(), c.id).limit(limit)
+            ).all()
+            records = conn.execute(
+                sa.select(b.blob_name).order_by(b.recorded_utc.desc(), b.blob_name).limit(limit)
+            ).all()
+        named = [(str(r[0]), r[1] == Status.READY.value) for r in rows]
+        return named + [(str(r[0]), False) for r in records]
+
     def _missing(self) -> tuple[bool, list[str]]:
         """(documents table present, what `db upgrade` would add)."""
         with self._connect() as conn:

@@ -29,7 +29,8 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import ContainerClient
 
-from sweeper import blobs
+from sweeper import binding, blobs
+from sweeper.binding import ContainerBindingError as ContainerBindingError
 from sweeper.lease import SweepLease, SweepLeaseLostError
 from sweeper.protocol import MAX_NAME_LENGTH, Clock, utc_now
 from sweeper.settings import SweepSettings
@@ -46,10 +47,6 @@ from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condi
 log = logging.getLogger("safetynet.sweeper")
 
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-
-
-class ContainerBindingError(RuntimeError):
-    """The container belongs to another database: this table is the wrong one for it."""
 
 
 class BlobOutcome(enum.Enum):
@@ -197,10 +194,11 @@ class Sweeper:
 
     def run(self) -> SweepReport:
         """Sweep once. Raises SweepLeaseHeldError when another sweeper leads, SweepLeaseStuckError
-        when the lease has been held past its limit, ContainerBindingError for a wrong table."""
+        when the lease has been held past its limit, ContainerBindingError for a wrong table or
+        an unbound pair that cannot be shown to belong together (`binding.ensure_bound`)."""
         self.container.get_container_properties()  # a wrong container fails here, loudly
         if not self.settings.dry_run:
-            self._bind()
+            binding.ensure_bound(self.store, self.container)
         if not self.settings.use_lease:
             return self._sweep(_no_lease)
         lease = self.lease or SweepLease(self.container)
@@ -212,35 +210,6 @@ class Sweeper:
         if warning is not None:
             report.warnings.append(warning)
         return report
-
-    def _bind(self) -> None:
-        """Container and database name each other: a wrong table or a wrong container (a typo
-        in --container, another account) is refused before anything is claimed or deleted."""
-        database_id = self.store.database_id()
-        identity = f"{self.container.account_name}/{self.container.container_name}"
-        bound_container = self.store.bound_container()
-        if bound_container is not None and bound_container != identity:
-            raise ContainerBindingError(
-                f"database {database_id} belongs to container {bound_container!r}, not "
-                f"{identity!r}; refusing to sweep the wrong container"
-            )
-        bound = blobs.bind(self.container, database_id)
-        if not bound:
-            raise ContainerBindingError(
-                f"container {self.container.container_name!r} has a binding marker "
-                f"({blobs.BINDING_BLOB}) that names no database; refusing to sweep until a "
-                "person checks which database it belongs to and removes the marker"
-            )
-        if bound != database_id:
-            raise ContainerBindingError(
-                f"container {self.container.container_name!r} is bound to database {bound}, "
-                f"not to this one ({database_id}); refusing to sweep with the wrong table"
-            )
-        if bound_container is None and self.store.bind_container(identity) != identity:
-            raise ContainerBindingError(
-                f"database {database_id} was just bound to container "
-                f"{self.store.bound_container()!r} by another sweep, not {identity!r}"
-            )
 
     def _sweep(self, check_lease: Callable[[], None]) -> SweepReport:
         report = SweepReport(dry_run=self.settings.dry_run)

@@ -23,11 +23,12 @@ from safetynet.commands.common import (
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
+from sweeper.binding import ContainerBindingError
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError, SweepLeaseLostError, SweepLeaseStuckError
 from sweeper.redaction import printable
 from sweeper.settings import SettingsError, SweepSettings
-from sweeper.sweep import ContainerBindingError, Sweeper, SweepReport
+from sweeper.sweep import Sweeper, SweepReport
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
