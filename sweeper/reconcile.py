@@ -12,7 +12,7 @@ Every blob is re-checked against the table just before anything is done to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -59,6 +59,8 @@ class Reconciliation:
     repaired: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     blob_count: int = 0
+    stopped: str | None = None
+    """The signal that stopped an applied plan between two blobs (`SIGINT`), else None."""
 
     @property
     def clean(self) -> bool:
@@ -268,12 +270,14 @@ def apply_plan(
     plan: Mapping[str, Any],
     max_delete: int,
     max_share: float = MAX_ORPHAN_SHARE,
+    stop_requested: Callable[[], str | None] = lambda: None,
 ) -> Reconciliation:
     """Delete the plan's committed orphans, each re-checked; refuse the whole plan when unsafe.
 
     Refused (RepairRefusedError, nothing deleted) when the plan is for another container or
     database, the container is not bound to this database, the plan holds more than
     `max_delete` blobs, or they are more than `max_share` of the container's blobs.
+    `stop_requested` is asked before each blob: a signal stops the plan between two blobs.
     """
     entries: Sequence[Mapping[str, str]] = plan.get("delete", [])
     if plan.get("version") != PLAN_VERSION or not isinstance(entries, list):
@@ -307,6 +311,9 @@ def apply_plan(
         )
     result = Reconciliation(blob_count=len(listed))
     for entry in entries:
+        result.stopped = stop_requested()
+        if result.stopped is not None:
+            break
         blob = listed.get(entry["blob"])
         if blob is None:
             continue

@@ -774,6 +774,26 @@ class DocumentStore:
             )
         return deleted, published
 
+    def claims_held(self, claim_expired: datetime, ours: str) -> tuple[int, datetime | None]:
+        """Pending rows and records another run (not `ours`) holds a live claim on (a sweeper
+        running now, or one that died holding them): how many, and the oldest claim's stamp."""
+        c, b = self.table.c, self.blobs.c
+        with self._connect() as conn:
+            rows = conn.execute(
+                sa.select(sa.func.count(), sa.func.min(c.claimed)).where(
+                    c.status == Status.PENDING.value,
+                    c.claim_token != ours,
+                    c.claimed >= to_utc(claim_expired),
+                )
+            ).one()
+            records = conn.execute(
+                sa.select(sa.func.count(), sa.func.min(b.claimed_utc)).where(
+                    b.claim_token != ours, b.claimed_utc >= to_utc(claim_expired)
+                )
+            ).one()
+        stamps = [_utc(t) for t in (rows[1], records[1]) if t is not None]
+        return int(rows[0]) + int(records[0]), min(stamps, default=None)
+
     def claim_records(
         self,
         kind: BlobRecordKind,

@@ -82,8 +82,17 @@ class SweepReport:
     warnings: list[str] = field(default_factory=list)
     dry_run: bool = False
     stopped: str | None = None
-    """Why the run stopped before the end (the database or the lease failed mid-run), else None.
-    The CLI exits 4 for it (a service failed mid-run), not 1 (rows that could not be swept)."""
+    """Why the run stopped before the end (the database or the lease failed mid-run, or a
+    signal asked it to), else None. The CLI exits 4 for a failure (a service failed mid-run),
+    not 1 (rows that could not be swept), and 130 or 143 for a signal."""
+    interrupted: str | None = None
+    """The signal that stopped the run between chunks (`SIGINT`, `SIGTERM`), else None."""
+    claims_waiting: int = 0
+    """Stale rows and records another run holds a live claim on: a sweeper running now, or
+    one that died holding them. This run could not touch them; the next one after
+    `claims_waiting_until` can."""
+    claims_waiting_until: str | None = None
+    """When the oldest of those claims expires (ISO 8601, UTC)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -173,6 +182,14 @@ def _no_lease() -> None:
     """Without a lease there is nothing to check between chunks."""
 
 
+def _never_stop() -> str | None:
+    return None
+
+
+class StopRequested(Exception):
+    """A signal asked the run to stop; raised between chunks, never inside one."""
+
+
 class Sweeper:
     def __init__(
         self,
@@ -183,7 +200,10 @@ class Sweeper:
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[SweepReport], None] | None = None,
         lease: SweepLease | None = None,
+        stop_requested: Callable[[], str | None] = _never_stop,
     ) -> None:
+        """`stop_requested` names the signal that asked the run to stop (None: go on); it is
+        asked before every chunk, so a stopped run has finished or handed back its claims."""
         self.store = store
         self.container = container
         self.settings = settings
@@ -191,6 +211,13 @@ class Sweeper:
         self.sleep = sleep
         self.on_progress = on_progress
         self.lease = lease
+        self.stop_requested = stop_requested
+
+    def _between_chunks(self, check_lease: Callable[[], None]) -> None:
+        signal_name = self.stop_requested()
+        if signal_name is not None:
+            raise StopRequested(signal_name)
+        check_lease()
 
     def run(self) -> SweepReport:
         """Sweep once. Raises SweepLeaseHeldError when another sweeper leads, SweepLeaseStuckError
@@ -231,7 +258,25 @@ class Sweeper:
             report.errors.append(f"sweep stopped: {error}")
             report.stopped = str(error)
             log.error("sweep stopped: %s", error)
+        except StopRequested as stop:
+            report.interrupted = str(stop)
+            report.stopped = f"interrupted by {stop} between chunks"
+            log.warning("sweep stopped: %s", report.stopped)
+        if not self.settings.dry_run and report.stopped is None:
+            self._count_waiting(report, token)
         return report
+
+    def _count_waiting(self, report: SweepReport, token: str) -> None:
+        """A claim of a run that died is never a silent no-op: it is counted, with its end."""
+        waiting, oldest = self.store.claims_held(self.clock() - self.settings.claim_ttl, token)
+        if not waiting or oldest is None:
+            return
+        until = (oldest + self.settings.claim_ttl).isoformat()
+        report.claims_waiting, report.claims_waiting_until = waiting, until
+        report.warnings.append(
+            f"{waiting} stale row(s) or record(s) are claimed by another run (running now, or "
+            f"stopped without releasing them); they wait until {until}, when a sweep takes them"
+        )
 
     def _sweep_rows(
         self,
@@ -244,7 +289,7 @@ class Sweeper:
         cutoff = now - self.settings.cutoff
         last: Document | None = None
         while True:
-            check_lease()
+            self._between_chunks(check_lease)
             if self.settings.dry_run:
                 documents = self.store.peek_stale(cutoff, self.settings.chunk_size, after=last)
             else:
@@ -457,7 +502,7 @@ class Sweeper:
         now = self.clock()
         last: BlobRecord | None = None
         while True:
-            check_lease()
+            self._between_chunks(check_lease)
             if self.settings.dry_run:
                 records = self.store.peek_records(
                     kind, before, self.settings.chunk_size, after=last
