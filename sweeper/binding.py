@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from azure.core.exceptions import ResourceNotFoundError
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
 from sweeper import blobs
@@ -111,13 +111,27 @@ def why_unproven(store: DocumentStore, container: ContainerClient) -> str | None
         return None
     found = 0
     for blob_name, ready in sample:
-        present = blobs.state_of(container.get_blob_client(blob_name)) is not None
+        present = _exists(container, blob_name)
+        if present is None:
+            continue
         if ready and not present:
             return f"a Ready row's blob ({blob_name}) is not in this container"
         found += present
     if not found:
         return f"none of the {len(sample)} newest rows and records has its blob in this container"
     return None
+
+
+def _exists(container: ContainerClient, blob_name: str) -> bool | None:
+    """Whether the blob exists; None for a name the service cannot take (no evidence)."""
+    try:
+        return blobs.state_of(container.get_blob_client(blob_name)) is not None
+    except ValueError:
+        return None  # the SDK refuses an empty name before sending anything
+    except HttpResponseError as error:
+        if error.status_code == 400:
+            return None
+        raise
 
 
 def _holds_protocol_blobs(container: ContainerClient) -> bool:

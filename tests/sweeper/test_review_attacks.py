@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper import blobs
+from sweeper import binding, blobs
 from sweeper.protocol import ProtocolError, ReservationExpiredError, UploadProtocol
 from sweeper.reconcile import (
     RepairRefusedError,
@@ -120,6 +120,7 @@ def test_a_sealed_intent_is_kept_when_its_document_has_no_other_blob(
     blobs.retire(container.get_blob_client(document.blob_name))
     if old_blob == "retired and swept":
         container.delete_blob(document.blob_name)
+    binding.bind(store, container)  # a pair swept before: no first-sweep proof
 
     report = sweep_after_grace(store, container).run()
 

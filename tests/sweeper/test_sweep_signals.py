@@ -10,14 +10,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from azure.storage.blob import ContainerClient
 
 from safetynet.exitcodes import ExitCode
 from sweeper import blobs
+from sweeper.reconcile import plan_orphan_deletion, reconcile
 from sweeper.store import DocumentStore
-from sweeper.vocabulary import HEARTBEAT_BLOB
+from sweeper.vocabulary import COMMITTED, HEARTBEAT_BLOB, STATE_TAG
 from testkit.azurite import Azurite
 from testkit.fault_proxy import LatencyProxy
 from tests.conftest import REPO, RunCli
@@ -127,3 +129,36 @@ def test_the_run_after_a_killed_sweep_reports_the_claims_it_waits_for(
     code, out, _ = run_cli("sweep", *target)
     assert f"{CHUNK} stale row(s) or record(s) are claimed by another run" in out
     assert until.isoformat() in out
+
+
+def test_a_signal_stops_an_applied_plan_between_two_blobs(
+    db_url: str,
+    proxy: LatencyProxy,
+    container: ContainerClient,
+    store: DocumentStore,
+    tmp_path: Path,
+) -> None:
+    """SIGINT during the plan's first delete: that blob is deleted, the next is not; the JSON
+    says `stopped`, no traceback, exit 130."""
+    blobs.bind(container, store.database_id())
+    for name in ("orphan-1.bin", "orphan-2.bin"):
+        container.upload_blob(name, b"o", tags={STATE_TAG: COMMITTED})
+    future = datetime.now(UTC) + timedelta(hours=1)
+    plan_file = tmp_path / "plan.json"
+    plan = plan_orphan_deletion(store, container, reconcile(store, container, future))
+    plan_file.write_text(json.dumps(plan), encoding="utf-8")
+    command = [sys.executable, "-m", "safetynet.cli", "reconcile", "--db", db_url]
+    command += ["--connection-string", proxy.connection_string]
+    command += ["--container", container.container_name, "--json"]
+    command += ["--apply-plan", str(plan_file), "--max-delete", "2", "--max-share", "1"]
+    process = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    proxy.once("DELETE", lambda: process.send_signal(signal.SIGINT))
+    out, err = process.communicate(timeout=120)
+
+    assert process.returncode == ExitCode.INTERRUPTED, err
+    assert "Traceback" not in err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert (result["stopped"], result["repaired"]) == ("SIGINT", ["orphan-1.bin"])
+    assert container.get_blob_client("orphan-2.bin").exists()
