@@ -18,6 +18,7 @@ from pathlib import Path
 
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
+from sweeper import binding
 from sweeper.protocol import UploadProtocol
 from sweeper.reconcile import list_blobs, reconcile
 from sweeper.settings import SweepSettings
@@ -60,6 +61,8 @@ class Lab:
         container = self.service.create_container(f"demo{tag}")
         store = DocumentStore.from_url(f"sqlite:///{self.workdir / f'{tag}.db'}")
         store.init_schema()
+        # A new deployment, bound by its operator (`safetynet binding bind`) before any upload.
+        binding.bind(store, container)
         try:
             yield store, container
         finally:
