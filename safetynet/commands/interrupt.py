@@ -1,7 +1,7 @@
 """SIGINT and SIGTERM ask a long run to stop between chunks instead of killing it mid-chunk.
 
 A KeyboardInterrupt raised inside a chunk would leave its rows claimed until the claim TTL
-and print a traceback. While `StopSignals` is active the two signals only set a flag, which
+and print a traceback. Inside `stop_signals()` the two signals only set a flag, which
 the run reads before each chunk; the command then reports what finished and exits 130
 (SIGINT) or 143 (SIGTERM), 128 plus the signal's number as shells report it.
 """
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import signal
 import threading
-from types import FrameType, TracebackType
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 
 from safetynet.exitcodes import ExitCode
 
@@ -19,11 +21,10 @@ EXIT_CODES = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.TERM
 
 
 class StopSignals:
-    """`with StopSignals() as stop:` pass `stop.requested` to the run, then `stop.exit_code`."""
+    """The first stop signal received: pass `requested` to the run, then exit `exit_code`."""
 
     def __init__(self) -> None:
         self.received: signal.Signals | None = None
-        self._previous: dict[signal.Signals, object] = {}
 
     def requested(self) -> str | None:
         """The name of the first signal received (`SIGINT`), None while none was."""
@@ -34,23 +35,24 @@ class StopSignals:
         assert self.received is not None
         return EXIT_CODES[self.received]
 
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
+    def handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signal.Signals(signum)
 
-    def __enter__(self) -> StopSignals:
-        # Handlers can only be installed from the main thread (an embedding caller's thread
-        # keeps the default behaviour).
-        if threading.current_thread() is threading.main_thread():
-            for number in STOP_SIGNALS:
-                self._previous[number] = signal.signal(number, self._handle)
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        for number, previous in self._previous.items():
-            signal.signal(number, previous)  # type: ignore[arg-type]
+@contextmanager
+def stop_signals() -> Iterator[StopSignals]:
+    """SIGINT and SIGTERM set the flag of the `StopSignals` yielded, while the block runs.
+
+    Handlers can only be installed from the main thread; called from another (an embedding
+    caller's), the signals keep their default behaviour.
+    """
+    stop = StopSignals()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {number: signal.signal(number, stop.handle) for number in STOP_SIGNALS}
+    try:
+        yield stop
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

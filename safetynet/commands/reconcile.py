@@ -26,7 +26,7 @@ from safetynet.commands.common import (
     fail,
     log_progress,
 )
-from safetynet.commands.interrupt import StopSignals
+from safetynet.commands.interrupt import stop_signals
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
@@ -122,7 +122,7 @@ def _apply(
     store: DocumentStore, container: ContainerClient, plan: dict[str, Any], args: argparse.Namespace
 ) -> int:
     """Apply the plan; SIGINT or SIGTERM stops it between two blobs (exit 130 or 143)."""
-    with StopSignals() as stop:
+    with stop_signals() as stop:
         result = apply_plan(store, container, plan, args.max_delete, args.max_share, stop.requested)
     _print(result, args.json, applied=True)
     if result.stopped is not None:

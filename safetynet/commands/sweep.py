@@ -21,7 +21,7 @@ from safetynet.commands.common import (
     fail,
     log_progress,
 )
-from safetynet.commands.interrupt import StopSignals
+from safetynet.commands.interrupt import StopSignals, stop_signals
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     log_progress()
-    with StopSignals() as stop:
+    with stop_signals() as stop:
         return _run(args, stop)
 
 

@@ -39,15 +39,13 @@ class Deployment:
     sealed: Document
 
     def target(self, azurite: Azurite, container: ContainerClient | None = None) -> list[str]:
-        name = (container or self.container).container_name
-        return [
-            "--db",
-            self.url,
-            "--connection-string",
-            azurite.connection_string,
-            "--container",
-            name,
-        ]
+        return target(self.url, azurite, container or self.container)
+
+
+def target(url: str, azurite: Azurite, container: ContainerClient) -> list[str]:
+    """The options naming one database and one container."""
+    blob_options = ["--connection-string", azurite.connection_string]
+    return ["--db", url, *blob_options, "--container", container.container_name]
 
 
 def deployment(url: str, container: ContainerClient) -> Deployment:
@@ -111,25 +109,18 @@ def test_an_unprovable_pair_is_swept_once_a_person_binds_it(
     store = DocumentStore.from_url(db_url)
     store.init_schema()
     stale_rows_in(store, container, 2, with_blobs=False)
-    target = [
-        "--db",
-        db_url,
-        "--connection-string",
-        azurite.connection_string,
-        "--container",
-        container.container_name,
-    ]
-    assert run_cli("sweep", *target)[0] == ExitCode.USAGE
-    code, out, _ = run_cli("binding", "show", *target, "--json")
+    options = target(db_url, azurite, container)
+    assert run_cli("sweep", *options)[0] == ExitCode.USAGE
+    code, out, _ = run_cli("binding", "show", *options, "--json")
     assert (code, json.loads(out)["bound"]) == (ExitCode.FINDINGS, False)
 
-    assert run_cli("binding", "bind", *target)[0] == ExitCode.OK
+    assert run_cli("binding", "bind", *options)[0] == ExitCode.OK
 
-    code, out, _ = run_cli("binding", "show", *target, "--json")
+    code, out, _ = run_cli("binding", "show", *options, "--json")
     shown = json.loads(out)
     assert (code, shown["bound"]) == (ExitCode.OK, True)
     assert shown["container_bound_to"] == store.database_id()
-    code, out, _ = run_cli("sweep", *target, "--json")
+    code, out, _ = run_cli("sweep", *options, "--json")
     assert (code, json.loads(out)["missing_blobs"]) == (ExitCode.OK, 2)
 
 

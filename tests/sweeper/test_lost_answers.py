@@ -3,7 +3,6 @@ service and lost its answer is a delete, not a failure and not an upload that ne
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,18 +15,11 @@ from sweeper.settings import SweepSettings
 from sweeper.store import DocumentStore
 from sweeper.sweep import Sweeper
 from sweeper.vocabulary import COMMITTED, STATE_TAG
-from testkit.azurite import Azurite
 from testkit.fault_proxy import Fault, LatencyProxy
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
 ANSWER_LOST = Fault(reset="after")
 """The request reaches Azurite and is executed; its answer never reaches the client."""
-
-
-@pytest.fixture
-def proxy(azurite: Azurite) -> Iterator[LatencyProxy]:
-    with LatencyProxy(azurite.port, delay_s=0) as running:
-        yield running
 
 
 def through(proxy: LatencyProxy, container: ContainerClient, sdk_retries: bool) -> ContainerClient:

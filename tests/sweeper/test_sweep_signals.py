@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from sweeper import blobs
 from sweeper.reconcile import plan_orphan_deletion, reconcile
 from sweeper.store import DocumentStore
 from sweeper.vocabulary import COMMITTED, HEARTBEAT_BLOB, STATE_TAG
-from testkit.azurite import Azurite
 from testkit.fault_proxy import LatencyProxy
 from tests.conftest import REPO, RunCli
 from tests.sweeper.conftest import stale_rows_in
@@ -29,12 +27,6 @@ CHUNK = 1024
 """SweepSettings.chunk_size: rows claimed per chunk."""
 ROWS = CHUNK + 76
 FIRST_BATCH = "POST comp=batch"
-
-
-@pytest.fixture
-def proxy(azurite: Azurite) -> Iterator[LatencyProxy]:
-    with LatencyProxy(azurite.port, delay_s=0) as running:
-        yield running
 
 
 @pytest.fixture
