@@ -61,8 +61,6 @@ class Lab:
         container = self.service.create_container(f"demo{tag}")
         store = DocumentStore.from_url(f"sqlite:///{self.workdir / f'{tag}.db'}")
         store.init_schema()
-        # A new deployment, bound by its operator (`safetynet binding bind`) before any upload.
-        binding.bind(store, container)
         try:
             yield store, container
         finally:
@@ -124,6 +122,7 @@ def run_crash_case(
     watched = client_type.from_container_url(
         container.url, credential=container.credential, raw_request_hook=deletes
     )
+    binding.bind(store, watched)  # a deployment bound before its first upload
     UploadProtocol(store, watched).put("bystander.txt", b"untouched", ".txt")
     if step not in PUT_STEPS:
         document = UploadProtocol(store, watched).put("subject.txt", b"v1", ".txt")

@@ -98,6 +98,7 @@ from a working copy because the zip lacks it."""
 RUNTIME_MODULES = (
     "__init__.py",
     "appsettings.py",
+    "binding.py",
     "blobs.py",
     "clients.py",
     "heartbeat.py",
