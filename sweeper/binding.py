@@ -81,24 +81,24 @@ def _marker(container: ContainerClient) -> str | None:
     return str(properties.metadata.get("database_id") or "")
 
 
-def refuse_mismatch(binding: Binding) -> None:
+def refuse_mismatch(pair: Binding) -> None:
     """ContainerBindingError when either half names something other than the other side."""
-    name = binding.container.split("/", 1)[-1]
-    if binding.database_names not in (None, binding.container):
+    name = pair.container.split("/", 1)[-1]
+    if pair.database_names not in (None, pair.container):
         raise ContainerBindingError(
-            f"database {binding.database_id} belongs to container {binding.database_names!r}, "
-            f"not {binding.container!r}; refusing to sweep the wrong container"
+            f"database {pair.database_id} belongs to container {pair.database_names!r}, "
+            f"not {pair.container!r}; refusing to sweep the wrong container"
         )
-    if binding.container_names == "":
+    if pair.container_names == "":
         raise ContainerBindingError(
             f"container {name!r} has a binding marker ({blobs.BINDING_BLOB}) that names no "
             "database; refusing to sweep until a person checks which database it belongs to "
             "and removes the marker"
         )
-    if binding.container_names not in (None, binding.database_id):
+    if pair.container_names not in (None, pair.database_id):
         raise ContainerBindingError(
-            f"container {name!r} is bound to database {binding.container_names}, not to this "
-            f"one ({binding.database_id}); refusing to sweep with the wrong table"
+            f"container {name!r} is bound to database {pair.container_names}, not to this "
+            f"one ({pair.database_id}); refusing to sweep with the wrong table"
         )
 
 
@@ -143,45 +143,45 @@ def ensure_bound(store: DocumentStore, container: ContainerClient) -> None:
     """Let a sweep go on only on a bound pair, binding it when one half already names the
     other or when the pair is proven to belong together; ContainerBindingError otherwise
     (UnboundPairError, naming the command that binds, when nothing proves it)."""
-    binding = read_binding(store, container)
-    refuse_mismatch(binding)
-    if binding.bound:
+    pair = read_binding(store, container)
+    refuse_mismatch(pair)
+    if pair.bound:
         return
-    if binding.unbound:
+    if pair.unbound:
         reason = why_unproven(store, container)
         if reason is not None:
-            name = binding.container.split("/", 1)[-1]
+            name = pair.container.split("/", 1)[-1]
             raise UnboundPairError(
-                f"database {binding.database_id} and container {name!r} are not bound, and "
+                f"database {pair.database_id} and container {name!r} are not bound, and "
                 f"this first sweep cannot prove they belong together: {reason}. Nothing was "
                 f"changed. If they do belong together, bind them: {BIND_COMMAND} --db URL "
                 f"--container {name}"
             )
-    _write_both(store, container, binding)
+    _write_both(store, container, pair)
 
 
-def _write_both(store: DocumentStore, container: ContainerClient, binding: Binding) -> None:
-    bound = blobs.bind(container, binding.database_id)
-    refuse_mismatch(Binding(binding.database_id, binding.container, None, bound))
-    if store.bind_container(binding.container) != binding.container:
+def _write_both(store: DocumentStore, container: ContainerClient, pair: Binding) -> None:
+    bound = blobs.bind(container, pair.database_id)
+    refuse_mismatch(Binding(pair.database_id, pair.container, None, bound))
+    if store.bind_container(pair.container) != pair.container:
         raise ContainerBindingError(
-            f"database {binding.database_id} was just bound to container "
-            f"{store.bound_container()!r} by another sweep, not {binding.container!r}"
+            f"database {pair.database_id} was just bound to container "
+            f"{store.bound_container()!r} by another sweep, not {pair.container!r}"
         )
 
 
 def bind(store: DocumentStore, container: ContainerClient) -> Binding:
     """The operator's step: bind both halves to each other, refused when either names another."""
-    binding = read_binding(store, container)
-    refuse_mismatch(binding)
-    _write_both(store, container, binding)
+    pair = read_binding(store, container)
+    refuse_mismatch(pair)
+    _write_both(store, container, pair)
     return read_binding(store, container)
 
 
 def unbind(store: DocumentStore, container: ContainerClient) -> Binding:
     """Remove the halves that name the other side; a half naming a third party is kept (and
     shows in the answer)."""
-    binding = read_binding(store, container)
-    blobs.unbind(container, binding.database_id)
-    store.unbind_container(binding.container)
+    pair = read_binding(store, container)
+    blobs.unbind(container, pair.database_id)
+    store.unbind_container(pair.container)
     return read_binding(store, container)
