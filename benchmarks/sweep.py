@@ -395,7 +395,13 @@ class _NoBlobService:
         return self
 
     def get_blob_properties(self) -> Any:
-        return types.SimpleNamespace(metadata=self.metadata)
+        if not self.metadata:
+            raise ResourceNotFoundError("no binding marker yet")
+        return types.SimpleNamespace(metadata=self.metadata, etag="marker")
+
+    def get_blob_tags(self) -> dict[str, str]:
+        """Every blob is there and pending: what a first sweep's binding evidence reads."""
+        return {STATE_TAG: PENDING}
 
     def upload_blob(self, data: bytes, **options: Any) -> None:
         self.metadata = dict(options.get("metadata") or {})

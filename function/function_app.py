@@ -24,6 +24,7 @@ from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient
 
 from sweeper import appsettings
+from sweeper.binding import ContainerBindingError
 from sweeper.clients import blob_service_client, database_credential
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError
@@ -137,6 +138,10 @@ def _sweep_once(env: Mapping[str, str]) -> SweepReport | None:
             # Another instance is sweeping: skipping this tick is the lease working, not a fault.
             log.info("sweep skipped: %s", held)
             return None
+        except ContainerBindingError as refused:
+            # A wrong or unproven pair: every tick refuses until a person binds or fixes it.
+            log.error("sweep refused: %s", refused)
+            raise SweepFailedError(f"sweep refused: {refused}") from None
     finally:
         # One connection per tick; none held idle against the database between ticks.
         store.engine.dispose()

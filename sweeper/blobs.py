@@ -225,3 +225,20 @@ def bind(container: ContainerClient, database_id: str) -> str:
     # A marker that exists but names no database (forged, or its metadata stripped by a copy)
     # binds the container to nobody: never read it as ours.
     return bound_database(container) or ""
+
+
+def unbind(container: ContainerClient, database_id: str) -> bool:
+    """Remove the binding marker if it names `database_id` and is unchanged since read; True
+    when removed. A marker naming another database (or none) is left for a person."""
+    marker = container.get_blob_client(BINDING_BLOB)
+    try:
+        properties = marker.get_blob_properties()
+    except ResourceNotFoundError:
+        return False
+    if properties.metadata.get("database_id") != database_id:
+        return False
+    try:
+        marker.delete_blob(etag=properties.etag, match_condition=MatchConditions.IfNotModified)
+    except ResourceNotFoundError:
+        return False
+    return True

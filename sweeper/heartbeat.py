@@ -31,14 +31,20 @@ LOST_RACE_STATUSES = frozenset({409, 412})
 
 
 def heartbeat_body(summary: Mapping[str, Any], source: str, finished: datetime) -> bytes:
-    """The heartbeat's JSON: finish time, who ran, and the run's counts (lists become counts)."""
+    """The heartbeat's JSON: finish time, who ran, whether it stopped early, and the run's
+    counts (lists become counts)."""
     counts = {
         key: len(value) if isinstance(value, list | tuple) else value
         for key, value in summary.items()
         if isinstance(value, int | bool | list | tuple)
     }
-    body = {HEARTBEAT_FINISHED_FIELD: finished.astimezone(UTC).isoformat(), "source": source}
-    return json.dumps({**body, **counts}, sort_keys=True).encode()
+    body = {
+        HEARTBEAT_FINISHED_FIELD: finished.astimezone(UTC).isoformat(),
+        "source": source,
+        # Whether the run stopped before its end (a signal, a failing service); never why.
+        "stopped": summary.get("stopped") is not None,
+    }
+    return json.dumps({**counts, **body}, sort_keys=True).encode()
 
 
 def write_heartbeat(

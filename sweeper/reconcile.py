@@ -12,16 +12,16 @@ Every blob is re-checked against the table just before anything is done to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
-from azure.storage.blob import ContainerClient
+from azure.storage.blob import BlobClient, ContainerClient
 
-from sweeper import blobs
+from sweeper import binding, blobs
 from sweeper.lease import LEASE_BLOB
 from sweeper.store import Document, DocumentStore, Status
 from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
@@ -30,6 +30,8 @@ INTERNAL_PREFIX = LEASE_BLOB.split("/", 1)[0] + "/"
 MAX_ORPHAN_SHARE = 0.05
 """More committed orphans than this share of the container means the table is probably wrong."""
 PLAN_VERSION = 1
+RECHECK_ATTEMPTS = 3
+"""Reads of a row and its blob before a finding that keeps changing is let go as in use."""
 
 
 class RepairRefusedError(RuntimeError):
@@ -57,6 +59,8 @@ class Reconciliation:
     repaired: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     blob_count: int = 0
+    stopped: str | None = None
+    """The signal that stopped an applied plan between two blobs (`SIGINT`), else None."""
 
     @property
     def clean(self) -> bool:
@@ -86,20 +90,21 @@ def list_blobs(container: ContainerClient) -> dict[str, ListedBlob]:
 
 
 def check_binding(store: DocumentStore, container: ContainerClient) -> str:
-    """The database id, when the container is bound to this database; else RepairRefusedError."""
-    database_id = store.database_id()
-    bound = blobs.bound_database(container)
-    if bound is None:
+    """The database id, when the container's marker names this database and the database
+    names no other container; else RepairRefusedError (`sweeper.binding` decides, as for the
+    sweep)."""
+    state = binding.read_binding(store, container)
+    try:
+        binding.refuse_mismatch(state)
+    except binding.ContainerBindingError as error:
+        raise RepairRefusedError(f"{error}; nothing repaired") from None
+    if state.container_names is None:
         raise RepairRefusedError(
-            f"container {container.container_name!r} is not bound to a database yet; run "
-            "`safetynet sweep` once with the right --db (it binds the container), then repair"
+            f"container {container.container_name!r} is not bound to a database yet; if this "
+            f"database is its own, bind them with `{binding.BIND_COMMAND} --db URL --container "
+            f"{container.container_name}`, then repair"
         )
-    if bound != database_id:
-        raise RepairRefusedError(
-            f"container {container.container_name!r} belongs to database {bound}, not to this "
-            f"one ({database_id}): this is the wrong table for it; nothing repaired"
-        )
-    return database_id
+    return state.database_id
 
 
 def reconcile(
@@ -123,12 +128,18 @@ def reconcile(
         if document.status is not Status.READY or document.created_utc >= older_than:
             continue
         blob = listed.get(document.blob_name)
-        if blob is None:
-            result.dangling.append(document)
-        elif blob.state in (PENDING, RETIRED):
-            result.unsealed.append(document)
+        if blob is not None and blob.state not in (PENDING, RETIRED):
+            continue
+        finding = _recheck(store, container, document)
+        if finding is None:
+            continue
+        current, state = finding
+        if state is None:
+            result.dangling.append(current)
+        else:
+            result.unsealed.append(current)
             if repair:
-                _seal_unsealed(store, container, document, blob.state, result)
+                _seal_unsealed(store, container, current, state, result)
     for blob in listed.values():
         if blob.name in rows or blob.name in recorded or blob.last_modified >= older_than:
             continue
@@ -136,6 +147,27 @@ def reconcile(
         if repair and blob.state in (PENDING, RETIRED):
             _delete_unreferenced(store, container, blob, blob.state, result)
     return result
+
+
+def _recheck(
+    store: DocumentStore, container: ContainerClient, document: Document
+) -> tuple[Document, str | None] | None:
+    """The Ready row and its blob's state now (None: missing) when the finding still holds.
+
+    The listing is older than the rows: a replace that switched in between points its row at
+    a blob the listing missed or saw still pending. Both are read again, row first, so a
+    finding is reported only when the row, read after its blob's state, still shows it.
+    """
+    current = store.get(document.id)
+    for _ in range(RECHECK_ATTEMPTS):
+        if current is None or current.status is not Status.READY:
+            return None
+        state = blobs.state_of(container.get_blob_client(current.blob_name))
+        again = store.get(document.id)
+        if again == current:
+            return (current, state) if state in (None, PENDING, RETIRED) else None
+        current = again
+    return None  # replaced again and again while read: in use, not broken
 
 
 def _seal_unsealed(
@@ -185,19 +217,35 @@ def _delete_unreferenced(
             blobs.retire(client)
             state = RETIRED
         if etag is not None:
-            # Set Blob Tags leaves the ETag alone, so the plan's ETag still guards the delete.
-            client.delete_blob(
-                delete_snapshots="include",
-                etag=f'"{etag.strip(chr(34))}"',
-                match_condition=MatchConditions.IfNotModified,
-                if_tags_match_condition=tag_condition(state),
-            )
+            _delete_planned(client, etag, state)
         else:
             blobs.delete_guarded(client, state)
     except (blobs.TagTransitionError, HttpResponseError, AzureError) as error:
         result.errors.append(f"{blob.name}: {type(error).__name__}: {error}".splitlines()[0])
     else:
         result.repaired.append(blob.name)
+
+
+def _delete_planned(client: BlobClient, etag: str, state: str) -> None:
+    """Delete under the plan's ETag and the tag guard; a refusal of a blob that is gone now
+    means the delete is done.
+
+    The blob was read a moment ago, so when the delete's answer was lost and the SDK sent it
+    again, the second attempt finds no blob: Azurite answers 412 (the If-Match of a missing
+    blob fails), a 404 says the same. Either way the blob is gone, as planned; a refusal of a
+    blob that still exists (its ETag or tags changed) is raised.
+    """
+    try:
+        # Set Blob Tags leaves the ETag alone, so the plan's ETag still guards the delete.
+        client.delete_blob(
+            delete_snapshots="include",
+            etag=f'"{etag.strip(chr(34))}"',
+            match_condition=MatchConditions.IfNotModified,
+            if_tags_match_condition=tag_condition(state),
+        )
+    except HttpResponseError as error:
+        if error.status_code not in (404, 412) or blobs.state_of(client) is not None:
+            raise
 
 
 def plan_orphan_deletion(
@@ -222,12 +270,14 @@ def apply_plan(
     plan: Mapping[str, Any],
     max_delete: int,
     max_share: float = MAX_ORPHAN_SHARE,
+    stop_requested: Callable[[], str | None] = lambda: None,
 ) -> Reconciliation:
     """Delete the plan's committed orphans, each re-checked; refuse the whole plan when unsafe.
 
     Refused (RepairRefusedError, nothing deleted) when the plan is for another container or
     database, the container is not bound to this database, the plan holds more than
     `max_delete` blobs, or they are more than `max_share` of the container's blobs.
+    `stop_requested` is asked before each blob: a signal stops the plan between two blobs.
     """
     entries: Sequence[Mapping[str, str]] = plan.get("delete", [])
     if plan.get("version") != PLAN_VERSION or not isinstance(entries, list):
@@ -261,6 +311,9 @@ def apply_plan(
         )
     result = Reconciliation(blob_count=len(listed))
     for entry in entries:
+        result.stopped = stop_requested()
+        if result.stopped is not None:
+            break
         blob = listed.get(entry["blob"])
         if blob is None:
             continue

@@ -391,6 +391,29 @@ class DocumentStore:
             pass  # bound already, perhaps by a sweep racing this one: the stored value decides
         return self.bound_container() or identity
 
+    def unbind_container(self, identity: str) -> bool:
+        """Forget the binding to `identity` (only that one); True when it was recorded."""
+        m = self.meta.c
+        with self._connect() as conn:
+            removed = conn.execute(
+                self.meta.delete().where(m.key == CONTAINER_KEY, m.value == identity)
+            ).rowcount
+        return removed == 1
+
+    def sample_blobs(self, limit: int) -> list[tuple[str, bool]]:
+        """Up to `limit` blob names the newest rows and records name, each with whether a
+        Ready row names it (its blob must exist): the evidence a first sweep checks."""
+        c, b = self.table.c, self.blobs.c
+        with self._connect() as conn:
+            rows = conn.execute(
+                sa.select(c.blob_name, c.status).order_by(c.created.desc(), c.id).limit(limit)
+            ).all()
+            records = conn.execute(
+                sa.select(b.blob_name).order_by(b.recorded_utc.desc(), b.blob_name).limit(limit)
+            ).all()
+        named = [(str(r[0]), r[1] == Status.READY.value) for r in rows]
+        return named + [(str(r[0]), False) for r in records]
+
     def _missing(self) -> tuple[bool, list[str]]:
         """(documents table present, what `db upgrade` would add)."""
         with self._connect() as conn:
@@ -793,6 +816,26 @@ class DocumentStore:
                 .values(claim_token=None, claimed=None)
             )
         return deleted, published
+
+    def claims_held(self, claim_expired: datetime, ours: str) -> tuple[int, datetime | None]:
+        """Pending rows and records another run (not `ours`) holds a live claim on (a sweeper
+        running now, or one that died holding them): how many, and the oldest claim's stamp."""
+        c, b = self.table.c, self.blobs.c
+        with self._connect() as conn:
+            rows = conn.execute(
+                sa.select(sa.func.count(), sa.func.min(c.claimed)).where(
+                    c.status == Status.PENDING.value,
+                    c.claim_token != ours,
+                    c.claimed >= to_utc(claim_expired),
+                )
+            ).one()
+            records = conn.execute(
+                sa.select(sa.func.count(), sa.func.min(b.claimed_utc)).where(
+                    b.claim_token != ours, b.claimed_utc >= to_utc(claim_expired)
+                )
+            ).one()
+        stamps = [_utc(t) for t in (rows[1], records[1]) if t is not None]
+        return int(rows[0]) + int(records[0]), min(stamps, default=None)
 
     def claim_records(
         self,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -20,10 +21,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import (
+    AzureError,
+    HttpResponseError,
+    ResourceNotFoundError,
+    ServiceResponseError,
+)
 from azure.storage.blob import ContainerClient
 
-from sweeper import blobs
+from sweeper import binding, blobs
+from sweeper.binding import ContainerBindingError as ContainerBindingError
 from sweeper.lease import SweepLease, SweepLeaseLostError
 from sweeper.protocol import MAX_NAME_LENGTH, Clock
 from sweeper.settings import SweepSettings
@@ -40,10 +47,6 @@ from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condi
 log = logging.getLogger("safetynet.sweeper")
 
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-
-
-class ContainerBindingError(RuntimeError):
-    """The container belongs to another database: this table is the wrong one for it."""
 
 
 class BlobOutcome(enum.Enum):
@@ -79,8 +82,17 @@ class SweepReport:
     warnings: list[str] = field(default_factory=list)
     dry_run: bool = False
     stopped: str | None = None
-    """Why the run stopped before the end (the database or the lease failed mid-run), else None.
-    The CLI exits 4 for it (a service failed mid-run), not 1 (rows that could not be swept)."""
+    """Why the run stopped before the end (the database or the lease failed mid-run, or a
+    signal asked it to), else None. The CLI exits 4 for a failure (a service failed mid-run),
+    not 1 (rows that could not be swept), and 130 or 143 for a signal."""
+    interrupted: str | None = None
+    """The signal that stopped the run between chunks (`SIGINT`, `SIGTERM`), else None."""
+    claims_waiting: int = 0
+    """Stale rows and records another run holds a live claim on: a sweeper running now, or
+    one that died holding them. This run could not touch them; the next one after
+    `claims_waiting_until` can."""
+    claims_waiting_until: str | None = None
+    """When the oldest of those claims expires (ISO 8601, UTC)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,8 +148,46 @@ def _code(error: HttpResponseError) -> str | None:
     return None if code is None else str(getattr(code, "value", code))
 
 
+class AnswerLost:
+    """The blobs of requests that were sent but whose answer never came (a connection reset
+    or a timeout after sending: ServiceResponseError), whether the SDK's retry policy or the
+    sweep sent them again. The service may have executed such a delete, so a later 404 for
+    one of them is the sweep's own delete, not an upload that never landed; the one case it
+    cannot tell apart, an upload that never landed whose delete answer was also lost, is
+    counted as deleted too.
+    """
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self._lock = threading.Lock()
+
+    def note(self, names: Sequence[str], error: object) -> None:
+        if isinstance(error, ServiceResponseError):
+            with self._lock:
+                self.names.update(names)
+
+    def hook(self, names: Sequence[str]) -> Callable[..., None]:
+        """The SDK's `retry_hook` option, called before each of its retries with the error
+        that caused it, if any (StorageRetryPolicy in azure-storage-blob: https://
+        azuresdkdocs.z19.web.core.windows.net/python/azure-storage-blob/12.26.0/_modules/azure/
+        storage/blob/_shared/policies.html)."""
+
+        def retrying(**context: Any) -> None:
+            self.note(names, context.get("error"))
+
+        return retrying
+
+
 def _no_lease() -> None:
     """Without a lease there is nothing to check between chunks."""
+
+
+def _never_stop() -> str | None:
+    return None
+
+
+class StopRequested(Exception):
+    """A signal asked the run to stop; raised between chunks, never inside one."""
 
 
 class Sweeper:
@@ -150,7 +200,10 @@ class Sweeper:
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[SweepReport], None] | None = None,
         lease: SweepLease | None = None,
+        stop_requested: Callable[[], str | None] = _never_stop,
     ) -> None:
+        """`stop_requested` names the signal that asked the run to stop (None: go on); it is
+        asked before every chunk, so a stopped run has finished or handed back its claims."""
         self.store = store
         self.container = container
         self.settings = settings
@@ -159,13 +212,21 @@ class Sweeper:
         self.sleep = sleep
         self.on_progress = on_progress
         self.lease = lease
+        self.stop_requested = stop_requested
+
+    def _between_chunks(self, check_lease: Callable[[], None]) -> None:
+        signal_name = self.stop_requested()
+        if signal_name is not None:
+            raise StopRequested(signal_name)
+        check_lease()
 
     def run(self) -> SweepReport:
         """Sweep once. Raises SweepLeaseHeldError when another sweeper leads, SweepLeaseStuckError
-        when the lease has been held past its limit, ContainerBindingError for a wrong table."""
+        when the lease has been held past its limit, ContainerBindingError for a wrong table or
+        an unbound pair that cannot be shown to belong together (`binding.ensure_bound`)."""
         self.container.get_container_properties()  # a wrong container fails here, loudly
         if not self.settings.dry_run:
-            self._bind()
+            binding.ensure_bound(self.store, self.container)
         if not self.settings.use_lease:
             return self._sweep(_no_lease)
         lease = self.lease or SweepLease(self.container)
@@ -177,35 +238,6 @@ class Sweeper:
         if warning is not None:
             report.warnings.append(warning)
         return report
-
-    def _bind(self) -> None:
-        """Container and database name each other: a wrong table or a wrong container (a typo
-        in --container, another account) is refused before anything is claimed or deleted."""
-        database_id = self.store.database_id()
-        identity = f"{self.container.account_name}/{self.container.container_name}"
-        bound_container = self.store.bound_container()
-        if bound_container is not None and bound_container != identity:
-            raise ContainerBindingError(
-                f"database {database_id} belongs to container {bound_container!r}, not "
-                f"{identity!r}; refusing to sweep the wrong container"
-            )
-        bound = blobs.bind(self.container, database_id)
-        if not bound:
-            raise ContainerBindingError(
-                f"container {self.container.container_name!r} has a binding marker "
-                f"({blobs.BINDING_BLOB}) that names no database; refusing to sweep until a "
-                "person checks which database it belongs to and removes the marker"
-            )
-        if bound != database_id:
-            raise ContainerBindingError(
-                f"container {self.container.container_name!r} is bound to database {bound}, "
-                f"not to this one ({database_id}); refusing to sweep with the wrong table"
-            )
-        if bound_container is None and self.store.bind_container(identity) != identity:
-            raise ContainerBindingError(
-                f"database {database_id} was just bound to container "
-                f"{self.store.bound_container()!r} by another sweep, not {identity!r}"
-            )
 
     def _sweep(self, check_lease: Callable[[], None]) -> SweepReport:
         report = SweepReport(dry_run=self.settings.dry_run)
@@ -227,7 +259,25 @@ class Sweeper:
             report.errors.append(f"sweep stopped: {error}")
             report.stopped = str(error)
             log.error("sweep stopped: %s", error)
+        except StopRequested as stop:
+            report.interrupted = str(stop)
+            report.stopped = f"interrupted by {stop} between chunks"
+            log.warning("sweep stopped: %s", report.stopped)
+        if not self.settings.dry_run and report.stopped is None:
+            self._count_waiting(report, token)
         return report
+
+    def _count_waiting(self, report: SweepReport, token: str) -> None:
+        """A claim of a run that died is never a silent no-op: it is counted, with its end."""
+        waiting, oldest = self.store.claims_held(self.clock() - self.settings.claim_ttl, token)
+        if not waiting or oldest is None:
+            return
+        until = (oldest + self.settings.claim_ttl).isoformat()
+        report.claims_waiting, report.claims_waiting_until = waiting, until
+        report.warnings.append(
+            f"{waiting} stale row(s) or record(s) are claimed by another run (running now, or "
+            f"stopped without releasing them); they wait until {until}, when a sweep takes them"
+        )
 
     def _sweep_rows(
         self,
@@ -240,7 +290,7 @@ class Sweeper:
         cutoff = now - self.settings.cutoff
         last: Document | None = None
         while True:
-            check_lease()
+            self._between_chunks(check_lease)
             if self.settings.dry_run:
                 documents = self.store.peek_stale(cutoff, self.settings.chunk_size, after=last)
             else:
@@ -311,16 +361,23 @@ class Sweeper:
         report.rolled_forward += published
 
     def _delete_batch(self, documents: Sequence[Document]) -> dict[str, Verdict]:
-        """One Blob Batch of tag-guarded deletes; transient per-blob failures retried alone."""
+        """One Blob Batch of tag-guarded deletes; transient per-blob failures retried alone.
+
+        A 404 for a blob whose earlier delete may have reached the service (its answer was
+        lost, so the SDK or this loop sent it again) counts as deleted, not as never landed.
+        """
         todo = [d.blob_name for d in documents]
         verdicts: dict[str, Verdict] = {}
+        lost = AnswerLost()
         for attempt in range(self.settings.max_attempts):
             if attempt:
                 self.sleep(min(0.2 * 2**attempt, 10.0))
-            statuses = self._send_batch(todo)
+            statuses = self._send_batch(todo, lost)
             retry = []
             for name, status in statuses.items():
-                if status in _STATUS_OUTCOMES:
+                if status == 404 and name in lost.names:
+                    verdicts[name] = Verdict(BlobOutcome.DELETED, "answer lost, then gone")
+                elif status in _STATUS_OUTCOMES:
                     verdicts[name] = Verdict(_STATUS_OUTCOMES[status])
                 elif status == 412:
                     verdicts[name] = self._judge_unpending(name)
@@ -356,8 +413,9 @@ class Sweeper:
             f"tagged {STATE_TAG}={state!r}, neither pending nor committed; not rolled forward",
         )
 
-    def _send_batch(self, names: Sequence[str]) -> dict[str, int]:
-        """Per-blob status codes; a failure of the whole batch counts as transient for each."""
+    def _send_batch(self, names: Sequence[str], lost: AnswerLost) -> dict[str, int]:
+        """Per-blob status codes; a failure of the whole batch counts as transient for each.
+        `lost` learns the names of a batch whose answer was lost after it was sent."""
         requests = [
             {
                 "name": name,
@@ -367,7 +425,11 @@ class Sweeper:
             for name in names
         ]
         try:
-            responses = list(self.container.delete_blobs(*requests, raise_on_any_failure=False))
+            responses = list(
+                self.container.delete_blobs(
+                    *requests, raise_on_any_failure=False, retry_hook=lost.hook(names)
+                )
+            )
         except HttpResponseError as error:
             log.warning("blob batch failed: %s", error.reason or error.status_code)
             # A whole-batch 404 or 412 says nothing about any one blob: never act on it.
@@ -375,23 +437,27 @@ class Sweeper:
             return dict.fromkeys(names, status)
         except AzureError as error:
             log.warning("blob batch failed: %s", type(error).__name__)
+            lost.note(names, error)
             return dict.fromkeys(names, 503)
         except ValueError as error:
             # The SDK refuses a request it cannot build (an empty name) before sending anything.
             log.warning("blob batch not sent: %s; deleting one by one", error)
-            return {name: self._delete_one(name) for name in names}
+            return {name: self._delete_one(name, lost) for name in names}
         if len(responses) != len(names):
             # Answers cannot be matched to requests any more: ask about each blob on its own.
             log.warning(
                 "blob batch answered %d of %d; deleting one by one", len(responses), len(names)
             )
-            return {name: self._delete_one(name) for name in names}
+            return {name: self._delete_one(name, lost) for name in names}
         return {name: _status_of(r) for name, r in zip(names, responses, strict=True)}
 
-    def _delete_one(self, name: str) -> int:
+    def _delete_one(self, name: str, lost: AnswerLost | None = None) -> int:
+        lost = lost or AnswerLost()
         try:
             self.container.get_blob_client(name).delete_blob(
-                delete_snapshots="include", if_tags_match_condition=tag_condition(PENDING)
+                delete_snapshots="include",
+                if_tags_match_condition=tag_condition(PENDING),
+                retry_hook=lost.hook([name]),
             )
         except ResourceNotFoundError as error:
             return 404 if _code(error) in (None, "BlobNotFound") else 0
@@ -399,7 +465,8 @@ class Sweeper:
             if error.status_code == 412 and _code(error) not in (None, "ConditionNotMet"):
                 return 0
             return error.status_code or 0
-        except AzureError:
+        except AzureError as error:
+            lost.note([name], error)
             return 503
         except ValueError:
             return 0
@@ -436,7 +503,7 @@ class Sweeper:
         now = self.clock()
         last: BlobRecord | None = None
         while True:
-            check_lease()
+            self._between_chunks(check_lease)
             if self.settings.dry_run:
                 records = self.store.peek_records(
                     kind, before, self.settings.chunk_size, after=last

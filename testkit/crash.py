@@ -19,6 +19,7 @@ from pathlib import Path
 
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
+from sweeper import binding
 from sweeper.protocol import ReservationExpiredError, UploadProtocol, no_checkpoint
 from sweeper.reconcile import ListedBlob, list_blobs, reconcile
 from sweeper.settings import SweepSettings
@@ -128,6 +129,7 @@ def run_crash_case(
     watched = client_type.from_container_url(
         container.url, credential=container.credential, raw_request_hook=deletes
     )
+    binding.bind(store, watched)  # a deployment bound before its first upload
     UploadProtocol(store, watched).put("bystander.txt", b"untouched", ".txt")
     if step not in PUT_STEPS:
         document = UploadProtocol(store, watched).put("subject.txt", b"v1", ".txt")

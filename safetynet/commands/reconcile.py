@@ -3,7 +3,7 @@
 Exit codes (`safetynet.exitcodes`): 0 when the container and the table agree, 1 while findings
 remain (committed orphans are never deleted without a plan), 2 on bad usage or a refused repair
 (wrong or unbound database, a plan over its limits), 3 when a service cannot be reached, 4 when
-one fails mid-run.
+one fails mid-run, 130 or 143 when SIGINT or SIGTERM stopped `--apply-plan` between two blobs.
 """
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from azure.storage.blob import ContainerClient
 
 from safetynet.commands.common import (
     CommandError,
@@ -23,6 +26,7 @@ from safetynet.commands.common import (
     fail,
     log_progress,
 )
+from safetynet.commands.interrupt import stop_signals
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
@@ -36,6 +40,7 @@ from sweeper.reconcile import (
 )
 from sweeper.redaction import printable
 from sweeper.settings import SettingsError
+from sweeper.store import DocumentStore
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -97,9 +102,7 @@ def run(args: argparse.Namespace) -> int:
         store, container = open_target(args)
         try:
             if plan is not None:
-                result = apply_plan(store, container, plan, args.max_delete, args.max_share)
-                _print(result, args.json, applied=True)
-                return ExitCode.FINDINGS if result.errors else ExitCode.OK
+                return _apply(store, container, plan, args)
             result = reconcile(store, container, older_than, repair=args.repair)
             written = None
             if args.write_plan is not None:
@@ -113,6 +116,23 @@ def run(args: argparse.Namespace) -> int:
         return fail("reconcile", error.code, str(error), args.json)
     _print(result, args.json, plan=written)
     return ExitCode.FINDINGS if result.unresolved else ExitCode.OK
+
+
+def _apply(
+    store: DocumentStore, container: ContainerClient, plan: dict[str, Any], args: argparse.Namespace
+) -> int:
+    """Apply the plan; SIGINT or SIGTERM stops it between two blobs (exit 130 or 143)."""
+    with stop_signals() as stop:
+        result = apply_plan(store, container, plan, args.max_delete, args.max_share, stop.requested)
+    _print(result, args.json, applied=True)
+    if result.stopped is not None:
+        print(
+            f"safetynet reconcile: stopped by {result.stopped} between two blobs; "
+            "apply the plan again to finish it",
+            file=sys.stderr,
+        )
+        return stop.exit_code
+    return ExitCode.FINDINGS if result.errors else ExitCode.OK
 
 
 def _write_plan(path: Path, plan: dict[str, Any]) -> None:
@@ -156,6 +176,7 @@ def _print(
                     "errors": capped(result.errors),
                     "error_count": len(result.errors),
                     "plan": plan,
+                    "stopped": result.stopped,
                 }
             )
         )
@@ -175,6 +196,8 @@ def _print(
         )
     for name in result.repaired:
         print(f"{'deleted' if applied else 'repaired'} {printable(name)}")
+    if result.stopped is not None:
+        print(f"stopped ({result.stopped}) after {len(result.repaired)} deleted")
     for error in capped(result.errors):
         print(f"error: {error}")
     if len(result.errors) > len(capped(result.errors)):

@@ -1,8 +1,9 @@
 """`safetynet sweep`: remove abandoned uploads once. Exit codes: `safetynet.exitcodes`.
 
 0 ok (also when another sweeper holds the lease), 1 a row failed or the lease is stuck, 2 bad
-usage or a container bound to another database, 3 a service could not be reached, 4 the
-database or the lease failed mid-run (the report says what finished).
+usage, a container bound to another database or an unbound pair the first sweep cannot prove,
+3 a service could not be reached, 4 the database or the lease failed mid-run (the report says
+what finished), 130 or 143 stopped by SIGINT or SIGTERM between chunks.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from safetynet.commands.common import (
     fail,
     log_progress,
 )
+from safetynet.commands.interrupt import StopSignals, stop_signals
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
+from sweeper.binding import ContainerBindingError
 from sweeper.heartbeat import write_heartbeat
 from sweeper.lease import SweepLeaseHeldError, SweepLeaseLostError, SweepLeaseStuckError
 from sweeper.redaction import printable
 from sweeper.settings import SettingsError, SweepSettings
-from sweeper.sweep import ContainerBindingError, Sweeper, SweepReport
+from sweeper.sweep import Sweeper, SweepReport
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,6 +76,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     log_progress()
+    with stop_signals() as stop:
+        return _run(args, stop)
+
+
+def _run(args: argparse.Namespace, stop: StopSignals) -> int:
     try:
         try:
             settings = SweepSettings(
@@ -89,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(error)) from None
         store, container = open_target(args)
         progress = _print_progress if sys.stderr.isatty() and not args.json else None
-        sweeper = Sweeper(store, container, settings, on_progress=progress)
+        sweeper = Sweeper(
+            store, container, settings, on_progress=progress, stop_requested=stop.requested
+        )
         try:
             report = sweeper.run()
         except ContainerBindingError as error:
@@ -111,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
     if not settings.dry_run:
         write_heartbeat(container, report.as_dict(), source="cli")
     _print_report(report, args.json)
+    if report.interrupted is not None:
+        print(f"safetynet sweep: {report.stopped}; claims and lease released", file=sys.stderr)
+        return stop.exit_code
     if report.stopped is not None:
         # What finished is in the report; the rest is a service failing mid-run, not a row.
         print(f"safetynet sweep: stopped mid-run: {printable(report.stopped)}", file=sys.stderr)
@@ -135,7 +148,7 @@ def _print_report(report: SweepReport, as_json: bool) -> None:
         summary["error_count"] = len(report.errors)
         summary["warnings"] = capped(report.warnings)
         summary["warning_count"] = len(report.warnings)
-        if report.stopped is not None:
+        if report.stopped is not None and report.interrupted is None:
             code = ExitCode.SERVICE_FAILED
             summary["error"] = {
                 "exit_code": int(code),
@@ -145,6 +158,8 @@ def _print_report(report: SweepReport, as_json: bool) -> None:
         print(json.dumps(summary))
         return
     prefix = "dry run, would have: " if report.dry_run else ""
+    if report.interrupted is not None:
+        prefix = f"stopped ({report.interrupted}) after finishing its chunk: {prefix}"
     print(
         f"{prefix}examined {report.examined} stale rows: deleted {report.deleted_blobs} blobs, "
         f"{report.missing_blobs} never landed, rolled forward {report.rolled_forward}, "

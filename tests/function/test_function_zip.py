@@ -100,6 +100,7 @@ RUNTIME_MODULES = (
     "appsettings.py",
     "atomicfile.py",
     "endpoints.py",
+    "binding.py",
     "blobs.py",
     "clients.py",
     "heartbeat.py",

@@ -14,6 +14,8 @@ from sweeper.settings import SweepSettings
 from sweeper.store import Document, DocumentStore, Status, new_document_id
 from sweeper.sweep import Sweeper
 from sweeper.vocabulary import PENDING, STATE_TAG
+from testkit.azurite import Azurite
+from testkit.fault_proxy import LatencyProxy
 
 CUTOFF = timedelta(minutes=15)
 
@@ -110,3 +112,10 @@ def age_row(store: DocumentStore, document_id: str, age: timedelta) -> None:
             .where(store.table.c.id == document_id)
             .values(created=datetime.now(UTC) - age)
         )
+
+
+@pytest.fixture
+def proxy(azurite: Azurite) -> Iterator[LatencyProxy]:
+    """A fault proxy in front of the session's Azurite, with no added latency."""
+    with LatencyProxy(azurite.port, delay_s=0) as running:
+        yield running

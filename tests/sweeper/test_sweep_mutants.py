@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from sweeper import blobs
+from sweeper import binding, blobs
 from sweeper.blobs import BINDING_BLOB
 from sweeper.lease import ACQUIRED, LEASE_BLOB, LEASE_SECONDS, SweepLease
 from sweeper.settings import SweepSettings
@@ -305,6 +305,7 @@ def test_a_sealed_replacement_is_kept_when_its_document_has_no_live_blob(
     blob(container, "new.bin", COMMITTED)
     document = row(store, "own.bin", Status.READY)
     record(store, BlobRecordKind.INTENT, "new.bin", document.id)
+    binding.bind(store, container)  # a pair swept before: no first-sweep proof
     report = sweeper(store, container).run()
     assert report.errors == [
         f"intent blob new.bin of document {document.id}: "
@@ -357,6 +358,7 @@ def test_a_stale_row_whose_tag_cannot_be_read_after_a_412_is_kept(
     """When the tag cannot be read after a 412, the row is neither rolled forward nor removed."""
     blob(container, "c.bin", COMMITTED)
     document = row(store, "c.bin")
+    binding.bind(store, container)  # a pair swept before: no first-sweep proof
     with LatencyProxy(azurite.port, delay_s=0) as proxy:
         proxied = ContainerClient.from_connection_string(
             proxy.connection_string, container.container_name, retry_total=0
@@ -375,6 +377,7 @@ def test_a_blob_gone_between_the_412_and_the_tag_read_lets_the_row_go(
     """A blob deleted after its 412 (another sweeper retired it) counts as missing: row removed."""
     blob(container, "c.bin", COMMITTED)
     row(store, "c.bin")
+    binding.bind(store, container)  # a pair swept before: no first-sweep proof
     with LatencyProxy(azurite.port, delay_s=0) as proxy:
         proxied = ContainerClient.from_connection_string(
             proxy.connection_string, container.container_name, retry_total=0
@@ -525,6 +528,7 @@ def test_names_the_service_cannot_take_are_reported_and_left(
         # PostgreSQL's column holds at most 1024 characters: there such a row cannot exist.
         problems["x" * 1025] = "blob name is 1025 characters; at most 1024"
     documents = {name: row(store, name) for name in problems}
+    binding.bind(store, container)  # a pair swept before: no first-sweep proof
     report = sweeper(store, container).run()
     assert sorted(report.errors) == sorted(
         f"document {documents[name].id}: {problem}; left for a human"

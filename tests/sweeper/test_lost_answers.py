@@ -1,0 +1,87 @@
+"""Outcomes after a lost answer are reported as what happened: a delete that reached the
+service and lost its answer is a delete, not a failure and not an upload that never landed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from azure.storage.blob import BlobServiceClient, ContainerClient
+
+from sweeper import blobs
+from sweeper.clients import blob_service_client
+from sweeper.reconcile import apply_plan, plan_orphan_deletion, reconcile
+from sweeper.settings import SweepSettings
+from sweeper.store import DocumentStore
+from sweeper.sweep import Sweeper
+from sweeper.vocabulary import COMMITTED, STATE_TAG
+from testkit.fault_proxy import Fault, LatencyProxy
+from tests.sweeper.conftest import CUTOFF, stale_rows_in
+
+ANSWER_LOST = Fault(reset="after")
+"""The request reaches Azurite and is executed; its answer never reaches the client."""
+
+
+def through(proxy: LatencyProxy, container: ContainerClient, sdk_retries: bool) -> ContainerClient:
+    """The container through the proxy: with the CLI's retry policy, or with none (the
+    sweep's own retry loop sends the batch again)."""
+    if sdk_retries:
+        service = blob_service_client(None, proxy.connection_string)
+    else:
+        service = BlobServiceClient.from_connection_string(proxy.connection_string, retry_total=0)
+    return service.get_container_client(container.container_name)
+
+
+@pytest.mark.parametrize("sdk_retries", [True, False], ids=["sdk-retries", "sweep-retries"])
+def test_blobs_a_lost_batch_answer_deleted_count_as_deleted(
+    proxy: LatencyProxy,
+    container: ContainerClient,
+    store: DocumentStore,
+    sdk_retries: bool,
+) -> None:
+    """A batch executed whose answer was lost is sent again and meets 404s: its blobs are
+    counted deleted, none as never landed, and their rows are gone."""
+    stale_rows_in(store, container, 5)
+    blobs.bind(container, store.database_id())
+    proxy.inject("POST comp=batch", ANSWER_LOST)
+    sweeper = Sweeper(
+        store,
+        through(proxy, container, sdk_retries),
+        SweepSettings(cutoff=CUTOFF),
+        sleep=lambda _: None,
+    )
+
+    report = sweeper.run()
+
+    assert proxy.counts()["POST comp=batch"] == 2, "the lost batch was sent again"
+    assert (report.deleted_blobs, report.missing_blobs) == (5, 0)
+    assert (report.deleted_rows, report.errors) == (5, [])
+    assert list(container.list_blobs(name_starts_with="stale")) == []
+
+
+def test_rows_whose_uploads_never_landed_still_count_as_missing(
+    proxy: LatencyProxy, container: ContainerClient, store: DocumentStore
+) -> None:
+    """Without a lost answer a 404 keeps meaning "never landed"."""
+    stale_rows_in(store, container, 3, with_blobs=False)
+    blobs.bind(container, store.database_id())
+    report = Sweeper(store, through(proxy, container, True), SweepSettings(cutoff=CUTOFF)).run()
+    assert (report.deleted_blobs, report.missing_blobs, report.deleted_rows) == (0, 3, 3)
+
+
+def test_an_applied_plan_delete_whose_answer_was_lost_is_deleted(
+    proxy: LatencyProxy, container: ContainerClient, store: DocumentStore
+) -> None:
+    """The plan's delete reaches the service, its answer is lost, the SDK's retry meets 404:
+    the blob is reported deleted, with no error."""
+    blobs.bind(container, store.database_id())
+    container.upload_blob("orphan.bin", b"o", tags={STATE_TAG: COMMITTED})
+    future = datetime.now(UTC) + timedelta(hours=1)
+    plan = plan_orphan_deletion(store, container, reconcile(store, container, future))
+    proxy.inject("DELETE", ANSWER_LOST)
+
+    result = apply_plan(store, through(proxy, container, True), plan, 1, max_share=1.0)
+
+    assert proxy.counts()["DELETE"] == 2, "the lost delete was sent again"
+    assert (result.repaired, result.errors) == (["orphan.bin"], [])
+    assert "orphan.bin" not in {b.name for b in container.list_blobs()}
