@@ -121,6 +121,29 @@ def network_rules(
     )
 
 
+KEY_EXPIRATION_DAYS: Final = 90
+"""Days before an account key counts as due for rotation (CIS 4.4)."""
+SAS_EXPIRATION_PERIOD: Final = "0.01:00:00"
+"""Longest SAS an account accepts (d.hh:mm:ss): one hour (CIS 4.5); longer ones are refused."""
+
+
+def blob_soft_delete(config: StackConfig) -> storage.DeleteRetentionPolicyArgs:
+    """Blob soft delete, as every account of the stack has it (the baseline rules judge each
+    account, not only the data account)."""
+    return storage.DeleteRetentionPolicyArgs(
+        enabled=True,
+        days=config.blob_soft_delete_days,
+        # Permanent delete would let a caller skip the retention window: the one undo an
+        # account offers.
+        allow_permanent_delete=False,
+    )
+
+
+def container_soft_delete(config: StackConfig) -> storage.DeleteRetentionPolicyArgs:
+    """Container soft delete, as every account of the stack has it."""
+    return storage.DeleteRetentionPolicyArgs(enabled=True, days=config.container_soft_delete_days)
+
+
 def hardened_account(
     name: str,
     *,
@@ -152,6 +175,14 @@ def hardened_account(
         allow_shared_key_access=False,
         default_to_o_auth_authentication=True,
         allow_cross_tenant_replication=False,
+        # Shared keys are off; these bound what a key or a SAS would be worth if someone turned
+        # them back on (https://learn.microsoft.com/azure/storage/common/storage-account-keys-manage#create-a-key-expiration-policy,
+        # https://learn.microsoft.com/azure/storage/common/sas-expiration-policy).
+        key_policy=storage.KeyPolicyArgs(key_expiration_period_in_days=KEY_EXPIRATION_DAYS),
+        sas_policy=storage.SasPolicyArgs(
+            sas_expiration_period=SAS_EXPIRATION_PERIOD,
+            expiration_action=storage.ExpirationAction.BLOCK,
+        ),
         public_network_access=storage.PublicNetworkAccess(public_network_access),
         network_rule_set=network,
         # A second, infrastructure-level AES-256 layer; it can only be chosen when the account
@@ -218,16 +249,8 @@ class DataAccount(pulumi.ComponentResource):
             blob_services_name="default",
             account_name=account_name,
             resource_group_name=resource_group_name,
-            delete_retention_policy=storage.DeleteRetentionPolicyArgs(
-                enabled=True,
-                days=config.blob_soft_delete_days,
-                # Permanent delete would let a caller skip the retention window: the one
-                # undo this account offers.
-                allow_permanent_delete=False,
-            ),
-            container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(
-                enabled=True, days=config.container_soft_delete_days
-            ),
+            delete_retention_policy=blob_soft_delete(config),
+            container_delete_retention_policy=container_soft_delete(config),
             is_versioning_enabled=config.versioning,
             # The retired-blob rule counts days since the last read.
             last_access_time_tracking_policy=storage.LastAccessTimeTrackingPolicyArgs(enable=True),

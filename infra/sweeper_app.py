@@ -32,7 +32,12 @@ from pulumi_azure_native import authorization, keyvault, managedidentity, storag
 
 from infra.config import StackConfig
 from infra.package import FunctionPackage, PackageFile
-from infra.storage import hardened_account, network_rules
+from infra.storage import (
+    blob_soft_delete,
+    container_soft_delete,
+    hardened_account,
+    network_rules,
+)
 from sweeper import appsettings
 
 PYTHON_VERSION: Final = "3.11"
@@ -151,6 +156,16 @@ class SweeperApp(pulumi.ComponentResource):
             ),
             public_network_access="Enabled",
             infrastructure_encryption=config.infrastructure_encryption,
+            opts=child,
+        )
+        # Timer locks and the deployment package get the same undo window as the documents.
+        storage.BlobServiceProperties(
+            f"{name}-runtime-blob-service",
+            blob_services_name="default",
+            account_name=self.runtime_account.name,
+            resource_group_name=resource_group_name,
+            delete_retention_policy=blob_soft_delete(config),
+            container_delete_retention_policy=container_soft_delete(config),
             opts=child,
         )
         storage.BlobContainer(

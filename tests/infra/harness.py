@@ -302,6 +302,8 @@ import infra  # noqa: E402
 from infra import config as infra_config  # noqa: E402
 from infra.program import provision  # noqa: E402
 
+DATA_BLOB_SERVICE = "safetynet-blob-service"
+"""The data account's blob service (the runtime account has one of its own)."""
 RAW_DEFAULTS: Final[Mapping[str, object]] = {
     **infra_config.DEFAULTS,
     infra_config.DATABASE_URL_KEY: TEST_DATABASE_URL,

@@ -13,7 +13,15 @@ from infra.access import ROLES
 from infra.config import ALLOWED, DATABASE_URL_KEY, DEFAULTS, KEYS, NAMESPACE
 from infra.program import OUTPUT_NAMES
 from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
-from tests.infra.harness import DELETE, RAW_DEFAULTS, STACK_TYPE, StackRun, run_main, set_input
+from tests.infra.harness import (
+    DATA_BLOB_SERVICE,
+    DELETE,
+    RAW_DEFAULTS,
+    STACK_TYPE,
+    StackRun,
+    run_main,
+    set_input,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # Each checked table lives in the page a reader looks for it in.
@@ -115,7 +123,9 @@ def test_set_input_reaches_into_lists_and_can_delete(run: RunFactory) -> None:
 @pytest.mark.parametrize("days", [2, 30])
 def test_overrides_change_one_setting_between_runs(run: RunFactory, days: int) -> None:
     """Config overrides reach the registered inputs, run after run in one process."""
-    props = run({"blobSoftDeleteDays": days}).one("azure-native:storage:BlobServiceProperties")
+    props = run({"blobSoftDeleteDays": days}).one(
+        "azure-native:storage:BlobServiceProperties", DATA_BLOB_SERVICE
+    )
     assert props.inputs["deleteRetentionPolicy"]["days"] == days
 
 

@@ -9,7 +9,7 @@ import pytest
 from infra.storage import AUDITED_LOGS, PENDING_RULE, RETIRED_RULE, VERSIONS_RULE
 from sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
 from tests.infra.conftest import RunFactory
-from tests.infra.harness import RAW_DEFAULTS, RegisteredResource, StackRun
+from tests.infra.harness import DATA_BLOB_SERVICE, RAW_DEFAULTS, RegisteredResource, StackRun
 
 ACCOUNT = "azure-native:storage:StorageAccount"
 DATA_COMPONENT = "safetynet:storage:DataAccount"
@@ -55,7 +55,7 @@ def test_soft_delete_covers_blobs_and_containers_without_permanent_delete(
 ) -> None:
     """Blob and container soft delete are on for the configured days; permanent delete is off."""
     props = run({"blobSoftDeleteDays": 21, "containerSoftDeleteDays": 9}).one(
-        "azure-native:storage:BlobServiceProperties"
+        "azure-native:storage:BlobServiceProperties", DATA_BLOB_SERVICE
     )
     assert props.inputs["blobServicesName"] == "default"
     assert props.inputs["deleteRetentionPolicy"] == {
@@ -97,7 +97,7 @@ def test_the_lifecycle_rule_deletes_only_pending_block_blobs_of_the_container(
 
 def test_versioning_is_off_by_default_and_then_no_version_rule_exists(stack: StackRun) -> None:
     """Without versioning there are no versions to expire: only the pending and retired rules."""
-    props = stack.one("azure-native:storage:BlobServiceProperties")
+    props = stack.one("azure-native:storage:BlobServiceProperties", DATA_BLOB_SERVICE)
     assert props.inputs["isVersioningEnabled"] is False
     assert set(rules(stack)) == {PENDING_RULE, RETIRED_RULE}
 
@@ -108,7 +108,7 @@ def test_a_second_rule_collects_retired_blobs_days_after_their_last_read(
     """Blobs under `<container>/` tagged state == retired go `retiredBlobDays` after the last read."""
     result = run({"containerName": "invoices", "retiredBlobDays": 9})
     rule = rules(result)[RETIRED_RULE]
-    props = result.one("azure-native:storage:BlobServiceProperties").inputs
+    props = result.one("azure-native:storage:BlobServiceProperties", DATA_BLOB_SERVICE).inputs
     assert props["lastAccessTimeTrackingPolicy"] == {"enable": True}
     assert rule["enabled"] is True
     assert rule["type"] == "Lifecycle"
@@ -132,7 +132,9 @@ def test_the_data_account_is_protected_from_replacement(stack: StackRun) -> None
 def test_versioning_on_adds_a_rule_that_expires_old_versions(run: RunFactory) -> None:
     """Turning versioning on also expires previous versions after the configured days."""
     result = run({"versioning": True, "versionExpiryDays": 45})
-    assert result.one("azure-native:storage:BlobServiceProperties").inputs["isVersioningEnabled"]
+    assert result.one("azure-native:storage:BlobServiceProperties", DATA_BLOB_SERVICE).inputs[
+        "isVersioningEnabled"
+    ]
     rule = rules(result)[VERSIONS_RULE]
     assert rule["enabled"] is True
     assert rule["definition"]["filters"]["prefixMatch"] == [f"{RAW_DEFAULTS['containerName']}/"]
@@ -162,7 +164,7 @@ def test_repeated_runs_do_not_leak_into_each_other(run: RunFactory) -> None:
 def test_the_lifecycle_policy_waits_for_last_access_time_tracking(stack: StackRun) -> None:
     """The retired-blob rule counts from the last access, which ARM refuses until the blob
     service properties that enable tracking exist (MissingLastAccessTimeBasedTrackingPolicy)."""
-    properties = stack.one("azure-native:storage:BlobServiceProperties")
+    properties = stack.one("azure-native:storage:BlobServiceProperties", DATA_BLOB_SERVICE)
     assert properties.inputs["lastAccessTimeTrackingPolicy"]["enable"] is True
     assert properties.name in stack.one("azure-native:storage:ManagementPolicy").depends_on
 
@@ -190,3 +192,26 @@ def test_the_data_account_refuses_what_no_network_rule_allows_by_default(stack: 
     assert inputs["networkRuleSet"]["defaultAction"] == "Deny"
     assert inputs["networkRuleSet"]["bypass"] == "AzureServices"
     assert inputs["allowCrossTenantReplication"] is False
+
+
+def test_the_runtime_account_keeps_deleted_blobs_and_containers_too(run: RunFactory) -> None:
+    """The function host's account has blob and container soft delete for the configured days,
+    without permanent delete: the baseline rules judge every account of the stack."""
+    props = run({"blobSoftDeleteDays": 21, "containerSoftDeleteDays": 9}).one(
+        "azure-native:storage:BlobServiceProperties", "sweeper-runtime-blob-service"
+    )
+    assert props.inputs["deleteRetentionPolicy"] == {
+        "enabled": True,
+        "days": 21,
+        "allowPermanentDelete": False,
+    }
+    assert props.inputs["containerDeleteRetentionPolicy"] == {"enabled": True, "days": 9}
+
+
+@pytest.mark.parametrize("account", ["safetynet", "sweeper-runtime"])
+def test_keys_and_sas_have_expiration_policies(run: RunFactory, account: str) -> None:
+    """Every account bounds a key's life to 90 days and blocks a SAS of more than an hour,
+    should shared keys ever be turned back on."""
+    inputs = run({}).one(ACCOUNT, account).inputs
+    assert inputs["keyPolicy"] == {"keyExpirationPeriodInDays": 90}
+    assert inputs["sasPolicy"] == {"sasExpirationPeriod": "0.01:00:00", "expirationAction": "Block"}

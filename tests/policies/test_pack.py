@@ -49,15 +49,11 @@ BLOB_OWNER_ROLE = (
 DATA, RUNTIME = "snd", "snr"
 """The name prefixes of the program's data and runtime (function host) accounts."""
 INFRA_GAPS: Mapping[str, tuple[str, ...]] = {
-    "SN-BLOB-SOFT-DELETE": (RUNTIME,),
-    "SN-CONTAINER-SOFT-DELETE": (RUNTIME,),
     **dict.fromkeys(
         (
             "SN-PUBLIC-NETWORK-ACCESS",
             "SN-PRIVATE-ENDPOINT",
             "SN-CMK-ENCRYPTION",
-            "SN-KEY-EXPIRATION-POLICY",
-            "SN-SAS-EXPIRATION-POLICY",
         ),
         (DATA, RUNTIME),
     ),
@@ -274,6 +270,8 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
     ),
     "SN-NETWORK-DEFAULT-DENY": ({"networkDefaultAction": "Allow"}, None, set()),
     "SN-INFRA-ENCRYPTION": ({"infrastructureEncryption": False}, None, set()),
+    "SN-KEY-EXPIRATION-POLICY": ({}, set_input(ACCOUNT, "keyPolicy", DELETE, DATA_ACCOUNT), set()),
+    "SN-SAS-EXPIRATION-POLICY": ({}, set_input(ACCOUNT, "sasPolicy", DELETE, DATA_ACCOUNT), set()),
     "SN-TRUSTED-SERVICES": (
         {},
         set_input(ACCOUNT, "networkRuleSet", {"bypass": "Logging", "defaultAction": "Deny"}),

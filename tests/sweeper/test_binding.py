@@ -22,9 +22,8 @@ from sweeper.store import Document, DocumentStore, Status
 from testkit.azurite import Azurite
 from testkit.crash import SimulatedCrash, crash_after
 from tests.conftest import RunCli
-from tests.sweeper.conftest import stale_rows_in
+from tests.sweeper.conftest import age_row, stale_rows_in
 
-HOUR_AGO = datetime.now(UTC) - timedelta(hours=1)
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 
 
@@ -52,11 +51,13 @@ def deployment(url: str, container: ContainerClient) -> Deployment:
     """A Ready document and a sealed upload whose publish never happened, both an hour old."""
     store = DocumentStore.from_url(url)
     store.init_schema()
-    protocol = UploadProtocol(store, container, clock=lambda: HOUR_AGO)
+    protocol = UploadProtocol(store, container)
     ready = protocol.put("ready.txt", b"published", ".txt")
     protocol.checkpoint = crash_after("seal")
     with pytest.raises(SimulatedCrash):
         protocol.put("sealed.txt", b"sealed, to roll forward", ".txt")
+    for document_id in (ready.id, store.get_by_name("sealed.txt").id):  # type: ignore[union-attr]
+        age_row(store, document_id, timedelta(hours=1))
     sealed = store.get_by_name("sealed.txt")
     assert sealed is not None
     return Deployment(url, store, container, ready, sealed)

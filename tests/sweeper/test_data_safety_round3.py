@@ -21,7 +21,7 @@ from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from safetynet.exitcodes import ExitCode
-from sweeper import appsettings
+from sweeper import appsettings, binding
 from sweeper.appsettings import SettingsError
 from sweeper.protocol import (
     ContentMismatchError,
@@ -48,7 +48,9 @@ SKEW = timedelta(hours=2)
 
 
 def sweep_at(store: DocumentStore, container: ContainerClient, ahead: timedelta) -> Sweeper:
-    """A sweeper whose clock runs `ahead` of this machine's (the database server's too)."""
+    """A sweeper whose clock runs `ahead` of this machine's (the database server's too), on a
+    pair bound as one deployment (as `safetynet binding bind` binds it)."""
+    binding.bind(store, container)
     return Sweeper(
         store, container, SweepSettings(cutoff=CUTOFF), clock=lambda: datetime.now(UTC) + ahead
     )
@@ -233,6 +235,8 @@ def test_a_writer_two_hours_behind_can_put_and_replace_while_the_sweeper_runs(
 ) -> None:
     """A sweep with the database's clock between every step of a slow writer's put and replace
     takes neither its reservation nor its replace's intent."""
+
+    binding.bind(store, container)
 
     def sweep_now(step: str) -> None:
         Sweeper(store, container, SweepSettings(cutoff=CUTOFF)).run()
