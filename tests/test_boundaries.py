@@ -16,10 +16,12 @@ BOTTOM = (
     "sweeper.vocabulary",
     "sweeper.redaction",
     "sweeper.appsettings",
+    "sweeper.atomicfile",
 )
 """The protocol's names, the one redaction path (the Function, the audit and the CLI hide
 secrets the same way) and the settings' vocabulary (the names the infra program writes are the
-names the Function reads): standard library only, importable by all."""
+names the Function reads) and the one way a file is written (checked, never onto an input,
+atomic): standard library only, importable by all."""
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("safetynet",)),
     ("testkit", ("testkit",)),
