@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
-from sweeper import appsettings
+from sweeper import appsettings, untrusted
 from sweeper.vocabulary import DEFAULT_CONTAINER
 
 NAMESPACE: Final = "blob-safetynet"
@@ -102,6 +102,8 @@ _CONTAINER: Final = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
 _GUID: Final = re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _NCRONTAB_FIELD: Final = re.compile(r"[0-9A-Za-z*/,\-]+")
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://\S+")
+MAX_LIST_BYTES: Final = 64 * 2**10
+"""A list of principal ids in the stack configuration: some hundred GUIDs at most."""
 
 
 class ConfigError(ValueError):
@@ -279,9 +281,13 @@ def _guids(values: Mapping[str, object], key: str) -> tuple[str, ...]:
     value = values.get(key)
     if isinstance(value, str):
         try:
-            value = json.loads(value) if value.strip() else []
-        except json.JSONDecodeError:
-            raise ConfigError(key, f"{value!r} is not a JSON list") from None
+            value = (
+                untrusted.load_json(value, "the value", max_bytes=MAX_LIST_BYTES)
+                if value.strip()
+                else []
+            )
+        except untrusted.UntrustedInputError as error:
+            raise ConfigError(key, f"{error}; expected a JSON list") from None
     if not isinstance(value, list | tuple):
         raise ConfigError(key, f"{value!r} is not a list")
     ids: list[str] = []
