@@ -98,6 +98,7 @@ from a working copy because the zip lacks it."""
 RUNTIME_MODULES = (
     "__init__.py",
     "appsettings.py",
+    "atomicfile.py",
     "blobs.py",
     "clients.py",
     "heartbeat.py",
@@ -108,6 +109,7 @@ RUNTIME_MODULES = (
     "settings.py",
     "store.py",
     "sweep.py",
+    "untrusted.py",
     "vocabulary.py",
 )
 """The runtime package as it ships; a module added to sweeper/ must be added here on purpose."""
