@@ -153,3 +153,15 @@ def test_a_zip_input_is_refused_as_the_output(run_cli: RunCli, tmp_path: Path) -
         assert code == ExitCode.USAGE
         assert "also an input" in err
     assert source.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["n" * 300, "a\x00b"])
+def test_an_output_name_the_system_refuses_exits_2(
+    run_cli: RunCli, tmp_path: Path, name: str
+) -> None:
+    """A --output name too long for the file system, or holding a NUL, is a usage error."""
+    code, _, err = run_cli(
+        "build-function", "--skip-dependencies", "--output", str(tmp_path / name)
+    )
+    assert code == ExitCode.USAGE, err
+    assert list(tmp_path.iterdir()) == []
