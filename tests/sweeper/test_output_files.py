@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,45 +21,39 @@ from tests.conftest import RunCli
 
 
 @pytest.fixture
-def sqlite_store(tmp_path: Path) -> Iterator[DocumentStore]:
-    store = DocumentStore.from_url(f"sqlite:///{tmp_path / 'state.db'}")
-    store.init_schema()
-    yield store
-    store.engine.dispose()
+def db_url(tmp_path: Path) -> str:
+    """SQLite only, here: the database file itself is one of the outputs refused."""
+    return f"sqlite:///{tmp_path / 'state.db'}"
 
 
 @pytest.fixture
 def reconcile_cli(
-    run_cli: RunCli, azurite: Azurite, sqlite_store: DocumentStore, container: ContainerClient
+    run_cli: RunCli, azurite: Azurite, store: DocumentStore, container: ContainerClient
 ) -> RunCli:
     """`safetynet reconcile` against a bound container holding one committed orphan."""
-    blobs.bind(container, sqlite_store.database_id())
+    blobs.bind(container, store.database_id())
     container.upload_blob("orphan.bin", b"o", tags={STATE_TAG: COMMITTED})
     container.upload_blob("pending-orphan.bin", b"p", tags={STATE_TAG: PENDING})
     time.sleep(1.1)
 
+    options = {
+        "--db": str(store.engine.url),
+        "--connection-string": azurite.connection_string,
+        "--container": container.container_name,
+        "--older-than": "1s",
+    }
+
     def invoke(*extra: str) -> tuple[int, str, str]:
-        return run_cli(
-            "reconcile",
-            "--db",
-            str(sqlite_store.engine.url),
-            "--connection-string",
-            azurite.connection_string,
-            "--container",
-            container.container_name,
-            "--older-than",
-            "1s",
-            *extra,
-        )
+        return run_cli("reconcile", *(f"{o}={v}" for o, v in options.items()), *extra)
 
     return invoke
 
 
 def test_the_database_file_is_refused_as_the_plan(
-    reconcile_cli: RunCli, sqlite_store: DocumentStore
+    reconcile_cli: RunCli, store: DocumentStore
 ) -> None:
     """`--write-plan <the --db SQLite file>` exits 2 and leaves the database as it was."""
-    database = Path(str(sqlite_store.engine.url.database))
+    database = Path(str(store.engine.url.database))
     before = database.read_bytes()
     code, _, err = reconcile_cli("--write-plan", str(database))
     assert code == ExitCode.USAGE

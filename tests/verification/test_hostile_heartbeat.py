@@ -3,26 +3,20 @@ dated without a UTC offset, it fails the probe with a reason, never crashes it."
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import pytest
 
 from policies.probes import ProbeOutcome
 from policies.probes.liveness import SWEEPER_HEARTBEAT
 from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD
-from tests.verification.conftest import ProbeTarget
+from tests.verification.conftest import ProbeTarget, _fresh_container
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
 
 
 @pytest.fixture
-def planted(key_target: ProbeTarget) -> Iterator[ProbeTarget]:
+def planted(key_target: ProbeTarget) -> ProbeTarget:
     """The shared-key Azurite with a container of this test's own for the planted heartbeat."""
-    name = f"hostile-heartbeat-{uuid.uuid4().hex[:12]}"
-    key_target.service.create_container(name)
-    yield ProbeTarget("hostile", key_target.service, name, {})
-    key_target.service.delete_container(name)
+    return ProbeTarget("hostile", key_target.service, _fresh_container(key_target.service), {})
 
 
 @pytest.mark.parametrize(
