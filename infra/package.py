@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import ssl
 import time
 import urllib.error
@@ -35,10 +34,13 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
 from infra.config import ConfigError
+from sweeper import untrusted
 
 ARM_SCOPE: Final = "https://management.azure.com/.default"
 """Kudu on the SCM host accepts ARM-audience tokens (public cloud; sovereign clouds differ)."""
 DEPLOYMENT_TIMEOUT_SECONDS: Final = 900
+MAX_JSON_BYTES: Final = 1 << 20
+"""A token's claims or a deployment status: a few kB; anything larger is not what was asked."""
 DEPLOYMENT_SUCCESS: Final = 4
 RUNNING_STATUSES: Final = frozenset({0, 1, 2})
 """Kudu deployment status codes reported by `/api/deployments/<id>`: pending, building,
@@ -156,7 +158,11 @@ def token_object_id(token: str) -> str:
     """The `oid` claim of an Entra access token (the payload is read, not verified)."""
     try:
         payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        claims = untrusted.load_json(
+            base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)),
+            "the access token's claims",
+            max_bytes=MAX_JSON_BYTES,
+        )
     except (IndexError, ValueError, binascii.Error):
         raise DeployerIdentityError("the access token is not a JWT with claims") from None
     oid = claims.get("oid") if isinstance(claims, dict) else None
@@ -227,7 +233,7 @@ def publish(
     while True:
         body = _call(urllib.request.Request(status_url, headers=headers), context)
         try:
-            status = json.loads(body)
+            status = untrusted.load_json(body, status_url, max_bytes=MAX_JSON_BYTES)
         except ValueError:
             raise RuntimeError(f"{status_url} answered with a body that is not JSON") from None
         if deployment_finished(status):

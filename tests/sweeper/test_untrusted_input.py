@@ -3,6 +3,7 @@ cleanly when too deep, too big or naive: a usage error or a log line, never a cr
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from infra.config import ConfigError, parse
+from infra.package import DeployerIdentityError, token_object_id
 from safetynet.exitcodes import ExitCode
 from sweeper import untrusted
 from sweeper.lease import ACQUIRED, HOLDER, LEASE_BLOB, SweepLease, SweepLeaseHeldError
@@ -137,3 +139,10 @@ def test_the_function_logs_a_naive_lease_time_and_skips(
     with caplog.at_level(logging.INFO):
         assert function_app.sweep_once(settings) is None
     assert f"its {ACQUIRED} metadata has no UTC offset" in caplog.text
+
+
+def test_a_token_with_deeply_nested_claims_is_not_the_deployers() -> None:
+    """An access token whose claims nest 200,000 levels is refused as unreadable, no crash."""
+    payload = base64.urlsafe_b64encode(DEEP.encode()).decode().rstrip("=")
+    with pytest.raises(DeployerIdentityError, match="not a JWT"):
+        token_object_id(f"e30.{payload}.sig")
