@@ -151,6 +151,13 @@ def _read_plan(args: argparse.Namespace) -> dict[str, Any]:
         raise SettingsError(f"--apply-plan: {error}") from None
     if not isinstance(plan, dict):
         raise SettingsError(f"--apply-plan: '{shown}' is not a reconcile plan")
+    entries = plan.get("delete")
+    for number, entry in enumerate(entries if isinstance(entries, list) else [], start=1):
+        if isinstance(entry, dict) and "last_modified" in entry:
+            try:
+                untrusted.utc_time(entry["last_modified"], f"entry {number}'s last_modified")
+            except untrusted.UntrustedInputError as error:
+                raise SettingsError(f"--apply-plan: '{shown}': {error}") from None
     return plan
 
 

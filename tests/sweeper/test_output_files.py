@@ -3,6 +3,7 @@ never written onto an input, and never written through a planted symlink."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -158,3 +159,19 @@ def test_an_output_name_the_system_refuses_exits_2(
     )
     assert code == ExitCode.USAGE, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plan_entry_dated_without_a_utc_offset_is_refused(
+    reconcile_cli: RunCli, container: ContainerClient, tmp_path: Path
+) -> None:
+    """A plan whose entry's last_modified has no UTC offset is malformed: exit 2, and the
+    committed orphan it lists is not deleted."""
+    plan = tmp_path / "plan.json"
+    assert reconcile_cli("--write-plan", str(plan))[0] == ExitCode.FINDINGS
+    document = json.loads(plan.read_text(encoding="utf-8"))
+    document["delete"][0]["last_modified"] = "2020-01-01T00:00:00"
+    plan.write_text(json.dumps(document), encoding="utf-8")
+    code, _, err = reconcile_cli("--apply-plan", str(plan), "--max-delete", "1")
+    assert code == ExitCode.USAGE, err
+    assert "no UTC offset" in err
+    assert "orphan.bin" in list_blobs(container)
