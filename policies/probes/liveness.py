@@ -39,9 +39,9 @@ CANARY = "canary"
 LIFECYCLE_SLACK = timedelta(days=2)
 HEARTBEAT_PERIODS = 3
 CLOCK_SKEW = timedelta(minutes=5)
+"""How far ahead of this machine's clock the sweeper's may run before its heartbeat is suspect."""
 MAX_HEARTBEAT_BYTES = 64 * 2**10
 """A heartbeat holds a time, a source and a few counts: some hundred bytes."""
-"""How far ahead of this machine's clock the sweeper's may run before its heartbeat is suspect."""
 
 
 def check_pending_lifecycle(target: Target) -> Observation:
