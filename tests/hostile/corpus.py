@@ -183,8 +183,12 @@ OTHER_SCOPES: dict[tuple[str, str, str], str] = {
     **{
         (command, "--output", value): f"{command} --output is checked after the run and not "
         "for unusable names (issue 23B moves it onto sweeper.atomicfile.check_output_path)"
-        for command in ("audit", "verify")
-        for value in ("{work}/out/" + "n" * 300, "{work}/out/a\x00b", "a" * 5000)
+        for command, value in (
+            ("audit", "{work}/out/" + "n" * 300),
+            ("audit", "{work}/out/a\x00b"),
+            ("audit", "a" * 5000),
+            ("verify", "{work}/out/a\x00b"),
+        )
     },
 }
 """Cases that fail on this branch for a defect another part of the issue fixes: expected to
