@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
-from sweeper import appsettings
+from sweeper import appsettings, untrusted
 from sweeper.vocabulary import DEFAULT_CONTAINER
 
 NAMESPACE: Final = "blob-safetynet"
@@ -146,6 +146,8 @@ RFC1918: Final = tuple(
 )
 """Private ranges a storage IP rule cannot hold ("Azure Storage firewall rules"): traffic from
 them reaches the account through a subnet's service endpoint or a private endpoint instead."""
+MAX_LIST_BYTES: Final = 64 * 2**10
+"""A list of principal ids in the stack configuration: some hundred GUIDs at most."""
 
 
 class ConfigError(ValueError):
@@ -362,9 +364,13 @@ def _json_list(values: Mapping[str, object], key: str) -> list[object]:
     value = values.get(key)
     if isinstance(value, str):
         try:
-            value = json.loads(value) if value.strip() else []
-        except json.JSONDecodeError:
-            raise ConfigError(key, f"{value!r} is not a JSON list") from None
+            value = (
+                untrusted.load_json(value, "the value", max_bytes=MAX_LIST_BYTES)
+                if value.strip()
+                else []
+            )
+        except untrusted.UntrustedInputError as error:
+            raise ConfigError(key, f"{error}; expected a JSON list") from None
     if not isinstance(value, list | tuple):
         raise ConfigError(key, f"{value!r} is not a list")
     return list(value)

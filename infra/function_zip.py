@@ -27,9 +27,10 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 from infra.lockfile import LockError, TargetPlatform, locked_requirements
+from sweeper import atomicfile
 
 DEFAULT_PYTHON_VERSION: Final = "3.11"
 """Must equal the runtime version the infra program sets (a test compares the two)."""
@@ -54,6 +55,8 @@ ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
 """The earliest time a zip entry can hold; any fixed value makes builds byte-identical."""
 _SKIPPED_PARTS: Final = frozenset({"__pycache__", "bin"})
 """Bytecode depends on the build machine; `bin/` holds console scripts with local shebangs."""
+ZIP_MODE: Final = 0o644
+"""The zip is no secret (code and public wheels); readable by the tools that upload it."""
 _PYTHON_VERSION = re.compile(r"3\.\d{1,2}")
 
 PipRunner = Callable[[Sequence[str]], None]
@@ -126,6 +129,7 @@ def build_zip(
     for folder in (FUNCTION_DIR, RUNTIME_PACKAGE_DIR):
         if not folder.is_dir():
             raise BuildError(f"{folder} is missing: build the function zip from a source checkout")
+    check_output(output)
     with tempfile.TemporaryDirectory(prefix="sweeper-function-") as scratch:
         stage = Path(scratch) / "stage"
         stage.mkdir()
@@ -138,16 +142,34 @@ def build_zip(
             site = stage / SITE_PACKAGES
             site.mkdir(parents=True)
             (pip or run_pip)(pip_command(site, python_version, requirements))
-        output.parent.mkdir(parents=True, exist_ok=True)
-        partial = output.with_name(output.name + ".partial")
-        try:
-            entries = _write_zip(stage, partial)
-            partial.replace(output)
-        finally:
-            # A failed write (disk full, output is a directory) leaves nothing half-written.
-            if partial.is_file():
-                partial.unlink()
+        # An exclusive temporary file renamed into place: a failed write (disk full) leaves
+        # nothing half-written, and a file or symlink planted beside the output is never opened.
+        with atomicfile.replacing(output, mode=ZIP_MODE) as stream:
+            entries = _write_zip(stage, stream)
     return BuildResult(output, entries, output.stat().st_size, with_dependencies)
+
+
+def check_output(output: Path) -> None:
+    """Refuse, before anything is built, an output that cannot be written (its folder, made if
+    missing, is not a writable folder; it is a folder) or that is one of the zip's inputs."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise BuildError(
+            f"cannot create the folder of {atomicfile.shown(output)}: {reason}"
+        ) from None
+    try:
+        atomicfile.check_output_path(output)
+        atomicfile.refuse_same(output, *zip_inputs())
+    except atomicfile.OutputPathError as error:
+        raise BuildError(str(error)) from None
+
+
+def zip_inputs() -> list[Path]:
+    """The source files the zip is built from (and the lock file its pins come from)."""
+    modules = sorted(RUNTIME_PACKAGE_DIR.glob("*.py"))
+    return [*(FUNCTION_DIR / name for name in ROOT_FILES), *modules, PROJECT_ROOT / "uv.lock"]
 
 
 def write_requirements(path: Path, python_version: str) -> None:
@@ -172,7 +194,7 @@ def _copy_modules(source: Path, target: Path) -> None:
         shutil.copy2(module, target / module.name)
 
 
-def _write_zip(stage: Path, output: Path) -> int:
+def _write_zip(stage: Path, output: BinaryIO) -> int:
     files = sorted(
         (path.relative_to(stage).as_posix(), path)
         for path in stage.rglob("*")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import ssl
 import time
 import urllib.error
@@ -41,10 +40,13 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
 from infra.config import ConfigError
+from sweeper import untrusted
 
 ARM_SCOPE: Final = "https://management.azure.com/.default"
 """Kudu on the SCM host accepts ARM-audience tokens (public cloud; sovereign clouds differ)."""
 DEPLOYMENT_TIMEOUT_SECONDS: Final = 900
+MAX_JSON_BYTES: Final = 1 << 20
+"""A token's claims or a deployment status: a few kB; anything larger is not what was asked."""
 DEPLOYMENT_SUCCESS: Final = 4
 RUNNING_STATUSES: Final = frozenset({0, 1, 2})
 """Kudu deployment status codes reported by `/api/deployments/<id>`: pending, building,
@@ -162,7 +164,11 @@ def token_object_id(token: str) -> str:
     """The `oid` claim of an Entra access token (the payload is read, not verified)."""
     try:
         payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        claims = untrusted.load_json(
+            base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)),
+            "the access token's claims",
+            max_bytes=MAX_JSON_BYTES,
+        )
     except (IndexError, ValueError, binascii.Error):
         raise DeployerIdentityError("the access token is not a JWT with claims") from None
     oid = claims.get("oid") if isinstance(claims, dict) else None
@@ -281,7 +287,11 @@ def publish(
 def _named_deployment(body: bytes) -> str | None:
     """The deployment id a 202 may carry (a JSON string or a status object), if any."""
     try:
-        parsed = json.loads(body) if body.strip() else None
+        parsed = (
+            untrusted.load_json(body, STATUS_PATH, max_bytes=MAX_JSON_BYTES)
+            if body.strip()
+            else None
+        )
     except ValueError:
         return None
     if isinstance(parsed, dict):
@@ -291,7 +301,11 @@ def _named_deployment(body: bytes) -> str | None:
 
 def _status_or_none(body: bytes) -> dict[str, Any] | None:
     try:
-        parsed = json.loads(body) if body.strip() else None
+        parsed = (
+            untrusted.load_json(body, STATUS_PATH, max_bytes=MAX_JSON_BYTES)
+            if body.strip()
+            else None
+        )
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) and "status" in parsed else None

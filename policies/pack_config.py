@@ -9,6 +9,11 @@ therefore be repeated per policy, which this module writes:
 
     python -m policies.pack_config --max-pending-days 3 > policy-config.json
     pulumi up --policy-pack policy-pack --policy-pack-config policy-config.json
+
+What it writes is first checked against the pack's own config schema (`policies.pack.
+CONFIG_SCHEMA`, a JSON Schema the Pulumi CLI validates a config file with:
+https://pulumi.com/docs/using-pulumi/crossguard/configuration): a value the schema rejects is
+refused here (exit 2) rather than written into a file `pulumi up` would refuse later.
 """
 
 from __future__ import annotations
@@ -16,10 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from pulumi_policy import PolicyConfigSchema
 
 from policies.model import Thresholds
+from policies.pack import CONFIG_SCHEMA
 from policies.rules import RULES
 
 DEFAULTS = Thresholds()
@@ -49,6 +57,83 @@ def pack_config(thresholds: Thresholds, levels: dict[str, str] | None = None) ->
     return document
 
 
+CHECKED_KEYWORDS: Final = frozenset(
+    {"type", "minimum", "maximum", "minLength", "maxLength", "items", "default", "description"}
+)
+"""The JSON Schema keywords `schema_problems` enforces; a schema using another is refused."""
+_TYPES: Final[Mapping[str, tuple[type, ...]]] = {
+    "integer": (int,),
+    "number": (int, float),
+    "string": (str,),
+    "boolean": (bool,),
+    "array": (list, tuple),
+    "object": (dict,),
+}
+
+
+def schema_problems(values: Mapping[str, Any], schema: PolicyConfigSchema) -> list[str]:
+    """What in `values` the policy config schema rejects (empty when it accepts them all)."""
+    problems = [f"{key} is required" for key in schema.required or () if key not in values]
+    for key, value in values.items():
+        rules = schema.properties.get(key)
+        if rules is None:
+            problems.append(f"{key} is not in the pack's config schema")
+        else:
+            problems.extend(_value_problems(key, value, rules))
+    return problems
+
+
+def _value_problems(name: str, value: object, rules: Mapping[str, Any]) -> list[str]:
+    unchecked = set(rules) - CHECKED_KEYWORDS
+    if unchecked:
+        raise ValueError(f"{name}: schema keywords {sorted(unchecked)} are not checked")
+    expected = rules.get("type")
+    if expected is not None and not _has_type(value, expected):
+        return [f"{name}: {value!r} is not of type {expected}"]
+    problems = [f"{name}: {value!r} {problem}" for problem in _bound_problems(value, rules)]
+    if "items" in rules and isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            problems.extend(_value_problems(f"{name}[{index}]", item, rules["items"]))
+    return problems
+
+
+def _has_type(value: object, expected: str) -> bool:
+    if isinstance(value, bool) and expected != "boolean":
+        return False
+    return isinstance(value, _TYPES.get(expected, ()))
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _bound_problems(value: object, rules: Mapping[str, Any]) -> list[str]:
+    """JSON Schema's bounds: minimum/maximum apply to numbers only, the lengths to strings
+    only (counted in characters)."""
+    if _number(value):
+        assert isinstance(value, int | float)
+        low, high = rules.get("minimum"), rules.get("maximum")
+        return [
+            *([f"is below {low}"] if low is not None and value < low else []),
+            *([f"is above {high}"] if high is not None and value > high else []),
+        ]
+    if isinstance(value, str):
+        shortest, longest = rules.get("minLength"), rules.get("maxLength")
+        return [
+            *(
+                [f"is shorter than {shortest} characters"]
+                if shortest is not None and len(value) < shortest
+                else []
+            ),
+            *(
+                [f"is longer than {longest} characters"]
+                if longest is not None and len(value) > longest
+                else []
+            ),
+        ]
+    return []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m policies.pack_config",
@@ -67,17 +152,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--max-key-expiration-days", type=int, default=DEFAULTS.max_key_expiration_days
     )
     args = parser.parse_args(argv)
-    limits = (
-        args.min_blob_soft_delete_days,
-        args.max_pending_days,
-        args.max_sas_expiration_seconds,
-        args.max_key_expiration_days,
-    )
-    if min(limits) < 1:
-        parser.error(
-            "--min-blob-soft-delete-days, --max-pending-days, --max-sas-expiration-seconds "
-            "and --max-key-expiration-days must be >= 1"
-        )
     thresholds = Thresholds(
         min_blob_soft_delete_days=args.min_blob_soft_delete_days,
         max_pending_days=args.max_pending_days,
@@ -86,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_sas_expiration_seconds=args.max_sas_expiration_seconds,
         max_key_expiration_days=args.max_key_expiration_days,
     )
+    problems = schema_problems(config_values(thresholds), CONFIG_SCHEMA)
+    if problems:
+        parser.error("the pack's config schema refuses " + "; ".join(problems))
     json.dump(pack_config(thresholds), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

@@ -49,10 +49,19 @@ def check_output_path(path: PathLike) -> Path:
     target = Path(path)
     if not os.fspath(target) or target.name in ("", ".", ".."):
         raise OutputPathError(f"output {shown(target)!r} names no file")
+    if "\x00" in os.fspath(target):
+        raise OutputPathError(f"output {shown(target)!r} holds a NUL character")
     parent = target.parent
-    if not parent.exists():
-        raise OutputPathError(f"output {shown(target)}: folder {shown(parent)} does not exist")
-    if not parent.is_dir():
+    try:
+        folder = parent.stat()
+    except FileNotFoundError:
+        raise OutputPathError(
+            f"output {shown(target)}: folder {shown(parent)} does not exist"
+        ) from None
+    except OSError as error:  # a name too long, a loop of symlinks, a file on the way
+        reason = error.strerror or type(error).__name__
+        raise OutputPathError(f"output {shown(target)}: {reason}") from None
+    if not stat.S_ISDIR(folder.st_mode):
         raise OutputPathError(f"output {shown(target)}: {shown(parent)} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputPathError(f"output {shown(target)}: folder {shown(parent)} is not writable")
@@ -65,6 +74,9 @@ def _check_target(target: Path) -> None:
         status = target.lstat()
     except FileNotFoundError:
         return
+    except (OSError, ValueError) as error:  # a name too long, a NUL byte
+        reason = getattr(error, "strerror", None) or str(error)
+        raise OutputPathError(f"output {shown(target)}: {reason}") from None
     if stat.S_ISLNK(status.st_mode):
         if target.is_dir():
             raise OutputPathError(f"output {shown(target)} is a link to a folder")
@@ -101,10 +113,13 @@ def _input_files(item: PathLike) -> list[Path]:
 
 
 def _same(output: Path, candidate: Path) -> bool:
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ValueError):  # ValueError: a NUL in a path
         if os.path.samefile(output, candidate):
             return True
-    return output.resolve(strict=False) == candidate.resolve(strict=False)
+    try:
+        return output.resolve(strict=False) == candidate.resolve(strict=False)
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symlink loop (3.11)
+        return output.absolute() == candidate.absolute()
 
 
 def refuse_same(output: PathLike, *inputs: PathLike | None) -> None:

@@ -21,6 +21,8 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import BlobLeaseClient, ContainerClient
 
+from sweeper import untrusted
+
 LEASE_BLOB = ".safetynet/sweeper.lease"
 LEASE_SECONDS = 60
 """Leases last 15-60 s (or forever); a crashed sweeper's lease then expires on its own."""
@@ -47,11 +49,16 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _parse(value: str | None) -> datetime | None:
+def _acquired(metadata: dict[str, str]) -> tuple[datetime | None, str]:
+    """When the holder says it took the lease, or None (not set yet) and why a value set cannot
+    be read (malformed, or without a UTC offset: anyone who may write the metadata wrote it)."""
+    value = metadata.get(ACQUIRED)
+    if not value:
+        return None, ""
     try:
-        return datetime.fromisoformat(value) if value else None
-    except ValueError:
-        return None
+        return untrusted.utc_time(value, f"its {ACQUIRED} metadata"), ""
+    except untrusted.UntrustedInputError as error:
+        return None, f" ({error})"
 
 
 class SweepLease:
@@ -103,14 +110,14 @@ class SweepLease:
                 f"{self._seconds} s leases, so no sweep will run until it is broken "
                 "(az storage blob lease break)"
             )
-        since = _parse(properties.metadata.get(ACQUIRED))
+        since, unreadable = _acquired(properties.metadata)
         if since is not None and self._clock() - since > self._max_hold:
             return SweepLeaseStuckError(
                 f"{LEASE_BLOB} has been held by {holder} since {since.isoformat()}, longer "
                 f"than {self._max_hold}; that sweeper is hung or looping"
             )
         return SweepLeaseHeldError(
-            f"another sweeper ({holder}) holds the lease on {LEASE_BLOB}; not sweeping"
+            f"another sweeper ({holder}) holds the lease on {LEASE_BLOB}; not sweeping{unreadable}"
         )
 
     def _heartbeat(self) -> None:

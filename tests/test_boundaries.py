@@ -18,12 +18,13 @@ BOTTOM = (
     "sweeper.appsettings",
     "sweeper.atomicfile",
     "sweeper.endpoints",
+    "sweeper.untrusted",
 )
 """The protocol's names, the one redaction path (the Function, the audit and the CLI hide
 secrets the same way), the one endpoint parser (a token goes where the rule looked), the
-settings' vocabulary (the names the infra program writes are the names the Function reads) and
-the one way a file is written (checked, never onto an input, atomic): standard library only,
-importable by all."""
+settings' vocabulary (the names the infra program writes are the names the Function reads), the
+one way a file is written (checked, never onto an input, atomic) and the one reader of outside
+JSON and times (size, depth, UTC offset): standard library only, importable by all."""
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("safetynet",)),
     ("testkit", ("testkit",)),

@@ -17,8 +17,8 @@ deleted here.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
@@ -32,6 +32,7 @@ from policies.probes.base import (
     passed,
     payload,
 )
+from sweeper import untrusted
 from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, VERIFY_PREFIX
 
 CANARY = "canary"
@@ -39,6 +40,8 @@ LIFECYCLE_SLACK = timedelta(days=2)
 HEARTBEAT_PERIODS = 3
 CLOCK_SKEW = timedelta(minutes=5)
 """How far ahead of this machine's clock the sweeper's may run before its heartbeat is suspect."""
+MAX_HEARTBEAT_BYTES = 64 * 2**10
+"""A heartbeat holds a time, a source and a few counts: some hundred bytes."""
 
 
 def check_pending_lifecycle(target: Target) -> Observation:
@@ -109,11 +112,21 @@ PENDING_LIFECYCLE = Probe(
 )
 
 
+def _heartbeat(data: bytes) -> tuple[dict[str, Any], datetime]:
+    """The heartbeat's fields and finish time; anyone who may write the blob wrote them."""
+    what = f"the heartbeat at {HEARTBEAT_BLOB}"
+    body = untrusted.load_json(data, what, max_bytes=MAX_HEARTBEAT_BYTES)
+    if not isinstance(body, dict):
+        raise untrusted.UntrustedInputError(f"{what} is not a JSON object")
+    return body, untrusted.utc_time(
+        body.get(HEARTBEAT_FINISHED_FIELD), f"its {HEARTBEAT_FINISHED_FIELD}"
+    )
+
+
 def check_sweeper_heartbeat(target: Target) -> Observation:
     heartbeat = target.container.get_blob_client(HEARTBEAT_BLOB)
     try:
-        body = json.loads(heartbeat.download_blob().readall())
-        finished = datetime.fromisoformat(body[HEARTBEAT_FINISHED_FIELD])
+        body, finished = _heartbeat(heartbeat.download_blob().readall())
     except ResourceNotFoundError:
         return not_verifiable(
             f"no heartbeat at {HEARTBEAT_BLOB}: no sweeper has finished a run against this "
@@ -122,10 +135,8 @@ def check_sweeper_heartbeat(target: Target) -> Observation:
     except HttpResponseError as error:
         why = " (this identity may not read it)" if error.status_code == 403 else ""
         return not_verifiable(f"the heartbeat could not be read: {describe_refusal(error)}{why}")
-    except (ValueError, KeyError, TypeError):
-        return failed(f"the heartbeat at {HEARTBEAT_BLOB} is unreadable")
-    if finished.tzinfo is None:
-        finished = finished.replace(tzinfo=UTC)
+    except untrusted.UntrustedInputError as error:
+        return failed(f"the heartbeat is unreadable: {error}")
     age = target.now() - finished
     if age < -CLOCK_SKEW:
         return failed(

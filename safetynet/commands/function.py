@@ -43,13 +43,22 @@ def _zip_path(text: str) -> Path:
     if (
         not text.strip()
         or text.endswith(("/", "\\"))
-        or path.is_dir()
+        or _is_folder(path)
         or path.name in ("", ".", "..")
     ):
         raise argparse.ArgumentTypeError(
             f"'{text}' is not a file path for the zip"
         )  # escaped by Parser.error
     return path
+
+
+def _is_folder(path: Path) -> bool:
+    """Whether `path` is a folder; a name the system cannot look up (too long, a NUL) is left
+    to the output check before the build, which names the reason."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def run(args: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ from safetynet.commands.common import (
 from safetynet.commands.interrupt import stop_signals
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
-from sweeper import appsettings
+from sweeper import appsettings, atomicfile, untrusted
 from sweeper.reconcile import (
     MAX_ORPHAN_SHARE,
     Reconciliation,
@@ -41,6 +41,9 @@ from sweeper.reconcile import (
 from sweeper.redaction import printable
 from sweeper.settings import SettingsError
 from sweeper.store import DocumentStore
+
+MAX_PLAN_BYTES = 64 * 2**20
+"""A plan lists one blob per ~150 bytes: this is several hundred thousand deletions."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     log_progress()
     try:
         try:
+            _check_plan_output(args)
             plan = _read_plan(args) if args.apply_plan else None
             older_than = datetime.now(UTC) - appsettings.CUTOFF.duration(
                 args.older_than, "--older-than"
@@ -135,9 +139,21 @@ def _apply(
     return ExitCode.FINDINGS if result.errors else ExitCode.OK
 
 
+def _check_plan_output(args: argparse.Namespace) -> None:
+    """Refuse an unwritable --write-plan, or one that is the database or the plan applied,
+    before anything is read or repaired."""
+    if args.write_plan is None:
+        return
+    try:
+        atomicfile.check_output_path(args.write_plan)
+        atomicfile.refuse_same(args.write_plan, args.db, args.apply_plan)
+    except atomicfile.OutputPathError as error:
+        raise SettingsError(f"--write-plan: {error}") from None
+
+
 def _write_plan(path: Path, plan: dict[str, Any]) -> None:
     try:
-        path.write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+        atomicfile.write_text(path, json.dumps(plan, indent=2) + "\n")
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise UsageError(f"cannot write --write-plan '{printable(str(path))}': {reason}") from None
@@ -150,12 +166,18 @@ def _read_plan(args: argparse.Namespace) -> dict[str, Any]:
         raise SettingsError("--max-share must be above 0 and at most 1")
     shown = printable(str(args.apply_plan))
     try:
-        plan = json.loads(args.apply_plan.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        reason = getattr(error, "strerror", None) or type(error).__name__
-        raise SettingsError(f"--apply-plan: cannot read '{shown}': {reason}") from None
+        plan = untrusted.read_json_file(args.apply_plan, f"'{shown}'", max_bytes=MAX_PLAN_BYTES)
+    except untrusted.UntrustedInputError as error:
+        raise SettingsError(f"--apply-plan: {error}") from None
     if not isinstance(plan, dict):
         raise SettingsError(f"--apply-plan: '{shown}' is not a reconcile plan")
+    entries = plan.get("delete")
+    for number, entry in enumerate(entries if isinstance(entries, list) else [], start=1):
+        if isinstance(entry, dict) and "last_modified" in entry:
+            try:
+                untrusted.utc_time(entry["last_modified"], f"entry {number}'s last_modified")
+            except untrusted.UntrustedInputError as error:
+                raise SettingsError(f"--apply-plan: '{shown}': {error}") from None
     return plan
 
 

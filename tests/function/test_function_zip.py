@@ -111,6 +111,7 @@ RUNTIME_MODULES = (
     "settings.py",
     "store.py",
     "sweep.py",
+    "untrusted.py",
     "vocabulary.py",
 )
 """The runtime package as it ships; a module added to sweeper/ must be added here on purpose."""

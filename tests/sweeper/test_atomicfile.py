@@ -71,12 +71,16 @@ def test_the_temporary_is_opened_exclusively(tmp_path: Path) -> None:
         ("afile/plan.json", "is not a folder"),
         ("adir", "is a folder"),
         ("", "names no file"),
+        ("n" * 300, "File name too long"),
+        ("n" * 300 + "/plan.json", "File name too long"),
+        ("a\x00b", "NUL"),
     ],
 )
 def test_check_output_path_refuses_unusable_targets(
     tmp_path: Path, relative: str, reason: str
 ) -> None:
-    """A missing folder, a path under a file, a folder target or an empty name is refused."""
+    """A missing folder, a path under a file, a folder target, an empty name, a name the
+    system cannot look up (too long, a NUL) is refused with the reason."""
     (tmp_path / "afile").write_text("x", encoding="utf-8")
     (tmp_path / "adir").mkdir()
     path = tmp_path / relative if relative else Path("")

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from azure.storage.blob import ContainerClient
 
-from infra.function_zip import build_zip
+from infra.function_zip import BuildError, build_zip
 from safetynet.exitcodes import ExitCode
 from sweeper.lease import SweepLease
 from sweeper.settings import SettingsError, check_blob_endpoint
@@ -179,7 +179,7 @@ def test_driver_not_installed_is_a_usage_error(run_cli: RunCli, url: str) -> Non
 def test_build_function_refuses_a_directory_output(
     run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str
 ) -> None:
-    """An empty or directory --output exits 2 before building and leaves no .partial file."""
+    """An empty or directory --output exits 2 before building and leaves nothing behind."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "DIR").mkdir()
     code, _, err = run_cli("build-function", "--skip-dependencies", "--output", output)
@@ -189,10 +189,10 @@ def test_build_function_refuses_a_directory_output(
 
 
 def test_build_zip_into_a_directory_leaves_nothing_behind(tmp_path: Path) -> None:
-    """When the zip cannot replace its target, the half-written .partial file is removed."""
+    """A folder as the zip's target is refused before building, and nothing is left behind."""
     target = tmp_path / "out.zip"
     target.mkdir()
-    with pytest.raises(OSError, match="directory"):
+    with pytest.raises(BuildError, match="is a folder"):
         build_zip(target, with_dependencies=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zip"]
 

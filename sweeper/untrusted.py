@@ -1,0 +1,86 @@
+"""The one reader of JSON and timestamps that came from outside the process.
+
+Plan files, heartbeat blobs, lease metadata, Pulumi config values: whoever can write them can
+make `json.loads` recurse until RecursionError (a document nested 200,000 levels is 400 kB) or
+hand over a time without a UTC offset, which cannot be compared with an aware clock (TypeError).
+`load_json` refuses documents over a size limit or nested deeper than `MAX_DEPTH` before
+parsing, and `utc_time` refuses naive times; both raise `UntrustedInputError` (a ValueError)
+whose message names what was read, never its content.
+
+Standard library only: it is in the bottom layer (tests/test_boundaries.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+MAX_DEPTH = 32
+"""Deepest nesting of arrays and objects any document the toolkit reads has (plans: 3)."""
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+class UntrustedInputError(ValueError):
+    """A document or value from outside is too big, too deep or malformed; the message names
+    it (`what`) and the reason, never its content."""
+
+
+def nesting_depth(text: str) -> int:
+    """How deeply the arrays and objects of a JSON text nest (brackets inside strings ignored)."""
+    steps = (_STEP[m.group()] for m in _BRACKET.finditer(_STRING.sub("", text)))
+    return max(itertools.accumulate(steps, initial=0))
+
+
+def load_json(data: str | bytes, what: str, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON value of `data`, refused when larger than `max_bytes`, nested deeper than
+    `max_depth`, or not JSON (text that is not UTF-8 included)."""
+    if len(data) > max_bytes:
+        raise UntrustedInputError(f"{what} is larger than {max_bytes} bytes")
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError:
+        raise UntrustedInputError(f"{what} is not UTF-8 text") from None
+    if nesting_depth(text) > max_depth:
+        raise UntrustedInputError(f"{what} nests deeper than {max_depth} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise UntrustedInputError(f"{what} nests too deeply") from None
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno}, column {error.colno}"
+        raise UntrustedInputError(f"{what} is not valid JSON ({where})") from None
+    except ValueError:  # an integer longer than sys.get_int_max_str_digits()
+        raise UntrustedInputError(f"{what} holds a number too long to read") from None
+
+
+def read_json_file(
+    path: str | os.PathLike[str], what: str, *, max_bytes: int, max_depth: int = MAX_DEPTH
+) -> Any:
+    """`load_json` of a file's bytes, reading no more than `max_bytes` + 1 of them."""
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(max_bytes + 1)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise UntrustedInputError(f"{what}: cannot read it: {reason}") from None
+    return load_json(data, what, max_bytes=max_bytes, max_depth=max_depth)
+
+
+def utc_time(value: object, what: str) -> datetime:
+    """The aware time an ISO 8601 text names, refused when it is no text, malformed, or has no
+    UTC offset (a naive time means nothing across machines)."""
+    if not isinstance(value, str):
+        raise UntrustedInputError(f"{what} is not a time")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise UntrustedInputError(f"{what} is not an ISO 8601 time") from None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise UntrustedInputError(f"{what} has no UTC offset (write it as ...+00:00)")
+    return moment.astimezone(UTC)
