@@ -7,6 +7,8 @@ module; it imports only the standard library (tests/test_boundaries.py holds it 
 from typing import Final
 
 DEFAULT_CONTAINER: Final = "documents"
+DEFAULT_INVENTORY_CONTAINER: Final = "inventory"
+"""Where the data account's Blob Inventory rule writes its reports (infra and reconcile)."""
 STATE_TAG: Final = "state"
 PENDING: Final = "pending"
 COMMITTED: Final = "committed"

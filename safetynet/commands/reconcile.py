@@ -23,6 +23,11 @@ from safetynet.commands.common import (
     fail,
     log_progress,
 )
+from safetynet.commands.reconcile_inventory import (
+    add_inventory_options,
+    read_inventory_options,
+    reconcile_by_inventory,
+)
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
@@ -80,6 +85,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="F",
         help=f"refuse a plan deleting more than this share of the container (default {MAX_ORPHAN_SHARE})",
     )
+    add_inventory_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object, also on errors")
     parser.set_defaults(handler=run)
 
@@ -92,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             older_than = datetime.now(UTC) - appsettings.CUTOFF.duration(
                 args.older_than, "--older-than"
             )
+            inventory = read_inventory_options(args)
         except SettingsError as error:
             raise UsageError(str(error)) from None
         store, container = open_target(args)
@@ -100,7 +107,12 @@ def run(args: argparse.Namespace) -> int:
                 result = apply_plan(store, container, plan, args.max_delete, args.max_share)
                 _print(result, args.json, applied=True)
                 return ExitCode.FINDINGS if result.errors else ExitCode.OK
-            result = reconcile(store, container, older_than, repair=args.repair)
+            if inventory is not None:
+                result = reconcile_by_inventory(
+                    inventory, store, container, older_than, args.repair
+                )
+            else:
+                result = reconcile(store, container, older_than, repair=args.repair)
             written = None
             if args.write_plan is not None:
                 written = plan_orphan_deletion(store, container, result)
