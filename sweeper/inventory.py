@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import heapq
+import io
 import json
 import re
 import tempfile
@@ -48,12 +48,15 @@ NAME: Final = "Name"
 LAST_MODIFIED: Final = "Last-Modified"
 ETAG: Final = "Etag"
 TAGS: Final = "Tags"
-READ_FIELDS: Final = (NAME, LAST_MODIFIED, ETAG, TAGS)
-"""The report's fields the join reads; the policy asks for these and a few more (infra)."""
+READ_FIELDS: Final = (NAME, LAST_MODIFIED, TAGS)
+"""The report's fields the join reads."""
+REQUIRED_FIELDS: Final = (NAME, LAST_MODIFIED, ETAG, TAGS)
+"""The fields a usable rule must ask for (ETag for a person comparing plans with reports: plan
+entries carry the ETag read live); the infra policy asks for these and a few more."""
 SUCCEEDED: Final = "Succeeded"
 RUN_ROWS: Final = 500_000
 """Rows sorted in memory at once before they are spilled as one sorted run."""
-MERGE_BATCH: Final = 2_048
+MERGE_BATCH: Final = 16_384
 """Rows each spilled run holds in memory while the runs are merged."""
 _RUN: Final = re.compile(
     r"(\d{4})/(\d{2})/(\d{2})/(\d{2})-(\d{2})-(\d{2})/([^/]+)/\7-manifest\.json"
@@ -84,16 +87,6 @@ class InventoryRun:
     started: datetime
     object_count: int
     files: tuple[InventoryFile, ...]
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One row of the report: what the join needs, times as milliseconds since 1970 UTC."""
-
-    name: str
-    last_modified_ms: int
-    etag: str
-    state: str
 
 
 def find_run(
@@ -196,7 +189,7 @@ def _check_definition(definition: object, container: str, name: str) -> None:
         problems.append("its format is not parquet")
     if str(definition.get("objectType", "")).lower() != "blob":
         problems.append("its objectType is not blob")
-    missing = [f for f in READ_FIELDS if f not in (definition.get("schemaFields") or [])]
+    missing = [f for f in REQUIRED_FIELDS if f not in (definition.get("schemaFields") or [])]
     if missing:
         problems.append(f"its schemaFields lack {', '.join(missing)}")
     if "blockBlob" not in (filters.get("blobTypes") or []):
@@ -269,27 +262,23 @@ def download(destination: ContainerClient, run: InventoryRun, folder: Path) -> l
     return paths
 
 
-def sorted_entries(
+def sorted_chunks(
     files: Iterable[Path],
     container: str,
     spill: Path,
     expected_rows: int | None = None,
     run_rows: int = RUN_ROWS,
-) -> Iterator[Entry]:
-    """The report's protocol blobs of `container` in name order, each once.
+) -> Iterator[Any]:
+    """The report's protocol blobs of `container` as Arrow tables (name, last_modified in ms,
+    unsealed: tagged pending or retired), each sorted, in name order from one table to the next (repeats kept).
 
-    Reads RUN_ROWS rows at a time, sorts them, spills them to `spill` as one Arrow IPC file,
-    then merges the runs. With `expected_rows`, a report holding fewer rows (before filtering;
-    repeats may make more) raises InventoryError once all are read, before anything is yielded:
-    files went missing or were cut short.
+    Sorts RUN_ROWS rows at a time, spills each sorted run to `spill` as an Arrow IPC file, then
+    merges the runs a slice at a time. With `expected_rows`, a report holding fewer rows (before
+    filtering; repeats may make more) raises InventoryError once all are read, before anything
+    is yielded: files went missing or were cut short.
     """
     runs = _spill_runs(files, container, spill, expected_rows, run_rows)
-    merged = heapq.merge(*(_read_run(path) for path in runs))
-    previous = None
-    for entry in merged:
-        if entry[0] != previous:
-            previous = entry[0]
-            yield Entry(*entry)
+    yield from _merge_runs([_read_run(path) for path in runs])
 
 
 def _spill_runs(
@@ -331,7 +320,7 @@ def _batches(path: Path) -> Iterator[Any]:
 
 
 def _protocol_rows(table: Any, container: str) -> Any:
-    """The rows of `container`'s protocol blobs: name (container stripped), time, ETag, state."""
+    """The rows of `container`'s protocol blobs: name (container stripped), time, unsealed."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -339,11 +328,11 @@ def _protocol_rows(table: Any, container: str) -> Any:
     table = table.filter(pc.starts_with(table[NAME], prefix))
     names = pc.utf8_slice_codeunits(table[NAME], len(prefix))
     keep = pc.invert(pc.starts_with(names, INTERNAL_PREFIX))
+    unsealed = pc.is_in(_states(table[TAGS]), value_set=pa.array(sorted(_SUSPECT_STATES)))
     columns = {
         "name": names,
         "last_modified": pc.cast(table[LAST_MODIFIED], pa.timestamp("ms", "UTC")).cast(pa.int64()),
-        "etag": pc.fill_null(table[ETAG].cast(pa.string()), ""),
-        "state": _states(table[TAGS]),
+        "unsealed": unsealed,
     }
     return pa.table(columns).filter(keep)
 
@@ -380,105 +369,290 @@ def _write_run(table: Any, spill: Path, number: int) -> Path:
     return path
 
 
-def _read_run(path: Path) -> Iterator[tuple[str, int, str, str]]:
+def _read_run(path: Path) -> Iterator[Any]:
     import pyarrow as pa
 
     with pa.OSFile(str(path), "rb") as source:
         reader = pa.ipc.open_file(source)
         for index in range(reader.num_record_batches):
-            batch = reader.get_batch(index)
-            yield from zip(*(batch.column(i).to_pylist() for i in range(4)), strict=True)
+            yield pa.Table.from_batches([reader.get_batch(index)])
 
 
-def table_in_blob_order(store: DocumentStore) -> Iterator[tuple[str, str, datetime | None]]:
-    """(blob name, status or "record", created) of every row and crash-window record, in the
-    report's order (code points), streamed: a server-side cursor on PostgreSQL."""
+def _merge_runs(runs: list[Iterator[Any]]) -> Iterator[Any]:
+    """Sorted runs merged: each step takes every run's rows up to the smallest last name among
+    the runs' current slices, and sorts only those."""
+    import pyarrow as pa
+
+    current: dict[int, Any] = {}
+    for number, run in enumerate(runs):
+        first = _next_rows(run)
+        if first is not None:
+            current[number] = first
+    while current:
+        bound = min(_last(rows) for rows in current.values())
+        taken = []
+        for number, rows in list(current.items()):
+            count = _count_at_most(rows, bound)
+            taken.append(rows.slice(0, count))
+            if count < rows.num_rows:
+                current[number] = rows.slice(count)
+                continue
+            refill = _next_rows(runs[number])
+            if refill is None:
+                del current[number]
+            else:
+                current[number] = refill
+        yield pa.concat_tables(taken).sort_by("name")
+
+
+def _next_rows(rows: Iterator[Any]) -> Any | None:
+    """The next non-empty table of a stream, or None at its end."""
+    for table in rows:
+        if table.num_rows:
+            return table
+    return None
+
+
+def _last(table: Any) -> str:
+    last: str = table["name"][table.num_rows - 1].as_py()
+    return last
+
+
+def _count_at_most(table: Any, bound: str) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.less_equal(table["name"], bound)).as_py() or 0)
+
+
+def _count_below(table: Any, bound: str) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.less(table["name"], bound)).as_py() or 0)
+
+
+def table_chunks(store: DocumentStore, chunk_rows: int = 100_000) -> Iterator[Any]:
+    """Every row and crash-window record as Arrow tables (name, status or "record", created in
+    ms), in the report's byte order, streamed: COPY from a server-side query on PostgreSQL."""
+    if store.engine.dialect.name == "postgresql":
+        yield from _copy_chunks(store)
+        return
+    import pyarrow as pa
+
+    with store.engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(
+            _table_query(store, by_bytes=False)
+        )
+        for rows in result.partitions():
+            names, statuses, created = zip(*rows, strict=True)
+            yield pa.table(
+                {
+                    "name": pa.array(names, pa.string()),
+                    "status": pa.array(statuses, pa.string()),
+                    "created": pa.array([_millis(c) for c in created], pa.int64()),
+                }
+            )
+
+
+def _table_query(store: DocumentStore, by_bytes: bool) -> sa.Select[Any]:
     t, b = store.table.c, store.blobs.c
-    rows = sa.select(t.blob_name.label("blob_name"), t.status, t.created)
+    created: sa.ColumnElement[Any] = t.created
+    if by_bytes:
+        created = sa.cast(sa.func.floor(sa.extract("epoch", t.created) * 1000), sa.BigInteger)
+    rows = sa.select(t.blob_name.label("name"), t.status.label("status"), created.label("created"))
     records = sa.select(b.blob_name, sa.literal(_RECORD), sa.null())
     both = sa.union_all(rows, records).subquery()
-    key: sa.ColumnElement[str] = both.c.blob_name
-    if store.engine.dialect.name == "postgresql":
+    key: sa.ColumnElement[str] = both.c.name
+    if by_bytes:
         key = sa.collate(key, "C")
-    query = sa.select(both.c.blob_name, both.c.status, both.c.created).order_by(key)
+    return sa.select(both.c.name, both.c.status, both.c.created).order_by(key)
+
+
+def _millis(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value
+    return int(aware.timestamp() * 1000)
+
+
+def _copy_chunks(store: DocumentStore) -> Iterator[Any]:
+    """The ordered query through COPY ... TO STDOUT as CSV, parsed by pyarrow in blocks."""
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    query = _table_query(store, by_bytes=True).compile(
+        dialect=store.engine.dialect, compile_kwargs={"literal_binds": True}
+    )
     with store.engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=10_000).execute(query)
-        for row in result:
-            yield row[0], row[1], row[2]
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        with (
+            raw.cursor() as cursor,
+            cursor.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)") as copy,
+        ):
+            reader = csv.open_csv(
+                _CopyStream(copy),
+                read_options=csv.ReadOptions(
+                    column_names=["name", "status", "created"], block_size=8 << 20
+                ),
+                parse_options=csv.ParseOptions(newlines_in_values=True),
+                convert_options=csv.ConvertOptions(
+                    column_types={"name": pa.string(), "status": pa.string(), "created": pa.int64()}
+                ),
+            )
+            for batch in reader:
+                yield pa.Table.from_batches([batch])
+
+
+class _CopyStream(io.RawIOBase):
+    """COPY's chunks (a row each) as a readable file whose reads fill the buffer, for
+    pyarrow's streaming CSV reader (a short read would end its block)."""
+
+    def __init__(self, copy: Iterable[Any]) -> None:
+        self._chunks = iter(copy)
+        self._rest = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        target = memoryview(buffer).cast("B")
+        filled = 0
+        while filled < len(target):
+            if not self._rest:
+                chunk = next(self._chunks, None)
+                if chunk is None:
+                    break
+                self._rest = memoryview(chunk).cast("B")
+            size = min(len(target) - filled, len(self._rest))
+            target[filled : filled + size] = self._rest[:size]
+            self._rest = self._rest[size:]
+            filled += size
+        return filled
+
+
+def _aligned(left: Iterator[Any], right: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
+    """Windows of two name-ordered table streams covering the same names, in order: a name is
+    never split between two windows."""
+    import pyarrow as pa
+
+    def refill(carry: Any, stream: Iterator[Any]) -> tuple[Any, bool]:
+        more = _next_rows(stream)
+        if more is None:
+            return carry, True
+        return (more if carry is None else pa.concat_tables([carry, more])), False
+
+    lefts, left_done = refill(None, left)
+    rights, right_done = refill(None, right)
+    while not (left_done and right_done):
+        bound = min(_last(t) for t, done in ((lefts, left_done), (rights, right_done)) if not done)
+        cut_left = _count_below(lefts, bound) if lefts is not None else 0
+        cut_right = _count_below(rights, bound) if rights is not None else 0
+        yield _head(lefts, cut_left), _head(rights, cut_right)
+        lefts, rights = _tail(lefts, cut_left), _tail(rights, cut_right)
+        if not left_done and _last(lefts) == bound:
+            lefts, left_done = refill(lefts, left)
+        if not right_done and _last(rights) == bound:
+            rights, right_done = refill(rights, right)
+    yield lefts, rights
+
+
+def _head(table: Any | None, count: int) -> Any | None:
+    return None if table is None else table.slice(0, count)
+
+
+def _tail(table: Any | None, count: int) -> Any | None:
+    return None if table is None else table.slice(count)
 
 
 def reconcile_inventory(
     store: DocumentStore,
     container: ContainerClient,
-    entries: Iterable[Entry],
+    chunks: Iterable[Any],
     older_than: datetime,
     repair: bool = False,
 ) -> Reconciliation:
-    """The listing path's findings, from report `entries` (in name order) and the table.
+    """The listing path's findings, from report `chunks` (from `sorted_chunks`) and the table.
 
-    Every suspect pair is judged on the blob read now and the row read again, never on the
-    report alone; with `repair`, as `sweeper.reconcile.reconcile` repairs.
+    Both are joined a window at a time with vectorized tests for the few suspects; every
+    suspect is judged on the blob read now and the row read again, never on the report alone;
+    with `repair`, as `sweeper.reconcile.reconcile` repairs.
     """
     if repair:
         check_binding(store, container)
     result = Reconciliation()
     judge = Judge(store, container, older_than, repair, result)
-    cutoff_ms = int(older_than.timestamp() * 1000)
-    blobs = iter(entries)
-    blob = next(blobs, None)
-    for name, statuses in _groups(table_in_blob_order(store)):
-        while blob is not None and blob.name < name:
-            _unreferenced(judge, blob, cutoff_ms)
-            result.blob_count += 1
-            blob = next(blobs, None)
-        matched = blob if blob is not None and blob.name == name else None
-        if matched is not None:
-            result.blob_count += 1
-            blob = next(blobs, None)
-        if any(_row_suspect(s, created, matched, older_than) for s, created in statuses):
+    # Milliseconds round down; the live judgement decides at the edge.
+    cutoff_ms = int(older_than.timestamp() * 1000) + 1
+    previous: str | None = None
+    for blobs, rows in _aligned(iter(chunks), table_chunks(store)):
+        blobs, previous = _first_of_each(blobs, previous)
+        result.blob_count += 0 if blobs is None else blobs.num_rows
+        for name in _orphan_suspects(blobs, rows, cutoff_ms):
+            _unreferenced(judge, name)
+        for name in _row_suspects(blobs, rows, cutoff_ms):
             _recheck_row(judge, store, container, name)
-    while blob is not None:
-        _unreferenced(judge, blob, cutoff_ms)
-        result.blob_count += 1
-        blob = next(blobs, None)
     return result
 
 
-def _groups(
-    rows: Iterator[tuple[str, str, datetime | None]],
-) -> Iterator[tuple[str, list[tuple[str, datetime | None]]]]:
-    """Consecutive rows and records of one blob name, together."""
-    name: str | None = None
-    group: list[tuple[str, datetime | None]] = []
-    for blob_name, status, created in rows:
-        if blob_name != name:
-            if name is not None:
-                yield name, group
-            name, group = blob_name, []
-        group.append((status, created))
-    if name is not None:
-        yield name, group
+def _first_of_each(blobs: Any | None, previous: str | None) -> tuple[Any | None, str | None]:
+    """The window's blobs with repeats dropped (also one repeating the last window's last)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if blobs is None or not blobs.num_rows:
+        return blobs, previous
+    names = blobs["name"]
+    before = pa.concat_arrays(
+        [pa.array([previous], pa.string()), *names.slice(0, len(names) - 1).chunks]
+    )
+    fresh = pc.fill_null(pc.not_equal(names, before), True)
+    return blobs.filter(fresh), _last(blobs)
 
 
-def _row_suspect(
-    status: str, created: datetime | None, blob: Entry | None, older_than: datetime
-) -> bool:
-    """The cheap pre-test of `row_suspect` on the report's data (rows only, not records)."""
-    if status != Status.READY.value or (blob is not None and blob.state not in _SUSPECT_STATES):
-        return False
-    return created is not None and _utc(created) < older_than
+def _orphan_suspects(blobs: Any | None, rows: Any | None, cutoff_ms: int) -> list[str]:
+    import pyarrow.compute as pc
+
+    if blobs is None or not blobs.num_rows:
+        return []
+    named = pc.is_in(blobs["name"], value_set=_names(rows))
+    suspect = pc.and_(pc.invert(named), pc.less(blobs["last_modified"], cutoff_ms))
+    names: list[str] = blobs["name"].filter(suspect).to_pylist()
+    return names
 
 
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+def _row_suspects(blobs: Any | None, rows: Any | None, cutoff_ms: int) -> list[str]:
+    """Ready rows old enough whose blob the window lacks or holds pending or retired."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if rows is None or not rows.num_rows:
+        return []
+    ready = pc.and_(
+        pc.equal(rows["status"], Status.READY.value), pc.less(rows["created"], cutoff_ms)
+    )
+    found = pc.index_in(rows["name"], value_set=_names(blobs))
+    unsealed = pc.fill_null(pc.take(_column(blobs, "unsealed", pa.bool_()), found), True)
+    suspect = pc.fill_null(pc.and_(ready, unsealed), False)
+    names: list[str] = rows["name"].filter(suspect).to_pylist()
+    return names
 
 
-def _unreferenced(judge: Judge, blob: Entry, cutoff_ms: int) -> None:
-    if blob.last_modified_ms >= cutoff_ms:
-        return
-    live = live_blob(judge.container, blob.name)
+def _column(table: Any | None, name: str, type_: Any = None) -> Any:
+    import pyarrow as pa
+
+    if table is None:
+        return pa.array([], type_ or pa.string())
+    return table[name].combine_chunks()
+
+
+def _names(table: Any | None) -> Any:
+    return _column(table, "name")
+
+
+def _unreferenced(judge: Judge, name: str) -> None:
+    live = live_blob(judge.container, name)
     if live is not None:
-        judge.blob(live, referenced=judge.store.is_referenced(blob.name))
+        judge.blob(live, referenced=judge.store.is_referenced(name))
 
 
 def _recheck_row(judge: Judge, store: DocumentStore, container: ContainerClient, name: str) -> None:
@@ -514,5 +688,5 @@ def reconcile_from_inventory(
     with tempfile.TemporaryDirectory(prefix="safetynet-inventory-") as folder:
         work = Path(folder)
         files = download(destination, run, work)
-        entries = sorted_entries(files, container.container_name, work, run.object_count)
-        return reconcile_inventory(store, container, entries, older_than, repair)
+        chunks = sorted_chunks(files, container.container_name, work, run.object_count)
+        return reconcile_inventory(store, container, chunks, older_than, repair)
