@@ -6,8 +6,9 @@ the join reads and a little more for a person reading the report: the field name
 `schemaFields` values (https://learn.microsoft.com/rest/api/storagerp/blob-inventory-policies/create-or-update,
 "BlobInventoryPolicyDefinition"), the format, schedule, filters and output layout those of
 https://learn.microsoft.com/azure/storage/blobs/blob-inventory. The destination container is
-private and readable by the reader principals (reconcile's role), nothing else; the service
-itself writes the reports, no role assignment is needed for that.
+private and readable (the reader role) by the reader principals, who audit with reconcile, and
+the uploader principals, who run `reconcile --repair`; nothing else. The service itself writes
+the reports: no role assignment is needed for that.
 """
 
 from __future__ import annotations
@@ -19,19 +20,9 @@ import pulumi
 from pulumi_azure_native import authorization, storage
 
 from sweeper import appsettings
-from sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER
+from sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
 
 RULE_NAME: Final = appsettings.INVENTORY_RULE.default or "safetynet"
-SCHEMA_FIELDS: Final = (
-    "Name",
-    "Creation-Time",
-    "Last-Modified",
-    "Etag",
-    "Content-Length",
-    "BlobType",
-    "Tags",
-)
-"""Name, Last-Modified, Etag and Tags (the state tag) are what the join reads."""
 
 
 def inventory_rule(
@@ -46,7 +37,7 @@ def inventory_rule(
             format=storage.Format.PARQUET,
             schedule=storage.Schedule.DAILY,
             object_type=storage.ObjectType.BLOB,
-            schema_fields=list(SCHEMA_FIELDS),
+            schema_fields=list(INVENTORY_SCHEMA_FIELDS),
             filters=storage.BlobInventoryPolicyFilterArgs(
                 blob_types=["blockBlob"],
                 # "A prefix must be a container name prefix or a container name."
@@ -73,7 +64,7 @@ class Inventory(pulumi.ComponentResource):
         resource_group_name: pulumi.Input[str],
         data_container_name: pulumi.Input[str],
         reader_role_definition_id: pulumi.Input[str],
-        reader_principal_ids: Sequence[str],
+        principal_ids: Sequence[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("safetynet:storage:Inventory", name, None, opts)
@@ -100,7 +91,7 @@ class Inventory(pulumi.ComponentResource):
             # "The destination container must already exist."
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container]),
         )
-        for principal in reader_principal_ids:
+        for principal in dict.fromkeys(principal_ids):
             authorization.RoleAssignment(
                 f"{name}-reader-{principal}",
                 principal_id=principal,

@@ -81,7 +81,7 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         resource_group_name=group.name,
         data_container_name=data.container.name,
         reader_role_definition_id=access.role_definition_ids[READER.key],
-        reader_principal_ids=config.reader_principal_ids,
+        principal_ids=[*config.reader_principal_ids, *config.uploader_principal_ids],
     )
     outputs: dict[str, pulumi.Output[str]] = {
         "resourceGroupName": group.name,

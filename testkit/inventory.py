@@ -18,20 +18,11 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from azure.storage.blob import ContainerClient
 
-SCHEMA_FIELDS: Final = (
-    "Name",
-    "Creation-Time",
-    "Last-Modified",
-    "Etag",
-    "Content-Length",
-    "BlobType",
-    "Tags",
-)
-"""What infra/inventory.py asks the policy for, in the page's spelling."""
+from sweeper.vocabulary import INVENTORY_SCHEMA_FIELDS
 
 
 @dataclass(frozen=True)
@@ -139,7 +130,7 @@ def _manifest(
             "format": "parquet",
             "objectType": "blob",
             "schedule": "daily",
-            "schemaFields": list(SCHEMA_FIELDS),
+            "schemaFields": list(INVENTORY_SCHEMA_FIELDS),
         },
         "ruleName": spec.rule,
         "status": spec.status,

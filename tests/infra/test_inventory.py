@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.access import READER
-from infra.inventory import RULE_NAME, SCHEMA_FIELDS
+from infra.inventory import RULE_NAME
 from sweeper import appsettings
-from sweeper.inventory import READ_FIELDS
-from sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER
-from tests.infra.conftest import READER_ID
+from sweeper.inventory import REQUIRED_FIELDS
+from sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
+from tests.infra.conftest import READER_ID, UPLOADER_ID
 from tests.infra.harness import StackRun
 
 POLICY = "azure-native:storage:BlobInventoryPolicy"
@@ -48,7 +47,11 @@ def test_the_rule_asks_for_every_field_the_join_reads(stack: StackRun) -> None:
     reads by default."""
     assert rule(stack)["name"] == RULE_NAME == appsettings.INVENTORY_RULE.default
     assert rule(stack)["enabled"] is True
-    assert set(READ_FIELDS) <= set(rule(stack)["definition"]["schemaFields"]) == set(SCHEMA_FIELDS)
+    assert (
+        set(REQUIRED_FIELDS)
+        <= set(rule(stack)["definition"]["schemaFields"])
+        == set(INVENTORY_SCHEMA_FIELDS)
+    )
 
 
 def test_the_destination_is_a_private_container_that_exists_first(stack: StackRun) -> None:
@@ -63,12 +66,13 @@ def test_the_destination_is_a_private_container_that_exists_first(stack: StackRu
     assert destination.name in stack.one(POLICY).depends_on
 
 
-def test_readers_may_read_the_reports(stack: StackRun) -> None:
-    """Each reader principal holds the reader role on the inventory container too."""
-    reader_role = stack.outputs["readerRoleDefinitionId"]
-    [assignment] = [
+def test_readers_and_uploaders_may_read_the_reports(stack: StackRun) -> None:
+    """Each reader (audit) and uploader (repair) principal holds the reader role on the
+    inventory container, and no one else holds a role there."""
+    assignments = [
         a for a in stack.of_type(ASSIGNMENT) if a.parent_type == "safetynet:storage:Inventory"
     ]
-    assert assignment.inputs["principalId"] == READER_ID
-    assert assignment.inputs["roleDefinitionId"] == reader_role
-    assert READER.key in assignment.name
+    assert sorted(a.inputs["principalId"] for a in assignments) == sorted([READER_ID, UPLOADER_ID])
+    assert {a.inputs["roleDefinitionId"] for a in assignments} == {
+        stack.outputs["readerRoleDefinitionId"]
+    }

@@ -37,6 +37,12 @@ DAY = timedelta(days=1)
 RULE = "safetynet"
 
 
+@pytest.fixture
+def destination(container_factory: Callable[[], ContainerClient]) -> ContainerClient:
+    """The inventory's destination container, beside the test's data container."""
+    return container_factory()
+
+
 def every_finding(
     protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
 ) -> None:
@@ -77,11 +83,10 @@ def test_findings_match_the_listing_path(
     protocol: UploadProtocol,
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
 ) -> None:
     """On one state, the inventory path reports every class of finding as listing does."""
     every_finding(protocol, store, container)
-    destination = container_factory()
     write_run(container, destination)
 
     listed = reconcile(store, container, FUTURE)
@@ -97,11 +102,10 @@ def test_the_plan_is_the_listing_paths_plan(
     protocol: UploadProtocol,
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
 ) -> None:
     """The plan written from the inventory names the same blobs with the same ETags and count."""
     every_finding(protocol, store, container)
-    destination = container_factory()
     write_run(container, destination)
 
     def plan(result: Reconciliation) -> dict[str, Any]:
@@ -119,12 +123,11 @@ def test_changes_after_the_run_are_judged_live(
     protocol: UploadProtocol,
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
 ) -> None:
     """A blob deleted or sealed since the run, or a row whose blob came after it, is judged as
     it is now: the findings are the listing's of the current state."""
     every_finding(protocol, store, container)
-    destination = container_factory()
     write_run(container, destination)
     container.delete_blob("orphan-committed.bin")
     sealed = store.get_by_name("unsealed-pending.txt")
@@ -148,11 +151,10 @@ def test_repair_acts_on_the_live_state(
     protocol: UploadProtocol,
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
 ) -> None:
     """--repair from the inventory seals and deletes what listing's repair does, no more."""
     every_finding(protocol, store, container)
-    destination = container_factory()
     write_run(container, destination)
 
     repaired = reconcile_from_inventory(store, container, destination, RULE, FUTURE, DAY, True)
@@ -165,14 +167,13 @@ def test_repair_acts_on_the_live_state(
 
 
 def test_runs_merge_in_name_order_with_repeats_dropped(
-    container: ContainerClient, container_factory: Callable[[], ContainerClient], tmp_path: Path
+    container: ContainerClient, destination: ContainerClient, tmp_path: Path
 ) -> None:
     """Shuffled rows spread over files and many spilled runs come out in byte order (repeats
     next to each other), the internal marker blobs left out."""
     names = [f"b{n:03d}" for n in range(40)] + ["é", "Z", "a/b", LEASE_BLOB]
     for name in names:
         container.upload_blob(name, b"x", tags={STATE_TAG: COMMITTED})
-    destination = container_factory()
     write_run(container, destination, RunSpec(files=4))
     found = find_run(destination, RULE, container.container_name, datetime.now(UTC), DAY)
     files = download(destination, found, tmp_path)
@@ -189,10 +190,9 @@ def test_runs_merge_in_name_order_with_repeats_dropped(
 def test_a_stale_run_is_refused(
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
 ) -> None:
     """A run older than the maximum age is an error naming its age, never an empty result."""
-    destination = container_factory()
     write_run(container, destination, RunSpec(started=datetime.now(UTC) - 3 * DAY))
 
     with pytest.raises(InventoryError, match=r"older than the maximum age 24\.0 h"):
@@ -202,10 +202,9 @@ def test_a_stale_run_is_refused(
 def test_no_run_is_an_error(
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
 ) -> None:
     """An empty destination (or only another rule's runs) is 'no completed run'."""
-    destination = container_factory()
     write_run(container, destination, RunSpec(rule="other"))
 
     with pytest.raises(InventoryError, match="no completed inventory run of rule 'safetynet'"):
@@ -223,12 +222,11 @@ def test_no_run_is_an_error(
 def test_an_unfinished_run_is_not_used(
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
     spec: RunSpec,
     reason: str,
 ) -> None:
     """A running, failed or checksum-less run is skipped, and said so when none is left."""
-    destination = container_factory()
     write_run(container, destination, spec)
 
     with pytest.raises(InventoryError, match=reason):
@@ -239,11 +237,10 @@ def test_an_older_completed_run_stands_in_for_a_running_one(
     protocol: UploadProtocol,
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
 ) -> None:
     """While today's run is still Pending, yesterday's completed one (within age) is used."""
     every_finding(protocol, store, container)
-    destination = container_factory()
     write_run(container, destination, RunSpec(started=datetime.now(UTC) - timedelta(hours=20)))
     write_run(container, destination, RunSpec(status="Pending", checksum=False))
 
@@ -255,10 +252,9 @@ def test_an_older_completed_run_stands_in_for_a_running_one(
 def test_a_manifest_changed_after_its_checksum_is_not_used(
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
 ) -> None:
     """A manifest whose MD5 is not the checksum file's is skipped as incomplete."""
-    destination = container_factory()
     prefix = write_run(container, destination)
     manifest = destination.get_blob_client(f"{prefix}{RULE}-manifest.json")
     changed = json.loads(manifest.download_blob().readall())
@@ -273,11 +269,10 @@ def test_a_cut_short_file_is_an_incomplete_run(
     protocol: UploadProtocol,
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
 ) -> None:
     """A report file of another size than its manifest says fails before any finding."""
     every_finding(protocol, store, container)
-    destination = container_factory()
     prefix = write_run(container, destination)
     destination.upload_blob(f"{prefix}{RULE}_0.parquet", b"PAR1", overwrite=True)
 
@@ -289,12 +284,11 @@ def test_fewer_rows_than_counted_is_an_incomplete_run(
     protocol: UploadProtocol,
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
     tmp_path: Path,
 ) -> None:
     """Files holding fewer rows than the manifest's objectCount fail before any finding."""
     every_finding(protocol, store, container)
-    destination = container_factory()
     write_run(container, destination)
     run = find_run(destination, RULE, container.container_name, datetime.now(UTC), DAY)
     files = download(destination, run, tmp_path)[1:]
@@ -315,12 +309,11 @@ def test_fewer_rows_than_counted_is_an_incomplete_run(
 def test_a_rule_that_cannot_stand_in_for_a_listing_is_refused(
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
     filters: dict[str, Any],
     reason: str,
 ) -> None:
     """A run that does not cover the whole container, or holds more than base blobs, is refused."""
-    destination = container_factory()
     write_run(container, destination, RunSpec(filters=filters))
 
     with pytest.raises(InventoryConfigError, match=reason):
@@ -345,7 +338,7 @@ def test_the_cli_reports_findings_and_writes_the_plan(
     protocol: UploadProtocol,
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
     azurite: Azurite,
     db_url: str,
     run_cli: RunCli,
@@ -353,7 +346,6 @@ def test_the_cli_reports_findings_and_writes_the_plan(
 ) -> None:
     """`reconcile --inventory DEST --json` exits 1 with the listing's findings and plan."""
     every_finding(protocol, store, container)
-    destination = container_factory()
     write_run(container, destination)
     args = cli_args(azurite, db_url, container)
     time.sleep(1.5)  # every blob and row older than --older-than 1s
@@ -380,7 +372,7 @@ def test_the_cli_reports_findings_and_writes_the_plan(
 def test_the_cli_refuses_an_unusable_inventory(
     store: DocumentStore,
     container: ContainerClient,
-    container_factory: Callable[[], ContainerClient],
+    destination: ContainerClient,
     azurite: Azurite,
     db_url: str,
     run_cli: RunCli,
@@ -389,7 +381,6 @@ def test_the_cli_refuses_an_unusable_inventory(
     message: str,
 ) -> None:
     """A stale or missing run exits 3 and a malformed option 2, each with a message saying why."""
-    destination = container_factory()
     write_run(container, destination, RunSpec(started=datetime.now(UTC) - timedelta(hours=1)))
     args = cli_args(azurite, db_url, container)
 
