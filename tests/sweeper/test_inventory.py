@@ -404,3 +404,24 @@ def test_the_cli_names_a_missing_inventory_container(
 
     assert code == ExitCode.USAGE
     assert "'no-such-inventory' does not exist" in json.loads(out)["error"]["message"]
+
+
+def test_the_cli_refuses_to_apply_a_plan_from_the_inventory(
+    store: DocumentStore,
+    container: ContainerClient,
+    azurite: Azurite,
+    db_url: str,
+    run_cli: RunCli,
+    tmp_path: Path,
+) -> None:
+    """--apply-plan re-reads the container itself: with --inventory it is bad usage (exit 2)."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "delete": []}), encoding="utf-8")
+    args = cli_args(azurite, db_url, container)
+
+    code, out, _ = run_cli(
+        *args, "--json", "--inventory", "--apply-plan", str(plan), "--max-delete", "1"
+    )
+
+    assert code == ExitCode.USAGE
+    assert "drop --inventory" in json.loads(out)["error"]["message"]
