@@ -32,8 +32,10 @@ import base64
 import hashlib
 import io
 import json
+import queue
 import re
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -534,6 +536,44 @@ class _CopyStream(io.RawIOBase):
         return filled
 
 
+def read_ahead(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """`source` read ahead by a thread, at most `depth` items: the database sorts and sends
+    the table while the report is being sorted here. Its errors are raised here."""
+    done = object()
+    ahead: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def offer(item: Any) -> bool:
+        """Queue `item` unless the consumer has gone; False once it has."""
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def fill() -> None:
+        try:
+            for item in source:
+                if not offer(item):
+                    return
+            offer(done)
+        except BaseException as error:
+            offer(error)
+
+    worker = threading.Thread(target=fill, name="inventory-table", daemon=True)
+    worker.start()
+    try:
+        while (item := ahead.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
+
+
 def _aligned(left: Iterator[Any], right: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
     """Windows of two name-ordered table streams covering the same names, in order: a name is
     never split between two windows."""
@@ -588,7 +628,7 @@ def reconcile_inventory(
     # Milliseconds round down; the live judgement decides at the edge.
     cutoff_ms = int(older_than.timestamp() * 1000) + 1
     previous: str | None = None
-    for blobs, rows in _aligned(iter(chunks), table_chunks(store)):
+    for blobs, rows in _aligned(iter(chunks), read_ahead(table_chunks(store))):
         blobs, previous = _first_of_each(blobs, previous)
         result.blob_count += 0 if blobs is None else blobs.num_rows
         for name in _orphan_suspects(blobs, rows, cutoff_ms):

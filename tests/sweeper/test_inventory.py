@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from sweeper import blobs
 from sweeper.inventory import (
     InventoryConfigError,
     InventoryError,
+    read_ahead,
     download,
     find_run,
     reconcile_from_inventory,
@@ -425,3 +427,18 @@ def test_the_cli_refuses_to_apply_a_plan_from_the_inventory(
 
     assert code == ExitCode.USAGE
     assert "drop --inventory" in json.loads(out)["error"]["message"]
+
+
+def test_the_read_ahead_hands_over_errors_and_stops_with_its_reader() -> None:
+    """The table's read-ahead thread raises its source's error in the reader, and a reader
+    that stops early (an error on the report's side) does not wait for the whole table."""
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise InventoryError("the table went away")
+
+    with pytest.raises(InventoryError, match="went away"):
+        list(read_ahead(failing()))
+    endless = read_ahead(itertools.count())
+    assert next(endless) == 0
+    endless.close()
