@@ -18,9 +18,9 @@ from sweeper import blobs
 from sweeper.inventory import (
     InventoryConfigError,
     InventoryError,
-    read_ahead,
     download,
     find_run,
+    read_ahead,
     reconcile_from_inventory,
     reconcile_inventory,
     sorted_chunks,
