@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from benchmarks import machine
-from sweeper.inventory import reconcile_inventory, sorted_chunks
+from sweeper.inventory import reconcile_inventory, sorted_chunks, table_chunks
 from sweeper.store import DocumentStore
 from testkit.azurite import PROJECT_ROOT, Azurite
 from testkit.inventory import report_schema
@@ -260,8 +260,46 @@ def run() -> str:
     return render(joins, listing_rate())
 
 
+def report_alone(size: int) -> str:
+    """The report side alone (sort, spill, merge), its time and this process's peak RSS."""
+    import resource
+
+    files = report(size)
+    with tempfile.TemporaryDirectory(prefix="bench-inventory-", dir=CACHE) as spill:
+        started = time.perf_counter()
+        blobs = sum(c.num_rows for c in sorted_chunks(files, CONTAINER, Path(spill)))
+        seconds = time.perf_counter() - started
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return f"{blobs:,} report rows sorted and merged in {seconds:.1f} s, peak RSS {rss} MiB"
+
+
+def phases(size: int) -> str:
+    """Each side of the join alone, then the whole join, at one size (not in `make bench`)."""
+    files = report(size)
+    with scratch_database(admin_url_from_environment(), prefix="safetynet_bench") as url:
+        fill_table(url, size)
+        store = DocumentStore.from_url(url)
+        started = time.perf_counter()
+        rows = sum(chunk.num_rows for chunk in table_chunks(store))
+        table_s = time.perf_counter() - started
+        store.engine.dispose()
+        with tempfile.TemporaryDirectory(prefix="bench-inventory-", dir=CACHE) as spill:
+            started = time.perf_counter()
+            blobs = sum(c.num_rows for c in sorted_chunks(files, CONTAINER, Path(spill)))
+            report_s = time.perf_counter() - started
+        join = measure_join(url, size, files)
+    return (
+        f"{size:,} blobs: table stream {rows:,} rows in {table_s:.1f} s; report sort and merge "
+        f"{blobs:,} rows in {report_s:.1f} s; whole join {join.seconds:.1f} s, {join.rss_mib:.0f} MiB"
+    )
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--phases":
+        print(phases(int(sys.argv[2])))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--report-alone":
+        print(report_alone(int(sys.argv[2])))
     else:
         print(run())
