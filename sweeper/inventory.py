@@ -64,6 +64,8 @@ RUN_ROWS: Final = 500_000
 """Rows sorted in memory at once before they are spilled as one sorted run."""
 MERGE_BATCH: Final = 16_384
 """Rows each spilled run holds in memory while the runs are merged."""
+FAN_IN: Final = 32
+"""Runs merged at once: a merge step holds at most FAN_IN x MERGE_BATCH rows."""
 _RUN: Final = re.compile(
     r"(\d{4})/(\d{2})/(\d{2})/(\d{2})-(\d{2})-(\d{2})/([^/]+)/\7-manifest\.json"
 )
@@ -274,17 +276,38 @@ def sorted_chunks(
     spill: Path,
     expected_rows: int | None = None,
     run_rows: int = RUN_ROWS,
+    fan_in: int = FAN_IN,
 ) -> Iterator[Any]:
     """The report's protocol blobs of `container` as Arrow tables (name, last_modified in ms,
     unsealed: tagged pending or retired), each sorted, in name order from one table to the next (repeats kept).
 
-    Sorts RUN_ROWS rows at a time, spills each sorted run to `spill` as an Arrow IPC file, then
-    merges the runs a slice at a time. With `expected_rows`, a report holding fewer rows (before
+    Sorts RUN_ROWS rows at a time, spills each sorted run to `spill` as an Arrow IPC file, merges
+    them FAN_IN at a time into longer runs until at most FAN_IN are left (so a merge step holds
+    FAN_IN slices whatever the report's size), then merges those a slice at a time. With `expected_rows`, a report holding fewer rows (before
     filtering; repeats may make more) raises InventoryError once all are read, before anything
     is yielded: files went missing or were cut short.
     """
     runs = _spill_runs(files, container, spill, expected_rows, run_rows)
+    while len(runs) > fan_in:
+        runs = [
+            _merge_to_file(runs[start : start + fan_in], spill / f"pass-{start}-{len(runs)}.arrow")
+            for start in range(0, len(runs), fan_in)
+        ]
     yield from _merge_runs([_read_run(path) for path in runs])
+
+
+def _merge_to_file(runs: list[Path], path: Path) -> Path:
+    """Merge sorted run files into one, deleting them."""
+    import pyarrow as pa
+
+    with pa.OSFile(str(runs[0]), "rb") as first:
+        schema = pa.ipc.open_file(first).schema
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        for table in _merge_runs([_read_run(run) for run in runs]):
+            writer.write_table(table, max_chunksize=MERGE_BATCH)
+    for run in runs:
+        run.unlink()
+    return path
 
 
 def _spill_runs(

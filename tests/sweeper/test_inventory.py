@@ -168,11 +168,12 @@ def test_repair_acts_on_the_live_state(
     assert reconcile(store, container, FUTURE).unsealed == []
 
 
+@pytest.mark.parametrize("fan_in", [2, 100])
 def test_runs_merge_in_name_order_with_repeats_dropped(
-    container: ContainerClient, destination: ContainerClient, tmp_path: Path
+    container: ContainerClient, destination: ContainerClient, tmp_path: Path, fan_in: int
 ) -> None:
-    """Shuffled rows spread over files and many spilled runs come out in byte order (repeats
-    next to each other), the internal marker blobs left out."""
+    """Shuffled rows spread over files and many spilled runs (merged in passes, or at once) come
+    out in byte order with repeats next to each other, the internal marker blobs left out."""
     names = [f"b{n:03d}" for n in range(40)] + ["é", "Z", "a/b", LEASE_BLOB]
     for name in names:
         container.upload_blob(name, b"x", tags={STATE_TAG: COMMITTED})
@@ -180,7 +181,9 @@ def test_runs_merge_in_name_order_with_repeats_dropped(
     found = find_run(destination, RULE, container.container_name, datetime.now(UTC), DAY)
     files = download(destination, found, tmp_path)
 
-    chunks = list(sorted_chunks(files, container.container_name, tmp_path, run_rows=3))
+    chunks = list(
+        sorted_chunks(files, container.container_name, tmp_path, run_rows=3, fan_in=fan_in)
+    )
 
     got = [name for chunk in chunks for name in chunk["name"].to_pylist()]
     expected = sorted(n for n in names if n != LEASE_BLOB)
