@@ -40,6 +40,7 @@ NAME_RULES: Final[dict[str, tuple[str, re.Pattern[str]]]] = {
     ),
     "azure-native:storage:BlobServiceProperties": ("exactly `default`", re.compile("default")),
     "azure-native:storage:ManagementPolicy": ("exactly `default`", re.compile("default")),
+    "azure-native:storage:BlobInventoryPolicy": ("exactly `default`", re.compile("default")),
     "azure-native:web:AppServicePlan": (
         "1-60 letters, digits and hyphens",
         re.compile(r"[A-Za-z0-9-]{1,60}"),
@@ -84,6 +85,7 @@ NAME_INPUTS: Final[dict[str, str]] = {
     "azure-native:storage:BlobContainer": "containerName",
     "azure-native:storage:BlobServiceProperties": "blobServicesName",
     "azure-native:storage:ManagementPolicy": "managementPolicyName",
+    "azure-native:storage:BlobInventoryPolicy": "blobInventoryPolicyName",
     "azure-native:web:AppServicePlan": "name",
     "azure-native:web:WebApp": "name",
     "azure-native:keyvault:Vault": "vaultName",

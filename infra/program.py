@@ -7,6 +7,7 @@ from pulumi_azure_native import authorization, resources
 
 from infra.access import READER, SWEEPER, UPLOADER, VERIFIER, AccessRoles
 from infra.config import NAMESPACE, StackConfig
+from infra.inventory import Inventory
 from infra.monitoring import Monitoring
 from infra.naming import StackNames, stack_names
 from infra.package import read_package
@@ -73,6 +74,14 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         reader_principals=config.reader_principals,
         verifier_principals=config.verifier_principals,
         sweeper_principal_id=sweeper.principal_id,
+    )
+    Inventory(
+        "inventory",
+        account_name=data.account.name,
+        resource_group_name=group.name,
+        data_container_name=data.container.name,
+        reader_role_definition_id=access.role_definition_ids[READER.key],
+        principals=[*config.reader_principals, *config.uploader_principals],
     )
     outputs: dict[str, pulumi.Output[str]] = {
         "resourceGroupName": group.name,

@@ -140,6 +140,21 @@ SCHEDULE: Final = Setting(
 )
 CONCURRENCY: Final = Setting("SAFETYNET_CONCURRENCY", "Blob Batches in flight", default="4")
 
+# `reconcile --inventory`: Blob Inventory's report instead of a listing.
+INVENTORY_CONTAINER: Final = Setting(
+    "SAFETYNET_INVENTORY_CONTAINER", "container Blob Inventory writes its reports into"
+)
+INVENTORY_RULE: Final = Setting(
+    "SAFETYNET_INVENTORY_RULE", "the inventory rule whose runs reconcile reads", default="safetynet"
+)
+INVENTORY_MAX_AGE: Final = Setting(
+    "SAFETYNET_INVENTORY_MAX_AGE",
+    "an inventory run started longer ago than this is refused as stale",
+    default="2d",
+    minimum=MIN_DURATION,
+    maximum=MAX_DURATION,
+)
+
 # The audit and verify commands.
 ARM_ENDPOINT: Final = Setting("SAFETYNET_ARM_ENDPOINT", "Resource Manager URL")
 ARM_TOKEN: Final = Setting("SAFETYNET_ARM_TOKEN", "a pipeline's bearer token for ARM", secret=True)
@@ -193,6 +208,9 @@ SETTINGS: Final = (
     LEASE,
     SCHEDULE,
     CONCURRENCY,
+    INVENTORY_CONTAINER,
+    INVENTORY_RULE,
+    INVENTORY_MAX_AGE,
     ARM_ENDPOINT,
     ARM_TOKEN,
     SWEEPER_PERIOD,

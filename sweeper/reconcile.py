@@ -124,28 +124,11 @@ def reconcile(
     result.blob_count = len(listed)
     rows = {d.blob_name: d for d in store.all()}
     recorded = {r.blob_name for r in store.records()}
+    judge = Judge(store, container, older_than, repair, result)
     for document in rows.values():
-        if document.status is not Status.READY or document.created_utc >= older_than:
-            continue
-        blob = listed.get(document.blob_name)
-        if blob is not None and blob.state not in (PENDING, RETIRED):
-            continue
-        finding = _recheck(store, container, document)
-        if finding is None:
-            continue
-        current, state = finding
-        if state is None:
-            result.dangling.append(current)
-        else:
-            result.unsealed.append(current)
-            if repair:
-                _seal_unsealed(store, container, current, state, result)
+        judge.row(document, listed.get(document.blob_name))
     for blob in listed.values():
-        if blob.name in rows or blob.name in recorded or blob.last_modified >= older_than:
-            continue
-        result.orphans.append(blob)
-        if repair and blob.state in (PENDING, RETIRED):
-            _delete_unreferenced(store, container, blob, blob.state, result)
+        judge.blob(blob, referenced=blob.name in rows or blob.name in recorded)
     return result
 
 
@@ -168,6 +151,51 @@ def _recheck(
             return (current, state) if state in (None, PENDING, RETIRED) else None
         current = again
     return None  # replaced again and again while read: in use, not broken
+
+
+def row_suspect(document: Document, blob: ListedBlob | None, older_than: datetime) -> bool:
+    """Whether this row and its blob (None: missing) make a finding: dangling or unsealed."""
+    if document.status is not Status.READY or document.created_utc >= older_than:
+        return False
+    return blob is None or blob.state in (PENDING, RETIRED)
+
+
+def blob_suspect(blob: ListedBlob, referenced: bool, older_than: datetime) -> bool:
+    """Whether this blob is an orphan: named by no row nor record, and older than the cutoff."""
+    return not referenced and blob.last_modified < older_than
+
+
+@dataclass
+class Judge:
+    """Files each row and blob under its finding, repairing what `repair` allows (one rule for
+    the listing and the inventory paths)."""
+
+    store: DocumentStore
+    container: ContainerClient
+    older_than: datetime
+    repair: bool
+    result: Reconciliation
+
+    def row(self, document: Document, blob: ListedBlob | None) -> None:
+        if not row_suspect(document, blob, self.older_than):
+            return
+        finding = _recheck(self.store, self.container, document)
+        if finding is None:
+            return
+        current, state = finding
+        if state is None:
+            self.result.dangling.append(current)
+            return
+        self.result.unsealed.append(current)
+        if self.repair:
+            _seal_unsealed(self.store, self.container, current, state, self.result)
+
+    def blob(self, blob: ListedBlob, referenced: bool) -> None:
+        if not blob_suspect(blob, referenced, self.older_than):
+            return
+        self.result.orphans.append(blob)
+        if self.repair and blob.state in (PENDING, RETIRED):
+            _delete_unreferenced(self.store, self.container, blob, blob.state, self.result)
 
 
 def _seal_unsealed(

@@ -7,6 +7,19 @@ module; it imports only the standard library (tests/test_boundaries.py holds it 
 from typing import Final
 
 DEFAULT_CONTAINER: Final = "documents"
+DEFAULT_INVENTORY_CONTAINER: Final = "inventory"
+"""Where the data account's Blob Inventory rule writes its reports (infra and reconcile)."""
+INVENTORY_SCHEMA_FIELDS: Final = (
+    "Name",
+    "Creation-Time",
+    "Last-Modified",
+    "Etag",
+    "Content-Length",
+    "BlobType",
+    "Tags",
+)
+"""The fields the inventory rule asks for (ARM's schemaFields spelling); reconcile reads Name,
+Last-Modified and Tags, and a person comparing a plan with a report reads Etag."""
 STATE_TAG: Final = "state"
 PENDING: Final = "pending"
 COMMITTED: Final = "committed"

@@ -27,6 +27,11 @@ from safetynet.commands.common import (
     log_progress,
 )
 from safetynet.commands.interrupt import stop_signals
+from safetynet.commands.reconcile_inventory import (
+    add_inventory_options,
+    read_inventory_options,
+    reconcile_by_inventory,
+)
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings, atomicfile, untrusted
@@ -88,6 +93,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="F",
         help=f"refuse a plan deleting more than this share of the container (default {MAX_ORPHAN_SHARE})",
     )
+    add_inventory_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object, also on errors")
     parser.set_defaults(handler=run)
 
@@ -101,13 +107,19 @@ def run(args: argparse.Namespace) -> int:
             older_than = datetime.now(UTC) - appsettings.CUTOFF.duration(
                 args.older_than, "--older-than"
             )
+            inventory = read_inventory_options(args)
         except SettingsError as error:
             raise UsageError(str(error)) from None
         store, container = open_target(args)
         try:
             if plan is not None:
                 return _apply(store, container, plan, args)
-            result = reconcile(store, container, older_than, repair=args.repair)
+            if inventory is not None:
+                result = reconcile_by_inventory(
+                    inventory, store, container, older_than, args.repair
+                )
+            else:
+                result = reconcile(store, container, older_than, repair=args.repair)
             written = None
             if args.write_plan is not None:
                 written = plan_orphan_deletion(store, container, result)

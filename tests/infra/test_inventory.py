@@ -1,0 +1,87 @@
+"""The data account's Blob Inventory policy, as registered under mocks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.inventory import RULE_NAME
+from sweeper import appsettings
+from sweeper.inventory import REQUIRED_FIELDS
+from sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
+from tests.infra.conftest import READER_ID, UPLOADER_ID
+from tests.infra.harness import StackRun
+
+POLICY = "azure-native:storage:BlobInventoryPolicy"
+CONTAINER = "azure-native:storage:BlobContainer"
+ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+
+
+def rule(stack: StackRun) -> dict[str, Any]:
+    [only] = stack.one(POLICY).inputs["policy"]["rules"]
+    return dict(only)
+
+
+def test_the_policy_reports_the_protocol_container_daily_as_parquet(stack: StackRun) -> None:
+    """One enabled rule: Parquet, daily, blobs, base block blobs of the data container only."""
+    policy = stack.one(POLICY).inputs
+    assert policy["blobInventoryPolicyName"] == "default"
+    assert policy["policy"]["enabled"] is True
+    assert policy["policy"]["type"] == "Inventory"
+    definition = rule(stack)["definition"]
+    assert (definition["format"], definition["schedule"], definition["objectType"]) == (
+        "Parquet",
+        "Daily",
+        "Blob",
+    )
+    assert definition["filters"] == {
+        "blobTypes": ["blockBlob"],
+        "prefixMatch": ["documents/"],
+        "includeSnapshots": False,
+        "includeBlobVersions": False,
+        "includeDeleted": False,
+    }
+
+
+def test_the_rule_asks_for_every_field_the_join_reads(stack: StackRun) -> None:
+    """Name, Last-Modified, Etag and Tags are among the schema fields, under the rule reconcile
+    reads by default."""
+    assert rule(stack)["name"] == RULE_NAME == appsettings.INVENTORY_RULE.default
+    assert rule(stack)["enabled"] is True
+    assert (
+        set(REQUIRED_FIELDS)
+        <= set(rule(stack)["definition"]["schemaFields"])
+        == set(INVENTORY_SCHEMA_FIELDS)
+    )
+
+
+def test_the_destination_is_a_private_container_that_exists_first(stack: StackRun) -> None:
+    """The reports go to a private container of their own, created before the policy."""
+    [destination] = [
+        c
+        for c in stack.of_type(CONTAINER)
+        if c.inputs["containerName"] == DEFAULT_INVENTORY_CONTAINER
+    ]
+    assert destination.inputs["publicAccess"] == "None"
+    assert rule(stack)["destination"] == DEFAULT_INVENTORY_CONTAINER
+    assert destination.name in stack.one(POLICY).depends_on
+
+
+def test_readers_and_uploaders_may_read_the_reports(stack: StackRun) -> None:
+    """Each reader (audit) and uploader (repair) principal holds the reader role on the
+    inventory container, and no one else holds a role there."""
+    assignments = [
+        a for a in stack.of_type(ASSIGNMENT) if a.parent_type == "safetynet:storage:Inventory"
+    ]
+    assert sorted(a.inputs["principalId"] for a in assignments) == sorted([READER_ID, UPLOADER_ID])
+    assert {a.inputs["roleDefinitionId"] for a in assignments} == {
+        stack.outputs["readerRoleDefinitionId"]
+    }
+
+
+def test_report_readers_are_assigned_with_their_configured_type(stack: StackRun) -> None:
+    """The inventory container's assignments name each principal's type, as configured (the
+    harness reads a bare id as a ServicePrincipal), never azure-native's User default."""
+    assignments = [
+        a for a in stack.of_type(ASSIGNMENT) if a.parent_type == "safetynet:storage:Inventory"
+    ]
+    assert {a.inputs.get("principalType") for a in assignments} == {"ServicePrincipal"}
