@@ -16,6 +16,7 @@ BOTTOM = (
     "sweeper.vocabulary",
     "sweeper.redaction",
     "sweeper.appsettings",
+    "sweeper.signals",
 )
 """The protocol's names, the one redaction path (the Function, the audit and the CLI hide
 secrets the same way) and the settings' vocabulary (the names the infra program writes are the
