@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from policies.continuous import SettingsVerdict, Telemetry, verify_continuously
+from policies.continuous import SettingsVerdict, verify_continuously
 from policies.history import HistoryError, read_history, write_record
 from policies.probes import PROBES, ProbeSettings, Target
 from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
@@ -24,50 +19,17 @@ from sweeper import signals
 from sweeper.vocabulary import HISTORY_PREFIX
 from testkit.azurite import Azurite
 from testkit.service_doubles import soft_deleting_service
+from testkit.telemetry import RecordedTelemetry
 
 LIFE = (PENDING_LIFECYCLE, SWEEPER_HEARTBEAT)
 """Two cheap probes: a run of these is what the canary tests need."""
 
 
-@dataclass
-class Recorded:
-    """The in-memory ends of a Telemetry: what the Azure Monitor exporter would have sent."""
-
-    telemetry: Telemetry
-    logs: InMemoryLogRecordExporter
-    metrics: InMemoryMetricReader
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [
-            dict(item.log_record.attributes or {})
-            for item in self.logs.get_finished_logs()
-            if (item.log_record.attributes or {}).get(signals.CUSTOM_EVENT_NAME_ATTRIBUTE) == name
-        ]
-
-    def gauge(self, name: str) -> float:
-        data = self.metrics.get_metrics_data()
-        assert data is not None
-        values = [
-            point.value
-            for resource in data.resource_metrics
-            for scope in resource.scope_metrics
-            for metric in scope.metrics
-            if metric.name == name
-            for point in metric.data.data_points
-        ]
-        assert values, f"no {name} metric"
-        return float(values[-1])
-
-
 @pytest.fixture
-def recorded() -> Iterator[Recorded]:
-    logs = InMemoryLogRecordExporter()
-    provider = LoggerProvider()
-    provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    reader = InMemoryMetricReader()
-    telemetry = Telemetry(provider, MeterProvider(metric_readers=[reader]))
-    yield Recorded(telemetry, logs, reader)
-    telemetry.shutdown()
+def recorded() -> Iterator[RecordedTelemetry]:
+    recorder = RecordedTelemetry()
+    yield recorder
+    recorder.close()
 
 
 def at(moment: datetime) -> Callable[[], datetime]:
@@ -75,7 +37,7 @@ def at(moment: datetime) -> Callable[[], datetime]:
 
 
 def test_a_run_writes_one_history_blob_and_one_event_per_check(
-    service_client: BlobServiceClient, container: ContainerClient, recorded: Recorded
+    service_client: BlobServiceClient, container: ContainerClient, recorded: RecordedTelemetry
 ) -> None:
     """Every probe and every settings rule of a run becomes one custom event carrying its
     outcome, its id and the run id, and the same checks land in the run's history blob."""
@@ -149,7 +111,7 @@ def lifecycle(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_canary_left_alive_past_the_rules_days_turns_the_lifecycle_check_to_fail(
-    service_client: BlobServiceClient, container: ContainerClient, recorded: Recorded
+    service_client: BlobServiceClient, container: ContainerClient, recorded: RecordedTelemetry
 ) -> None:
     """Planted: NOT_VERIFIABLE, nothing overdue. Still NOT_VERIFIABLE the day the rule is due;
     alive past the days plus the slack: overdue, FAIL, and the overdue gauge says so."""

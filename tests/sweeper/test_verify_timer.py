@@ -1,0 +1,170 @@
+"""The Function's verification timer, run through the code the host runs, against Azurite."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+
+import pytest
+from azure.storage.blob import ContainerClient
+
+from policies.history import read_history
+from policies.probes import PROBES
+from sweeper import appsettings, signals
+from sweeper.lease import LEASE_BLOB, SweepLeaseStuckError
+from sweeper.settings import SettingsError
+from sweeper.store import DocumentStore
+from testkit.azurite import Azurite
+from testkit.telemetry import RecordedTelemetry
+from tests.sweeper.test_function_app import app_settings, indexed_functions
+
+
+@pytest.fixture
+def recorded() -> Iterator[RecordedTelemetry]:
+    recorder = RecordedTelemetry()
+    yield recorder
+    recorder.close()
+
+
+def verify_settings(azurite: Azurite, container: ContainerClient) -> dict[str, str]:
+    return {
+        appsettings.CONNECTION_STRING.name: azurite.connection_string,
+        appsettings.CONTAINER.name: container.container_name,
+        appsettings.VERIFY_SCHEDULE.name: "0 30 3 * * *",
+    }
+
+
+def test_the_host_indexes_a_verification_timer_on_its_own_schedule_setting(
+    function_app: ModuleType,
+) -> None:
+    """Beside the sweep timer the app has a verification timer whose schedule the host
+    resolves from SAFETYNET_VERIFY_SCHEDULE."""
+    functions = indexed_functions(function_app)
+    timer = functions[function_app.VERIFY_FUNCTION_NAME]
+
+    [binding] = timer.get_bindings()
+    assert binding.schedule == f"%{appsettings.VERIFY_SCHEDULE.name}%"
+    assert set(functions) == {function_app.FUNCTION_NAME, function_app.VERIFY_FUNCTION_NAME}
+
+
+def test_a_timer_run_writes_its_history_and_its_telemetry(
+    function_app: ModuleType,
+    azurite: Azurite,
+    container: ContainerClient,
+    recorded: RecordedTelemetry,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The timer's run acts on Azurite, leaves one history record and sends one custom event
+    per probe with the same run id, plus the run event and its trace."""
+    caplog.set_level(logging.INFO, logger="safetynet")
+
+    record = function_app.verify_once(
+        verify_settings(azurite, container), telemetry=recorded.telemetry
+    )
+
+    [stored] = read_history(container).records
+    assert stored["run_id"] == record["run_id"]
+    events = recorded.events(signals.CHECK_EVENT)
+    assert [e[signals.CHECK_ID] for e in events] == [probe.id for probe in PROBES]
+    assert {e[signals.RUN_ID] for e in events} == {record["run_id"]}
+    assert len(recorded.events(signals.RUN_EVENT)) == 1
+    [trace] = [r for r in caplog.records if function_app.VERIFY_FINISHED_EVENT in r.getMessage()]
+    assert json.loads(trace.getMessage())["history_blob"] == record["history_blob"]
+
+
+def test_timer_runs_on_later_days_turn_an_uncollected_canary_into_a_failure(
+    function_app: ModuleType,
+    azurite: Azurite,
+    container: ContainerClient,
+    recorded: RecordedTelemetry,
+) -> None:
+    """Daily runs with a clock moved on: the canary planted by the first run is overdue ten
+    days later on Azurite, which has no lifecycle management, and the history shows the turn."""
+    env = {**verify_settings(azurite, container), appsettings.PENDING_DAYS.name: "7"}
+    start = datetime.now(UTC)
+    for day in (0, 10):
+        moment = start + timedelta(days=day)
+        function_app.verify_once(env, telemetry=recorded.telemetry, now=lambda m=moment: m)
+
+    outcomes = [
+        next(c["outcome"] for c in r["checks"] if c["id"] == "SNV-PENDING-LIFECYCLE")
+        for r in read_history(container).records
+    ]
+    assert outcomes == ["NOT_VERIFIABLE", "FAIL"]
+    assert recorded.gauge(signals.CANARY_OVERDUE_METRIC) == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {appsettings.PENDING_DAYS.name: "seven"},
+            "SAFETYNET_PENDING_DAYS: 'seven' is not a whole number of days from 1 to 365",
+        ),
+        (
+            {appsettings.PENDING_DAYS.name: "0"},
+            "SAFETYNET_PENDING_DAYS: '0' is not a whole number",
+        ),
+        (
+            {appsettings.VERIFY_ACCOUNT_ID.name: "/subscriptions/\x1b[2Jx"},
+            "SAFETYNET_VERIFY_ACCOUNT_ID: '/subscriptions/\\x1b[2Jx' is not a storage account",
+        ),
+        (
+            {appsettings.SWEEPER_PERIOD.name: "5 minutes"},
+            "SAFETYNET_SWEEPER_PERIOD: '5 minutes' is not a duration",
+        ),
+    ],
+    ids=["days-not-a-number", "days-zero", "account-id-malformed", "period-malformed"],
+)
+def test_a_malformed_verification_setting_fails_the_run_naming_it(
+    function_app: ModuleType,
+    azurite: Azurite,
+    container: ContainerClient,
+    extra: dict[str, str],
+    message: str,
+) -> None:
+    """A malformed setting stops the run before it acts, with the setting's name, the value
+    escaped, and what is allowed; nothing is written."""
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        function_app.verify_once({**verify_settings(azurite, container), **extra})
+
+    assert list(container.list_blobs()) == []
+
+
+def test_on_azure_the_run_refuses_to_start_without_the_verifier_identity(
+    function_app: ModuleType,
+) -> None:
+    """With an account URL the run needs the verifier identity's client id: the app's own
+    identity holds the sweeper role, which may not write probe blobs."""
+    env = {appsettings.ACCOUNT_URL.name: "https://acct.blob.core.windows.net"}
+
+    with pytest.raises(SettingsError, match=r"missing app setting.*SAFETYNET_VERIFIER_CLIENT_ID"):
+        function_app.verify_once(env)
+
+
+def test_a_stuck_lease_is_logged_as_the_event_the_alert_counts(
+    function_app: ModuleType,
+    azurite: Azurite,
+    container: ContainerClient,
+    db_url: str,
+    store: DocumentStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A lease held forever fails the sweep invocation and logs the lease-stuck event with its
+    container, as JSON the alert rule's query parses."""
+    lease_blob = container.get_blob_client(LEASE_BLOB)
+    lease_blob.upload_blob(b"")
+    lease = lease_blob.acquire_lease(lease_duration=-1)
+    try:
+        with pytest.raises(SweepLeaseStuckError):
+            function_app.sweep_once(app_settings(azurite, container, db_url))
+    finally:
+        lease.release()
+
+    [record] = [r for r in caplog.records if signals.SWEEP_LEASE_STUCK_EVENT in r.getMessage()]
+    assert record.levelno == logging.ERROR
+    assert json.loads(record.getMessage())["container"] == container.container_name
