@@ -38,19 +38,33 @@ class RecordedTelemetry:
 
     def gauge(self, name: str) -> float:
         """The last value recorded for the gauge `name`; AssertionError when there is none."""
-        data = self.metrics.get_metrics_data()
-        values = [
-            point.value
-            for resource in (data.resource_metrics if data is not None else [])
-            for scope in resource.scope_metrics
-            for metric in scope.metrics
-            if metric.name == name
-            for point in metric.data.data_points
-            if isinstance(point, NumberDataPoint)
-        ]
+        values = [row["value"] for row in self.custom_metrics() if row["name"] == name]
         if not values:
             raise AssertionError(f"no {name} metric was recorded")
         return float(values[-1])
+
+    def custom_events(self) -> list[dict[str, Any]]:
+        """The `customEvents` rows the exporter makes: the name attribute becomes `name`, every
+        other attribute a key of `customDimensions`."""
+        rows = []
+        for item in self.logs.get_finished_logs():
+            attributes = dict(item.log_record.attributes or {})
+            name = attributes.pop(signals.CUSTOM_EVENT_NAME_ATTRIBUTE, None)
+            if name is not None:
+                rows.append({"name": name, "customDimensions": attributes})
+        return rows
+
+    def custom_metrics(self) -> list[dict[str, Any]]:
+        """The `customMetrics` rows: one per recorded data point, `name` and `value`."""
+        data = self.metrics.get_metrics_data()
+        return [
+            {"name": metric.name, "value": point.value}
+            for resource in (data.resource_metrics if data is not None else [])
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            for point in metric.data.data_points
+            if isinstance(point, NumberDataPoint)
+        ]
 
     def close(self) -> None:
         self.telemetry.shutdown()
