@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from azure.core import MatchConditions
-from azure.core.exceptions import HttpResponseError
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobType, ContainerClient
 
 from policies.probes.base import describe_refusal
@@ -72,6 +72,8 @@ def read_history(container: ContainerClient, *, limit: int = DEFAULT_LIMIT) -> H
             for item in container.list_blobs(name_starts_with=HISTORY_PREFIX)
             if item.name.endswith(".json")
         ]
+    except ResourceNotFoundError:
+        raise  # the container does not exist: the caller's usage error, not a history fault
     except HttpResponseError as error:
         raise HistoryError(f"listing {HISTORY_PREFIX}: {describe_refusal(error)}") from None
     history = History()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,3 +151,14 @@ def test_a_query_outside_the_checked_subset_is_refused() -> None:
     """The evaluator refuses KQL it does not implement, so no query passes unchecked."""
     with pytest.raises(UnsupportedQueryError):
         run_query("customEvents\n| summarize count() by name", {"customEvents": []})
+
+
+def test_operations_md_gives_each_rules_query_and_runbook() -> None:
+    """docs/operations.md has a section per rule with its exact query and the three runbook
+    parts, so the page cannot drift from what is deployed."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    for key, rule in RULES.items():
+        section = page.split(f"\n### {key}\n", 1)[1].split("\n### ", 1)[0]
+        assert f"```kusto\n{rule.query}\n```" in section, key
+        for part in ("What it means", "How to confirm", "What to do"):
+            assert f"**{part}:**" in section, (key, part)
