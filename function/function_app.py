@@ -76,13 +76,17 @@ class SweepFailedError(RuntimeError):
 )
 def sweep_timer(timer: func.TimerRequest) -> None:
     """Timer entry: the app settings are the process environment on Azure Functions."""
-    # The worker forwards INFO and above, but only if our logger lets the record through.
-    logger = logging.getLogger("safetynet")
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.INFO)
+    _let_info_through()
     if timer.past_due:
         log.warning("sweep timer is past due; sweeping now")
     sweep_once(os.environ)
+
+
+def _let_info_through() -> None:
+    """The worker forwards INFO and above, but only if our logger lets the record through."""
+    logger = logging.getLogger("safetynet")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
 
 
 def sweep_once(env: Mapping[str, str]) -> SweepReport | None:
@@ -260,9 +264,7 @@ _ACCOUNT_ID: Final = re.compile(
 )
 def verify_timer(timer: func.TimerRequest) -> None:
     """Continuous verification: the probes and the settings audit, on their own schedule."""
-    logger = logging.getLogger("safetynet")
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.INFO)
+    _let_info_through()
     verify_once(os.environ)
 
 

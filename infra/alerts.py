@@ -168,6 +168,7 @@ class Alerts(pulumi.ComponentResource):
             )
         self.action_group = monitor.ActionGroup(
             f"{name}-group",
+            action_group_name=f"safetynet-{name}",
             resource_group_name=resource_group_name,
             location="Global",
             group_short_name=SHORT_NAME,
@@ -206,6 +207,7 @@ class Alerts(pulumi.ComponentResource):
         periods = 2 if rule.absence else 1
         return monitor.ScheduledQueryRule(
             f"{name}-{rule.key}",
+            rule_name=f"safetynet-{rule.key}",
             resource_group_name=resource_group_name,
             location=location,
             kind="LogAlert",

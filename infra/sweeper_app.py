@@ -114,22 +114,20 @@ class SweeperApp(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         subnet = config.network.sweeper_subnet_id
 
-        self.identity = managedidentity.UserAssignedIdentity(
-            f"{name}-identity",
-            resource_group_name=resource_group_name,
-            location=config.location,
-            opts=child,
-        )
+        def identity(label: str) -> managedidentity.UserAssignedIdentity:
+            return managedidentity.UserAssignedIdentity(
+                f"{name}-{label}",
+                resource_group_name=resource_group_name,
+                location=config.location,
+                opts=child,
+            )
+
+        self.identity = identity("identity")
         self.principal_id = self.identity.principal_id
         # Continuous verification acts as its own identity: the verifier role (assigned by
         # infra/access.py with its ABAC condition) writes only under .safetynet/verify/, which
         # the sweeper's role may not; the sweeper's identity never gets the probes' rights.
-        self.verifier_identity = managedidentity.UserAssignedIdentity(
-            f"{name}-verifier-identity",
-            resource_group_name=resource_group_name,
-            location=config.location,
-            opts=child,
-        )
+        self.verifier_identity = identity("verifier-identity")
         self.verifier_principal_id = self.verifier_identity.principal_id
 
         def grant(

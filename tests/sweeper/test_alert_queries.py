@@ -42,7 +42,8 @@ def test_sweep_queries_fire_on_what_the_function_logs(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A clean sweep's summary keeps the heartbeat rule quiet and fires no error rule; a stuck
-    lease's event fires the lease rule; no trace at all fires the heartbeat rule."""
+    lease is logged at ERROR as the JSON event, with its container, that fires the lease rule;
+    no trace at all fires the heartbeat rule."""
     caplog.set_level(logging.INFO, logger="safetynet")
     function_app.sweep_once(app_settings(azurite, container, db_url))
     swept = traces(caplog)
@@ -60,6 +61,9 @@ def test_sweep_queries_fire_on_what_the_function_logs(
     finally:
         lease.release()
     assert fires(RULES["lease-stuck"], traces(caplog))
+    [stuck] = [r for r in caplog.records if signals.SWEEP_LEASE_STUCK_EVENT in r.getMessage()]
+    assert stuck.levelno == logging.ERROR
+    assert json.loads(stuck.getMessage())["container"] == container.container_name
 
 
 def test_the_sweep_error_query_counts_the_summary_field_the_function_writes(

@@ -15,12 +15,10 @@ from azure.storage.blob import ContainerClient
 from policies.history import read_history
 from policies.probes import PROBES
 from sweeper import appsettings, signals
-from sweeper.lease import LEASE_BLOB, SweepLeaseStuckError
 from sweeper.settings import SettingsError
-from sweeper.store import DocumentStore
 from testkit.azurite import Azurite
 from testkit.telemetry import RecordedTelemetry
-from tests.sweeper.test_function_app import app_settings, indexed_functions
+from tests.sweeper.test_function_app import indexed_functions
 
 
 @pytest.fixture
@@ -144,27 +142,3 @@ def test_on_azure_the_run_refuses_to_start_without_the_verifier_identity(
 
     with pytest.raises(SettingsError, match=r"missing app setting.*SAFETYNET_VERIFIER_CLIENT_ID"):
         function_app.verify_once(env)
-
-
-def test_a_stuck_lease_is_logged_as_the_event_the_alert_counts(
-    function_app: ModuleType,
-    azurite: Azurite,
-    container: ContainerClient,
-    db_url: str,
-    store: DocumentStore,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A lease held forever fails the sweep invocation and logs the lease-stuck event with its
-    container, as JSON the alert rule's query parses."""
-    lease_blob = container.get_blob_client(LEASE_BLOB)
-    lease_blob.upload_blob(b"")
-    lease = lease_blob.acquire_lease(lease_duration=-1)
-    try:
-        with pytest.raises(SweepLeaseStuckError):
-            function_app.sweep_once(app_settings(azurite, container, db_url))
-    finally:
-        lease.release()
-
-    [record] = [r for r in caplog.records if signals.SWEEP_LEASE_STUCK_EVENT in r.getMessage()]
-    assert record.levelno == logging.ERROR
-    assert json.loads(record.getMessage())["container"] == container.container_name
