@@ -231,3 +231,13 @@ def test_history_reading_keeps_the_newest_records_up_to_its_limit(
     history = read_history(container, limit=2)
 
     assert [r["run_id"] for r in history.records] == [r["run_id"] for r in runs[1:]]
+
+
+def test_a_runs_id_is_dated_by_the_runs_clock(service_client: BlobServiceClient) -> None:
+    """A run's id (and so its history blob's place in the order) comes from the clock the run
+    is given, not from this machine's: records of runs on a moved clock sort as the runs did."""
+    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+    target = Target(service_client, "unused", now=at(moment))
+
+    assert target.run_id.startswith("20260102T030405Z-")
