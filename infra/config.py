@@ -27,6 +27,7 @@ NAMESPACE: Final = "blob-safetynet"
 
 DATABASE_URL_KEY: Final = "sweeperDatabaseUrl"
 DATABASE_AUTH_KEY: Final = "sweeperDatabaseAuth"
+WEBHOOKS_KEY: Final = "alertWebhooks"
 DATABASE_AUTH_MODES: Final = appsettings.DB_AUTH_MODES
 """The sweeper's database authentication modes, written to its app setting as they are."""
 MIN_DEPLOYED_CUTOFF: Final = timedelta(minutes=1)
@@ -61,7 +62,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     DATABASE_AUTH_KEY: appsettings.DB_AUTH_PASSWORD,
     "verifySchedule": "0 30 3 * * *",
     "alertEmails": [],
-    "alertWebhooks": [],
+    WEBHOOKS_KEY: [],
 }
 """Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
 
@@ -122,8 +123,9 @@ ALLOWED: Final[Mapping[str, str]] = {
     "form whose period can be read (every N minutes `0 */N * * * *`, every N hours "
     "`0 M */N * * *`, daily `0 M H * * *`), at most daily: the silence alert waits two periods",
     "alertEmails": "a list of email addresses, possibly empty, that the alerts' action group mails",
-    "alertWebhooks": "a list of https:// URLs, possibly empty, that the alerts' action group "
-    "posts the common alert schema to (kept secret: a webhook URL often carries a token)",
+    WEBHOOKS_KEY: "a list of https:// URLs, possibly empty, that the alerts' action group "
+    "posts the common alert schema to; set with `pulumi config set --secret` (a webhook URL "
+    "often carries a token)",
 }
 """What each key accepts, in words: the docs table and every `ConfigError` quote these."""
 
@@ -305,7 +307,7 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         infrastructure_encryption=_boolean(values, "infrastructureEncryption"),
         verify_schedule=_periodic(values, "verifySchedule"),
         alert_emails=_emails(values, "alertEmails"),
-        alert_webhooks=_webhooks(values, "alertWebhooks"),
+        alert_webhooks=_webhooks(values, WEBHOOKS_KEY),
     )
 
 
@@ -327,6 +329,14 @@ def load() -> StackConfig:
     db_key = f"{prefix}{DATABASE_URL_KEY}"
     if raw.get(DATABASE_URL_KEY) is not None and not runtime_config.is_config_secret(db_key):
         raise ConfigError(DATABASE_URL_KEY, "is stored in plain text")
+    hooks = raw.get(WEBHOOKS_KEY)
+    has_hooks = hooks is not None and str(hooks).strip() not in ("", "[]")
+    if has_hooks and not runtime_config.is_config_secret(f"{prefix}{WEBHOOKS_KEY}"):
+        raise ConfigError(
+            WEBHOOKS_KEY,
+            "is stored in plain text; a webhook URL often carries its token: set it with "
+            "`pulumi config set --secret`",
+        )
     root_directory = pulumi.runtime.get_root_directory()
     return parse(raw, root=Path(root_directory) if root_directory else Path.cwd())
 
