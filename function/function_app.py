@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import azure.functions as func
 from azure.core.credentials import TokenCredential
@@ -59,6 +59,7 @@ MAX_LOGGED_ERRORS: Final = 20
 """A run with thousands of failed rows must not produce a trace larger than the ingestion limit."""
 
 log = logging.getLogger("safetynet.function")
+T = TypeVar("T")
 
 app = func.FunctionApp()
 
@@ -95,10 +96,16 @@ def sweep_once(env: Mapping[str, str]) -> SweepReport | None:
     Whatever it logs or raises is scrubbed of the secret settings' values: the host sends both
     to Application Insights, where anyone with read access to the traces would see them.
     """
+    return _scrubbing(env, lambda: _sweep_once(env))
+
+
+def _scrubbing(env: Mapping[str, str], work: Callable[[], T]) -> T:
+    """`work()` with every log record and any error it raises scrubbed of the secret settings'
+    values in `env`."""
     redactor = Redactor(secrets_in(env.get(name) for name in SECRET_SETTINGS))
     with _scrubbed_logs(redactor):
         try:
-            return _sweep_once(env)
+            return work()
         except Exception as error:
             if all(redactor.scrub(text) == text for text in _messages(error)):
                 raise  # nothing to hide: the host records the error as it is
@@ -331,25 +338,29 @@ def verify_once(
     `telemetry` defaults to the Azure Monitor exporters (Application Insights, the app's own
     identity); tests hand in in-memory providers and a clock instead.
     """
-    redactor = Redactor(secrets_in(env.get(name) for name in SECRET_SETTINGS))
-    with _scrubbed_logs(redactor):
-        from policies.continuous import verify_continuously
-        from policies.probes import ProbeSettings, Target
+    return _scrubbing(env, lambda: _verify_once(env, telemetry, now))
 
-        settings = VerifySettings.from_environment(env)
-        target = Target(
-            _verifier_service(settings),
-            settings.container,
-            settings=ProbeSettings(settings.pending_days, settings.sweeper_period),
-            now=now,
-        )
-        owned = telemetry is None
-        reporter = _azure_monitor(env) if owned else telemetry
-        try:
-            record = verify_continuously(target, audit=_audit(settings, target), telemetry=reporter)
-        finally:
-            if owned and reporter is not None:
-                reporter.shutdown()
+
+def _verify_once(
+    env: Mapping[str, str], telemetry: Telemetry | None, now: Callable[[], datetime] | None
+) -> dict[str, Any]:
+    from policies.continuous import verify_continuously
+    from policies.probes import ProbeSettings, Target
+
+    settings = VerifySettings.from_environment(env)
+    target = Target(
+        _verifier_service(settings),
+        settings.container,
+        settings=ProbeSettings(settings.pending_days, settings.sweeper_period),
+        now=now,
+    )
+    owned = telemetry is None
+    reporter = _azure_monitor(env) if owned else telemetry
+    try:
+        record = verify_continuously(target, audit=_audit(settings, target), telemetry=reporter)
+    finally:
+        if owned and reporter is not None:
+            reporter.shutdown()
     failures = [c["id"] for c in record["checks"] if c["outcome"] == signals.FAILED]
     summary = {
         "event": VERIFY_FINISHED_EVENT,

@@ -142,3 +142,40 @@ def test_on_azure_the_run_refuses_to_start_without_the_verifier_identity(
 
     with pytest.raises(SettingsError, match=r"missing app setting.*SAFETYNET_VERIFIER_CLIENT_ID"):
         function_app.verify_once(env)
+
+
+def test_a_refused_target_never_shows_the_secret_it_came_with(
+    function_app: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A connection string pointing off loopback is refused before anything is sent, and
+    neither the error nor any log record carries its account key."""
+    key = "c2VjcmV0LWtleS1mb3ItdGhlLXRlc3Q="
+    env = {
+        appsettings.CONNECTION_STRING.name: "DefaultEndpointsProtocol=https;AccountName=a;"
+        f"AccountKey={key};BlobEndpoint=https://blob.example.com/",
+    }
+
+    with pytest.raises(SettingsError) as caught:
+        function_app.verify_once(env)
+
+    assert key not in str(caught.value)
+    assert all(key not in record.getMessage() for record in caplog.records)
+
+
+def test_the_audited_account_is_read_from_its_resource_id(function_app: ModuleType) -> None:
+    """SAFETYNET_VERIFY_ACCOUNT_ID gives the audit its subscription, group and account."""
+    subscription = "00000000-0000-0000-0000-0000000000aa"
+    account_id = (
+        f"/subscriptions/{subscription}/resourceGroups/rg-x/providers/"
+        "Microsoft.Storage/storageAccounts/acct1"
+    )
+    env = {
+        appsettings.ACCOUNT_URL.name: "https://acct1.blob.core.windows.net",
+        appsettings.VERIFIER_CLIENT_ID.name: "11111111-1111-1111-1111-111111111111",
+        appsettings.VERIFY_ACCOUNT_ID.name: account_id,
+    }
+
+    settings = function_app.VerifySettings.from_environment(env)
+
+    assert settings.account_id == (subscription, "rg-x", "acct1")
+    assert settings.pending_days == int(str(appsettings.PENDING_DAYS.default))
