@@ -1,20 +1,24 @@
 """Continuous verification's telemetry kept in memory: what the Azure Monitor exporters would send.
 
 Real OpenTelemetry SDK providers with the SDK's own in-memory exporter and reader, handed to
-`policies.continuous.Telemetry` exactly as the Function hands it the Azure Monitor ones.
+`policies.continuous.Telemetry` exactly as the Function hands it the Azure Monitor ones; the
+`customEvents` rows come from the Azure Monitor exporter's own record conversion.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+# The exporter's conversion of one log record into the telemetry item it would send: private,
+# but the only way to see, offline, what Application Insights receives (pinned by uv.lock).
+from azure.monitor.opentelemetry.exporter._generated.exporter.models import TelemetryEventData
+from azure.monitor.opentelemetry.exporter.export.logs._exporter import _convert_log_to_envelope
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
 from policies.continuous import Telemetry
-from sweeper import signals
 
 
 class RecordedTelemetry:
@@ -28,13 +32,8 @@ class RecordedTelemetry:
         self.telemetry = Telemetry(provider, MeterProvider(metric_readers=[self.metrics]))
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        """The attributes (customDimensions) of every custom event called `name`, in order."""
-        found = []
-        for item in self.logs.get_finished_logs():
-            attributes = dict(item.log_record.attributes or {})
-            if attributes.get(signals.CUSTOM_EVENT_NAME_ATTRIBUTE) == name:
-                found.append(attributes)
-        return found
+        """The `customDimensions` of every custom event called `name`, in order."""
+        return [row["customDimensions"] for row in self.custom_events() if row["name"] == name]
 
     def gauge(self, name: str) -> float:
         """The last value recorded for the gauge `name`; AssertionError when there is none."""
@@ -44,14 +43,14 @@ class RecordedTelemetry:
         return float(values[-1])
 
     def custom_events(self) -> list[dict[str, Any]]:
-        """The `customEvents` rows the exporter makes: the name attribute becomes `name`, every
-        other attribute a key of `customDimensions`."""
+        """The `customEvents` rows, as the Azure Monitor log exporter's own conversion makes
+        them (its envelope's event name and properties), without sending anything."""
         rows = []
         for item in self.logs.get_finished_logs():
-            attributes = dict(item.log_record.attributes or {})
-            name = attributes.pop(signals.CUSTOM_EVENT_NAME_ATTRIBUTE, None)
-            if name is not None:
-                rows.append({"name": name, "customDimensions": attributes})
+            data = _convert_log_to_envelope(item).data
+            event = data.base_data if data is not None else None
+            if isinstance(event, TelemetryEventData):
+                rows.append({"name": event.name, "customDimensions": dict(event.properties or {})})
         return rows
 
     def custom_metrics(self) -> list[dict[str, Any]]:
