@@ -12,15 +12,17 @@ them to Application Insights as traces.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+from urllib.parse import urlsplit
 
 import azure.functions as func
 from azure.core.credentials import TokenCredential
@@ -287,6 +289,9 @@ class VerifySettings:
     sweeper_period: timedelta
     account_id: tuple[str, str, str] | None
     allow_custom_endpoint: bool
+    arm_endpoint: str | None = None
+    """Tests only: an https stand-in of Resource Manager on loopback; on Azure, unset."""
+    arm_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> VerifySettings:
@@ -324,7 +329,30 @@ class VerifySettings:
             allow_custom_endpoint=names.ALLOW_CUSTOM_ENDPOINT.boolean(
                 names.ALLOW_CUSTOM_ENDPOINT.read(env)
             ),
+            arm_endpoint=_loopback_arm(names.ARM_ENDPOINT.read(env).strip()),
+            arm_token=names.ARM_TOKEN.read(env).strip() or None,
         )
+
+
+def _loopback_arm(endpoint: str) -> str | None:
+    """The ARM endpoint setting: unset on Azure (Resource Manager itself), or an https server on
+    loopback (the tests' stand-in); the verifier's token is never sent anywhere else."""
+    if not endpoint:
+        return None
+    try:
+        parts = urlsplit(endpoint)
+        secure = parts.scheme == "https"
+        host = parts.hostname or ""
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # not a URL, or a host that is not an address
+        secure = loopback = False
+    if not (secure and loopback):
+        raise SettingsError(
+            f"{appsettings.ARM_ENDPOINT.name}: '{appsettings.shown(endpoint)}' is not an https "
+            "endpoint on loopback; the verification timer reads Azure Resource Manager itself, "
+            "leave the setting unset on Azure"
+        )
+    return endpoint
 
 
 def verify_once(
@@ -401,19 +429,22 @@ def _audit(settings: VerifySettings, target: Target) -> Audit | None:
     """The settings audit of the data account, read with the verifier identity, if configured."""
     if settings.account_id is None:
         return None
-    from policies.audit import Scope, run_audit
+    from policies.audit import Scope, StaticTokenCredential, run_audit
     from policies.continuous import SettingsVerdict
     from policies.model import Thresholds
 
     subscription, group, account = settings.account_id
+    token = settings.arm_token
+    credential = StaticTokenCredential(token) if token else target.service.credential
 
     def audit() -> SettingsVerdict:
         report = run_audit(
             Scope(subscription, group, account),
-            target.service.credential,
+            credential,
             thresholds=Thresholds(
                 container=settings.container, max_pending_days=settings.pending_days
             ),
+            arm_endpoint=settings.arm_endpoint,
             concurrency=1,
         )
         errors = [f"{e.operation}: {e.kind.value}: {e.message}" for e in report.all_errors]

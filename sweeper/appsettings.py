@@ -152,8 +152,10 @@ VERIFY_ACCOUNT_ID: Final = Setting(
 )
 
 # The audit and verify commands.
-ARM_ENDPOINT: Final = Setting("SAFETYNET_ARM_ENDPOINT", "Resource Manager URL")
-ARM_TOKEN: Final = Setting("SAFETYNET_ARM_TOKEN", "a pipeline's bearer token for ARM", secret=True)
+ARM_ENDPOINT: Final = Setting("SAFETYNET_ARM_ENDPOINT", "Resource Manager URL", function=True)
+ARM_TOKEN: Final = Setting(
+    "SAFETYNET_ARM_TOKEN", "a pipeline's bearer token for ARM", secret=True, function=True
+)
 SWEEPER_PERIOD: Final = Setting(
     "SAFETYNET_SWEEPER_PERIOD",
     "the sweeper's schedule period (verify's heartbeat check)",

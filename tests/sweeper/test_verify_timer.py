@@ -16,6 +16,7 @@ from policies.history import read_history
 from policies.probes import PROBES
 from sweeper import appsettings, signals
 from sweeper.settings import SettingsError
+from testkit.arm_fake import TOKEN, FakeArm, compliant_account, set_path
 from testkit.azurite import Azurite
 from testkit.telemetry import RecordedTelemetry
 from tests.sweeper.test_function_app import indexed_functions
@@ -179,3 +180,51 @@ def test_the_audited_account_is_read_from_its_resource_id(function_app: ModuleTy
 
     assert settings.account_id == (subscription, "rg-x", "acct1")
     assert settings.pending_days == int(str(appsettings.PENDING_DAYS.default))
+
+
+def test_the_timer_judges_the_settings_rules_beside_the_probes(
+    function_app: ModuleType,
+    azurite: Azurite,
+    container: ContainerClient,
+    recorded: RecordedTelemetry,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With SAFETYNET_VERIFY_ACCOUNT_ID the run reads the account through Resource Manager (a
+    local HTTPS stand-in here) and reports every settings rule as its own event; a setting
+    someone switched off (blob soft delete) is a rule FAIL in the history and the telemetry."""
+    with FakeArm() as arm:
+        account = arm.add(compliant_account("acct1", "rg-x"))
+        set_path(account.blob_service_properties, "properties.deleteRetentionPolicy.enabled", False)
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", arm.ca_file)
+        env = {
+            **verify_settings(azurite, container),
+            appsettings.VERIFY_ACCOUNT_ID.name: str(account.body["id"]),
+            appsettings.ARM_ENDPOINT.name: arm.endpoint,
+            appsettings.ARM_TOKEN.name: TOKEN,
+        }
+        record = function_app.verify_once(env, telemetry=recorded.telemetry)
+
+    assert record["settings_errors"] == []
+    rules = {
+        e[signals.CHECK_ID]: e[signals.OUTCOME]
+        for e in recorded.events(signals.CHECK_EVENT)
+        if e[signals.CHECK_KIND] == signals.KIND_RULE
+    }
+    assert rules["SN-BLOB-SOFT-DELETE"] == "FAIL"
+    assert {c["id"] for c in record["checks"] if c["kind"] == signals.KIND_RULE} == set(rules)
+
+
+def test_the_resource_manager_setting_takes_only_a_loopback_stand_in(
+    function_app: ModuleType, azurite: Azurite, container: ContainerClient
+) -> None:
+    """The verifier's token goes to Resource Manager itself: an ARM endpoint setting naming
+    any other host is refused by name before anything is sent."""
+    env = {
+        **verify_settings(azurite, container),
+        appsettings.ARM_ENDPOINT.name: "https://arm.example.com",
+    }
+
+    with pytest.raises(
+        SettingsError, match=re.escape("SAFETYNET_ARM_ENDPOINT: 'https://arm.example.com'")
+    ):
+        function_app.verify_once(env)
