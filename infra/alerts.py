@@ -119,8 +119,9 @@ def alert_rules(sweep_period: timedelta, verify_period: timedelta) -> tuple[Aler
         ),
         AlertRule(
             "verification-silent",
-            "Continuous verification has not reported for two schedule periods",
-            f'customEvents\n| where name == "{signals.RUN_EVENT}"',
+            "Continuous verification has not completed a run for two schedule periods",
+            f'customEvents\n| where name == "{signals.RUN_EVENT}"\n'
+            f"| where toint({_dimension(signals.INCOMPLETE)}) == 0",
             "LessThan",
             verify,
             1,

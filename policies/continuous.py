@@ -76,7 +76,11 @@ class Telemetry:
                 },
             )
         failures = sum(check["outcome"] == signals.FAILED for check in record["checks"])
-        self._event(signals.RUN_EVENT, {signals.RUN_ID: run_id, "failures": failures})
+        incomplete = sum(len(record[key]) for key in ("incomplete", "settings_errors", "leftovers"))
+        self._event(
+            signals.RUN_EVENT,
+            {signals.RUN_ID: run_id, "failures": failures, signals.INCOMPLETE: incomplete},
+        )
         canary = record["canary"]
         self._gauges[signals.FAILURES_METRIC].set(failures)
         self._gauges[signals.CANARY_OVERDUE_METRIC].set(canary["overdue"])

@@ -162,3 +162,22 @@ def test_operations_md_gives_each_rules_query_and_runbook() -> None:
         assert f"```kusto\n{rule.query}\n```" in section, key
         for part in ("What it means", "How to confirm", "What to do"):
             assert f"**{part}:**" in section, (key, part)
+
+
+def test_a_run_that_could_not_act_counts_as_silence(recorded: RecordedTelemetry) -> None:
+    """A run whose verifier could not act reports, but proves nothing: the silence rule does
+    not count its run event, so two such periods alert like no run at all."""
+    record = {
+        "run_id": "20261101T000000Z-000001",
+        "checks": [],
+        "incomplete": ["SNV-CREATE-ONLY: 403 AuthorizationPermissionMismatch"],
+        "settings_errors": [],
+        "leftovers": [],
+        "canary": {"overdue": 0, "oldest_days": 0.0},
+    }
+    recorded.telemetry.report(record)
+    complete = {**record, "run_id": "20261102T000000Z-000002", "incomplete": []}
+
+    assert fires(RULES["verification-silent"], {"customEvents": recorded.custom_events()})
+    recorded.telemetry.report(complete)
+    assert not fires(RULES["verification-silent"], {"customEvents": recorded.custom_events()})
