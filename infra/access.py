@@ -265,6 +265,7 @@ class AccessRoles(pulumi.ComponentResource):
         reader_principals: Sequence[Principal],
         verifier_principals: Sequence[Principal],
         sweeper_principal_id: pulumi.Input[str],
+        verifier_app_principal_id: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("safetynet:access:Roles", name, None, opts)
@@ -340,4 +341,12 @@ class AccessRoles(pulumi.ComponentResource):
             authorization.PrincipalType.SERVICE_PRINCIPAL,
             SWEEPER_CONDITION,
         )
+        if verifier_app_principal_id is not None:
+            assign(
+                "verifier-app",
+                VERIFIER.key,
+                verifier_app_principal_id,
+                authorization.PrincipalType.SERVICE_PRINCIPAL,
+                VERIFIER_CONDITION,
+            )
         self.register_outputs({"roleDefinitionIds": self.role_definition_ids})

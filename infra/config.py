@@ -27,6 +27,7 @@ NAMESPACE: Final = "blob-safetynet"
 
 DATABASE_URL_KEY: Final = "sweeperDatabaseUrl"
 DATABASE_AUTH_KEY: Final = "sweeperDatabaseAuth"
+WEBHOOKS_KEY: Final = "alertWebhooks"
 DATABASE_AUTH_MODES: Final = appsettings.DB_AUTH_MODES
 """The sweeper's database authentication modes, written to its app setting as they are."""
 MIN_DEPLOYED_CUTOFF: Final = timedelta(minutes=1)
@@ -59,6 +60,9 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "sweeperLease": False,
     "sweeperPackagePath": "build/sweeper-function.zip",
     DATABASE_AUTH_KEY: appsettings.DB_AUTH_PASSWORD,
+    "verifySchedule": "0 30 3 * * *",
+    "alertEmails": [],
+    WEBHOOKS_KEY: [],
 }
 """Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
 
@@ -103,7 +107,8 @@ ALLOWED: Final[Mapping[str, str]] = {
     "infrastructureEncryption": "true or false: a second layer of encryption, chosen when an "
     "account is created (false only for accounts created without it)",
     "sweeperSchedule": "an NCRONTAB expression with 6 fields "
-    "(second minute hour day month weekday), e.g. 0 */5 * * * *",
+    "(second minute hour day month weekday) that fires at a fixed rate (every N minutes, "
+    "hourly, every N hours or daily), e.g. 0 */5 * * * *: the heartbeat alert waits two periods",
     "sweeperCutoff": "a duration such as 15m, 2h or 1d: at least 1m and shorter than "
     "pendingExpiryDays",
     "sweeperLease": "true or false: hold the lease on .safetynet/sweeper.lease while sweeping, "
@@ -114,6 +119,13 @@ ALLOWED: Final[Mapping[str, str]] = {
     DATABASE_AUTH_KEY: "password (the URL carries the password) or entra (the sweeper's identity "
     "gets a Microsoft Entra token for Azure Database for PostgreSQL; the URL has no password)",
     "sweeperPackagePath": "a path to the zip built by `make function-zip`",
+    "verifySchedule": "an NCRONTAB expression with 6 fields for the verification timer, of a "
+    "form whose period can be read (every N minutes `0 */N * * * *`, every N hours "
+    "`0 M */N * * *`, daily `0 M H * * *`), at most daily: the silence alert waits two periods",
+    "alertEmails": "a list of email addresses, possibly empty, that the alerts' action group mails",
+    WEBHOOKS_KEY: "a list of https:// URLs, possibly empty, that the alerts' action group "
+    "posts the common alert schema to; set with `pulumi config set --secret` (a webhook URL "
+    "often carries a token)",
 }
 """What each key accepts, in words: the docs table and every `ConfigError` quote these."""
 
@@ -217,6 +229,17 @@ class StackConfig:
     deployer_principal_type: str = "User"
     network: NetworkConfig = field(default_factory=NetworkConfig)
     infrastructure_encryption: bool = True
+    verify_schedule: str = "0 30 3 * * *"
+    alert_emails: tuple[str, ...] = ()
+    alert_webhooks: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def sweeper_period(self) -> timedelta:
+        return schedule_period(self.sweeper_schedule, "sweeperSchedule")
+
+    @property
+    def verify_period(self) -> timedelta:
+        return schedule_period(self.verify_schedule, "verifySchedule")
 
     @property
     def sweeper_cutoff_seconds(self) -> int:
@@ -273,7 +296,7 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         uploader_principals=_principals(values, "uploaderPrincipalIds"),
         reader_principals=_principals(values, "readerPrincipalIds"),
         verifier_principals=_principals(values, "verifierPrincipalIds"),
-        sweeper_schedule=_ncrontab(values, "sweeperSchedule"),
+        sweeper_schedule=_periodic(values, "sweeperSchedule"),
         sweeper_cutoff=cutoff,
         sweeper_lease=_boolean(values, "sweeperLease"),
         sweeper_package_path=package,
@@ -284,6 +307,9 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         ),
         network=_network(values),
         infrastructure_encryption=_boolean(values, "infrastructureEncryption"),
+        verify_schedule=_periodic(values, "verifySchedule"),
+        alert_emails=_emails(values, "alertEmails"),
+        alert_webhooks=_webhooks(values, WEBHOOKS_KEY),
     )
 
 
@@ -305,6 +331,14 @@ def load() -> StackConfig:
     db_key = f"{prefix}{DATABASE_URL_KEY}"
     if raw.get(DATABASE_URL_KEY) is not None and not runtime_config.is_config_secret(db_key):
         raise ConfigError(DATABASE_URL_KEY, "is stored in plain text")
+    hooks = raw.get(WEBHOOKS_KEY)
+    has_hooks = hooks is not None and str(hooks).strip() not in ("", "[]")
+    if has_hooks and not runtime_config.is_config_secret(f"{prefix}{WEBHOOKS_KEY}"):
+        raise ConfigError(
+            WEBHOOKS_KEY,
+            "is stored in plain text; a webhook URL often carries its token: set it with "
+            "`pulumi config set --secret`",
+        )
     root_directory = pulumi.runtime.get_root_directory()
     return parse(raw, root=Path(root_directory) if root_directory else Path.cwd())
 
@@ -469,6 +503,67 @@ def _ncrontab(values: Mapping[str, object], key: str) -> str:
     if len(fields) != 6 or not all(_NCRONTAB_FIELD.fullmatch(part) for part in fields):
         raise ConfigError(key, f"{value!r} does not have 6 NCRONTAB fields")
     return " ".join(fields)
+
+
+_EVERY: Final = re.compile(r"\*/([0-9]{1,2})")
+_FIXED: Final = re.compile(r"[0-9]{1,2}")
+_EMAIL: Final = re.compile(r"[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]+(\.[A-Za-z0-9\-]+)+")
+MAX_PERIOD: Final = timedelta(days=1)
+
+
+def schedule_period(schedule: str, key: str) -> timedelta:
+    """The period of an NCRONTAB schedule that fires at a fixed rate: every N minutes, every N
+    hours or daily; ConfigError for any other form (an alert cannot wait for "twice the period"
+    of a schedule whose gaps differ)."""
+    fields = schedule.split()
+    if len(fields) == 6 and fields[3:] == ["*", "*", "*"] and _FIXED.fullmatch(fields[0]):
+        minute, hour = fields[1], fields[2]
+        every_minute, every_hour = _EVERY.fullmatch(minute), _EVERY.fullmatch(hour)
+        if every_minute and hour == "*" and 60 % int(every_minute[1]) == 0:
+            return timedelta(minutes=int(every_minute[1]))
+        if _FIXED.fullmatch(minute) and hour == "*":
+            return timedelta(hours=1)
+        if _FIXED.fullmatch(minute) and every_hour and 24 % int(every_hour[1]) == 0:
+            return timedelta(hours=int(every_hour[1]))
+        if _FIXED.fullmatch(minute) and _FIXED.fullmatch(hour):
+            return MAX_PERIOD
+    raise ConfigError(
+        key,
+        f"{schedule!r} does not fire at a fixed rate the alerts can read (every N minutes "
+        "`0 */N * * * *` with N dividing 60, hourly `0 M * * * *`, every N hours `0 M */N * * *` "
+        "with N dividing 24, or daily `0 M H * * *`)",
+    )
+
+
+def _periodic(values: Mapping[str, object], key: str) -> str:
+    schedule = _ncrontab(values, key)
+    schedule_period(schedule, key)
+    return schedule
+
+
+def _emails(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+    emails = []
+    for item in _json_list(values, key):
+        if not isinstance(item, str) or _EMAIL.fullmatch(item.strip()) is None:
+            raise ConfigError(key, f"{appsettings.shown(str(item))!r} is not an email address")
+        emails.append(item.strip())
+    if len(set(emails)) != len(emails):
+        raise ConfigError(key, "lists an address twice")
+    return tuple(emails)
+
+
+def _webhooks(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+    """https URLs with a host; a refused one is named by its position only (it may hold a token)."""
+    hooks = []
+    for position, item in enumerate(_json_list(values, key), start=1):
+        try:
+            parts = urlsplit(item) if isinstance(item, str) else None
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme != "https" or not parts.hostname or " " in str(item):
+            raise ConfigError(key, f"entry {position} is not an https:// URL with a host")
+        hooks.append(str(item))
+    return tuple(hooks)
 
 
 def _database_url(values: Mapping[str, object], database_auth: str) -> str:

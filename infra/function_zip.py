@@ -1,8 +1,9 @@
 """Builds the sweeper function's deployment zip: code at the root, Linux wheels pre-installed.
 
 The zip is `function/` (function_app.py and host.json, at the root where the Functions host
-looks for them), the whole runtime `sweeper/` package beside them, a requirements.txt, and the
-dependencies. Nothing else of the project: no CLI, no test kit, no tests. It is built from a
+looks for them), the whole runtime `sweeper/` package beside them, the `policies/` package (the
+probes, rules and audit of the verification timer), a requirements.txt, and the dependencies.
+Nothing else of the project: no CLI, no test kit, no tests. It is built from a
 source checkout, because `function/` is a folder, not an installed package.
 
 The infra program uploads the zip as is (Flex Consumption's blob-container deployment, no remote
@@ -43,13 +44,21 @@ RUNTIME_REQUIREMENTS: Final = (
     "azure-storage-blob~=12.31",
     "psycopg[binary]~=3.3",
     "sqlalchemy~=2.1",
+    # The verification timer: the settings audit reads ARM, the telemetry goes to Azure Monitor.
+    "azure-mgmt-storage~=25.3",
+    "azure-mgmt-authorization~=4.0",
+    "opentelemetry-sdk~=1.45",
+    "azure-monitor-opentelemetry-exporter>=1.0.0b58,<1.1",
 )
-"""What `sweeper` and function_app.py import at run time; not pulumi, not azure-mgmt-*."""
+"""What `sweeper`, `policies` and function_app.py import at run time; not pulumi."""
 PROJECT_ROOT: Final = Path(__file__).resolve().parents[1]
 FUNCTION_DIR: Final = PROJECT_ROOT / "function"
 """Exactly what sits at the zip root: the entry module and the host configuration."""
 RUNTIME_PACKAGE_DIR: Final = PROJECT_ROOT / "sweeper"
 """The runtime package, shipped whole (it holds no build or test code)."""
+VERIFICATION_PACKAGE_DIR: Final = PROJECT_ROOT / "policies"
+"""The probes, rules and audit the verification timer runs, shipped whole with its subpackages;
+function_app imports it per invocation only, so the sweep timer never loads it."""
 ROOT_FILES: Final = ("function_app.py", "host.json")
 ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
 """The earliest time a zip entry can hold; any fixed value makes builds byte-identical."""
@@ -126,7 +135,7 @@ def build_zip(
     """
     if not _PYTHON_VERSION.fullmatch(python_version):
         raise BuildError(f"--python-version {python_version!r} is not of the form 3.N (e.g. 3.11)")
-    for folder in (FUNCTION_DIR, RUNTIME_PACKAGE_DIR):
+    for folder in (FUNCTION_DIR, RUNTIME_PACKAGE_DIR, VERIFICATION_PACKAGE_DIR):
         if not folder.is_dir():
             raise BuildError(f"{folder} is missing: build the function zip from a source checkout")
     check_output(output)
@@ -136,6 +145,7 @@ def build_zip(
         for name in ROOT_FILES:
             shutil.copy2(FUNCTION_DIR / name, stage / name)
         _copy_modules(RUNTIME_PACKAGE_DIR, stage / "sweeper")
+        _copy_package(VERIFICATION_PACKAGE_DIR, stage / "policies")
         requirements = stage / "requirements.txt"
         write_requirements(requirements, python_version)
         if with_dependencies:
@@ -192,6 +202,15 @@ def _copy_modules(source: Path, target: Path) -> None:
     target.mkdir(parents=True)
     for module in sorted(source.glob("*.py")):
         shutil.copy2(module, target / module.name)
+
+
+def _copy_package(source: Path, target: Path) -> None:
+    """Every module of `source` and of its subpackages."""
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if path.suffix == ".py" and not _SKIPPED_PARTS.intersection(relative.parts):
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target / relative)
 
 
 def _write_zip(stage: Path, output: BinaryIO) -> int:

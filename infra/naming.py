@@ -76,6 +76,16 @@ NAME_RULES: Final[dict[str, tuple[str, re.Pattern[str]]]] = {
         "1-260 characters without * < > % & : \\ ? + /",
         re.compile(r"[^*<>%&:\\?+/]{1,260}"),
     ),
+    "azure-native:monitor:ActionGroup": (
+        "1-260 characters without : < > + / & % \\ ? or control characters, not ending in a "
+        "space or period",
+        re.compile(r"(?=.{1,260}$)[^:<>+/&%\\?\x00-\x1f]*[^:<>+/&%\\?\x00-\x1f .]"),
+    ),
+    "azure-native:monitor:ScheduledQueryRule": (
+        "1-260 characters without * < > % { } & : \\ ? / # | or control characters, not ending "
+        "in a space or period",
+        re.compile(r"(?=.{1,260}$)[^*<>%{}&:\\?/#|\x00-\x1f]*[^*<>%{}&:\\?/#|\x00-\x1f .]"),
+    ),
 }
 """Registered type -> (rule in words, pattern the whole name must match)."""
 
@@ -94,6 +104,8 @@ NAME_INPUTS: Final[dict[str, str]] = {
     "azure-native:operationalinsights:Workspace": "workspaceName",
     "azure-native:applicationinsights:Component": "resourceName",
     "azure-native:monitor:DiagnosticSetting": "name",
+    "azure-native:monitor:ActionGroup": "actionGroupName",
+    "azure-native:monitor:ScheduledQueryRule": "ruleName",
 }
 """The input that carries each type's ARM name; absent means azure-native auto-names it."""
 

@@ -6,6 +6,7 @@ import pulumi
 from pulumi_azure_native import authorization, resources
 
 from infra.access import READER, SWEEPER, UPLOADER, VERIFIER, AccessRoles
+from infra.alerts import Alerts
 from infra.config import NAMESPACE, StackConfig
 from infra.inventory import Inventory
 from infra.monitoring import Monitoring
@@ -61,6 +62,8 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         tenant_id=client.tenant_id,
         deployer_object_id=client.object_id,
         data_blob_endpoint=data.blob_endpoint,
+        data_account_id=data.account.id,
+        resource_group_id=group.id,
         insights_id=monitoring.insights.id,
         insights_connection_string=monitoring.insights.connection_string,
     )
@@ -74,6 +77,17 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         reader_principals=config.reader_principals,
         verifier_principals=config.verifier_principals,
         sweeper_principal_id=sweeper.principal_id,
+        verifier_app_principal_id=sweeper.verifier_principal_id,
+    )
+    Alerts(
+        "alerts",
+        resource_group_name=group.name,
+        location=config.location,
+        insights_id=monitoring.insights.id,
+        emails=config.alert_emails,
+        webhooks=config.alert_webhooks,
+        sweep_period=config.sweeper_period,
+        verify_period=config.verify_period,
     )
     Inventory(
         "inventory",

@@ -51,6 +51,11 @@ KEY_VAULT_RETENTION_DAYS: Final = 90
 _BUILTIN: Final = "/providers/Microsoft.Authorization/roleDefinitions/"
 STORAGE_BLOB_DATA_OWNER: Final = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
 MONITORING_METRICS_PUBLISHER: Final = "3913510d-42f4-4e42-8a64-420c390055eb"
+READER: Final = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
+"""Built-in Reader, on the stack's resource group: the verification timer's settings audit reads
+the data account through ARM (properties, blob service, management policy, role assignments).
+Control plane only, and not on the account itself, where only the project's custom data roles
+are assigned."""
 KEY_VAULT_SECRETS_USER: Final = "4633458b-17de-408a-b874-0445c86b69e6"
 KEY_VAULT_SECRETS_OFFICER: Final = "b86a8fe4-44ce-4948-aee5-eccb2c155cd7"
 
@@ -104,6 +109,8 @@ class SweeperApp(pulumi.ComponentResource):
         tenant_id: pulumi.Input[str],
         deployer_object_id: pulumi.Input[str],
         data_blob_endpoint: pulumi.Input[str],
+        data_account_id: pulumi.Input[str],
+        resource_group_id: pulumi.Input[str],
         insights_id: pulumi.Input[str],
         insights_connection_string: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
@@ -112,13 +119,21 @@ class SweeperApp(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         subnet = config.network.sweeper_subnet_id
 
-        self.identity = managedidentity.UserAssignedIdentity(
-            f"{name}-identity",
-            resource_group_name=resource_group_name,
-            location=config.location,
-            opts=child,
-        )
+        def identity(label: str) -> managedidentity.UserAssignedIdentity:
+            return managedidentity.UserAssignedIdentity(
+                f"{name}-{label}",
+                resource_group_name=resource_group_name,
+                location=config.location,
+                opts=child,
+            )
+
+        self.identity = identity("identity")
         self.principal_id = self.identity.principal_id
+        # Continuous verification acts as its own identity: the verifier role (assigned by
+        # infra/access.py with its ABAC condition) writes only under .safetynet/verify/, which
+        # the sweeper's role may not; the sweeper's identity never gets the probes' rights.
+        self.verifier_identity = identity("verifier-identity")
+        self.verifier_principal_id = self.verifier_identity.principal_id
 
         def grant(
             label: str,
@@ -185,6 +200,12 @@ class SweeperApp(pulumi.ComponentResource):
         # default to false there).
         host_storage = grant("host-storage", STORAGE_BLOB_DATA_OWNER, self.runtime_account.id)
         publisher = grant("insights-publisher", MONITORING_METRICS_PUBLISHER, insights_id)
+        auditor = grant(
+            "verifier-reader",
+            READER,
+            resource_group_id,
+            (self.verifier_principal_id, authorization.PrincipalType.SERVICE_PRINCIPAL),
+        )
 
         self.vault = keyvault.Vault(
             f"{name}-vault",
@@ -246,7 +267,7 @@ class SweeperApp(pulumi.ComponentResource):
             server_farm_id=plan.id,
             identity=web.ManagedServiceIdentityArgs(
                 type=web.ManagedServiceIdentityType.USER_ASSIGNED,
-                user_assigned_identities=[self.identity.id],
+                user_assigned_identities=[self.identity.id, self.verifier_identity.id],
             ),
             key_vault_reference_identity=self.identity.id,
             https_only=True,
@@ -277,7 +298,7 @@ class SweeperApp(pulumi.ComponentResource):
             # The roles exist before the site: its first start already reaches host storage,
             # telemetry and the Key Vault reference with the identity.
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[host_storage, publisher, secret_reader]
+                parent=self, depends_on=[host_storage, publisher, secret_reader, auditor]
             ),
         )
 
@@ -303,6 +324,12 @@ class SweeperApp(pulumi.ComponentResource):
             names.DB_URL.name: secret.properties.apply(
                 lambda props: key_vault_reference(props.secret_uri)
             ),
+            # The verification timer (docs/operations.md).
+            names.VERIFY_SCHEDULE.name: config.verify_schedule,
+            names.VERIFIER_CLIENT_ID.name: self.verifier_identity.client_id,
+            names.PENDING_DAYS.name: str(config.pending_expiry_days),
+            names.SWEEPER_PERIOD.name: names.format_duration(config.sweeper_period),
+            names.VERIFY_ACCOUNT_ID.name: data_account_id,
         }
         # App Service answers a write to a site while another runs with 409 "another operation
         # is in progress" (pulumi/pulumi-azure-native issue 3411): the settings and the two

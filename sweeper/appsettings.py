@@ -154,14 +154,39 @@ INVENTORY_MAX_AGE: Final = Setting(
     minimum=MIN_DURATION,
     maximum=MAX_DURATION,
 )
+# Continuous verification: the Function's second timer.
+VERIFY_SCHEDULE: Final = Setting(
+    "SAFETYNET_VERIFY_SCHEDULE",
+    "NCRONTAB schedule of the verification timer (resolved by the host)",
+    function=True,
+)
+VERIFIER_CLIENT_ID: Final = Setting(
+    "SAFETYNET_VERIFIER_CLIENT_ID",
+    "client id of the user-assigned identity holding the verifier role (ABAC: .safetynet/verify/)",
+    function=True,
+)
+PENDING_DAYS: Final = Setting(
+    "SAFETYNET_PENDING_DAYS",
+    "the lifecycle rule's days for blobs tagged pending (the canary's deadline is two more)",
+    default="7",
+    function=True,
+)
+VERIFY_ACCOUNT_ID: Final = Setting(
+    "SAFETYNET_VERIFY_ACCOUNT_ID",
+    "resource id of the data account whose settings each verification run audits",
+    function=True,
+)
 
 # The audit and verify commands.
-ARM_ENDPOINT: Final = Setting("SAFETYNET_ARM_ENDPOINT", "Resource Manager URL")
-ARM_TOKEN: Final = Setting("SAFETYNET_ARM_TOKEN", "a pipeline's bearer token for ARM", secret=True)
+ARM_ENDPOINT: Final = Setting("SAFETYNET_ARM_ENDPOINT", "Resource Manager URL", function=True)
+ARM_TOKEN: Final = Setting(
+    "SAFETYNET_ARM_TOKEN", "a pipeline's bearer token for ARM", secret=True, function=True
+)
 SWEEPER_PERIOD: Final = Setting(
     "SAFETYNET_SWEEPER_PERIOD",
     "the sweeper's schedule period (verify's heartbeat check)",
     default="5m",
+    function=True,
     minimum=MIN_DURATION,
     maximum=MAX_DURATION,
 )
@@ -211,6 +236,10 @@ SETTINGS: Final = (
     INVENTORY_CONTAINER,
     INVENTORY_RULE,
     INVENTORY_MAX_AGE,
+    VERIFY_SCHEDULE,
+    VERIFIER_CLIENT_ID,
+    PENDING_DAYS,
+    VERIFY_ACCOUNT_ID,
     ARM_ENDPOINT,
     ARM_TOKEN,
     SWEEPER_PERIOD,

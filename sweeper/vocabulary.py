@@ -38,3 +38,7 @@ HEARTBEAT_FINISHED_FIELD: Final = "finished_utc"
 """The heartbeat's ISO-8601 UTC time at which the run finished."""
 VERIFY_PREFIX: Final = ".safetynet/verify/"
 """Probe blobs of `safetynet verify` live under `<VERIFY_PREFIX><run id>/`; nothing else does."""
+HISTORY_PREFIX: Final = f"{VERIFY_PREFIX}history/"
+"""Continuous verification's history: one JSON blob per run, create-only, never rewritten. Under
+the verifier's prefix (its ABAC condition allows writes nowhere else) and inside `.safetynet/`,
+which the sweeper and reconcile never touch."""

@@ -19,6 +19,7 @@ BOTTOM = (
     "sweeper.atomicfile",
     "sweeper.endpoints",
     "sweeper.untrusted",
+    "sweeper.signals",
 )
 """The protocol's names, the one redaction path (the Function, the audit and the CLI hide
 secrets the same way), the one endpoint parser (a token goes where the rule looked), the
@@ -238,11 +239,12 @@ def test_only_the_tests_import_the_cli() -> None:
     assert offenders == []
 
 
-def test_the_function_entry_imports_only_the_runtime_sweeper() -> None:
-    """function/function_app.py, the zip root, takes only the sweeper package (and the bottom)."""
+def test_the_function_entry_imports_only_the_runtime_packages() -> None:
+    """function/function_app.py, the zip root, takes the sweeper package (and the bottom) and,
+    for its verification timer, the policies package; never the CLI, the test kit or infra."""
     roots = imported_roots(ROOT / "function" / "function_app.py")
-    assert "sweeper" in roots
-    assert roots & {"safetynet", "testkit", "tests", "benchmarks", "infra", "policies"} == set()
+    assert {"sweeper", "policies"} <= roots
+    assert roots & {"safetynet", "testkit", "tests", "benchmarks", "infra"} == set()
 
 
 @pytest.mark.parametrize("module", BOTTOM)

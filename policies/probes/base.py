@@ -245,11 +245,12 @@ class Target:
             if second is not None
             else None
         )
-        self.run_id = run_id or new_run_id()
+        self.now = now or (lambda: datetime.now(UTC))
+        # Dated by the run's clock, so run ids (and history records) sort as the runs happened.
+        self.run_id = run_id or new_run_id(self.now())
         self.prefix = f"{VERIFY_PREFIX}{self.run_id}/"
         self.settings = settings or ProbeSettings()
         self.ledger = Ledger()
-        self.now = now or (lambda: datetime.now(UTC))
 
     @property
     def url(self) -> str:

@@ -17,6 +17,7 @@ deleted here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,16 +45,38 @@ MAX_HEARTBEAT_BYTES = 64 * 2**10
 """A heartbeat holds a time, a source and a few counts: some hundred bytes."""
 
 
-def check_pending_lifecycle(target: Target) -> Observation:
-    target.create(target.blob(CANARY), payload("canary"), canary=True)
-    deadline = timedelta(days=target.settings.pending_days) + LIFECYCLE_SLACK
+@dataclass(frozen=True)
+class CanaryCensus:
+    """Every lifecycle canary of every run, judged at one instant against the rule's days."""
+
+    alive: tuple[tuple[datetime, str], ...]
+    """(planted, name) of each canary that still exists, oldest first."""
+    overdue: tuple[tuple[datetime, str], ...]
+    """Alive past the rule's days plus the slack: the backstop did not act."""
+    collected: tuple[tuple[datetime, str], ...]
+    """Soft-deleted no sooner than the rule's days after planting: the rule acted."""
+    early: tuple[str, ...]
+    """Soft-deleted sooner than the rule could act: something else deleted them."""
+    deadline: timedelta
+
+    def oldest_days(self, now: datetime) -> float:
+        """Age in days of the oldest canary still alive (0 when none is)."""
+        return (now - self.alive[0][0]).total_seconds() / 86400 if self.alive else 0.0
+
+
+def canary_census(target: Target) -> CanaryCensus:
+    """List every earlier run's canary under the verify prefix (soft-deleted ones included) and
+    sort them by what they show at `target.now()`; this run's own canary was only just planted."""
     now = target.now()
     rule_days = timedelta(days=target.settings.pending_days)
+    deadline = rule_days + LIFECYCLE_SLACK
     alive: list[tuple[datetime, str]] = []
     collected: list[tuple[datetime, str]] = []
     early: list[str] = []
     for item in target.container.list_blobs(name_starts_with=VERIFY_PREFIX, include=["deleted"]):
         if not item.name.endswith(f"/{CANARY}") or item.creation_time is None:
+            continue
+        if item.name.startswith(target.prefix):
             continue
         planted = item.creation_time.astimezone(UTC)
         if not item.deleted:
@@ -63,36 +86,50 @@ def check_pending_lifecycle(target: Target) -> Observation:
         else:
             # The rule cannot act before its days: something else deleted this one.
             early.append(item.name)
-    overdue = sorted(c for c in alive if now - c[0] > deadline)
-    if overdue:
-        planted, name = overdue[0]
+    alive.sort()
+    return CanaryCensus(
+        alive=tuple(alive),
+        overdue=tuple(c for c in alive if now - c[0] > deadline),
+        collected=tuple(sorted(collected)),
+        early=tuple(early),
+        deadline=deadline,
+    )
+
+
+def check_pending_lifecycle(target: Target) -> Observation:
+    target.create(target.blob(CANARY), payload("canary"), canary=True)
+    census = canary_census(target)
+    now = target.now()
+    if census.overdue:
+        planted, name = census.overdue[0]
         return failed(
             f"canary {name} planted {planted:%Y-%m-%d} still exists after {(now - planted).days} "
             f"days; a rule deleting pending blobs after {target.settings.pending_days} days would "
             "have removed it"
         )
-    if collected:
-        planted, name = sorted(collected)[-1]
+    if census.collected:
+        planted, name = census.collected[-1]
         return passed(
             f"canary {name} planted {planted:%Y-%m-%d} was deleted no sooner than "
             f"{target.settings.pending_days} days later (it is soft-deleted)"
         )
-    oldest = min((c[0] for c in alive), default=now)
+    oldest = census.alive[0][0] if census.alive else now
+    # This run's canary, when none is older, is the one that will prove the rule.
     reason = (
         f"; {target.emulator_reason()}, which has no lifecycle management: never provable here"
         if target.emulator_host
         else ""
     )
     elsewhere = (
-        f"; {len(early)} canary(ies) deleted by something else, sooner than the rule could "
-        f"(first: {early[0]})"
-        if early
+        f"; {len(census.early)} canary(ies) deleted by something else, sooner than the rule "
+        f"could (first: {census.early[0]})"
+        if census.early
         else ""
     )
     return not_verifiable(
         f"no canary is older than {target.settings.pending_days} + {LIFECYCLE_SLACK.days} days "
         f"yet; the oldest, planted {oldest:%Y-%m-%d}, proves the rule from "
-        f"{oldest + deadline:%Y-%m-%d}{elsewhere}{reason}"
+        f"{oldest + census.deadline:%Y-%m-%d}{elsewhere}{reason}"
     )
 
 

@@ -104,11 +104,13 @@ RUNTIME_MODULES = (
     "blobs.py",
     "clients.py",
     "heartbeat.py",
+    "inventory.py",
     "lease.py",
     "protocol.py",
     "reconcile.py",
     "redaction.py",
     "settings.py",
+    "signals.py",
     "store.py",
     "sweep.py",
     "untrusted.py",
@@ -117,9 +119,10 @@ RUNTIME_MODULES = (
 """The runtime package as it ships; a module added to sweeper/ must be added here on purpose."""
 
 
-def test_zip_holds_exactly_the_entry_and_the_runtime_package(tmp_path: Path) -> None:
-    """The code-only zip is function/ at its root, the sweeper package and requirements.txt: no
-    CLI, no test kit, no tests, no other part."""
+def test_zip_holds_exactly_the_entry_and_the_runtime_packages(tmp_path: Path) -> None:
+    """The code-only zip is function/ at its root, the sweeper package, the policies package
+    (the verification timer's probes and rules) and requirements.txt: no CLI, no test kit, no
+    tests, no infra."""
     result = build_zip(tmp_path / "f.zip", with_dependencies=False)
 
     names = names_in(result.path)
@@ -129,6 +132,11 @@ def test_zip_holds_exactly_the_entry_and_the_runtime_package(tmp_path: Path) -> 
         "host.json",
         "requirements.txt",
         *(f"sweeper/{module}" for module in RUNTIME_MODULES),
+        *(
+            path.relative_to(REPO).as_posix()
+            for path in (REPO / "policies").rglob("*.py")
+            if "__pycache__" not in path.parts
+        ),
     }
     assert {path.name for path in (REPO / "sweeper").glob("*.py")} == set(RUNTIME_MODULES)
     assert not {n.split("/")[0] for n in names} & {
@@ -136,7 +144,6 @@ def test_zip_holds_exactly_the_entry_and_the_runtime_package(tmp_path: Path) -> 
         "testkit",
         "tests",
         "infra",
-        "policies",
         "benchmarks",
     }
 
@@ -148,7 +155,8 @@ def requirements_in(path: Path) -> list[str]:
 
 
 def test_requirements_pin_the_runtime_dependencies_and_theirs(tmp_path: Path) -> None:
-    """requirements.txt pins each runtime dependency and its own dependencies with ==, sorted, no pulumi or mgmt."""
+    """requirements.txt pins each runtime dependency and its own dependencies with ==, sorted, no
+    pulumi, and of the management SDKs only the two the verification timer's audit reads with."""
     result = build_zip(tmp_path / "f.zip", pip=FakePip())
 
     listed = requirements_in(result.path)
@@ -160,7 +168,12 @@ def test_requirements_pin_the_runtime_dependencies_and_theirs(tmp_path: Path) ->
         "azure-core",
         "psycopg-binary",
     } <= set(names)
-    assert not [line for line in listed if "pulumi" in line or "mgmt" in line]
+    assert not [line for line in listed if "pulumi" in line]
+    assert {name for name in names if "mgmt" in name} == {
+        "azure-mgmt-authorization",
+        "azure-mgmt-core",
+        "azure-mgmt-storage",
+    }
 
 
 def test_requirements_versions_are_uv_lock_versions(tmp_path: Path) -> None:
@@ -303,7 +316,8 @@ def test_host_json_targets_functions_v4_with_a_bounded_timeout() -> None:
 
 
 def test_code_only_zip_imports_its_own_sweeper_and_nothing_of_infra(tmp_path: Path) -> None:
-    """Unpacked, the zip's function_app imports the zipped sweeper and indexes the timer alone."""
+    """Unpacked, the zip's function_app imports the zipped sweeper and indexes its two timers,
+    without loading the verifier's policies package (it is imported per invocation)."""
     result = build_zip(tmp_path / "f.zip", with_dependencies=False)
     root = tmp_path / "unpacked"
     with zipfile.ZipFile(result.path) as archive:
@@ -312,7 +326,7 @@ def test_code_only_zip_imports_its_own_sweeper_and_nothing_of_infra(tmp_path: Pa
     report = json.loads(run_isolated(root, IMPORT_CHECK, with_venv_packages=True))
 
     assert report["sweeper"] == str(root / "sweeper" / "__init__.py")
-    assert report["functions"] == ["sweep_timer"]
+    assert report["functions"] == ["sweep_timer", "verify_timer"]
     assert report["leaked"] == []
     assert report["outside_zip"] == []
 
@@ -367,7 +381,7 @@ def test_full_build_runs_on_its_own_wheels(tmp_path: Path) -> None:
         )
     )
 
-    assert report["functions"] == ["sweep_timer"]
+    assert report["functions"] == ["sweep_timer", "verify_timer"]
     assert report["leaked"] == []
     assert report["outside_zip"] == []
     assert list((root / SITE_PACKAGES).glob("psycopg_binary/*x86_64-linux-gnu.so"))

@@ -55,6 +55,12 @@ def data_assignments(stack: StackRun) -> list[RegisteredResource]:
     return [res for res in stack.of_type(ASSIGNMENT) if res.parent_type == ROLES_COMPONENT]
 
 
+def verifier_app_principal(stack: StackRun) -> str:
+    """The principal of the app's verifier identity (continuous verification)."""
+    [assignment] = [res for res in data_assignments(stack) if res.name == "access-verifier-app"]
+    return str(assignment.inputs["principalId"])
+
+
 def account_id(stack: StackRun) -> str:
     return str(stack.outputs["accountId"])
 
@@ -127,11 +133,13 @@ def test_configured_principals_get_their_role_on_the_container_only(stack: Stack
 
 
 def test_one_assignment_per_configured_principal(run: RunFactory) -> None:
-    """Two uploaders and no readers give two uploader assignments and the sweeper's."""
+    """Two uploaders and no readers give two uploader assignments, the sweeper's and the app's
+    verifier identity's."""
     ids = ["aaaaaaaa-0000-0000-0000-000000000001", "aaaaaaaa-0000-0000-0000-000000000002"]
     result = run({"uploaderPrincipalIds": ids, "readerPrincipalIds": []})
     principals = sorted(res.inputs["principalId"] for res in data_assignments(result))
-    assert principals == sorted([*ids, str(result.outputs["sweeperPrincipalId"])])
+    expected = [*ids, str(result.outputs["sweeperPrincipalId"]), verifier_app_principal(result)]
+    assert principals == sorted(expected)
 
 
 def test_the_sweeper_identity_holds_the_sweeper_role_with_a_lease_path_condition(
@@ -232,6 +240,7 @@ def test_every_assignment_sends_the_configured_principal_type(run: RunFactory) -
         USER_ID: "User",
         VERIFIER_ID: "ServicePrincipal",
         result.outputs["sweeperPrincipalId"]: "ServicePrincipal",
+        verifier_app_principal(result): "ServicePrincipal",
     }
 
 

@@ -186,6 +186,17 @@ def test_load_refuses_a_database_url_stored_in_plain_text() -> None:
 
 
 @pytest.mark.usefixtures("stack_config")
+def test_load_refuses_alert_webhooks_stored_in_plain_text() -> None:
+    """Webhook URLs often carry their token: set without --secret, they stop the program,
+    and the message does not repeat them."""
+    hooks = '["https://hooks.example.com/x?token=t0k"]'
+    set_stack_config({DATABASE_URL_KEY: TEST_DATABASE_URL, "alertWebhooks": hooks})
+    with pytest.raises(ConfigError, match="alertWebhooks: is stored in plain text") as caught:
+        load()
+    assert "t0k" not in str(caught.value)
+
+
+@pytest.mark.usefixtures("stack_config")
 def test_load_refuses_unknown_keys_in_the_project_namespace() -> None:
     """A typo in the stack file stops `pulumi up` instead of being ignored."""
     set_stack_config({DATABASE_URL_KEY: TEST_DATABASE_URL, "pendingExpiryDay": "3"})

@@ -98,11 +98,13 @@ def test_the_site_sends_no_site_config_that_flex_consumption_refuses(stack: Stac
     assert not set(app_settings(stack)) & set(FC1_REFUSED_APP_SETTINGS)
 
 
-def test_the_app_uses_one_user_assigned_identity_for_everything(stack: StackRun) -> None:
-    """Site identity, Key Vault references and deployment storage all use the same identity."""
+def test_the_app_uses_its_own_identity_for_everything_but_verification(stack: StackRun) -> None:
+    """Key Vault references, deployment storage, host storage and telemetry use the app's
+    identity; the verifier identity beside it is only named by the verification setting."""
     app = stack.one(APP).inputs
     uai = identity_id(stack)
-    assert app["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [uai]}
+    verifier = uai.replace("/sweeper-identity", "/sweeper-verifier-identity")
+    assert app["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [uai, verifier]}
     assert app["keyVaultReferenceIdentity"] == uai
     storage = app["functionAppConfig"]["deployment"]["storage"]
     assert storage["authentication"] == {
@@ -115,6 +117,7 @@ def test_the_app_uses_one_user_assigned_identity_for_everything(stack: StackRun)
     assert settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == (
         f"ClientId={settings['AZURE_CLIENT_ID']};Authorization=AAD"
     )
+    assert settings[appsettings.VERIFIER_CLIENT_ID.name] != settings["AZURE_CLIENT_ID"]
 
 
 def test_the_identitys_roles_exist_before_the_site(stack: StackRun) -> None:
@@ -367,10 +370,19 @@ def test_the_program_writes_only_settings_of_the_vocabulary(stack: StackRun) -> 
     setting the Function needs without a default (the schedule, the target) is written."""
     written = set(app_settings(stack))
     assert written <= {setting.name for setting in appsettings.SETTINGS}
+    # Stand-ins for tests (Azurite, a local Resource Manager): never written on Azure.
+    tests_only = {
+        setting.name
+        for setting in (
+            appsettings.CONNECTION_STRING,
+            appsettings.ARM_ENDPOINT,
+            appsettings.ARM_TOKEN,
+        )
+    }
     needed = {
         setting.name
         for setting in appsettings.FUNCTION_SETTINGS
-        if setting.default is None and setting is not appsettings.CONNECTION_STRING
+        if setting.default is None and setting.name not in tests_only
     }
     assert needed <= written
-    assert appsettings.CONNECTION_STRING.name not in written
+    assert not tests_only & written

@@ -1,0 +1,79 @@
+"""The sweep alert rules' queries run against what the sweep Function really logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from types import ModuleType
+from typing import Any
+
+import pytest
+from azure.storage.blob import ContainerClient
+
+from infra.alerts import AlertRule, alert_rules
+from sweeper import signals
+from sweeper.lease import LEASE_BLOB, SweepLeaseStuckError
+from sweeper.store import DocumentStore
+from sweeper.sweep import SweepReport
+from testkit.azurite import Azurite
+from testkit.kql import run_query
+from tests.sweeper.test_function_app import app_settings
+
+RULES = {rule.key: rule for rule in alert_rules(timedelta(minutes=5), timedelta(days=1))}
+
+
+def fires(rule: AlertRule, rows: list[dict[str, Any]]) -> bool:
+    """Whether the rule's condition holds over one window holding these trace rows."""
+    count = len(run_query(rule.query, {"traces": rows}))
+    return count < 1 if rule.absence else count > 0
+
+
+def traces(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [{"message": record.getMessage()} for record in caplog.records]
+
+
+def test_sweep_queries_fire_on_what_the_function_logs(
+    function_app: ModuleType,
+    azurite: Azurite,
+    container: ContainerClient,
+    db_url: str,
+    store: DocumentStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A clean sweep's summary keeps the heartbeat rule quiet and fires no error rule; a stuck
+    lease is logged at ERROR as the JSON event, with its container, that fires the lease rule;
+    no trace at all fires the heartbeat rule."""
+    caplog.set_level(logging.INFO, logger="safetynet")
+    function_app.sweep_once(app_settings(azurite, container, db_url))
+    swept = traces(caplog)
+
+    assert not fires(RULES["heartbeat-stale"], swept)
+    assert not fires(RULES["sweep-errors"], swept)
+    assert not fires(RULES["lease-stuck"], swept)
+    assert fires(RULES["heartbeat-stale"], [])
+
+    # The first sweep created the lease blob (the settings hold the lease); now hold it forever.
+    lease = container.get_blob_client(LEASE_BLOB).acquire_lease(lease_duration=-1)
+    try:
+        with pytest.raises(SweepLeaseStuckError):
+            function_app.sweep_once(app_settings(azurite, container, db_url))
+    finally:
+        lease.release()
+    assert fires(RULES["lease-stuck"], traces(caplog))
+    [stuck] = [r for r in caplog.records if signals.SWEEP_LEASE_STUCK_EVENT in r.getMessage()]
+    assert stuck.levelno == logging.ERROR
+    assert json.loads(stuck.getMessage())["container"] == container.container_name
+
+
+def test_the_sweep_error_query_counts_the_summary_field_the_function_writes(
+    function_app: ModuleType,
+) -> None:
+    """The error rule reads the summary's own errors field: a summary with errors fires it,
+    one without does not."""
+    failing = json.dumps(function_app.summary_fields(SweepReport(errors=["row 1: 500"]), "c"))
+    clean = json.dumps(function_app.summary_fields(SweepReport(), "c"))
+
+    assert fires(RULES["sweep-errors"], [{"message": failing}])
+    assert not fires(RULES["sweep-errors"], [{"message": clean}])
+    assert signals.SWEEP_ERRORS_FIELD in RULES["sweep-errors"].query
