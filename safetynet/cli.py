@@ -13,7 +13,17 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO, cast
 
-from safetynet.commands import audit, db, demo, function, local, reconcile, sweep, verify
+from safetynet.commands import (
+    adopt,
+    audit,
+    db,
+    demo,
+    function,
+    local,
+    reconcile,
+    sweep,
+    verify,
+)
 from safetynet.commands.common import (
     CommandError,
     Parser,
@@ -32,7 +42,7 @@ def build_parser() -> Parser:
         description="Keep a database row and an Azure blob in step: protocol, sweeper, policies.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, local, db, sweep, reconcile, audit, verify, function):
+    for command in (demo, local, db, adopt, sweep, reconcile, audit, verify, function):
         command.register(subparsers)
     return parser
 
