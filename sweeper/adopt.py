@@ -25,14 +25,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 
-import requests
 import sqlalchemy as sa
 from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
-from azure.core.pipeline.transport import RequestsTransport
 from azure.storage.blob import ContainerClient
 from sqlalchemy.engine import Connection
 
+from sweeper.pooling import pooled_container
 from sweeper.redaction import display_db_url
 from sweeper.store import DocumentStore, Status, StoreError
 from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
@@ -129,20 +128,6 @@ def read_rows(store: DocumentStore) -> list[Row]:
     with _database(store) as conn:
         rows = conn.execute(sa.select(c.id, c.name, c.blob_name, c.status))
         return [Row(str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
-
-
-def pooled(container: ContainerClient, workers: int) -> ContainerClient:
-    """The same container through a connection pool as large as the thread pool: the default
-    pool of 10 connections would drop the others ("Connection pool is full")."""
-    session = requests.Session()
-    adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=workers)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return ContainerClient.from_container_url(
-        container.url,
-        credential=container.credential,
-        transport=RequestsTransport(session=session, session_owner=True),
-    )
 
 
 def recorded_blobs(store: DocumentStore) -> set[str]:
@@ -256,7 +241,7 @@ def apply(
 ) -> AdoptResult:
     """Tag, then publish, chunk by chunk; `workers` tag writes in flight. Never deletes."""
     result = AdoptResult(adopt_plan)
-    container = pooled(container, workers)
+    container = pooled_container(container, workers)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="adopt") as pool:
         for chunk in _chunks(adopt_plan.work, CHUNK):
             tagging = [item for item in chunk if item.needs_tag]
