@@ -13,13 +13,14 @@ from azure.core.pipeline.transport import RequestsTransport
 from azure.storage.blob import BlobClient, ContainerClient
 
 
-def pooled_transport(size: int) -> RequestsTransport:
-    """A transport holding up to `size` connections per host, owned by the client it serves."""
+def pooled_transport(size: int, *, shared: bool = False) -> RequestsTransport:
+    """A transport holding up to `size` connections per host. Owned by the one client it serves,
+    or `shared` by several (then closing one of them leaves the connections to the others)."""
     session = requests.Session()
     adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=size)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
-    return RequestsTransport(session=session, session_owner=True)
+    return RequestsTransport(session=session, session_owner=not shared)
 
 
 def pooled_container(container: ContainerClient, size: int) -> ContainerClient:
