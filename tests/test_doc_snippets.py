@@ -115,14 +115,14 @@ class Reader:
         self.background.append(process)
         wait_for_port(LOCAL_PORT, process)
 
-    def stop(self) -> list[tuple[int, str]]:
-        """Ctrl-C to every background block: each one's exit code and stderr."""
+    def stop(self) -> list[tuple[int, str, str]]:
+        """Ctrl-C to every background block: each one's exit code, stdout and stderr."""
         outcomes = []
         for process in self.background:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGINT)
-            _, err = process.communicate(timeout=START_TIMEOUT_S)
-            outcomes.append((process.returncode, err))
+            out, err = process.communicate(timeout=START_TIMEOUT_S)
+            outcomes.append((process.returncode, out, err))
         return outcomes
 
 
@@ -149,14 +149,17 @@ def default_port() -> Iterator[None]:
         yield
 
 
-def read_page(page: Path, reader: Reader) -> None:
+def read_page(page: Path, reader: Reader) -> list[str]:
+    """Run the page's blocks; the stdout of each background block once it is stopped."""
     try:
         for snippet in snippets(page):
             reader.run(snippet, f"{page.name}:{snippet.line}")
     finally:
-        for code, err in reader.stop():
-            assert code == 0, err
-            assert "Traceback" not in err
+        stopped = reader.stop()
+    for code, _, err in stopped:
+        assert code == 0, err
+        assert "Traceback" not in err
+    return [out for _, out, _ in stopped]
 
 
 @pytest.mark.parametrize("page", ["quickstart.md", "protocol.md"])
@@ -172,7 +175,8 @@ def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")}
     reader = Reader(tmp_path, env)
     with default_port():
-        read_page(DOCS / "quickstart.md", reader)
+        [local_output] = read_page(DOCS / "quickstart.md", reader)
+    assert "connection string: UseDevelopmentStorage=true" in local_output
     assert reader.namespace["store"] is not None
     assert (tmp_path / "quickstart.db").is_file()
 
