@@ -234,3 +234,26 @@ def test_a_crash_in_the_middle_leaves_no_ready_row_on_an_untagged_blob_and_a_rer
     assert code == 0, out
     assert all(state(container, d.blob_name) == COMMITTED for d in documents)
     assert store.count(Status.READY) == len(documents)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--workers", "0"], "--workers must be 1-64"),
+        (["--container", "nosuchcontainer"], "container 'nosuchcontainer' does not exist"),
+    ],
+)
+def test_bad_usage_exits_2_before_anything_is_read(
+    run_cli: RunCli,
+    db_url: str,
+    store: DocumentStore,
+    azurite: Azurite,
+    container: ContainerClient,
+    extra: list[str],
+    message: str,
+) -> None:
+    """A wrong option or container is a usage error with its reason, never a traceback."""
+    args = cli_args(db_url, azurite.connection_string, container)
+    code, _, err = run_cli("adopt", *args, *extra)
+    assert code == 2
+    assert message in err
