@@ -227,7 +227,9 @@ def run() -> str:
             "The extra blob round trips per upload: "
             + (", ".join(f"`{k}` +{n:.2f}" for k, n in extra) or "none")
             + ". The seal sets the state tag (`PUT comp=tags`) and reads tags back (`GET comp=tags`): "
-            "Azurite ignores the `x-ms-if-tags` condition on Set Blob Tags (DESIGN.md section 4), "
+            "Azurite ignores the `x-ms-if-tags` condition on Set Blob Tags (the project's own "
+            "measurement: `safetynet verify` reports `SNV-CONDITIONAL-SEAL` NOT_VERIFIABLE on "
+            "Azurite, [verification.md](verification.md)), "
             "so the state is checked by reading it; on Azure the condition alone would decide, "
             "and those reads are round trips a live account could drop. The database statements "
             "are not delayed by the proxy; the step table shows what reserve and publish cost "

@@ -3,7 +3,7 @@
 Four comparisons, each with its baseline and the sweeper measured side by side in this run:
 
 1. Through a loopback proxy adding 10 ms per request (the modeled cloud round trip), the
-   sweeper vs the seed's naive loop (one delete-if-exists per row, then one bulk row delete).
+   sweeper vs a naive loop (one delete-if-exists per row, then one bulk row delete).
 2. The blob-service requests the sweeper made in (1), counted by that proxy, by kind.
 3. On PostgreSQL, the sweeper's database side with 1,000 stale rows among 1,000 and among
    1,000,000 Ready rows (the blob service is stubbed out so only the database is timed).
@@ -285,7 +285,7 @@ def _cloud_round_trip(azurite: Azurite, direct: BlobServiceClient, workdir: Path
         "`comp=` (List Blobs is `GET comp=list`, Blob Batch `POST comp=batch`). Both runs use "
         f"a SQLite database, {ROWS:,} Pending rows older than the cutoff and their "
         f"`{STATE_TAG}={PENDING}` blobs in a fresh container; every blob-service request of "
-        "the timed run goes through the proxy. The naive loop is seed 000: one "
+        "the timed run goes through the proxy. The naive loop is the cleanup a script would write first: one "
         "delete-if-exists per row in turn, then one bulk row delete. The sweeper runs with its "
         f"defaults ({SETTINGS.batch_size} deletes per Blob Batch, {SETTINGS.concurrency} "
         f"batches in flight, one claim query per {SETTINGS.chunk_size:,} rows).",

@@ -13,7 +13,19 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO, cast
 
-from safetynet.commands import audit, binding, db, demo, function, history, reconcile, sweep, verify
+from safetynet.commands import (
+    adopt,
+    audit,
+    binding,
+    db,
+    demo,
+    function,
+    history,
+    local,
+    reconcile,
+    sweep,
+    verify,
+)
 from safetynet.commands.common import (
     CommandError,
     Parser,
@@ -32,7 +44,19 @@ def build_parser() -> Parser:
         description="Keep a database row and an Azure blob in step: protocol, sweeper, policies.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, db, binding, sweep, reconcile, audit, verify, history, function):
+    for command in (
+        demo,
+        local,
+        db,
+        adopt,
+        binding,
+        sweep,
+        reconcile,
+        audit,
+        verify,
+        history,
+        function,
+    ):
         command.register(subparsers)
     return parser
 

@@ -82,7 +82,8 @@ class Azurite:
     """One Azurite blob endpoint on 127.0.0.1, in memory, for the lifetime of a `with` block.
 
     With `location`, data persists in that folder instead and the port stays the same across
-    `stop()` and `start()`, so a test can restart the emulator under a running client.
+    `stop()` and `start()`, so a test can restart the emulator under a running client. With
+    `port`, it listens there (`safetynet local` uses Azurite's own default, 10000).
     """
 
     def __init__(
@@ -91,8 +92,10 @@ class Azurite:
         *,
         tls: AzuriteTls | None = None,
         location: Path | None = None,
+        port: int = 0,
     ) -> None:
         self._start_timeout_s = start_timeout_s
+        self._fixed_port = port
         self.tls = tls
         self._location = location
         self._process: subprocess.Popen[bytes] | None = None
@@ -103,6 +106,10 @@ class Azurite:
     def pid(self) -> int | None:
         """The emulator's process id while it runs."""
         return self._process.pid if self._process is not None else None
+
+    def exited(self) -> bool:
+        """Whether the emulator was started and has since exited on its own."""
+        return self._process is not None and self._process.poll() is not None
 
     @property
     def scheme(self) -> str:
@@ -118,7 +125,9 @@ class Azurite:
 
     def start(self) -> Azurite:
         binary = find_azurite_bin()
-        if not (self.port and self._location):
+        if self._fixed_port:
+            self.port = self._fixed_port
+        elif not (self.port and self._location):
             self.port = _free_loopback_port()
         storage = (
             ["--location", str(self._location)] if self._location else ["--inMemoryPersistence"]
@@ -132,6 +141,9 @@ class Azurite:
             "--blobPort",
             str(self.port),
             *storage,
+            # The pinned SDK sends a newer x-ms-version than the pinned Azurite knows (12.31.1
+            # sends 2026-10-06, Azurite 3.37.0 serves up to 2026-06-06) and Azurite refuses it
+            # with 400 InvalidHeaderValue unless told to skip the check.
             "--skipApiVersionCheck",
             "--disableTelemetry",
         ]

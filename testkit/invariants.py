@@ -1,4 +1,4 @@
-"""Invariants I1-I6 of DESIGN.md section 2, checked against a real table and container.
+"""Invariants I1-I6 (docs/protocol.md, "Invariants"), checked against a real table and container.
 
 Two kinds of check. `InvariantWatch.check` judges one instant against the instant before it:
 I1 and I2 (what a reader could see now), I3 (every blob that disappeared since, referenced or

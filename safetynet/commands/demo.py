@@ -15,7 +15,8 @@ from testkit.azurite import Azurite, AzuriteError
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "demo", help="replay the seed scenarios and the crash matrix on a local Azurite + SQLite"
+        "demo",
+        help="replay the protocol's scenarios and the crash matrix on a local Azurite + SQLite",
     )
     parser.set_defaults(handler=run)
 

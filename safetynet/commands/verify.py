@@ -24,6 +24,7 @@ from policies.model import UNKNOWN, Thresholds
 from policies.probes import PROBES, Probe, ProbeOutcome, ProbeSettings, Target, run_probes
 from policies.probes.base import TargetMissingError
 from policies.probes.runner import VerificationRun, describe_target
+from policies.probes.writes import CONCURRENT_WRITERS
 from policies.report import VERIFY_RENDERERS
 from policies.rules import Finding, Outcome
 from safetynet.commands.audit import check_arm_endpoint, scope_from, token_from_environment
@@ -42,6 +43,7 @@ from safetynet.commands.target import (
 )
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
+from sweeper.pooling import pooled_transport
 from sweeper.redaction import Redactor, printable
 from sweeper.settings import SettingsError
 from sweeper.vocabulary import PENDING, STATE_TAG
@@ -234,7 +236,13 @@ def run(args: argparse.Namespace) -> int:
                 if second is not None
                 else None
             )
-            target = Target(service, args.container, second=second_service, settings=settings)
+            target = Target(
+                service,
+                args.container,
+                second=second_service,
+                settings=settings,
+                client_options={"transport": pooled_transport(CONCURRENT_WRITERS, shared=True)},
+            )
             if sys.stderr.isatty():
                 where = describe_target(target)
                 print(f"safetynet verify: run {target.run_id} on {where}{origin}", file=sys.stderr)

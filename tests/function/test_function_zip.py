@@ -97,6 +97,7 @@ from a working copy because the zip lacks it."""
 
 RUNTIME_MODULES = (
     "__init__.py",
+    "adopt.py",
     "appsettings.py",
     "atomicfile.py",
     "endpoints.py",
@@ -106,6 +107,7 @@ RUNTIME_MODULES = (
     "heartbeat.py",
     "inventory.py",
     "lease.py",
+    "pooling.py",
     "protocol.py",
     "reconcile.py",
     "redaction.py",

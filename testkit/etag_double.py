@@ -1,0 +1,42 @@
+"""Azurite with the ETag condition on Set Blob Tags enforced, as Azure documents it.
+
+Set Blob Tags takes `x-ms-blob-if-match` and answers 412 ConditionNotMet when the blob's ETag
+differs (https://learn.microsoft.com/rest/api/storageservices/set-blob-tags). Azurite 3.37.0
+accepts any value; `safetynet adopt` relies on the condition, so its tests run through this.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
+
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob import BlobServiceClient
+
+from testkit.service_doubles import ServiceDouble, _TagGuardHandler
+
+
+def _bare(etag: str) -> str:
+    return etag.strip().strip('"')
+
+
+class _EtagGuardHandler(_TagGuardHandler):
+    def _forward(self) -> None:
+        expected = self.headers.get("x-ms-blob-if-match")
+        parts = unquote(urlsplit(self.path).path).split("/", 3)
+        if self.command == "PUT" and "comp=tags" in self.path and expected and len(parts) == 4:
+            blob = self.server.admin.get_blob_client(parts[2], parts[3])
+            try:
+                current = blob.get_blob_properties().etag
+            except ResourceNotFoundError:
+                current = None
+            if current is not None and _bare(current) != _bare(expected):
+                self._refuse()
+                return
+        super()._forward()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+def etag_guarding_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
+    """A blob endpoint in front of Azurite whose Set Blob Tags honours x-ms-blob-if-match."""
+    return ServiceDouble(upstream_port, _EtagGuardHandler, admin=admin)

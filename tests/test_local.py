@@ -1,0 +1,109 @@
+"""`safetynet local` run as a real process: it serves, prints how to reach it, stops cleanly."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.storage.blob import BlobServiceClient
+
+from testkit.azurite import dev_connection_string
+
+SAFETYNET = Path(sys.executable).parent / "safetynet"
+START_TIMEOUT_S = 60
+
+
+@contextmanager
+def local(*options: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`safetynet local` started with `options`: the process and its first stdout line."""
+    process = subprocess.Popen(
+        [str(SAFETYNET), "local", *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield process, process.stdout.readline()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=START_TIMEOUT_S)
+
+
+def serves(info: dict[str, Any]) -> bool:
+    """A container made, listed and deleted through the printed endpoint."""
+    service = BlobServiceClient.from_connection_string(dev_connection_string(info["port"]))
+    name = f"local{uuid.uuid4().hex[:8]}"
+    service.create_container(name)
+    listed = [c.name for c in service.list_containers()]
+    service.delete_container(name)
+    return name in listed and service.url.rstrip("/") == info["account_url"]
+
+
+def pid_alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_local_serves_until_stopped_then_exits_0_and_stops_azurite(stop: signal.Signals) -> None:
+    """--json prints the endpoint; the emulator answers there; Ctrl-C or SIGTERM ends both, 0."""
+    with local("--port", "0", "--json") as (process, line):
+        info = json.loads(line)
+        assert info["account_name"] == "devstoreaccount1"
+        assert serves(info)
+        process.send_signal(stop)
+        _, err = process.communicate(timeout=START_TIMEOUT_S)
+        assert process.returncode == 0
+        assert "Traceback" not in err
+        assert not pid_alive(info["pid"])
+
+
+def test_the_text_output_says_where_it_listens_and_how_to_stop_it() -> None:
+    """Without --json: the account URL, a connection string (or its template), how to stop."""
+    with local("--port", "0") as (process, line):
+        rest = [line]
+        assert process.stdout is not None
+        rest += [process.stdout.readline(), process.stdout.readline()]
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=START_TIMEOUT_S)
+    text = "".join(rest)
+    assert "http://127.0.0.1:" in text
+    assert "connection string: DefaultEndpointsProtocol=http;AccountName=devstoreaccount1" in text
+    assert "Ctrl-C" in text
+    assert process.returncode == 0
+
+
+def test_a_port_in_use_is_refused_with_exit_2() -> None:
+    """A busy port is a usage error naming the port and the way out, before Azurite starts."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with local("--port", str(port), "--json") as (process, line):
+            process.wait(timeout=START_TIMEOUT_S)
+    assert process.returncode == 2
+    assert json.loads(line)["error"]["message"].startswith(f"port {port} on 127.0.0.1 is in use")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [(["--port", "70000"], "is not a port"), (["--location", "/nonexistent/x"], "not a folder")],
+)
+def test_bad_options_exit_2_with_a_message(options: list[str], message: str) -> None:
+    """Out-of-range ports and missing folders are refused, not passed on to Azurite."""
+    result = subprocess.run(
+        [str(SAFETYNET), "local", *options], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
