@@ -58,6 +58,8 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "sweeperCutoff": appsettings.CUTOFF.default,
     "sweeperLease": False,
     "sweeperPackagePath": "build/sweeper-function.zip",
+    "sweeperTable": appsettings.TABLE.default,
+    "sweeperColumns": {},
     DATABASE_AUTH_KEY: appsettings.DB_AUTH_PASSWORD,
 }
 """Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
@@ -114,6 +116,10 @@ ALLOWED: Final[Mapping[str, str]] = {
     DATABASE_AUTH_KEY: "password (the URL carries the password) or entra (the sweeper's identity "
     "gets a Microsoft Entra token for Azure Database for PostgreSQL; the URL has no password)",
     "sweeperPackagePath": "a path to the zip built by `make function-zip`",
+    "sweeperTable": "the documents table the sweeper cleans: name or schema.name, letters, "
+    f"digits and _ (at most {appsettings.MAX_TABLE_NAME} characters)",
+    "sweeperColumns": "an object of the columns named otherwise than their key, e.g. "
+    f'{{"id": "file_id", "name": "path"}}; keys {", ".join(appsettings.COLUMN_KEYS)}',
 }
 """What each key accepts, in words: the docs table and every `ConfigError` quote these."""
 
@@ -215,6 +221,7 @@ class StackConfig:
     deployer_principal_type: str = "User"
     network: NetworkConfig = field(default_factory=NetworkConfig)
     infrastructure_encryption: bool = True
+    sweeper_table: appsettings.TableNames = field(default_factory=appsettings.TableNames)
 
     @property
     def sweeper_cutoff_seconds(self) -> int:
@@ -282,6 +289,7 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         ),
         network=_network(values),
         infrastructure_encryption=_boolean(values, "infrastructureEncryption"),
+        sweeper_table=_table_names(values, "sweeperTable", "sweeperColumns"),
     )
 
 
@@ -368,6 +376,29 @@ def _json_list(values: Mapping[str, object], key: str) -> list[object]:
     if not isinstance(value, list | tuple):
         raise ConfigError(key, f"{value!r} is not a list")
     return list(value)
+
+
+def _table_names(
+    values: Mapping[str, object], table_key: str, columns_key: str
+) -> appsettings.TableNames:
+    """The sweeper's table, in the vocabulary of SAFETYNET_TABLE and SAFETYNET_COLUMNS."""
+    table = _text(values, table_key)
+    columns = values.get(columns_key)
+    if isinstance(columns, str):
+        try:
+            columns = json.loads(columns) if columns.strip() else {}
+        except json.JSONDecodeError:
+            raise ConfigError(columns_key, "is not a JSON object") from None
+    if not isinstance(columns, Mapping):
+        raise ConfigError(columns_key, f"{columns!r} is not an object")
+    for key, given in ((table_key, {}), (columns_key, columns)):
+        try:
+            names = appsettings.table_names(
+                table, given, table_name=table_key, columns_name=columns_key
+            )
+        except appsettings.SettingsError as error:
+            raise ConfigError(key, error.problem) from None
+    return names
 
 
 def _principals(values: Mapping[str, object], key: str) -> tuple[Principal, ...]:

@@ -280,6 +280,8 @@ class SweeperApp(pulumi.ComponentResource):
             names.AZURE_CLIENT_ID.name: self.identity.client_id,
             names.ACCOUNT_URL.name: data_blob_endpoint,
             names.CONTAINER.name: config.container_name,
+            names.TABLE.name: config.sweeper_table.qualified,
+            names.COLUMNS.name: config.sweeper_table.columns_text(),
             names.CUTOFF.name: config.sweeper_cutoff,
             names.SCHEDULE.name: config.sweeper_schedule,
             names.LEASE.name: names.format_bool(config.sweeper_lease),

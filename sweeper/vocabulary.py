@@ -7,6 +7,8 @@ module; it imports only the standard library (tests/test_boundaries.py holds it 
 from typing import Final
 
 DEFAULT_CONTAINER: Final = "documents"
+DEFAULT_TABLE: Final = "documents"
+"""The documents table's name unless an application names its own."""
 STATE_TAG: Final = "state"
 PENDING: Final = "pending"
 COMMITTED: Final = "committed"
@@ -23,5 +25,7 @@ HEARTBEAT_BLOB: Final = ".safetynet/sweeper.heartbeat.json"
 """Written by every sweeper run (CLI and Function), read by `safetynet verify`."""
 HEARTBEAT_FINISHED_FIELD: Final = "finished_utc"
 """The heartbeat's ISO-8601 UTC time at which the run finished."""
+HEARTBEAT_TABLE_FIELD: Final = "table"
+"""The heartbeat's documents table (`schema.name` or `name`) that the run swept."""
 VERIFY_PREFIX: Final = ".safetynet/verify/"
 """Probe blobs of `safetynet verify` live under `<VERIFY_PREFIX><run id>/`; nothing else does."""

@@ -119,7 +119,9 @@ def _run(args: argparse.Namespace, stop: StopSignals) -> int:
     except CommandError as error:
         return fail("sweep", error.code, str(error), args.json)
     if not settings.dry_run:
-        write_heartbeat(container, report.as_dict(), source="cli")
+        write_heartbeat(
+            container, report.as_dict(), source="cli", table=store.layout.qualified_name
+        )
     _print_report(report, args.json)
     if report.interrupted is not None:
         print(f"safetynet sweep: {report.stopped}; claims and lease released", file=sys.stderr)
