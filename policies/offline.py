@@ -38,6 +38,7 @@ from policies.audit import AccountResult, AuditReport, Scope
 from policies.model import UNKNOWN, Facet, Thresholds
 from policies.rules import evaluate
 from policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
+from policies.suppressions import read_capped
 from sweeper.redaction import printable
 
 MAX_FILES: Final = 256
@@ -136,12 +137,9 @@ def load(path: Path) -> object:
     (what PowerShell's `>` writes)."""
     shown = printable(str(path))
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise OfflineError(f"{shown}: {error.strerror or type(error).__name__}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise OfflineError(f"{shown}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        data = read_capped(path, MAX_FILE_BYTES)
+    except ValueError as error:
+        raise OfflineError(f"{shown}: {error}") from None
     encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
     try:
         return json.loads(data.decode(encoding))

@@ -265,7 +265,7 @@ def test_reading_is_bounded_and_duplicates_are_refused(tmp_path: Path, run_cli: 
     """A file over the size bound, a missing file and two account documents are refused."""
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (MAX_FILE_BYTES + 1))
-    assert "larger than 16 MiB" in run_cli("audit", "--from-file", str(big))[2]
+    assert f"larger than {MAX_FILE_BYTES} bytes" in run_cli("audit", "--from-file", str(big))[2]
     assert "No such file" in run_cli("audit", "--from-file", str(tmp_path / "none.json"))[2]
     account = tmp_path / "a.json"
     account.write_text(json.dumps(cli_output(account_of("acctdocs", False).body)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -57,21 +58,39 @@ def small_container(store: DocumentStore, container: ContainerClient, orphans: i
         container.upload_blob(f"orphan-{i}.bin", b"o", tags={STATE_TAG: COMMITTED})
 
 
-def test_the_default_share_lets_a_small_container_be_cleaned(
+@dataclass(frozen=True)
+class WrittenPlan:
+    options: list[str]
+    path: Path
+    code: int
+    out: str
+
+
+@pytest.fixture
+def written_plan(
     store: DocumentStore,
     bound: ContainerClient,
     db_url: str,
     azurite: Azurite,
     run_cli: RunCli,
     tmp_path: Path,
-) -> None:
-    """Two orphans of five blobs (40 %) are deleted by a reviewed plan under the default share."""
+) -> WrittenPlan:
+    """`reconcile --write-plan` run over three live documents and two committed orphans."""
     small_container(store, bound, 2)
     time.sleep(1.1)
-    plan = tmp_path / "plan.json"
+    path = tmp_path / "plan.json"
     options = [*target(db_url, azurite, bound), "--older-than", "1s"]
-    assert run_cli("reconcile", *options, "--write-plan", str(plan))[0] == 1
-    code, _, err = run_cli("reconcile", *options, "--apply-plan", str(plan), "--max-delete", "2")
+    code, out, _ = run_cli("reconcile", *options, "--write-plan", str(path))
+    return WrittenPlan(options, path, code, out)
+
+
+def test_the_default_share_lets_a_small_container_be_cleaned(
+    written_plan: WrittenPlan, bound: ContainerClient, run_cli: RunCli
+) -> None:
+    """Two orphans of five blobs (40 %) are deleted by a reviewed plan under the default share."""
+    assert written_plan.code == 1
+    apply = ("--apply-plan", str(written_plan.path), "--max-delete", "2")
+    code, _, err = run_cli("reconcile", *written_plan.options, *apply)
     assert code == 0, err
     assert not any(name.startswith("orphan-") for name in list_blobs(bound))
 
@@ -103,22 +122,10 @@ def test_the_default_share_refuses_past_its_floor(
     assert sum(name.startswith("orphan-") for name in list_blobs(bound)) == SHARE_FLOOR + 1
 
 
-def test_write_plan_names_the_next_step_once(
-    store: DocumentStore,
-    bound: ContainerClient,
-    db_url: str,
-    azurite: Azurite,
-    run_cli: RunCli,
-    tmp_path: Path,
-) -> None:
+def test_write_plan_names_the_next_step_once(written_plan: WrittenPlan) -> None:
     """After --write-plan the output says how to apply that plan, not to use --write-plan."""
-    small_container(store, bound, 2)
-    time.sleep(1.1)
-    plan = tmp_path / "plan.json"
-    options = [*target(db_url, azurite, bound), "--older-than", "1s"]
-    _, out, _ = run_cli("reconcile", *options, "--write-plan", str(plan))
-    assert "--write-plan" not in out
-    assert f"reconcile --apply-plan {plan} --max-delete 2" in out
+    assert "--write-plan" not in written_plan.out
+    assert f"reconcile --apply-plan {written_plan.path} --max-delete 2" in written_plan.out
 
 
 def progress_records(err: str) -> list[dict[str, object]]:
