@@ -281,3 +281,20 @@ def test_a_powershell_saved_file_is_read(tmp_path: Path) -> None:
     path.write_bytes(json.dumps(body).encode("utf-16"))
     report = run_offline_audit([path], Thresholds(), "2026-09-01")
     assert [result.account.name for result in report.results] == ["acctdocs"]
+
+
+def test_a_saved_az_storage_account_show_is_judged(tmp_path: Path) -> None:
+    """The CLI's own output, nulls and all: flattened names read, nulls take the REST
+    defaults, no private endpoint a FAIL, and facets it does not hold UNKNOWN."""
+    saved = Path(__file__).parent / "data" / "az-storage-account-show.json"
+    report = run_offline_audit([saved], Thresholds(), "2024-01-01")
+    outcomes = {f.rule.id: f.outcome.value for f in report.findings}
+    assert [result.account.name for result in report.results] == ["acctcli"]
+    assert outcomes["SN-HTTPS-TLS"] == "PASS"
+    assert outcomes["SN-NO-PUBLIC-ACCESS"] == "PASS"
+    assert outcomes["SN-NETWORK-DEFAULT-DENY"] == "FAIL"
+    assert outcomes["SN-PUBLIC-NETWORK-ACCESS"] == "FAIL"
+    assert outcomes["SN-INFRA-ENCRYPTION"] == "FAIL"
+    assert outcomes["SN-PRIVATE-ENDPOINT"] == "FAIL"
+    assert outcomes["SN-BLOB-SOFT-DELETE"] == "UNKNOWN"
+    assert outcomes["SN-TAG-WRITE-ROLE"] == "UNKNOWN"
