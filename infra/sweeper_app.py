@@ -281,7 +281,6 @@ class SweeperApp(pulumi.ComponentResource):
             names.ACCOUNT_URL.name: data_blob_endpoint,
             names.CONTAINER.name: config.container_name,
             names.TABLE.name: config.sweeper_table.qualified,
-            names.COLUMNS.name: config.sweeper_table.columns_text(),
             names.CUTOFF.name: config.sweeper_cutoff,
             names.SCHEDULE.name: config.sweeper_schedule,
             names.LEASE.name: names.format_bool(config.sweeper_lease),
@@ -291,6 +290,9 @@ class SweeperApp(pulumi.ComponentResource):
                 lambda props: key_vault_reference(props.secret_uri)
             ),
         }
+        if config.sweeper_table.columns:
+            # Written only when a column is renamed: the Function's default is no renames.
+            settings[names.COLUMNS.name] = config.sweeper_table.columns_text()
         # App Service answers a write to a site while another runs with 409 "another operation
         # is in progress" (pulumi/pulumi-azure-native issue 3411): the settings and the two
         # basic-auth policies go one after the other, and the package after the last of them.
