@@ -40,7 +40,7 @@ from sweeper.settings import (
     check_blob_endpoint,
     check_container_name,
 )
-from sweeper.store import DocumentStore, StoreError
+from sweeper.store import DocumentStore, DocumentTable, StoreError
 from sweeper.sweep import Sweeper, SweepReport
 
 if TYPE_CHECKING:  # imported per invocation: the sweep timer never loads the verifier's code
@@ -150,7 +150,8 @@ def _scrubbed_logs(redactor: Redactor) -> Iterator[None]:
 
 def _sweep_once(env: Mapping[str, str]) -> SweepReport | None:
     settings = FunctionSettings.from_environment(env)
-    store = _open_store(settings.db_url, _database_credential(settings.db_auth))
+    layout = DocumentTable.from_names(settings.table)
+    store = _open_store(settings.db_url, layout, _database_credential(settings.db_auth))
     try:
         store.check_schema()
         service = _service(
@@ -181,7 +182,7 @@ def _sweep_once(env: Mapping[str, str]) -> SweepReport | None:
         store.engine.dispose()
     _log_summary(report, settings.sweep.container)
     if not settings.sweep.dry_run:
-        write_heartbeat(container, report.as_dict(), source="function")
+        write_heartbeat(container, report.as_dict(), source="function", table=layout.qualified_name)
     if report.errors:
         raise SweepFailedError(
             f"{len(report.errors)} stale row(s) in container {settings.sweep.container!r} "
@@ -197,11 +198,13 @@ def _database_credential(db_auth: str) -> TokenCredential | None:
     return database_credential(db_auth)
 
 
-def _open_store(db_url: str, token_credential: TokenCredential | None) -> DocumentStore:
+def _open_store(
+    db_url: str, layout: DocumentTable, token_credential: TokenCredential | None
+) -> DocumentStore:
     """The document store; its errors name the setting, never its value or a driver's words
     about a value (they quote query values)."""
     try:
-        store = DocumentStore.from_url(db_url, token_credential=token_credential)
+        store = DocumentStore.from_url(db_url, layout, token_credential=token_credential)
     except StoreError as error:
         raise SettingsError(f"{DB_URL_SETTING}: {error}") from None
     except ValueError:

@@ -59,6 +59,8 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "sweeperCutoff": appsettings.CUTOFF.default,
     "sweeperLease": False,
     "sweeperPackagePath": "build/sweeper-function.zip",
+    "sweeperTable": appsettings.TABLE.default,
+    "sweeperColumns": {},
     DATABASE_AUTH_KEY: appsettings.DB_AUTH_PASSWORD,
     "verifySchedule": "0 30 3 * * *",
     "alertEmails": [],
@@ -126,6 +128,10 @@ ALLOWED: Final[Mapping[str, str]] = {
     WEBHOOKS_KEY: "a list of https:// URLs, possibly empty, that the alerts' action group "
     "posts the common alert schema to; set with `pulumi config set --secret` (a webhook URL "
     "often carries a token)",
+    "sweeperTable": "the documents table the sweeper cleans: name or schema.name, letters, "
+    f"digits and _ (at most {appsettings.MAX_TABLE_NAME} characters)",
+    "sweeperColumns": "an object of the columns named otherwise than their key, e.g. "
+    f'{{"id": "file_id", "name": "path"}}; keys {", ".join(appsettings.COLUMN_KEYS)}',
 }
 """What each key accepts, in words: the docs table and every `ConfigError` quote these."""
 
@@ -241,6 +247,8 @@ class StackConfig:
     def verify_period(self) -> timedelta:
         return schedule_period(self.verify_schedule, "verifySchedule")
 
+    sweeper_table: appsettings.TableNames = field(default_factory=appsettings.TableNames)
+
     @property
     def sweeper_cutoff_seconds(self) -> int:
         return duration_seconds(self.sweeper_cutoff)
@@ -310,6 +318,7 @@ def parse(raw: Mapping[str, object], *, root: Path | None = None) -> StackConfig
         verify_schedule=_periodic(values, "verifySchedule"),
         alert_emails=_emails(values, "alertEmails"),
         alert_webhooks=_webhooks(values, WEBHOOKS_KEY),
+        sweeper_table=_table_names(values, "sweeperTable", "sweeperColumns"),
     )
 
 
@@ -408,6 +417,29 @@ def _json_list(values: Mapping[str, object], key: str) -> list[object]:
     if not isinstance(value, list | tuple):
         raise ConfigError(key, f"{value!r} is not a list")
     return list(value)
+
+
+def _table_names(
+    values: Mapping[str, object], table_key: str, columns_key: str
+) -> appsettings.TableNames:
+    """The sweeper's table, in the vocabulary of SAFETYNET_TABLE and SAFETYNET_COLUMNS."""
+    table = _text(values, table_key)
+    columns = values.get(columns_key)
+    if isinstance(columns, str):
+        try:
+            columns = json.loads(columns) if columns.strip() else {}
+        except json.JSONDecodeError:
+            raise ConfigError(columns_key, "is not a JSON object") from None
+    if not isinstance(columns, Mapping):
+        raise ConfigError(columns_key, f"{columns!r} is not an object")
+    for key, given in ((table_key, {}), (columns_key, columns)):
+        try:
+            names = appsettings.table_names(
+                table, given, table_name=table_key, columns_name=columns_key
+            )
+        except appsettings.SettingsError as error:
+            raise ConfigError(key, error.problem) from None
+    return names
 
 
 def _principals(values: Mapping[str, object], key: str) -> tuple[Principal, ...]:

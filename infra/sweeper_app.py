@@ -316,6 +316,7 @@ class SweeperApp(pulumi.ComponentResource):
             names.AZURE_CLIENT_ID.name: self.identity.client_id,
             names.ACCOUNT_URL.name: data_blob_endpoint,
             names.CONTAINER.name: config.container_name,
+            names.TABLE.name: config.sweeper_table.qualified,
             names.CUTOFF.name: config.sweeper_cutoff,
             names.SCHEDULE.name: config.sweeper_schedule,
             names.LEASE.name: names.format_bool(config.sweeper_lease),
@@ -331,6 +332,9 @@ class SweeperApp(pulumi.ComponentResource):
             names.SWEEPER_PERIOD.name: names.format_duration(config.sweeper_period),
             names.VERIFY_ACCOUNT_ID.name: data_account_id,
         }
+        if config.sweeper_table.columns:
+            # Written only when a column is renamed: the Function's default is no renames.
+            settings[names.COLUMNS.name] = config.sweeper_table.columns_text()
         # App Service answers a write to a site while another runs with 409 "another operation
         # is in progress" (pulumi/pulumi-azure-native issue 3411): the settings and the two
         # basic-auth policies go one after the other, and the package after the last of them.

@@ -103,14 +103,19 @@ class ReadError:
 
 @dataclass(frozen=True)
 class Scope:
-    """What to audit: a subscription, one resource group of it, or one account."""
+    """What to audit: a subscription, one resource group of it, or one account; or files."""
 
     subscription_id: str
     resource_group: str | None = None
     account: str | None = None
+    files: tuple[str, ...] = ()
+    """Saved ARM JSON judged offline (`policies/offline.py`) instead of a live scope."""
 
     @property
     def label(self) -> str:
+        """What was judged, in every report format: the ARM scope, or the files."""
+        if self.files:
+            return f"judged from files, not read from Azure: {', '.join(self.files)}"
         parts = [f"/subscriptions/{self.subscription_id}"]
         if self.resource_group:
             parts.append(f"/resourceGroups/{self.resource_group}")

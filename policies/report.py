@@ -104,7 +104,8 @@ def render_table(report: AuditReport, context: ReportContext) -> str:
         for f in report.findings
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [
+    lines = [escaping.terminal(report.scope.label)] if report.scope.files else []
+    lines += [
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4]
         for row in rows
     ]

@@ -21,6 +21,7 @@ CSV_COLUMNS: Final = (
     "message",
     "justification",
     "expires",
+    "scope",
 )
 
 MARKDOWN_BUDGET: Final = 65_000
@@ -48,6 +49,7 @@ def render_csv(report: AuditReport, context: ReportContext) -> str:
             finding.message,
             suppression.justification if suppression else "",
             suppression.expires.isoformat() if suppression else "",
+            report.scope.label,
         ]
         writer.writerow([escaping.csv_cell(cell) for cell in row])
     return out.getvalue()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, NoReturn, TypeVar
 
-from sweeper.vocabulary import DEFAULT_CONTAINER
+from sweeper.vocabulary import DEFAULT_CONTAINER, DEFAULT_TABLE
 
 
 class SettingsError(ValueError):
@@ -135,6 +135,18 @@ LEASE: Final = Setting(
     default="false",
     function=True,
 )
+TABLE: Final = Setting(
+    "SAFETYNET_TABLE",
+    "the documents table: name or schema.name (letters, digits, _)",
+    default=DEFAULT_TABLE,
+    function=True,
+)
+COLUMNS: Final = Setting(
+    "SAFETYNET_COLUMNS",
+    "the table's column names that differ from the defaults: key=column,key=column",
+    default="",
+    function=True,
+)
 SCHEDULE: Final = Setting(
     "SAFETYNET_SCHEDULE", "NCRONTAB schedule of the timer (resolved by the host)", function=True
 )
@@ -231,6 +243,8 @@ SETTINGS: Final = (
     CUTOFF,
     RETIRED_GRACE,
     LEASE,
+    TABLE,
+    COLUMNS,
     SCHEDULE,
     CONCURRENCY,
     INVENTORY_CONTAINER,
@@ -317,6 +331,116 @@ def parse_bool(text: str, *, name: str) -> bool:
 def format_bool(value: bool) -> str:
     """The spelling `parse_bool` reads back as `value`."""
     return "true" if value else "false"
+
+
+COLUMN_KEYS: Final = (
+    "id",
+    "name",
+    "blob_name",
+    "status",
+    "created_utc",
+    "claimed_by",
+    "claimed_utc",
+    "content_length",
+    "content_sha256",
+)
+"""The documents table's columns an application may name (`DocumentTable`'s fields)."""
+_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+MAX_TABLE_NAME: Final = 40
+"""PostgreSQL keeps 63 bytes of an identifier and cuts the rest silently
+(https://www.postgresql.org/docs/current/sql-syntax-lexical.html#SQL-SYNTAX-IDENTIFIERS); the
+longest name derived from the table's, `ix_<table>_blobs_kind_recorded`, adds 23."""
+MAX_COLUMN_NAME: Final = 63
+_MAX_COLUMNS_TEXT: Final = 1000
+
+
+@dataclass(frozen=True)
+class TableNames:
+    """Where an application keeps its documents: the table, its schema, the renamed columns.
+
+    The crash-window and identity tables are `<table>_blobs` and `<table>_meta` beside it.
+    """
+
+    table: str = DEFAULT_TABLE
+    schema: str | None = None
+    columns: tuple[tuple[str, str], ...] = ()
+    """(key, column) for each column whose name is not its key, in COLUMN_KEYS order."""
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str]) -> TableNames:
+        """The names in SAFETYNET_TABLE and SAFETYNET_COLUMNS of `env`, checked."""
+        return table_names(TABLE.read(env), COLUMNS.read(env))
+
+    @property
+    def qualified(self) -> str:
+        """`schema.table` or `table`: how commands and the heartbeat name the table."""
+        return qualified_name(self.schema, self.table)
+
+    def columns_text(self) -> str:
+        """The SAFETYNET_COLUMNS spelling of `columns` (empty when none is renamed)."""
+        return ",".join(f"{key}={column}" for key, column in self.columns)
+
+
+def qualified_name(schema: str | None, table: str) -> str:
+    return f"{schema}.{table}" if schema else table
+
+
+def table_names(
+    table: str,
+    columns: str | Mapping[str, object],
+    *,
+    table_name: str = TABLE.name,
+    columns_name: str = COLUMNS.name,
+) -> TableNames:
+    """`table` (`name` or `schema.name`) and `columns` (`key=column,...` or a mapping) checked:
+    identifiers only (letters, digits and `_`, not starting with a digit), bounded, every key a
+    column of COLUMN_KEYS named once, no two columns alike. Errors name the setting."""
+    schema, _, name = table.strip().rpartition(".")
+    _identifier(table_name, table, name, MAX_TABLE_NAME)
+    if schema or table.strip().startswith("."):
+        _identifier(table_name, table, schema, MAX_COLUMN_NAME)
+    mapping = _column_mapping(columns, columns_name)
+    for key, column in mapping.items():
+        if key not in COLUMN_KEYS:
+            _fail(columns_name, key, f"is not a column key; use {', '.join(COLUMN_KEYS)}")
+        _identifier(columns_name, column, column, MAX_COLUMN_NAME)
+    named = {key: mapping.get(key, key) for key in COLUMN_KEYS}
+    folded = [column.lower() for column in named.values()]
+    for key, column in named.items():
+        if folded.count(column.lower()) > 1:
+            _fail(columns_name, column, f"names two columns (one of them {key})")
+    renamed = tuple((key, column) for key, column in named.items() if column != key)
+    return TableNames(name, schema or None, renamed)
+
+
+def _column_mapping(columns: str | Mapping[str, object], name: str) -> dict[str, str]:
+    if not isinstance(columns, str):
+        if not all(isinstance(value, str) for value in columns.values()):
+            problem = "every column name must be a string"
+            raise SettingsError(f"{name}: {problem}", problem=problem)
+        return {str(key): str(value) for key, value in columns.items()}
+    if len(columns) > _MAX_COLUMNS_TEXT:
+        _fail(name, columns, f"is longer than {_MAX_COLUMNS_TEXT} characters")
+    mapping: dict[str, str] = {}
+    for pair in filter(None, (part.strip() for part in columns.split(","))):
+        key, equals, column = (part.strip() for part in pair.partition("="))
+        if not equals:
+            _fail(name, pair, "is not key=column (e.g. id=file_id,name=path)")
+        if key in mapping:
+            _fail(name, key, "is given twice")
+        mapping[key] = column
+    return mapping
+
+
+def _identifier(name: str, text: str, part: str, longest: int) -> None:
+    if not _IDENTIFIER.fullmatch(part):
+        _fail(
+            name,
+            text,
+            "is not an SQL identifier; use letters, digits and _ (not starting with a digit)",
+        )
+    if len(part) > longest:
+        _fail(name, text, f"is longer than {longest} characters")
 
 
 T = TypeVar("T")

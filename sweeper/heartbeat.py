@@ -3,7 +3,8 @@
 `safetynet verify` reads it to prove the deployed sweeper runs (the last run within three
 schedule periods). It lives under the toolkit's internal prefix, carries no `state` tag (so the
 lifecycle rule for pending blobs never collects it) and holds only times and counts: never a
-document name, a database URL or an error text.
+document name, a database URL or an error text (the table's name, so `verify --table` can tell
+which table the sweeper that wrote it cleans).
 
 Every write carries a condition, like every other write in this project: the first one is
 create-only, later ones replace only the heartbeat they read (If-Match). Two sweepers finishing
@@ -23,16 +24,18 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD
+from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, HEARTBEAT_TABLE_FIELD
 
 log = logging.getLogger("safetynet.sweeper")
 
 LOST_RACE_STATUSES = frozenset({409, 412})
 
 
-def heartbeat_body(summary: Mapping[str, Any], source: str, finished: datetime) -> bytes:
-    """The heartbeat's JSON: finish time, who ran, whether it stopped early, and the run's
-    counts (lists become counts)."""
+def heartbeat_body(
+    summary: Mapping[str, Any], source: str, finished: datetime, table: str | None = None
+) -> bytes:
+    """The heartbeat's JSON: finish time, who ran, which table it swept, whether it stopped
+    early, and the run's counts (lists become counts)."""
     counts = {
         key: len(value) if isinstance(value, list | tuple) else value
         for key, value in summary.items()
@@ -43,6 +46,7 @@ def heartbeat_body(summary: Mapping[str, Any], source: str, finished: datetime) 
         "source": source,
         # Whether the run stopped before its end (a signal, a failing service); never why.
         "stopped": summary.get("stopped") is not None,
+        **({HEARTBEAT_TABLE_FIELD: table} if table is not None else {}),
     }
     return json.dumps({**counts, **body}, sort_keys=True).encode()
 
@@ -53,6 +57,7 @@ def write_heartbeat(
     *,
     source: str,
     finished: datetime | None = None,
+    table: str | None = None,
 ) -> bool:
     """Record that a run finished; False (and a warning) when the write failed.
 
@@ -60,7 +65,7 @@ def write_heartbeat(
     caller, and a missing heartbeat is exactly what `safetynet verify` reports.
     """
     blob = container.get_blob_client(HEARTBEAT_BLOB)
-    data = heartbeat_body(summary, source, finished or datetime.now(UTC))
+    data = heartbeat_body(summary, source, finished or datetime.now(UTC), table)
     try:
         try:
             etag = blob.get_blob_properties().etag

@@ -28,7 +28,11 @@ from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condi
 
 INTERNAL_PREFIX = LEASE_BLOB.split("/", 1)[0] + "/"
 MAX_ORPHAN_SHARE = 0.05
-"""More committed orphans than this share of the container means the table is probably wrong."""
+"""A plan deleting more than this share of the container's committed blobs is refused by
+default: so many unreferenced blobs often mean the table is not this container's."""
+SHARE_FLOOR = 20
+"""The default share never refuses a plan of this many blobs or fewer (5 % of a small container
+is no blob at all); `--max-delete N` still bounds it, and an explicit `--max-share` has no floor."""
 PLAN_VERSION = 1
 RECHECK_ATTEMPTS = 3
 """Reads of a row and its blob before a finding that keeps changing is let go as in use."""
@@ -292,19 +296,42 @@ def plan_orphan_deletion(
     }
 
 
+def _check_share(deleting: int, total: int, max_share: float | None) -> None:
+    """Refuse a plan deleting too large a share of the container, saying what to check."""
+    share = MAX_ORPHAN_SHARE if max_share is None else max_share
+    allowed = share * max(total, 1)
+    if max_share is None:
+        allowed = max(allowed, SHARE_FLOOR)
+    if deleting <= allowed:
+        return
+    limit = (
+        f"--max-share {share:g}"
+        if max_share is not None
+        else f"the default share {share:.0%} (or {SHARE_FLOOR} blobs)"
+    )
+    raise RepairRefusedError(
+        f"the plan deletes {deleting} of the container's {total} blobs "
+        f"({deleting / max(total, 1):.0%}), more than {limit}; nothing deleted. So many "
+        "committed blobs that no row references may mean --db or --table names another "
+        "deployment's table: check them; if the plan is right, pass "
+        f"--max-share {deleting / max(total, 1):.2f}"
+    )
+
+
 def apply_plan(
     store: DocumentStore,
     container: ContainerClient,
     plan: Mapping[str, Any],
     max_delete: int,
-    max_share: float = MAX_ORPHAN_SHARE,
+    max_share: float | None = None,
     stop_requested: Callable[[], str | None] = lambda: None,
 ) -> Reconciliation:
     """Delete the plan's committed orphans, each re-checked; refuse the whole plan when unsafe.
 
     Refused (RepairRefusedError, nothing deleted) when the plan is for another container or
     database, the container is not bound to this database, the plan holds more than
-    `max_delete` blobs, or they are more than `max_share` of the container's blobs.
+    `max_delete` blobs, or they are more than `max_share` of the container's blobs (None: the
+    default share, MAX_ORPHAN_SHARE but at least SHARE_FLOOR blobs).
     `stop_requested` is asked before each blob: a signal stops the plan between two blobs.
     """
     entries: Sequence[Mapping[str, str]] = plan.get("delete", [])
@@ -332,11 +359,7 @@ def apply_plan(
             f"the plan deletes {len(entries)} blobs, more than --max-delete {max_delete}"
         )
     listed = list_blobs(container)
-    if entries and len(entries) > max_share * max(len(listed), 1):
-        raise RepairRefusedError(
-            f"the plan deletes {len(entries)} of {len(listed)} blobs, more than "
-            f"{max_share:.0%} of the container: the table is probably the wrong one"
-        )
+    _check_share(len(entries), len(listed), max_share)
     result = Reconciliation(blob_count=len(listed))
     for entry in entries:
         result.stopped = stop_requested()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Final
@@ -258,6 +258,8 @@ class FunctionSettings:
     """Azurite only (tests); on Azure the account URL and the app's identity are used."""
     allow_custom_endpoint: bool = False
     db_auth: str = DB_AUTH_PASSWORD
+    table: appsettings.TableNames = field(default_factory=appsettings.TableNames)
+    """The documents table and its column names (SAFETYNET_TABLE, SAFETYNET_COLUMNS)."""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> FunctionSettings:
@@ -282,4 +284,5 @@ class FunctionSettings:
         allow_custom = names.ALLOW_CUSTOM_ENDPOINT.boolean(names.ALLOW_CUSTOM_ENDPOINT.read(env))
         db_auth = parse_db_auth(names.DB_AUTH.read(env))
         check_database_url(db_url, setting=names.DB_URL.name, entra=db_auth == DB_AUTH_ENTRA)
-        return cls(db_url, account_url, sweep, connection_string, allow_custom, db_auth)
+        table = names.TableNames.from_environment(env)
+        return cls(db_url, account_url, sweep, connection_string, allow_custom, db_auth, table)

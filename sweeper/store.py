@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from sweeper.appsettings import TableNames, qualified_name
 from sweeper.redaction import display_db_url, printable
 from sweeper.settings import SettingsError, check_entra_url
 
@@ -102,6 +103,17 @@ class DocumentTable:
     """The crash-window records; `<table>_blobs` unless named."""
     meta_table: str | None = None
     """The database's identity; `<table>_meta` unless named."""
+
+    @classmethod
+    def from_names(cls, names: TableNames) -> DocumentTable:
+        """The layout SAFETYNET_TABLE and SAFETYNET_COLUMNS (or the CLI's --table, --columns)
+        name."""
+        return cls(table=names.table, schema=names.schema, **dict(names.columns))
+
+    @property
+    def qualified_name(self) -> str:
+        """`schema.table` or `table`: how commands and the heartbeat name the table."""
+        return qualified_name(self.schema, self.table)
 
     @property
     def blobs_table_name(self) -> str:

@@ -318,9 +318,7 @@ class Sweeper:
             for result in pool.map(classify, _chunks(sendable, self.settings.batch_size)):
                 verdicts.update(result)
             self._finish(token, documents, sendable, verdicts, report)
-            log.info("sweep chunk finished", extra={"sweep": report.as_dict()})
-            if self.on_progress is not None:
-                self.on_progress(report)
+            self._progress(report)
 
     def _finish(
         self,
@@ -536,8 +534,15 @@ class Sweeper:
                     report.abandoned_replacements += 1
             if not self.settings.dry_run:
                 self.store.finish_records(token, [r.blob_name for r in records], done)
-            if self.on_progress is not None:
-                self.on_progress(report)
+            self._progress(report)
+
+    def _progress(self, report: SweepReport) -> None:
+        """After every chunk of rows or records: the run's totals so far (never one chunk's
+        counts), so the last record a collector keeps is the run's summary."""
+        totals = {**report.as_dict(), "totals_so_far": True}
+        log.info("sweep progress (totals so far)", extra={"sweep": totals})
+        if self.on_progress is not None:
+            self.on_progress(report)
 
     def _clear_record(self, record: BlobRecord) -> str | None:
         """Delete the recorded blob under its tag guard; None when gone, else why not."""

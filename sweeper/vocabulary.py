@@ -20,6 +20,8 @@ INVENTORY_SCHEMA_FIELDS: Final = (
 )
 """The fields the inventory rule asks for (ARM's schemaFields spelling); reconcile reads Name,
 Last-Modified and Tags, and a person comparing a plan with a report reads Etag."""
+DEFAULT_TABLE: Final = "documents"
+"""The documents table's name unless an application names its own."""
 STATE_TAG: Final = "state"
 PENDING: Final = "pending"
 COMMITTED: Final = "committed"
@@ -36,6 +38,8 @@ HEARTBEAT_BLOB: Final = ".safetynet/sweeper.heartbeat.json"
 """Written by every sweeper run (CLI and Function), read by `safetynet verify`."""
 HEARTBEAT_FINISHED_FIELD: Final = "finished_utc"
 """The heartbeat's ISO-8601 UTC time at which the run finished."""
+HEARTBEAT_TABLE_FIELD: Final = "table"
+"""The heartbeat's documents table (`schema.name` or `name`) that the run swept."""
 VERIFY_PREFIX: Final = ".safetynet/verify/"
 """Probe blobs of `safetynet verify` live under `<VERIFY_PREFIX><run id>/`; nothing else does."""
 HISTORY_PREFIX: Final = f"{VERIFY_PREFIX}history/"

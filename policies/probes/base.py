@@ -206,6 +206,8 @@ class ProbeSettings:
     maximum): a pending canary older than this plus two days must be gone."""
     sweeper_period: timedelta = DEFAULT_SWEEPER_PERIOD
     """The sweeper's schedule period: its heartbeat must be younger than three of them."""
+    sweeper_table: str | None = None
+    """The documents table the heartbeat must name (`schema.name` or `name`); None: any."""
 
 
 class Target:

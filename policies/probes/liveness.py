@@ -34,7 +34,14 @@ from policies.probes.base import (
     payload,
 )
 from sweeper import untrusted
-from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, VERIFY_PREFIX
+from sweeper.redaction import printable
+from sweeper.vocabulary import (
+    DEFAULT_TABLE,
+    HEARTBEAT_BLOB,
+    HEARTBEAT_FINISHED_FIELD,
+    HEARTBEAT_TABLE_FIELD,
+    VERIFY_PREFIX,
+)
 
 CANARY = "canary"
 LIFECYCLE_SLACK = timedelta(days=2)
@@ -185,12 +192,23 @@ def check_sweeper_heartbeat(target: Target) -> Observation:
         f"{key} {value}" for key, value in sorted(body.items()) if isinstance(value, int)
     )
     source = body.get("source", "?")
+    # A heartbeat from before tables were named was written by a sweeper of the default table.
+    table = body.get(HEARTBEAT_TABLE_FIELD, DEFAULT_TABLE)
+    expected = target.settings.sweeper_table
+    if expected is not None and table != expected:
+        return failed(
+            f"the last sweeper run ({source}) swept table '{printable(str(table))}', not "
+            f"'{expected}': no heartbeat shows that table is swept"
+        )
     if age > allowed:
         return failed(
             f"the last sweeper run ({source}) finished {finished:%Y-%m-%d %H:%M:%S} UTC, "
             f"{_duration(age)} ago: more than {HEARTBEAT_PERIODS} periods of {_duration(target.settings.sweeper_period)}"
         )
-    return passed(f"the last sweeper run ({source}) finished {_duration(age)} ago ({counts})")
+    return passed(
+        f"the last sweeper run ({source}, table '{printable(str(table))}') finished "
+        f"{_duration(age)} ago ({counts})"
+    )
 
 
 def _duration(value: timedelta) -> str:

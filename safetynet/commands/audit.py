@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from policies import suppressions
@@ -27,6 +28,7 @@ from policies.audit import (
 )
 from policies.audit import check_arm_endpoint as arm_endpoint_rule
 from policies.model import Thresholds
+from policies.offline import OfflineError, run_offline_audit
 from policies.report import RENDERERS
 from policies.report_view import HistoryError, HistoryRun, ReportContext, load_history
 from policies.rules import RULES, Outcome, Severity
@@ -89,6 +91,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--account",
         help="one account: its name (needs --resource-group) or its full resource id",
     )
+    where.add_argument(
+        "--from-file",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="judge saved ARM JSON instead of reading Azure: `az storage account show`, "
+        "`... blob-service-properties show`, `... management-policy show`, `az storage "
+        "container-rm list` outputs or an ARM template export; no credential is used",
+    )
     out = add_output_options(parser, RENDERERS, "audit")
     out.add_argument(
         "--suppressions",
@@ -121,9 +132,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     conn.add_argument(
         "--storage-api-version",
-        default=STORAGE_API_VERSION,
         help=f"Microsoft.Storage api-version to read with (default {STORAGE_API_VERSION}, "
-        "pinned; pass an older one where a cloud lags)",
+        "pinned; pass an older one where a cloud lags); with --from-file, the version the "
+        "CLI outputs were read with (default: unknown, so what it may lack is UNKNOWN)",
     )
     conn.add_argument(
         "--allow-custom-endpoint",
@@ -264,7 +275,7 @@ def _history(paths: list[Path]) -> list[HistoryRun]:
 def _outputs(args: argparse.Namespace) -> list[Output]:
     """The report files, checked before ARM is read; none may be one of the input files."""
     outputs = parse_outputs(args.output, args.format, RENDERERS)
-    check_outputs(outputs, [args.suppressions, *args.history])
+    check_outputs(outputs, [args.suppressions, *args.history, *(args.from_file or ())])
     return outputs
 
 
@@ -303,36 +314,62 @@ def _warn(report: AuditReport, context: ReportContext, scope: Scope) -> None:
         print(f"safetynet audit: {printable(note)}", file=sys.stderr)
 
 
-def run(args: argparse.Namespace) -> int:
-    as_json = args.format == "json"
-    redactor: Redactor = getattr(args, "redactor", None) or Redactor()
-    try:
-        scope = scope_from(args)
-        limits = thresholds_from(args)
-        allow_custom = parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint")
-        check_arm_endpoint(args.arm_endpoint, allow_custom)
-        if not 1 <= args.concurrency <= MAX_CONCURRENCY:
-            raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
-        if not _API_VERSION.fullmatch(args.storage_api_version):
-            raise UsageError("--storage-api-version must look like 2024-01-01 (or ...-preview)")
-        outputs = _outputs(args)
-        accepted = _suppressions(args.suppressions)
-        history = _history(args.history)
-        token = token_from_environment()
-        credential = StaticTokenCredential(token) if token else default_credential()
-    except UsageError as error:
-        return fail("audit", error.code, str(error), as_json)
-    except SettingsError as error:
-        return fail("audit", ExitCode.USAGE, str(error), as_json)
-    report = run_audit(
+def _api_version(args: argparse.Namespace) -> str | None:
+    version: str | None = args.storage_api_version
+    if version is not None and not _API_VERSION.fullmatch(version):
+        raise UsageError("--storage-api-version must look like 2024-01-01 (or ...-preview)")
+    return version
+
+
+def _live_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], AuditReport]:
+    """The live audit, every option checked and the credential made before ARM is read."""
+    scope = scope_from(args)
+    allow_custom = parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint")
+    check_arm_endpoint(args.arm_endpoint, allow_custom)
+    if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+        raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
+    version = _api_version(args) or STORAGE_API_VERSION
+    token = token_from_environment()
+    credential = StaticTokenCredential(token) if token else default_credential()
+    return lambda: run_audit(
         scope,
         credential,
         thresholds=limits,
         arm_endpoint=args.arm_endpoint,
         allow_custom_endpoint=allow_custom,
         concurrency=args.concurrency,
-        storage_api_version=args.storage_api_version,
+        storage_api_version=version,
     )
+
+
+def _offline_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], AuditReport]:
+    """The files judged: read now, so an unreadable one is bad usage before any output."""
+    if args.account or args.resource_group:
+        raise UsageError(
+            "--from-file judges files; --account and --resource-group select live accounts"
+        )
+    try:
+        report = run_offline_audit(args.from_file, limits, _api_version(args))
+    except OfflineError as error:
+        raise UsageError(f"--from-file {error}") from None
+    return lambda: report
+
+
+def run(args: argparse.Namespace) -> int:
+    as_json = args.format == "json"
+    redactor: Redactor = getattr(args, "redactor", None) or Redactor()
+    try:
+        limits = thresholds_from(args)
+        judge = _offline_report(args, limits) if args.from_file else _live_report(args, limits)
+        outputs = _outputs(args)
+        accepted = _suppressions(args.suppressions)
+        history = _history(args.history)
+    except UsageError as error:
+        return fail("audit", error.code, str(error), as_json)
+    except SettingsError as error:
+        return fail("audit", ExitCode.USAGE, str(error), as_json)
+    report = judge()
+    scope = report.scope
     today = dt.datetime.now(dt.UTC).date()
     context = ReportContext(suppressions.apply(report.findings, accepted, today), history)
     # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.

@@ -84,6 +84,17 @@ def fail(command: str, code: ExitCode, message: str, as_json: bool, **extra: Any
     return int(code)
 
 
+def summarised(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep report's fields as every output shows them: `errors` and `warnings` capped,
+    with `error_count` and `warning_count` beside them."""
+    shown = dict(fields)
+    for key, count in (("errors", "error_count"), ("warnings", "warning_count")):
+        items = shown.get(key)
+        if isinstance(items, list):
+            shown[key], shown[count] = capped(items), len(items)
+    return shown
+
+
 def capped(errors: Sequence[str]) -> list[str]:
     """At most MAX_LISTED_ERRORS errors, escaped; the caller reports the total beside it."""
     return [printable(error) for error in errors[:MAX_LISTED_ERRORS]]
@@ -109,10 +120,7 @@ class JsonLogFormatter(logging.Formatter):
         }
         sweep = getattr(record, "sweep", None)
         if isinstance(sweep, dict):
-            errors = sweep.get("errors")
-            if isinstance(errors, list):
-                sweep = {**sweep, "errors": capped(errors), "error_count": len(errors)}
-            entry["sweep"] = sweep
+            entry["sweep"] = summarised(sweep)
         return json.dumps(entry)
 
 

@@ -26,7 +26,7 @@ from sweeper.settings import (
     check_database_url,
     parse_db_auth,
 )
-from sweeper.store import DocumentStore, StoreError, is_unreachable
+from sweeper.store import DocumentStore, DocumentTable, StoreError, is_unreachable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             help=f"SQLAlchemy URL, e.g. sqlite:///documents.db (env {appsettings.DB_URL.name})",
         )
         add_db_auth_option(action)
+        add_table_options(action)
         action.add_argument(
             "--json", action="store_true", help="print one JSON object, also on errors"
         )
@@ -61,11 +62,46 @@ def add_db_auth_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_store(url: str, db_auth: str, *, creating: bool, setting: str = "--db") -> DocumentStore:
+def add_table_options(parser: argparse.ArgumentParser) -> None:
+    """--table and --columns: the names an application gave its documents table."""
+    table, columns = appsettings.TABLE, appsettings.COLUMNS
+    parser.add_argument(
+        "--table",
+        default=table.read(os.environ),
+        help=f"the documents table, name or schema.name (env {table.name}, default {table.default})",
+    )
+    parser.add_argument(
+        "--columns",
+        default=columns.read(os.environ),
+        metavar="KEY=COLUMN,...",
+        help="column names that differ from the defaults, keys "
+        f"{', '.join(appsettings.COLUMN_KEYS)} (env {columns.name})",
+    )
+
+
+def table_layout(args: argparse.Namespace) -> DocumentTable:
+    """The layout --table and --columns name; a SettingsError naming the option if malformed."""
+    names = appsettings.table_names(
+        args.table,
+        args.columns,
+        table_name=f"--table ({appsettings.TABLE.name})",
+        columns_name=f"--columns ({appsettings.COLUMNS.name})",
+    )
+    return DocumentTable.from_names(names)
+
+
+def open_store(
+    url: str,
+    db_auth: str,
+    *,
+    creating: bool,
+    layout: DocumentTable | None = None,
+    setting: str = "--db",
+) -> DocumentStore:
     """The store for `url`, its options checked before any credential or connection."""
     auth = parse_db_auth(db_auth, f"--db-auth ({DB_AUTH_SETTING})")
     check_database_url(url, creating=creating, setting=setting, entra=auth == DB_AUTH_ENTRA)
-    return DocumentStore.from_url(url, token_credential=database_credential(auth))
+    return DocumentStore.from_url(url, layout, token_credential=database_credential(auth))
 
 
 def _open(args: argparse.Namespace, command: str, creating: bool) -> DocumentStore | int:
@@ -74,7 +110,7 @@ def _open(args: argparse.Namespace, command: str, creating: bool) -> DocumentSto
         message = f"--db URL (or {appsettings.DB_URL.name}) is required"
         return fail(command, ExitCode.USAGE, message, args.json)
     try:
-        return open_store(args.db, args.db_auth, creating=creating)
+        return open_store(args.db, args.db_auth, creating=creating, layout=table_layout(args))
     except (SettingsError, StoreError) as error:
         return fail(command, ExitCode.USAGE, str(error), args.json)
 
@@ -104,7 +140,7 @@ def run_init(args: argparse.Namespace) -> int:
         store.init_schema()
         store.check_schema()
         where = display_db_url(args.db)
-        return f"table {store.layout.table!r} ready in {where} (database id {store.database_id()})"
+        return f"table {store.layout.qualified_name!r} ready in {where} (database id {store.database_id()})"
 
     return _run(args, "db init", True, init)
 
@@ -114,7 +150,9 @@ def run_upgrade(args: argparse.Namespace) -> int:
         changes = store.upgrade_schema()
         store.check_schema()
         if not changes:
-            return f"table {store.layout.table!r} in {display_db_url(args.db)} is up to date"
+            return (
+                f"table {store.layout.qualified_name!r} in {display_db_url(args.db)} is up to date"
+            )
         return "\n".join(f"added {change}" for change in changes)
 
     return _run(args, "db upgrade", False, upgrade)

@@ -20,6 +20,7 @@ from typing import Any
 
 from safetynet.commands.common import ascii_int, fail
 from safetynet.exitcodes import ExitCode
+from sweeper import appsettings
 from testkit.azurite import DEV_ACCOUNT, Azurite, AzuriteError
 
 DEFAULT_PORT = 10000
@@ -103,7 +104,7 @@ def _render(info: dict[str, Any]) -> str:
         f"connection string: {connection}",
     ]
     if info["connection_string"]:
-        lines.append(f"  export SAFETYNET_CONNECTION_STRING='{connection}'")
+        lines.append(f"  export {appsettings.CONNECTION_STRING.name}='{connection}'")
     lines.append("stop it with Ctrl-C (or SIGTERM); running...")
     return "\n".join(lines)
 

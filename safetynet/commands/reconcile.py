@@ -37,6 +37,7 @@ from safetynet.exitcodes import ExitCode
 from sweeper import appsettings, atomicfile, untrusted
 from sweeper.reconcile import (
     MAX_ORPHAN_SHARE,
+    SHARE_FLOOR,
     Reconciliation,
     RepairRefusedError,
     apply_plan,
@@ -89,9 +90,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--max-share",
         type=float,
-        default=MAX_ORPHAN_SHARE,
         metavar="F",
-        help=f"refuse a plan deleting more than this share of the container (default {MAX_ORPHAN_SHARE})",
+        help="refuse a plan deleting more than this share of the container (default "
+        f"{MAX_ORPHAN_SHARE}, but never fewer than {SHARE_FLOOR} blobs)",
     )
     add_inventory_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object, also on errors")
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             raise classify(error, args, started=True) from None
     except CommandError as error:
         return fail("reconcile", error.code, str(error), args.json)
-    _print(result, args.json, plan=written)
+    _print(result, args.json, plan=written, plan_path=args.write_plan)
     return ExitCode.FINDINGS if result.unresolved else ExitCode.OK
 
 
@@ -174,7 +175,7 @@ def _write_plan(path: Path, plan: dict[str, Any]) -> None:
 def _read_plan(args: argparse.Namespace) -> dict[str, Any]:
     if args.max_delete is None or args.max_delete < 1:
         raise SettingsError("--apply-plan needs --max-delete N (a whole number, at least 1)")
-    if not 0 < args.max_share <= 1:  # also refuses nan
+    if args.max_share is not None and not 0 < args.max_share <= 1:  # also refuses nan
         raise SettingsError("--max-share must be above 0 and at most 1")
     shown = printable(str(args.apply_plan))
     try:
@@ -198,6 +199,7 @@ def _print(
     as_json: bool,
     plan: dict[str, Any] | None = None,
     applied: bool = False,
+    plan_path: Path | None = None,
 ) -> None:
     if as_json:
         print(
@@ -236,12 +238,18 @@ def _print(
         print(f"error: {error}")
     if len(result.errors) > len(capped(result.errors)):
         print(f"... and {len(result.errors) - len(capped(result.errors))} more errors")
-    if result.committed_orphans and not applied:
+    if plan is not None:
+        print(json.dumps(plan, indent=2))
+        count = len(plan["delete"])
+        shown = printable(str(plan_path))
+        print(
+            f"plan to delete {count} committed orphan(s) written to {shown}; review it, then "
+            f"run reconcile --apply-plan {shown} --max-delete {count}"
+        )
+    elif result.committed_orphans and not applied:
         print(
             f"{len(result.committed_orphans)} committed orphan(s) kept: a committed blob is "
             "only deleted through --write-plan, review, then --apply-plan --max-delete N"
         )
-    if plan is not None:
-        print(json.dumps(plan, indent=2))
     if result.clean and not applied:
         print("container and table agree")

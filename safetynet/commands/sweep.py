@@ -20,6 +20,7 @@ from safetynet.commands.common import (
     capped,
     fail,
     log_progress,
+    summarised,
 )
 from safetynet.commands.interrupt import StopSignals, stop_signals
 from safetynet.commands.target import TARGET_ERRORS, add_target_options, classify, open_target
@@ -96,12 +97,20 @@ def _run(args: argparse.Namespace, stop: StopSignals) -> int:
         except SettingsError as error:
             raise UsageError(str(error)) from None
         store, container = open_target(args)
-        progress = _print_progress if sys.stderr.isatty() and not args.json else None
+        progress = ProgressLine() if sys.stderr.isatty() and not args.json else None
         sweeper = Sweeper(
-            store, container, settings, on_progress=progress, stop_requested=stop.requested
+            store,
+            container,
+            settings,
+            on_progress=progress.show if progress else None,
+            stop_requested=stop.requested,
         )
         try:
-            report = sweeper.run()
+            try:
+                report = sweeper.run()
+            finally:
+                if progress is not None:
+                    progress.end()
         except ContainerBindingError as error:
             raise UsageError(str(error)) from None
         except SweepLeaseStuckError as error:
@@ -119,7 +128,9 @@ def _run(args: argparse.Namespace, stop: StopSignals) -> int:
     except CommandError as error:
         return fail("sweep", error.code, str(error), args.json)
     if not settings.dry_run:
-        write_heartbeat(container, report.as_dict(), source="cli")
+        write_heartbeat(
+            container, report.as_dict(), source="cli", table=store.layout.qualified_name
+        )
     _print_report(report, args.json)
     if report.interrupted is not None:
         print(f"safetynet sweep: {report.stopped}; claims and lease released", file=sys.stderr)
@@ -131,23 +142,31 @@ def _run(args: argparse.Namespace, stop: StopSignals) -> int:
     return ExitCode.FINDINGS if report.errors else ExitCode.OK
 
 
-def _print_progress(report: SweepReport) -> None:
-    print(
-        f"\rexamined {report.examined}  deleted {report.deleted_blobs}  "
-        f"rolled forward {report.rolled_forward}  errors {len(report.errors)}",
-        end="",
-        file=sys.stderr,
-        flush=True,
-    )
+class ProgressLine:
+    """One line on a terminal, rewritten after each chunk and ended before anything follows."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def show(self, report: SweepReport) -> None:
+        print(
+            f"\rexamined {report.examined}  deleted {report.deleted_blobs}  "
+            f"rolled forward {report.rolled_forward}  errors {len(report.errors)}",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.shown = True
+
+    def end(self) -> None:
+        if self.shown:
+            print(file=sys.stderr, flush=True)
+            self.shown = False
 
 
 def _print_report(report: SweepReport, as_json: bool) -> None:
     if as_json:
-        summary = report.as_dict()
-        summary["errors"] = capped(report.errors)
-        summary["error_count"] = len(report.errors)
-        summary["warnings"] = capped(report.warnings)
-        summary["warning_count"] = len(report.warnings)
+        summary = summarised(report.as_dict())
         if report.stopped is not None and report.interrupted is None:
             code = ExitCode.SERVICE_FAILED
             summary["error"] = {

@@ -20,7 +20,7 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from safetynet.commands.common import CommandError, UsageError
-from safetynet.commands.db import add_db_auth_option, open_store
+from safetynet.commands.db import add_db_auth_option, add_table_options, open_store, table_layout
 from safetynet.exitcodes import ExitCode
 from sweeper import appsettings
 from sweeper.clients import blob_service_client
@@ -39,6 +39,7 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
         "--db", default=os.environ.get(db_url.name), help=f"SQLAlchemy URL (env {db_url.name})"
     )
     add_db_auth_option(parser)
+    add_table_options(parser)
     add_blob_options(parser)
 
 
@@ -83,7 +84,7 @@ def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClien
             raise SettingsError(f"--db URL (or {appsettings.DB_URL.name}) is required")
         # Every option is checked before the first connection to either service.
         service = open_blob_service_client(args)
-        store = open_store(args.db, args.db_auth, creating=False)
+        store = open_store(args.db, args.db_auth, creating=False, layout=table_layout(args))
         store.check_schema()
         container = service.get_container_client(args.container)
         container.get_container_properties()

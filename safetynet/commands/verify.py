@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import ResourceExistsError
@@ -85,6 +85,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=appsettings.SWEEPER_PERIOD.read(os.environ),
         help="the sweeper's schedule period: its heartbeat must be younger than three (default 5m)",
     )
+    parser.add_argument(
+        "--table",
+        default=env(appsettings.TABLE.name),
+        help="the documents table (name or schema.name) the sweeper's heartbeat must name "
+        f"(env {appsettings.TABLE.name}; default: any table)",
+    )
     settings = parser.add_argument_group("settings verdict beside each behaviour verdict")
     settings.add_argument("--subscription", default=env(appsettings.AZURE_SUBSCRIPTION_ID.name))
     settings.add_argument("--resource-group")
@@ -154,7 +160,15 @@ def _validate(args: argparse.Namespace) -> ProbeSettings:
     return ProbeSettings(
         pending_days=args.max_pending_days,
         sweeper_period=appsettings.SWEEPER_PERIOD.duration(args.sweeper_period, "--sweeper-period"),
+        sweeper_table=_table(args.table),
     )
+
+
+def _table(text: str | None) -> str | None:
+    if text is None:
+        return None
+    names = appsettings.table_names(text, "", table_name=f"--table ({appsettings.TABLE.name})")
+    return names.qualified
 
 
 @contextmanager
@@ -230,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
         with _blob_service_client(args) as (service, origin):
             verdicts = _read_settings(args) if _wants_settings(args) else None
             if verdicts is not None and verdicts.pending_days is not None:
-                settings = ProbeSettings(verdicts.pending_days, settings.sweeper_period)
+                settings = replace(settings, pending_days=verdicts.pending_days)
             second_service = (
                 BlobServiceClient(args.account_url, credential=second)
                 if second is not None

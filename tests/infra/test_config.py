@@ -88,6 +88,13 @@ BAD_VALUES = [
     (DATABASE_URL_KEY, "sweeper@db"),
     (DATABASE_URL_KEY, ""),
     ("sweeperPackagePath", "   "),
+    ("sweeperTable", "app files"),
+    ("sweeperTable", "x" * 41),
+    ("sweeperColumns", {"colour": "hue"}),
+    ("sweeperColumns", {"id": "name"}),
+    ("sweeperColumns", "id=file_id"),
+    ("sweeperColumns", ["id"]),
+    ("sweeperColumns", {"id": 3}),
 ]
 
 

@@ -25,6 +25,7 @@ from infra.sweeper_app import (
 )
 from sweeper import appsettings
 from sweeper.settings import FunctionSettings, SweepSettings
+from sweeper.store import DocumentTable
 from tests.infra.conftest import WITH_PRINCIPALS, RunFactory
 from tests.infra.harness import (
     DEPLOYER_OBJECT_ID,
@@ -337,6 +338,9 @@ LOADER_CASES = [
     # The program's cutoff floor (1m) and a long one lie inside the Function's bounds (1s-365d).
     {"sweeperCutoff": "1m", "sweeperLease": "false"},
     {"sweeperCutoff": "30d", "pendingExpiryDays": 31, "sweeperLease": "TRUE"},
+    # An application's own table: the loader reads the same names the stack chose.
+    {"sweeperTable": "billing.app_files", "sweeperColumns": {"id": "file_id", "name": "path"}},
+    {"sweeperTable": "app_files", "sweeperColumns": '{"blob_name": "object_key"}'},
 ]
 
 
@@ -363,6 +367,8 @@ def test_the_app_settings_are_what_the_sweepers_loader_accepts(
         use_lease=config.sweeper_lease,
     )
     assert env[appsettings.SCHEDULE.name] == config.sweeper_schedule
+    assert loaded.table == config.sweeper_table
+    assert DocumentTable.from_names(loaded.table).qualified_name == config.sweeper_table.qualified
 
 
 def test_the_program_writes_only_settings_of_the_vocabulary(stack: StackRun) -> None:

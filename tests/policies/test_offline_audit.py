@@ -1,0 +1,300 @@
+"""`safetynet audit --from-file`: saved ARM JSON judged by the live audit's adapter and rules.
+
+The files are shaped like the outputs they stand for. The Azure CLI prints the SDK's models
+flattened (`properties` merged into the top, the SDK's names `enableHttpsTrafficOnly` and
+`networkRuleSet` for REST's `supportsHttpsTrafficOnly` and `networkAcls`): compare the
+`az storage account show` sample in Microsoft's docs
+(https://learn.microsoft.com/cli/azure/storage/account#az-storage-account-show). A template
+export holds REST-shaped resources named by `parameters()` expressions
+(https://learn.microsoft.com/azure/azure-resource-manager/templates/export-template-cli).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policies.audit import Scope, StaticTokenCredential, run_audit
+from policies.model import Facet, Thresholds
+from policies.offline import MAX_FILE_BYTES, run_offline_audit
+from policies.report import RENDERERS
+from policies.report_view import ReportContext
+from policies.rules import RULES, Finding
+from testkit.arm_fake import (
+    SUBSCRIPTION,
+    TOKEN,
+    FakeAccount,
+    FakeArm,
+    compliant_account,
+    set_path,
+)
+from tests.conftest import RunCli
+
+GROUP = "rg-docs"
+FROM_FILES = "judged from files, not read from Azure"
+ONLY_LIVE = {Facet.ROLES, Facet.DEFENDER, Facet.LOCAL_USERS}
+"""What these files do not hold: the rules reading them are UNKNOWN offline."""
+BROKEN = {
+    "properties.allowBlobPublicAccess": True,
+    "properties.minimumTlsVersion": "TLS1_0",
+    "properties.networkAcls.defaultAction": "Allow",
+    "blob.properties.deleteRetentionPolicy.days": 1,
+    "blob.properties.containerDeleteRetentionPolicy.enabled": False,
+}
+
+
+def account_of(name: str, broken: bool) -> FakeAccount:
+    account = compliant_account(name, GROUP)
+    for path, value in (BROKEN if broken else {}).items():
+        target = account.blob_service_properties if path.startswith("blob.") else account.body
+        set_path(target, path.removeprefix("blob."), value)
+    # A storage account's GET carries its private endpoint connections in its properties.
+    account.body["properties"]["privateEndpointConnections"] = account.private_endpoint_connections
+    return account
+
+
+def cli_output(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the Azure CLI prints it: properties at the top, the SDK's names."""
+    flat = {key: value for key, value in body.items() if key != "properties"}
+    props = copy.deepcopy(body["properties"])
+    renamed = {
+        "supportsHttpsTrafficOnly": "enableHttpsTrafficOnly",
+        "networkAcls": "networkRuleSet",
+    }
+    for key, value in props.items():
+        flat[renamed.get(key, key)] = value
+    if "privateEndpointConnections" in props:
+        flat["privateEndpointConnections"] = [
+            cli_output(c) for c in props["privateEndpointConnections"]
+        ]
+    flat["resourceGroup"] = GROUP
+    return flat
+
+
+def cli_files(account: FakeAccount, directory: Path) -> list[Path]:
+    """The four `az` outputs of one account, saved as a compliance team would."""
+    outputs = {
+        "account.json": cli_output(account.body),
+        "blob-service.json": cli_output(account.blob_service_properties),
+        "policy.json": cli_output(account.management_policy or {}),
+        "containers.json": [cli_output(c) for c in account.containers],
+    }
+    paths = []
+    for name, document in outputs.items():
+        path = directory / f"{account.name}-{name}"
+        path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def template_export(account: FakeAccount, path: Path) -> Path:
+    """An ARM template export of the account (`az group export`): names by parameter."""
+    parameter = f"storageAccounts_{account.name}_name"
+    name = f"[parameters('{parameter}')]"
+
+    def child(kind: str, suffix: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": f"Microsoft.Storage/storageAccounts/{kind}",
+            "apiVersion": "2026-09-01",
+            "name": f"[concat(parameters('{parameter}'), '{suffix}')]",
+            "dependsOn": [f"[resourceId('Microsoft.Storage/storageAccounts', {name[1:-1]})]"],
+            "properties": body["properties"],
+        }
+
+    resources = [
+        {
+            "type": "Microsoft.Storage/storageAccounts",
+            "apiVersion": "2026-09-01",
+            "name": name,
+            "location": "westeurope",
+            "sku": account.body["sku"],
+            "kind": account.body["kind"],
+            "properties": account.body["properties"],
+        },
+        child("blobServices", "/default", account.blob_service_properties),
+        child("managementPolicies", "/default", account.management_policy or {}),
+        *(child("blobServices/containers", f"/default/{c['name']}", c) for c in account.containers),
+        {"type": "Microsoft.Storage/storageAccounts/fileServices", "name": "ignored"},
+    ]
+    document = {
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "parameters": {parameter: {"defaultValue": account.name, "type": "String"}},
+        "variables": {},
+        "resources": resources,
+    }
+    path.write_text(json.dumps(document, indent=4), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeArm]:
+    with FakeArm() as server:
+        yield server
+
+
+def live_findings(fake: FakeArm, account: FakeAccount) -> list[Finding]:
+    fake.add(account)
+    report = run_audit(
+        Scope(SUBSCRIPTION, GROUP, account.name),
+        StaticTokenCredential(TOKEN),
+        arm_endpoint=fake.endpoint,
+        connection_verify=fake.ca_file,
+    )
+    return report.findings
+
+
+def judged(findings: list[Finding]) -> dict[str, tuple[str, str]]:
+    """rule id -> (outcome, message), for the rules whose facets files can hold."""
+    return {
+        f.rule.id: (f.outcome.value, f.message) for f in findings if not f.rule.facets & ONLY_LIVE
+    }
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["compliant", "broken"])
+@pytest.mark.parametrize("shape", ["cli", "template"])
+def test_files_give_the_live_audits_findings(
+    fake: FakeArm, tmp_path: Path, shape: str, broken: bool
+) -> None:
+    """For every rule the files can feed, the offline verdict and message are the live ones."""
+    account = account_of("acctdocs", broken)
+    live = live_findings(fake, account)
+    if shape == "cli":
+        report = run_offline_audit(cli_files(account, tmp_path), Thresholds(), "2026-09-01")
+    else:
+        report = run_offline_audit([template_export(account, tmp_path / "t.json")], Thresholds())
+    offline = report.findings
+    assert judged(offline) == judged(live)
+    assert {f.rule.id for f in offline} == {rule.id for rule in RULES}
+    for finding in offline:
+        if finding.rule.facets & ONLY_LIVE:
+            assert finding.outcome.value == "UNKNOWN", finding.rule.id
+    assert any("FAIL" in outcome for outcome, _ in judged(offline).values()) is broken
+
+
+def test_cli_outputs_without_an_api_version_leave_what_it_may_lack_unknown(
+    tmp_path: Path,
+) -> None:
+    """The blob service's shared key switch is UNKNOWN unless the files' api-version shows it."""
+    paths = cli_files(account_of("acctdocs", False), tmp_path)
+    report = run_offline_audit(paths, Thresholds())
+    shared_key = [f for f in report.findings if "shared key" in f.rule.title.lower()]
+    assert shared_key
+    assert all(f.outcome.value == "UNKNOWN" for f in shared_key)
+
+
+def test_a_facet_no_file_holds_is_unknown_and_says_so(tmp_path: Path) -> None:
+    """Only the account file: the lifecycle rules are UNKNOWN 'not in the files', never a FAIL."""
+    account = account_of("acctdocs", False)
+    path = tmp_path / "account.json"
+    path.write_text(json.dumps(cli_output(account.body)), encoding="utf-8")
+    report = run_offline_audit([path], Thresholds(), "2026-09-01")
+    lifecycle = [f for f in report.findings if Facet.LIFECYCLE in f.rule.facets]
+    assert lifecycle
+    for finding in lifecycle:
+        assert finding.outcome.value == "UNKNOWN"
+        assert "not in the files" in finding.message
+
+
+def test_every_format_says_it_was_judged_from_files(tmp_path: Path) -> None:
+    """Table, JSON, SARIF, JUnit, Markdown and HTML all name the files, not a live scope."""
+    paths = cli_files(account_of("acctdocs", False), tmp_path)
+    report = run_offline_audit(paths, Thresholds(), "2026-09-01")
+    context = ReportContext()
+    for name, render in RENDERERS.items():
+        text = render(report, context).replace("\\", "")  # Markdown's escapes
+        assert FROM_FILES in text, name
+        assert "account.json" in text, name
+
+
+def test_the_cli_judges_files_without_a_credential(
+    tmp_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No subscription and no token: the files are judged, UNKNOWN facets make it exit 3."""
+    for name in ("AZURE_SUBSCRIPTION_ID", "SAFETYNET_ARM_TOKEN", "SAFETYNET_ARM_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    paths = cli_files(account_of("acctdocs", False), tmp_path)
+    code, out, err = run_cli(
+        "audit", "--from-file", *map(str, paths), "--storage-api-version", "2026-09-01"
+    )
+    assert code == 3, err
+    assert out.startswith(FROM_FILES)
+    assert "role assignments are read only from Azure" in out
+    code, out, _ = run_cli("audit", "--from-file", *map(str, paths), "--format", "json")
+    assert json.loads(out)["scope"].startswith(FROM_FILES)
+    broken = cli_files(account_of("acctbad", True), tmp_path)
+    assert run_cli("audit", "--from-file", *map(str, broken))[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"{not json", "not JSON"),
+        (b"\xff\x00\xfe", "not UTF-8 or UTF-16 text"),
+        (b"[]", "an empty list: nothing to judge"),
+        (b'{"name": "x"}', "not a storage account, blob service properties"),
+        (b'{"type": "Microsoft.Compute/virtualMachines", "name": "vm"}', "type 'Microsoft.Compute"),
+        (b'{"type": "Microsoft.Storage/storageAccounts"}', "neither a resource id nor a name"),
+        (
+            b'{"resources": [{"type": "Microsoft.Storage/storageAccounts", '
+            b'"name": "[variables(\'n\')]", "properties": {}}]}',
+            "cannot resolve the name",
+        ),
+        (b'{"resources": []}', "holds no Microsoft.Storage account resource"),
+        (b"[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_an_unreadable_or_unknown_file_is_bad_usage(
+    tmp_path: Path, run_cli: RunCli, content: bytes, words: str
+) -> None:
+    """A file that is not JSON or none of the known shapes exits 2, naming the file."""
+    path = tmp_path / "saved.json"
+    path.write_bytes(content)
+    code, _, err = run_cli("audit", "--from-file", str(path))
+    assert code == 2
+    assert "saved.json" in err
+    assert words in err
+
+
+def test_reading_is_bounded_and_duplicates_are_refused(tmp_path: Path, run_cli: RunCli) -> None:
+    """A file over the size bound, a missing file and two account documents are refused."""
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (MAX_FILE_BYTES + 1))
+    assert f"larger than {MAX_FILE_BYTES} bytes" in run_cli("audit", "--from-file", str(big))[2]
+    assert "No such file" in run_cli("audit", "--from-file", str(tmp_path / "none.json"))[2]
+    account = tmp_path / "a.json"
+    account.write_text(json.dumps(cli_output(account_of("acctdocs", False).body)))
+    code, _, err = run_cli("audit", "--from-file", str(account), str(account))
+    assert code == 2
+    assert "a second storageaccounts document for account 'acctdocs'" in err
+
+
+def test_a_powershell_saved_file_is_read(tmp_path: Path) -> None:
+    """UTF-16 with a BOM (PowerShell's `>`) is read like UTF-8."""
+    path = tmp_path / "account.json"
+    body = cli_output(account_of("acctdocs", False).body)
+    path.write_bytes(json.dumps(body).encode("utf-16"))
+    report = run_offline_audit([path], Thresholds(), "2026-09-01")
+    assert [result.account.name for result in report.results] == ["acctdocs"]
+
+
+def test_a_saved_az_storage_account_show_is_judged(tmp_path: Path) -> None:
+    """The CLI's own output, nulls and all: flattened names read, nulls take the REST
+    defaults, no private endpoint a FAIL, and facets it does not hold UNKNOWN."""
+    saved = Path(__file__).parent / "data" / "az-storage-account-show.json"
+    report = run_offline_audit([saved], Thresholds(), "2024-01-01")
+    outcomes = {f.rule.id: f.outcome.value for f in report.findings}
+    assert [result.account.name for result in report.results] == ["acctcli"]
+    assert outcomes["SN-HTTPS-TLS"] == "PASS"
+    assert outcomes["SN-NO-PUBLIC-ACCESS"] == "PASS"
+    assert outcomes["SN-NETWORK-DEFAULT-DENY"] == "FAIL"
+    assert outcomes["SN-PUBLIC-NETWORK-ACCESS"] == "FAIL"
+    assert outcomes["SN-INFRA-ENCRYPTION"] == "FAIL"
+    assert outcomes["SN-PRIVATE-ENDPOINT"] == "FAIL"
+    assert outcomes["SN-BLOB-SOFT-DELETE"] == "UNKNOWN"
+    assert outcomes["SN-TAG-WRITE-ROLE"] == "UNKNOWN"
