@@ -7,13 +7,13 @@ exit-code contract, and never ends in a traceback.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO, cast
 
-from safetynet.commands import audit, binding, db, demo, function, reconcile, sweep, verify
 from safetynet.commands.common import (
     CommandError,
     Parser,
@@ -25,16 +25,50 @@ from safetynet.commands.common import (
 from safetynet.exitcodes import ExitCode
 from sweeper.redaction import Redactor, ScrubbingStream, printable
 
+COMMANDS = {
+    "demo": (
+        "demo",
+        "replay the seed scenarios and the crash matrix on a local Azurite + SQLite",
+    ),
+    "db": ("db", "manage the documents table"),
+    "binding": ("binding", "show, bind or unbind a database and its blob container"),
+    "sweep": ("sweep", "delete abandoned uploads under the tag guard"),
+    "reconcile": (
+        "reconcile",
+        "audit container against table; repair what is safe (lists blobs)",
+    ),
+    "audit": ("audit", "audit live storage accounts against the policy rules"),
+    "verify": ("verify", "prove on the data plane that an account enforces its safety nets"),
+    "build-function": (
+        "function",
+        "build the sweeper's Azure Functions zip with Linux x86-64 wheels",
+    ),
+}
+"""Command name -> (module under safetynet.commands, its help line). Only the command a run
+names is imported: the others' dependencies (the audit's ARM clients, Pulumi, ...) never load
+(tests/sweeper/test_cli_imports.py holds each command to that, and these help lines to the
+modules' own)."""
 
-def build_parser() -> Parser:
+
+def build_parser(command: str | None = None) -> Parser:
+    """The parser with every command registered, or, given `command`, with that one registered
+    and the others listed by name and help line only."""
     parser = Parser(
         prog="safetynet",
         description="Keep a database row and an Azure blob in step: protocol, sweeper, policies.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, db, binding, sweep, reconcile, audit, verify, function):
-        command.register(subparsers)
+    for name, (module, help_line) in COMMANDS.items():
+        if command is None or command == name:
+            importlib.import_module(f"safetynet.commands.{module}").register(subparsers)
+        else:
+            subparsers.add_parser(name, help=help_line, add_help=False)
     return parser
+
+
+def _named_command(arguments: Sequence[str]) -> str:
+    """The command the arguments name (their first word), '' when they name none."""
+    return arguments[0] if arguments and arguments[0] in COMMANDS else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(arguments: list[str], redactor: Redactor) -> int:
     as_json = wants_json(arguments)
     try:
-        args = build_parser().parse_args(arguments)
+        args = build_parser(_named_command(arguments)).parse_args(arguments)
         args.redactor = redactor
         return int(args.handler(args))
     except CommandError as error:
