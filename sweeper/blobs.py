@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import uuid
 from collections.abc import Mapping
 from typing import IO, Any, cast
 from urllib.parse import urlsplit
@@ -217,9 +218,9 @@ def retire(
 
 
 EMULATOR_ACCOUNT = "devstoreaccount1"
-PROBE_BLOB = ".safetynet/tag-condition-probe"
-"""Written once per process on an emulator-looking endpoint, to learn whether it evaluates
-x-ms-if-tags on Set Blob Tags; never on an Azure endpoint."""
+PROBE_PREFIX = ".safetynet/tag-condition-probe-"
+"""A probe blob is written and deleted once per process on an emulator-looking endpoint, to
+learn whether it evaluates x-ms-if-tags on Set Blob Tags; never on an Azure endpoint."""
 _PROBE_TAG = "probe"
 
 
@@ -237,8 +238,9 @@ class TagGuards:
     (https://learn.microsoft.com/rest/api/storageservices/set-blob-tags), so a guarded tag
     write alone decides there and nothing is read back: Azure endpoints are never probed.
     Azurite ignores the condition and writes anyway. On an endpoint that looks like the
-    emulator, one tag write under a condition that cannot hold, on an internal probe blob,
-    tells which; a service that lets it through gets the read-back workaround, logged once.
+    emulator, one tag write under a condition that cannot hold, on an internal probe blob
+    (created, then deleted: three requests once), tells which; a service that lets it
+    through gets the read-back workaround. The outcome is logged (INFO) once per owner.
     """
 
     def __init__(self) -> None:
@@ -253,8 +255,7 @@ class TagGuards:
             known = self._enforced.get(endpoint)
             if known is None:
                 known = self._enforced[endpoint] = _probe_enforces(container)
-                log.log(
-                    logging.INFO if known else logging.WARNING,
+                log.info(
                     "blob endpoint %s %s x-ms-if-tags on Set Blob Tags: %s",
                     endpoint,
                     "evaluates" if known else "ignores",
@@ -266,21 +267,22 @@ class TagGuards:
 
 
 def _probe_enforces(container: ContainerClient) -> bool:
-    """A tag write under a condition that cannot hold: refused (412) where it is enforced."""
-    probe = container.get_blob_client(PROBE_BLOB)
-    try:
-        probe.upload_blob(b"", overwrite=False, match_condition=MatchConditions.IfMissing)
-    except HttpResponseError as error:
-        if error.status_code not in EXISTS_STATUSES:
-            raise
+    """A tag write under a condition that cannot hold, on a probe blob of its own removed
+    afterwards: refused (412) where the condition is evaluated. Any other answer reads as
+    ignored, the safe side: the read-back costs requests, never correctness."""
+    probe = container.get_blob_client(f"{PROBE_PREFIX}{uuid.uuid4().hex}")
+    # Tagged retired, so its removal is a guarded delete like any other (invariant I3).
+    retired = {STATE_TAG: RETIRED}
+    probe.upload_blob(b"", overwrite=False, match_condition=MatchConditions.IfMissing, tags=retired)
     try:
         probe.set_blob_tags(
-            {_PROBE_TAG: "set"}, if_tags_match_condition=f"\"{_PROBE_TAG}\" = 'never-set'"
+            {**retired, _PROBE_TAG: "set"},
+            if_tags_match_condition=f"\"{_PROBE_TAG}\" = 'never-set'",
         )
     except HttpResponseError as error:
-        if error.status_code == 412:
-            return True
-        raise
+        return error.status_code == 412
+    finally:
+        delete_guarded(probe, RETIRED)
     return False
 
 

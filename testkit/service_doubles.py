@@ -114,7 +114,7 @@ class _TagGuardHandler(_Handler):
     x-ms-if-tags; https://learn.microsoft.com/azure/storage/blobs/storage-manage-find-blobs,
     "Conditional blob operations").
 
-    The check and the write happen under one lock, after the proxy's delay and triggers, so a
+    The check and the write happen under the blob's lock, after the proxy's delay and triggers, so a
     tag change another client makes through this double (or a trigger makes just before) is
     seen: the condition is evaluated atomically with the write, as on Azure."""
 
@@ -127,7 +127,7 @@ class _TagGuardHandler(_Handler):
             return super()._send_upstream(headers, body)
         if len(parts) != 4:
             return super()._send_upstream(headers, body)
-        with self.server.tag_lock:
+        with self.server.blob_lock(parts[2], parts[3]):
             try:
                 tags = self.server.admin.get_blob_client(parts[2], parts[3]).get_blob_tags()
             except ResourceNotFoundError:
@@ -429,7 +429,14 @@ class DoubleServer(LatencyProxyServer):
         self.permanent: tuple[int, str] | None = state.pop("permanent", None)
         self.deleted_snapshots: set[tuple[str, str, str]] = set()
         self.lost = False
-        self.tag_lock = threading.Lock()
+        self._blob_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._blob_locks_guard = threading.Lock()
+
+    def blob_lock(self, container: str, blob: str) -> threading.Lock:
+        """One lock per blob: its tag condition is checked and written as one step, while
+        writes to other blobs go on in parallel, as on Azure."""
+        with self._blob_locks_guard:
+            return self._blob_locks.setdefault((container, blob), threading.Lock())
 
 
 class ServiceDouble(LatencyProxy):
