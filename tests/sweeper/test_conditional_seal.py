@@ -54,13 +54,22 @@ def warmed(
     return protocol
 
 
-def test_a_put_sends_the_upload_and_one_guarded_tag_write(
+@pytest.fixture
+def guarded(
     store: DocumentStore, container: ContainerClient, enforcing: ServiceDouble
+) -> UploadProtocol:
+    """The protocol on the test's container through the enforcing double, already probed."""
+    return warmed(store, through(enforcing.connection_string, container), enforcing)
+
+
+def test_a_put_sends_the_upload_and_one_guarded_tag_write(
+    guarded: UploadProtocol,
+    store: DocumentStore,
+    container: ContainerClient,
+    enforcing: ServiceDouble,
 ) -> None:
     """On a service that evaluates the condition, a put is exactly two blob requests."""
-    guarded = through(enforcing.connection_string, container)
-    protocol = warmed(store, guarded, enforcing)
-    document = protocol.put("a.txt", b"bytes", tags={"tenant": "t1"})
+    document = guarded.put("a.txt", b"bytes", tags={"tenant": "t1"})
     assert enforcing.counts() == Counter({UPLOAD: 1, TAGS_SET: 1})
     assert container.get_blob_client(document.blob_name).get_blob_tags() == {
         STATE_TAG: COMMITTED,
@@ -70,26 +79,28 @@ def test_a_put_sends_the_upload_and_one_guarded_tag_write(
 
 
 def test_a_replace_sends_upload_seal_and_retire(
-    store: DocumentStore, container: ContainerClient, enforcing: ServiceDouble
+    guarded: UploadProtocol,
+    store: DocumentStore,
+    container: ContainerClient,
+    enforcing: ServiceDouble,
 ) -> None:
     """A replace is three blob requests: the new blob's upload and seal, the old one's retire."""
-    guarded = through(enforcing.connection_string, container)
-    protocol = warmed(store, guarded, enforcing)
-    first = protocol.put("r.txt", b"one")
+    first = guarded.put("r.txt", b"one")
     enforcing.reset()
-    protocol.replace(first.id, b"two")
+    guarded.replace(first.id, b"two")
     assert enforcing.counts() == Counter({UPLOAD: 1, TAGS_SET: 2})
     assert blobs.state_of(container.get_blob_client(first.blob_name)) == RETIRED
 
 
 def test_a_retire_whose_guess_misses_reads_the_tags_and_keeps_them(
-    store: DocumentStore, container: ContainerClient, enforcing: ServiceDouble
+    guarded: UploadProtocol,
+    store: DocumentStore,
+    container: ContainerClient,
+    enforcing: ServiceDouble,
 ) -> None:
     """The old blob's other tags differ from the replace's: 412, then read, then written kept."""
-    guarded = through(enforcing.connection_string, container)
-    protocol = warmed(store, guarded, enforcing)
-    first = protocol.put("g.txt", b"one", tags={"tenant": "old"})
-    protocol.replace(first.id, b"two", tags={"tenant": "new"})
+    first = guarded.put("g.txt", b"one", tags={"tenant": "old"})
+    guarded.replace(first.id, b"two", tags={"tenant": "new"})
     assert container.get_blob_client(first.blob_name).get_blob_tags() == {
         STATE_TAG: RETIRED,
         "tenant": "old",
