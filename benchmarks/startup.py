@@ -11,6 +11,7 @@ host pays on a cold start before the first timer tick).
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -47,9 +48,10 @@ FIRST_REQUEST = (
     "from azure.core.pipeline.transport import RequestsTransport\n"
     "RequestsTransport.send = lambda *_, **__: os._exit(0)\n"
     "from safetynet.cli import main\n"
-    "main(sys.argv[1:])\n"
+    "sys.exit(main(sys.argv[1:]) or 99)\n"
 )
-"""Runs `safetynet ARGS` and ends the process at its first blob request."""
+"""Runs `safetynet ARGS` and ends the process (exit 0) at its first blob request; a run that
+ends before sending one fails the benchmark."""
 
 
 def _sweep_process(connection_string: str) -> Callable[[DocumentStore, ContainerClient], None]:
@@ -110,20 +112,26 @@ def _sweeps(azurite: Azurite, workdir: Path) -> dict[str, tuple[float, tuple[int
         return {label: _swept(direct, proxied, workdir, a) for label, a in actions.items()}
 
 
-def _interpreter(arguments: Sequence[str]) -> float:
-    """Median seconds of `python ARGUMENTS` from spawn to exit."""
-    times = []
+def _interpreter(arguments: Sequence[str]) -> tuple[float, float]:
+    """Median (wall, CPU) seconds of `python ARGUMENTS` from spawn to exit. CPU (user +
+    system, the child's own counters) is what a quiet machine's wall time comes close to."""
+    walls, cpus = [], []
     for _ in range(STARTUP_REPEATS):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         subprocess.run(  # noqa: S603 - fixed argv, no shell
             [sys.executable, *arguments], check=True, capture_output=True, cwd=PROJECT_ROOT
         )
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
-def _startups(connection_string: str, workdir: Path) -> dict[str, float]:
-    database = f"sqlite:///{workdir / 'startup.db'}"
+def _startups(connection_string: str, workdir: Path) -> dict[str, tuple[float, float]]:
+    store = _sqlite_store(workdir)
+    database = store.engine.url.render_as_string(hide_password=False)
+    store.engine.dispose()
     return {
         "python -c pass (the interpreter alone)": _interpreter(["-c", "pass"]),
         "safetynet --help": _interpreter(["-m", "safetynet.cli", "--help"]),
@@ -159,7 +167,14 @@ def run() -> str:
     ceiling = runs["raw batch ceiling"][0]
     process = runs["safetynet sweep (process)"][0]
     share, speedup = ceiling / process, naive / process
-    cli = [startups["safetynet --help"], startups["safetynet sweep, to its first blob request"]]
+    cli = [
+        startups["safetynet --help"][0],
+        startups["safetynet sweep, to its first blob request"][0],
+    ]
+    cli_cpu = [
+        startups["safetynet --help"][1],
+        startups["safetynet sweep, to its first blob request"][1],
+    ]
 
     def verdict(passed: bool) -> str:
         return "PASS" if passed else "MISS"
@@ -180,7 +195,8 @@ def run() -> str:
             f"| the sweep as a process >= {TARGET_SPEEDUP:.0f}x the naive loop | {speedup:.1f}x "
             f"({process:.2f} s vs {naive:.2f} s) | {verdict(speedup >= TARGET_SPEEDUP)} |",
             f"| `safetynet --help` and `safetynet sweep` start in <= {STARTUP_TARGET_S} s | "
-            f"{cli[0]:.2f} s, {cli[1]:.2f} s | {verdict(max(cli) <= STARTUP_TARGET_S)} |",
+            f"{cli[0]:.2f} s, {cli[1]:.2f} s (CPU {cli_cpu[0]:.2f} s, {cli_cpu[1]:.2f} s) | "
+            f"{verdict(max(cli) <= STARTUP_TARGET_S)} on wall time |",
             "",
             f"{ROWS:,} stale rows (SQLite) and their pending blobs, each way in a fresh container, "
             f"every blob request through the {PROXY_DELAY_S * 1000:.0f} ms latency proxy. The "
@@ -196,8 +212,8 @@ def run() -> str:
             "its first blob request; the Function's figure is the import of "
             "`function/function_app.py`, what the host pays before the first timer tick):",
             "",
-            "| start | seconds |",
-            "| --- | ---: |",
-            *(f"| {label} | {s:.2f} |" for label, s in startups.items()),
+            "| start | wall seconds | CPU seconds (user + system) |",
+            "| --- | ---: | ---: |",
+            *(f"| {label} | {w:.2f} | {c:.2f} |" for label, (w, c) in startups.items()),
         ]
     )

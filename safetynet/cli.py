@@ -11,7 +11,8 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import TextIO, cast
 
 from safetynet.commands.common import (
@@ -25,26 +26,38 @@ from safetynet.commands.common import (
 from safetynet.exitcodes import ExitCode
 from sweeper.redaction import Redactor, ScrubbingStream, printable
 
-COMMANDS = {
+COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
     "demo": (
-        "demo",
+        lambda: importlib.import_module("safetynet.commands.demo"),
         "replay the seed scenarios and the crash matrix on a local Azurite + SQLite",
     ),
-    "db": ("db", "manage the documents table"),
-    "binding": ("binding", "show, bind or unbind a database and its blob container"),
-    "sweep": ("sweep", "delete abandoned uploads under the tag guard"),
+    "db": (lambda: importlib.import_module("safetynet.commands.db"), "manage the documents table"),
+    "binding": (
+        lambda: importlib.import_module("safetynet.commands.binding"),
+        "show, bind or unbind a database and its blob container",
+    ),
+    "sweep": (
+        lambda: importlib.import_module("safetynet.commands.sweep"),
+        "delete abandoned uploads under the tag guard",
+    ),
     "reconcile": (
-        "reconcile",
+        lambda: importlib.import_module("safetynet.commands.reconcile"),
         "audit container against table; repair what is safe (lists blobs)",
     ),
-    "audit": ("audit", "audit live storage accounts against the policy rules"),
-    "verify": ("verify", "prove on the data plane that an account enforces its safety nets"),
+    "audit": (
+        lambda: importlib.import_module("safetynet.commands.audit"),
+        "audit live storage accounts against the policy rules",
+    ),
+    "verify": (
+        lambda: importlib.import_module("safetynet.commands.verify"),
+        "prove on the data plane that an account enforces its safety nets",
+    ),
     "build-function": (
-        "function",
+        lambda: importlib.import_module("safetynet.commands.function"),
         "build the sweeper's Azure Functions zip with Linux x86-64 wheels",
     ),
 }
-"""Command name -> (module under safetynet.commands, its help line). Only the command a run
+"""Command name -> (its module, imported when called; its help line). Only the command a run
 names is imported: the others' dependencies (the audit's ARM clients, Pulumi, ...) never load
 (tests/sweeper/test_cli_imports.py holds each command to that, and these help lines to the
 modules' own)."""
@@ -60,7 +73,7 @@ def build_parser(command: str | None = None) -> Parser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_line) in COMMANDS.items():
         if command is None or command == name:
-            importlib.import_module(f"safetynet.commands.{module}").register(subparsers)
+            module().register(subparsers)
         else:
             subparsers.add_parser(name, help=help_line, add_help=False)
     return parser
