@@ -352,7 +352,10 @@ def run() -> str:
             "record, the same upload, one guarded seal, publish) on a PostgreSQL database of its "
             "own. Latency is per upload, from the writer's call to its return; requests are "
             "counted by the double and divided by the uploads (warm-up and the once-per-endpoint "
-            "condition probe are not counted).",
+            "condition probe are not counted). The double evaluates the condition by reading the "
+            "blob's tags straight from Azurite inside the seal's request: that read is in the "
+            "seal's time, and the double, the writers and the hashing share one Python process "
+            "(and its GIL) on the shared cores.",
             "",
             *_targets(pairs, sequential),
             "",
