@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from sweeper import blobs
@@ -173,3 +174,20 @@ def test_an_azure_endpoint_is_trusted_without_a_probe() -> None:
     container = ContainerClient("https://nosuchaccount.blob.core.windows.net", "documents")
     assert blobs.TagGuards().enforced(container) is True
     assert not blobs.looks_like_emulator(container)
+
+
+def test_a_put_of_bytes_sends_two_sql_statements(
+    guarded: UploadProtocol, store: DocumentStore
+) -> None:
+    """The reservation carries the content record, so a put is one INSERT and one UPDATE."""
+    statements: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement.split()[0].upper())
+
+    sa.event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        guarded.put("counted.txt", b"bytes")
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", record)
+    assert statements == ["INSERT", "UPDATE"]
