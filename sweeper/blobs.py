@@ -8,13 +8,18 @@ create-only condition is never left to the `overwrite=False` default.
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
+import uuid
 from collections.abc import Mapping
 from typing import IO, Any, cast
+from urllib.parse import urlsplit
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobClient, BlobType, ContainerClient
 
+from sweeper.endpoints import is_loopback_host
 from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 
 EXISTS_STATUSES = frozenset({409, 412})
@@ -25,6 +30,7 @@ TAG_WRITE_ATTEMPTS = 3
 HASH_CHUNK = 4 * 1024 * 1024
 
 UploadData = bytes | IO[bytes]
+log = logging.getLogger("safetynet.sweeper")
 
 
 class HashingReader:
@@ -122,13 +128,30 @@ def tags_condition(tags: Mapping[str, str]) -> str:
     return " AND ".join(f"\"{key}\" = '{value}'" for key, value in sorted(tags.items()))
 
 
-def transition(blob: BlobClient, expected: str, target: str) -> None:
+def transition(
+    blob: BlobClient,
+    expected: str,
+    target: str,
+    written: Mapping[str, str] | None = None,
+    read_back: bool | None = None,
+) -> None:
     """Set the state tag to `target` only while it is `expected`; already `target` is success.
 
-    The blob's other tags (`tenant`, `retention`, ...) are read and written back unchanged,
-    under a condition on all of them, so a concurrent change of any tag fails the write (412)
-    and the read is repeated. Azurite ignores that condition, so the state is read back too.
+    With `written` (the tags a caller knows the blob holds besides the state), one write under
+    a condition on all of them decides: Azure refuses it with 412 unless every tag still has
+    that value. Without it, or after a 412, the tags are read and written back with the new
+    state under a condition on all of them, so a concurrent change of any tag fails the write
+    and the read is repeated. `read_back` (default: on an emulator-looking endpoint) is the
+    workaround for a service that ignores the condition: the state is read before and after.
     """
+    if read_back is None:
+        read_back = looks_like_emulator(blob)
+    if (
+        written is not None
+        and not read_back
+        and _guarded_write(blob, {**written, STATE_TAG: expected}, target)
+    ):
+        return
     for _ in range(TAG_WRITE_ATTEMPTS):
         try:
             tags = blob.get_blob_tags()
@@ -141,43 +164,126 @@ def transition(blob: BlobClient, expected: str, target: str) -> None:
             raise TagTransitionError(
                 f"blob {blob.blob_name!r} is tagged {STATE_TAG}={current!r}, expected {expected!r}"
             )
-        try:
-            blob.set_blob_tags(
-                {**tags, STATE_TAG: target}, if_tags_match_condition=tags_condition(tags)
-            )
-        except ResourceNotFoundError:
-            raise TagTransitionError(f"blob {blob.blob_name!r} does not exist") from None
-        except HttpResponseError as error:
-            if error.status_code != 412:
-                raise
+        if not _guarded_write(blob, tags, target):
             continue
-        written = state_of(blob)
-        if written == target:
+        if not read_back:
+            return
+        state = state_of(blob)
+        if state == target:
             return
         raise TagTransitionError(
-            f"blob {blob.blob_name!r} is tagged {STATE_TAG}={written!r}, expected {expected!r}"
+            f"blob {blob.blob_name!r} is tagged {STATE_TAG}={state!r}, expected {expected!r}"
         )
     raise TagTransitionError(
         f"blob {blob.blob_name!r}: its tags kept changing; {STATE_TAG} not set to {target!r}"
     )
 
 
-def seal(blob: BlobClient) -> None:
-    transition(blob, PENDING, COMMITTED)
+def _guarded_write(blob: BlobClient, tags: Mapping[str, str], target: str) -> bool:
+    """`tags` with the state set to `target`, only while all of `tags` hold; False on 412."""
+    try:
+        blob.set_blob_tags(
+            {**tags, STATE_TAG: target}, if_tags_match_condition=tags_condition(tags)
+        )
+    except ResourceNotFoundError:
+        raise TagTransitionError(f"blob {blob.blob_name!r} does not exist") from None
+    except HttpResponseError as error:
+        if error.status_code != 412:
+            raise
+        return False
+    return True
 
 
-def retire(blob: BlobClient) -> bool:
+def seal(
+    blob: BlobClient, written: Mapping[str, str] | None = None, read_back: bool | None = None
+) -> None:
+    """pending -> committed; `written`: the tags the upload wrote besides the state."""
+    transition(blob, PENDING, COMMITTED, written, read_back)
+
+
+def retire(
+    blob: BlobClient, written: Mapping[str, str] | None = None, read_back: bool | None = None
+) -> bool:
     """committed -> retired, so the coming delete can be tag-guarded too (invariant I3).
 
     False when the blob is already gone: the caller is retrying.
     """
     try:
-        transition(blob, COMMITTED, RETIRED)
+        transition(blob, COMMITTED, RETIRED, written, read_back)
     except TagTransitionError:
         if state_of(blob) is None:
             return False
         raise
     return True
+
+
+EMULATOR_ACCOUNT = "devstoreaccount1"
+PROBE_PREFIX = ".safetynet/tag-condition-probe-"
+"""A probe blob is written and deleted once per process on an emulator-looking endpoint, to
+learn whether it evaluates x-ms-if-tags on Set Blob Tags; never on an Azure endpoint."""
+_PROBE_TAG = "probe"
+
+
+def looks_like_emulator(client: BlobClient | ContainerClient) -> bool:
+    """A loopback host or the emulator's well-known account: where Azurite may answer."""
+    host = urlsplit(client.url).hostname or ""
+    return client.account_name == EMULATOR_ACCOUNT or is_loopback_host(host)
+
+
+class TagGuards:
+    """Whether a blob endpoint evaluates `x-ms-if-tags` on Set Blob Tags, decided once per
+    endpoint and kept by whoever owns this object (one per process, passed in).
+
+    Azure answers 412 ConditionNotMet when the condition does not hold
+    (https://learn.microsoft.com/rest/api/storageservices/set-blob-tags), so a guarded tag
+    write alone decides there and nothing is read back: Azure endpoints are never probed.
+    Azurite ignores the condition and writes anyway. On an endpoint that looks like the
+    emulator, one tag write under a condition that cannot hold, on an internal probe blob
+    (created, then deleted: three requests once), tells which; a service that lets it
+    through gets the read-back workaround. The outcome is logged (INFO) once per owner.
+    """
+
+    def __init__(self) -> None:
+        self._enforced: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    def enforced(self, container: ContainerClient) -> bool:
+        if not looks_like_emulator(container):
+            return True
+        endpoint = container.url.rsplit("/", 1)[0]
+        with self._lock:
+            known = self._enforced.get(endpoint)
+            if known is None:
+                known = self._enforced[endpoint] = _probe_enforces(container)
+                log.info(
+                    "blob endpoint %s %s x-ms-if-tags on Set Blob Tags: %s",
+                    endpoint,
+                    "evaluates" if known else "ignores",
+                    "a guarded tag write decides alone"
+                    if known
+                    else "seals and retires read the state before and after each write",
+                )
+        return known
+
+
+def _probe_enforces(container: ContainerClient) -> bool:
+    """A tag write under a condition that cannot hold, on a probe blob of its own removed
+    afterwards: refused (412) where the condition is evaluated. Any other answer reads as
+    ignored, the safe side: the read-back costs requests, never correctness."""
+    probe = container.get_blob_client(f"{PROBE_PREFIX}{uuid.uuid4().hex}")
+    # Tagged retired, so its removal is a guarded delete like any other (invariant I3).
+    retired = {STATE_TAG: RETIRED}
+    probe.upload_blob(b"", overwrite=False, match_condition=MatchConditions.IfMissing, tags=retired)
+    try:
+        probe.set_blob_tags(
+            {**retired, _PROBE_TAG: "set"},
+            if_tags_match_condition=f"\"{_PROBE_TAG}\" = 'never-set'",
+        )
+    except HttpResponseError as error:
+        return error.status_code == 412
+    finally:
+        delete_guarded(probe, RETIRED)
+    return False
 
 
 def delete_guarded(blob: BlobClient, state: str) -> bool:

@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from azure.core.exceptions import AzureError, HttpResponseError
@@ -157,9 +157,18 @@ class UploadProtocol:
     """The writer's clock. No stored time is taken from it: the database server stamps every
     time that decides staleness (created, intent, retired), so writers' clocks may drift."""
     checkpoint: Checkpoint = no_checkpoint
+    guards: blobs.TagGuards = field(default_factory=blobs.TagGuards)
+    """Whether the blob endpoint evaluates x-ms-if-tags; share one per process."""
 
     def reserve(self, name: str, extension: str = "", document_id: str | None = None) -> Document:
         """Step 1: a Pending row with its blob name; the name's uniqueness is the DB's to decide."""
+        return self._reserve(name, extension, document_id, None)[0]
+
+    def _reserve(
+        self, name: str, extension: str, document_id: str | None, content: Content | None
+    ) -> tuple[Document, bool]:
+        """The reservation, with `content` recorded in the same INSERT; True when this call
+        made it (a retry meets the row already there, with its own blob name)."""
         document = Document(
             id=document_id or new_document_id(),
             name=validate_name(name),
@@ -167,9 +176,12 @@ class UploadProtocol:
             status=Status.PENDING,
             created_utc=self.clock(),
         )
-        reserved = self.store.reserve(document)
+        reserved = self.store.reserve(document, content)
         self.checkpoint("reserve")
-        return reserved
+        return reserved, reserved.blob_name == document.blob_name
+
+    def _read_back(self) -> bool:
+        return not self.guards.enforced(self.container)
 
     def upload(
         self,
@@ -182,32 +194,55 @@ class UploadProtocol:
 
         The row keeps the length and SHA-256 of the bytes the blob holds: written by the upload
         that created the blob (hashed while it was sent), or, when a retry meets a blob whose
-        creator left no record, hashed from the stored bytes. A retry or a second writer whose
+        creator left no record, hashed from the stored bytes (a put of bytes records them in its
+        reservation's INSERT instead, one statement fewer). A retry or a second writer whose
         bytes differ from the stored ones raises ContentMismatchError, never an acknowledgement.
         """
         blob = self.container.get_blob_client(document.blob_name)
         if isinstance(data, bytes):
             content = _content_of(data, length, document.id)
-            recorded = self.store.content(document.id)
-            if recorded is not None and recorded != content:
-                raise self._mismatch(document, recorded, content)
-            created = blobs.upload_create_only(blob, data, len(data), tags)
-        else:
-            reader = blobs.HashingReader(data)
-            created = blobs.upload_create_only(blob, reader, length, tags)
-            if not created:
-                reader.drain()
-            elif not reader.exhausted():
-                raise ContentMismatchError(
-                    f"document {document.id}: the stream holds more than length={length} bytes; "
-                    "the partial blob stays pending and is swept (or call abandon)",
-                    document.id,
-                )
-            content = Content(reader.length, reader.sha256)
+            return self._upload_bytes(
+                document, data, content, self.store.content(document.id), tags
+            )
+        reader = blobs.HashingReader(data)
+        created = blobs.upload_create_only(blob, reader, length, tags)
+        if not created:
+            reader.drain()
+        elif not reader.exhausted():
+            raise ContentMismatchError(
+                f"document {document.id}: the stream holds more than length={length} bytes; "
+                "the partial blob stays pending and is swept (or call abandon)",
+                document.id,
+            )
+        content = Content(reader.length, reader.sha256)
         if created:
             recorded = self.store.record_content(document.id, content)
         else:
             recorded = self._stored_content(document, blob)
+        if recorded != content:
+            raise self._mismatch(document, recorded, content)
+        self.checkpoint("upload")
+        return created
+
+    def _upload_bytes(
+        self,
+        document: Document,
+        data: bytes,
+        content: Content,
+        recorded: Content | None,
+        tags: Mapping[str, str] | None,
+    ) -> bool:
+        """Step 2 for bytes whose hash is known; `recorded`: what the row already says."""
+        if recorded is not None and recorded != content:
+            raise self._mismatch(document, recorded, content)
+        blob = self.container.get_blob_client(document.blob_name)
+        created = blobs.upload_create_only(blob, data, len(data), tags)
+        if recorded is None:
+            recorded = (
+                self.store.record_content(document.id, content)
+                if created
+                else self._stored_content(document, blob)
+            )
         if recorded != content:
             raise self._mismatch(document, recorded, content)
         self.checkpoint("upload")
@@ -230,10 +265,16 @@ class UploadProtocol:
             document.id,
         )
 
-    def seal(self, document: Document) -> None:
-        """Step 3: pending -> committed, before the row may say Ready (the order rule)."""
+    def seal(self, document: Document, written: Mapping[str, str] | None = None) -> None:
+        """Step 3: pending -> committed, before the row may say Ready (the order rule).
+
+        `written`: the tags this process's upload wrote besides the state; with them the seal is
+        one guarded write, without them (a resumed attempt) the tags are read first.
+        """
         try:
-            blobs.seal(self.container.get_blob_client(document.blob_name))
+            blobs.seal(
+                self.container.get_blob_client(document.blob_name), written, self._read_back()
+            )
         except blobs.TagTransitionError as error:
             raise ReservationExpiredError(
                 f"document {document.id}: cannot seal: {error}", document.id
@@ -290,8 +331,14 @@ class UploadProtocol:
             if retry != recorded:
                 raise self._mismatch(document, recorded, retry)
             return document
-        self.upload(document, data, length, tags)
-        self.seal(document)
+        return self._seal_and_publish(document, self.upload(document, data, length, tags), tags)
+
+    def _seal_and_publish(
+        self, document: Document, created: bool, tags: Mapping[str, str] | None
+    ) -> Document:
+        """Steps 3-4; the tags are known exactly when this call's upload created the blob."""
+        written = dict(tags or {}) if created else None
+        self.seal(document, written)
         return self.publish(document)
 
     def put(
@@ -310,7 +357,8 @@ class UploadProtocol:
         """
         document_id = document_id or new_document_id()
         try:
-            document = self.reserve(name, extension, document_id)
+            content = _content_of(data, length, document_id) if isinstance(data, bytes) else None
+            document, fresh = self._reserve(name, extension, document_id, content)
         except StoreError as error:
             # A reservation whose COMMIT answer was lost may exist: the id lets the caller find
             # out, and the same put resumes it (a reservation with a known id is idempotent).
@@ -323,6 +371,9 @@ class UploadProtocol:
         except ProtocolError as error:
             raise type(error)(f"{error}; no document was reserved") from None
         try:
+            if fresh and isinstance(data, bytes) and content is not None:
+                created = self._upload_bytes(document, data, content, content, tags)
+                return self._seal_and_publish(document, created, tags)
             return self.complete(document.id, data, length, tags)
         except ProtocolError as error:
             if error.document_id is None:
@@ -383,10 +434,10 @@ class UploadProtocol:
             self.store.record_intent(document_id, new_blob.blob_name)
             self.checkpoint("replace.intent")
             if isinstance(data, bytes):
-                blobs.upload_create_only(new_blob, data, len(data), tags)
+                created = blobs.upload_create_only(new_blob, data, len(data), tags)
             else:
                 reader = blobs.HashingReader(data)
-                blobs.upload_create_only(new_blob, reader, length, tags)
+                created = blobs.upload_create_only(new_blob, reader, length, tags)
                 if not reader.exhausted():
                     raise ContentMismatchError(
                         f"document {document_id}: the stream holds more than length={length} "
@@ -395,8 +446,9 @@ class UploadProtocol:
                     )
                 content = Content(reader.length, reader.sha256)
             self.checkpoint("replace.upload")
+            written = dict(tags or {}) if created else None
             try:
-                blobs.seal(new_blob)
+                blobs.seal(new_blob, written, self._read_back())
             except blobs.TagTransitionError as error:
                 raise ReservationExpiredError(
                     f"document {document_id}: replace abandoned (the sweeper took its new blob): "
@@ -411,7 +463,7 @@ class UploadProtocol:
                 # No row can point at the new blob now. If the sweeper cleared the intent before
                 # the upload landed, no record names the blob either: retired, reconcile --repair
                 # removes it instead of reporting a committed orphan forever.
-                self._retire_tag(new_blob.blob_name)
+                self._retire_tag(new_blob.blob_name, written)
                 raise ReservationExpiredError(
                     f"document {document_id}: replace stalled past the cutoff and the sweeper "
                     "claimed its new blob; the document still holds its previous bytes",
@@ -419,12 +471,14 @@ class UploadProtocol:
                 )
             if outcome is SwitchResult.ROW_CHANGED:
                 self.store.retire_intent(new_blob.blob_name)
-                self._retire_tag(new_blob.blob_name)
+                self._retire_tag(new_blob.blob_name, written)
                 raise ConcurrentReplaceError(
                     f"document {document_id} changed during replace; retry", document_id
                 )
             self.checkpoint("replace.switch")
-            if self._retire_tag(current.blob_name):
+            # The old blob most likely carries the tags this replace was given: tried in one
+            # guarded write; a 412 (its tags differ) falls back to reading them.
+            if self._retire_tag(current.blob_name, dict(tags or {})):
                 self.checkpoint("replace.retire")
             return replace(current, blob_name=new_blob.blob_name)
 
@@ -443,10 +497,12 @@ class UploadProtocol:
         if self._retire_tag(current.blob_name):
             self.checkpoint("delete.retire")
 
-    def _retire_tag(self, blob_name: str) -> bool:
+    def _retire_tag(self, blob_name: str, written: Mapping[str, str] | None = None) -> bool:
         """committed -> retired, best effort: the sweeper retires it later if this fails."""
         try:
-            return blobs.retire(self.container.get_blob_client(blob_name))
+            return blobs.retire(
+                self.container.get_blob_client(blob_name), written, self._read_back()
+            )
         except (blobs.TagTransitionError, AzureError):
             return False
 

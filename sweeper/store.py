@@ -498,9 +498,13 @@ class DocumentStore:
         c = self.table.c
         return sa.select(c.id, c.name, c.blob_name, c.status, c.created)
 
-    def reserve(self, document: Document) -> Document:
+    def reserve(self, document: Document, content: Content | None = None) -> Document:
         """Insert a Pending row created at the server's time (not `document.created_utc`: a
         writer's clock may be hours off); a retry with the same id returns the row already there.
+
+        `content`, when the caller knows the bytes up front, is recorded in the same INSERT
+        (one round trip instead of an INSERT and an UPDATE after the upload); it is ours only
+        when the row is new: a retry's caller compares it with the row's own record.
         """
         try:
             with self._connect() as conn:
@@ -512,6 +516,8 @@ class DocumentStore:
                         blob_name=document.blob_name,
                         status=document.status.value,
                         created=self._server_now(),
+                        content_length=None if content is None else content.length,
+                        content_sha256=None if content is None else content.sha256,
                     )
                     .returning(self.table.c.created)
                 ).scalar_one()

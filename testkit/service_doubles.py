@@ -21,6 +21,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
 from policies.probes import RequestCounter
+from testkit.azurite import dev_connection_string
 from testkit.fault_proxy import _HOP_BY_HOP, LatencyProxy, LatencyProxyServer, _Handler
 
 TENANT = "00000000-0000-0000-0000-000000000000"
@@ -82,44 +83,66 @@ class _OverwritingHandler(_Handler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
-_TAG_CONDITION = re.compile(r"\"(?P<name>[^\"]+)\" = '(?P<value>[^']*)'")
+_TAG_TERM = re.compile(r"\"(?P<name>[^\"]+)\"\s*(?P<op>=|<>)\s*'(?P<value>[^']*)'")
+_NOT_MET = (
+    b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ConditionNotMet</Code>'
+    b"<Message>The condition specified using HTTP conditional header(s) is not met."
+    b"</Message></Error>"
+)
+
+
+def tags_condition_holds(condition: str, tags: dict[str, str]) -> bool | None:
+    """Whether `x-ms-if-tags` holds for `tags`; None for an expression this double does not
+    evaluate (only `"key" = 'value'` and `<>` terms joined by AND). A tag the blob lacks makes
+    its term false."""
+    holds = True
+    for term in condition.split(" AND "):
+        match = _TAG_TERM.fullmatch(term.strip())
+        if match is None:
+            return None
+        value = tags.get(match["name"])
+        equal = value == match["value"]
+        holds = holds and value is not None and (equal if match["op"] == "=" else not equal)
+    return holds
 
 
 class _TagGuardHandler(_Handler):
     """Evaluates x-ms-if-tags on Set Blob Tags itself (Azurite ignores it) and answers 412
-    ConditionNotMet when it does not hold, as Azure documents; everything else is forwarded."""
+    ConditionNotMet when it does not hold, as Azure documents: the tag condition is evaluated
+    before the write, which happens only when it holds
+    (https://learn.microsoft.com/rest/api/storageservices/set-blob-tags, request header
+    x-ms-if-tags; https://learn.microsoft.com/azure/storage/blobs/storage-manage-find-blobs,
+    "Conditional blob operations").
+
+    The check and the write happen under the blob's lock, after the proxy's delay and triggers, so a
+    tag change another client makes through this double (or a trigger makes just before) is
+    seen: the condition is evaluated atomically with the write, as on Azure."""
 
     server: DoubleServer
 
-    def _forward(self) -> None:
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
         condition = self.headers.get("x-ms-if-tags")
-        if self.command == "PUT" and "comp=tags" in self.path and condition:
-            match = _TAG_CONDITION.fullmatch(condition)
-            parts = unquote(urlsplit(self.path).path).split("/", 3)
-            if match and len(parts) == 4:
+        parts = unquote(urlsplit(self.path).path).split("/", 3)
+        if not (self.command == "PUT" and "comp=tags" in self.path and condition):
+            return super()._send_upstream(headers, body)
+        if len(parts) != 4:
+            return super()._send_upstream(headers, body)
+        with self.server.blob_lock(parts[2], parts[3]):
+            try:
                 tags = self.server.admin.get_blob_client(parts[2], parts[3]).get_blob_tags()
-                if tags.get(match["name"]) != match["value"]:
-                    self._refuse()
-                    return
-        super()._forward()
+            except ResourceNotFoundError:
+                return super()._send_upstream(headers, body)
+            holds = tags_condition_holds(condition, tags)
+            if holds is None:
+                return _refusal(400, "InvalidHeaderValue", b"x-ms-if-tags not evaluated")
+            if not holds:
+                return _refusal(412, "ConditionNotMet", _NOT_MET)
+            return super()._send_upstream(headers, body)
 
-    def _refuse(self) -> None:
-        body = (
-            b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ConditionNotMet</Code>'
-            b"<Message>The condition specified using HTTP conditional header(s) is not met."
-            b"</Message></Error>"
-        )
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response_only(
-            412, "The condition specified using HTTP conditional header(s) is not met."
-        )
-        self.send_header("x-ms-error-code", "ConditionNotMet")
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+def _refusal(status: int, code: str, body: bytes) -> _UpstreamAnswer:
+    headers = [("x-ms-error-code", code), ("Content-Type", "application/xml")]
+    return _UpstreamAnswer(status, code, headers, body)
 
 
 Refusal = Callable[[str, str, Message], tuple[int, str] | None]
@@ -396,7 +419,7 @@ class DoubleServer(LatencyProxyServer):
     """The latency proxy's server with another handler and the state that handler needs."""
 
     def __init__(self, upstream_port: int, handler: type[_Handler], **state: Any) -> None:
-        super().__init__(("127.0.0.1", upstream_port), delay_s=0.0)
+        super().__init__(("127.0.0.1", upstream_port), delay_s=state.pop("delay_s", 0.0))
         self.RequestHandlerClass = handler
         self.admin: BlobServiceClient = state.pop("admin", None)
         self.refuse: Refusal = state.pop("refuse", lambda *_: None)
@@ -406,6 +429,14 @@ class DoubleServer(LatencyProxyServer):
         self.permanent: tuple[int, str] | None = state.pop("permanent", None)
         self.deleted_snapshots: set[tuple[str, str, str]] = set()
         self.lost = False
+        self._blob_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._blob_locks_guard = threading.Lock()
+
+    def blob_lock(self, container: str, blob: str) -> threading.Lock:
+        """One lock per blob: its tag condition is checked and written as one step, while
+        writes to other blobs go on in parallel, as on Azure."""
+        with self._blob_locks_guard:
+            return self._blob_locks.setdefault((container, blob), threading.Lock())
 
 
 class ServiceDouble(LatencyProxy):
@@ -426,9 +457,14 @@ def non_conforming_service(upstream_port: int, admin: BlobServiceClient) -> Serv
     return ServiceDouble(upstream_port, _OverwritingHandler, admin=admin)
 
 
-def tag_guarding_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
-    """Azurite with the tag condition on Set Blob Tags enforced, as Azure does."""
-    return ServiceDouble(upstream_port, _TagGuardHandler, admin=admin)
+def tag_guarding_service(
+    upstream_port: int, admin: BlobServiceClient | None = None, delay_s: float = 0.0
+) -> ServiceDouble:
+    """Azurite with the tag condition on Set Blob Tags enforced, as Azure does; `delay_s` per
+    request models the cloud round trip, as the latency proxy does (the double's own tag read
+    goes straight to Azurite and is neither delayed nor counted)."""
+    admin = admin or BlobServiceClient.from_connection_string(dev_connection_string(upstream_port))
+    return ServiceDouble(upstream_port, _TagGuardHandler, admin=admin, delay_s=delay_s)
 
 
 def refusing_service(upstream_port: int, refuse: Refusal) -> ServiceDouble:
