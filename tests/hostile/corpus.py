@@ -177,12 +177,16 @@ SLOW_COMMANDS = frozenset({"verify", "build-function"})
 
 
 OTHER_SCOPES: dict[tuple[str, str, str], str] = {
-    ("audit", "SAFETYNET_ARM_TOKEN", "\udc80\udcff"): "sweeper/redaction.py quotes a secret "
+    (
+        "audit",
+        "SAFETYNET_ARM_TOKEN",
+        "\udc80\udcff",
+    ): "blob_safetynet/sweeper/redaction.py quotes a secret "
     "with lone surrogates strictly: UnicodeEncodeError before main() handles errors (issue 18, "
     "redaction: part A)",
     **{
         (command, "--output", value): f"{command} --output is checked after the run and not "
-        "for unusable names (issue 23B moves it onto sweeper.atomicfile.check_output_path)"
+        "for unusable names (issue 23B moves it onto blob_safetynet.sweeper.atomicfile.check_output_path)"
         for command, value in (
             ("audit", "{work}/out/" + "n" * 300),
             ("audit", "{work}/out/a\x00b"),

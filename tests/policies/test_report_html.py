@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from safetynet.cli import main
+from blob_safetynet.cli.main import main
 from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
 from tests.policies.arm_env import use_fake_arm
 
