@@ -110,3 +110,10 @@ def test_logging_filter_scrubs_message_arguments_and_exceptions() -> None:
 def test_printable_can_leave_backslashes_of_escaped_names_alone() -> None:
     """A message holding an escaped name is escaped once more without doubling its backslashes."""
     assert printable("name 'a\\nb'\n", backslashes=False) == "name 'a\\nb'\\n"
+
+
+def test_a_secret_holding_lone_surrogates_is_masked_without_an_error() -> None:
+    """An environment value may hold lone surrogates (undecodable bytes): its spellings are
+    built without UnicodeEncodeError, and the value is still masked."""
+    secret = "tok\udc80\udcffen-canary"
+    assert secret not in Redactor([secret]).scrub(f"token {secret} leaked")

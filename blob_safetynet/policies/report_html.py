@@ -46,13 +46,11 @@ def _environment() -> jinja2.Environment:
 
 
 def frameworks(rule: Rule) -> dict[str, tuple[str, ...]]:
-    """The control ids a rule checks, by framework short name, from its `controls` (each with
-    `framework` and `id`); empty for a rule that maps to none."""
+    """The control ids a rule checks, by framework short name; empty for a rule that maps to
+    none."""
     grouped: dict[str, list[str]] = {}
-    for control in getattr(rule, "controls", ()):
-        framework = getattr(control, "framework", "")
-        name = str(getattr(framework, "short", framework))
-        grouped.setdefault(name, []).append(str(getattr(control, "id", "")))
+    for control in rule.controls:
+        grouped.setdefault(control.framework.short, []).append(control.id)
     return {name: tuple(ids) for name, ids in grouped.items()}
 
 

@@ -172,8 +172,9 @@ def spellings(secret: str) -> set[str]:
         found |= {
             base,
             base.strip(),
-            quote(base, safe=""),
-            quote_plus(base, safe=""),
+            # surrogatepass: a secret from the environment may hold lone surrogates.
+            quote(base, safe="", errors="surrogatepass"),
+            quote_plus(base, safe="", errors="surrogatepass"),
             json.dumps(base)[1:-1],
             json.dumps(base, ensure_ascii=False)[1:-1],
             html.escape(base),

@@ -176,29 +176,6 @@ SLOW_COMMANDS = frozenset({"verify", "build-function"})
 """Commands that take seconds a run: they get their slot's own values, not the generic ones."""
 
 
-OTHER_SCOPES: dict[tuple[str, str, str], str] = {
-    (
-        "audit",
-        "SAFETYNET_ARM_TOKEN",
-        "\udc80\udcff",
-    ): "blob_safetynet/sweeper/redaction.py quotes a secret "
-    "with lone surrogates strictly: UnicodeEncodeError before main() handles errors (issue 18, "
-    "redaction: part A)",
-    **{
-        (command, "--output", value): f"{command} --output is checked after the run and not "
-        "for unusable names (issue 23B moves it onto blob_safetynet.sweeper.atomicfile.check_output_path)"
-        for command, value in (
-            ("audit", "{work}/out/" + "n" * 300),
-            ("audit", "{work}/out/a\x00b"),
-            ("audit", "a" * 5000),
-            ("verify", "{work}/out/a\x00b"),
-        )
-    },
-}
-"""Cases that fail on this branch for a defect another part of the issue fixes: expected to
-fail until those branches merge (not strict: they pass once merged)."""
-
-
 STRIDE = {"verify": 4, "build-function": 3}
 """Of a slot's own values, the default run takes every STRIDE-th (3 unless named), each slot
 starting at another offset; SAFETYNET_HOSTILE_FULL=1 takes them all."""

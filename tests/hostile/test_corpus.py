@@ -29,7 +29,7 @@ from blob_safetynet.sweeper.lease import ACQUIRED, HOLDER, LEASE_BLOB
 from blob_safetynet.sweeper.store import DocumentStore
 from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, PENDING, STATE_TAG
 from testkit.arm_fake import SUBSCRIPTION, FakeArm, compliant_account
-from tests.hostile.corpus import OTHER_SCOPES, UNICODE, Case, cases
+from tests.hostile.corpus import UNICODE, Case, cases
 
 DOCUMENTED = frozenset(ExitCode) - {ExitCode.INTERNAL}
 PLANTED_NAMES = (
@@ -247,12 +247,7 @@ CASES = cases(full=os.environ.get("SAFETYNET_HOSTILE_FULL") == "1")
 
 
 def parameters() -> list[object]:
-    marked: list[object] = []
-    for case in CASES:
-        reason = OTHER_SCOPES.get((case.command, case.slot, case.value))
-        marks = [pytest.mark.xfail(reason=reason, strict=False)] if reason else []
-        marked.append(pytest.param(case, id=case.id, marks=marks))
-    return marked
+    return [pytest.param(case, id=case.id) for case in CASES]
 
 
 @pytest.mark.parametrize("case", parameters())

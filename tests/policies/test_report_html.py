@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from blob_safetynet.cli.main import main
+from blob_safetynet.policies.report_html import frameworks
+from blob_safetynet.policies.rules import RULES_BY_ID
 from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
 from tests.policies.arm_env import use_fake_arm
 
@@ -129,3 +131,15 @@ def test_report_loads_in_chromium_and_shows_the_json_counts(reports: dict[str, P
         url,
     )
     assert SCREENSHOT.stat().st_size > 0
+
+
+def test_the_framework_filter_groups_each_rules_controls() -> None:
+    """Each rule's CIS and MCSB control ids are grouped under the framework's short name, the
+    names the page's framework filter offers."""
+    soft_delete = frameworks(RULES_BY_ID["SN-BLOB-SOFT-DELETE"])
+    assert set(soft_delete) <= {"CIS 3.0.0", "MCSB v1"}
+    assert soft_delete
+    assert {name for rule in RULES_BY_ID.values() for name in frameworks(rule)} == {
+        "CIS 3.0.0",
+        "MCSB v1",
+    }

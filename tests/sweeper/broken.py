@@ -10,7 +10,7 @@ is handed), so they keep breaking the same property while the internals they wra
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -29,14 +29,11 @@ FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 class PublishBeforeSeal(UploadProtocol):
     """The order rule reversed: the row turns Ready while its blob still says pending."""
 
-    def complete(
-        self, document_id: str, data: blobs.UploadData, length: int | None = None, *more: Any
+    def _seal_and_publish(
+        self, document: Document, created: bool, tags: Mapping[str, str] | None
     ) -> Document:
-        document = self.store.get(document_id)
-        assert document is not None
-        self.upload(document, data, length, *more)
         published = self.publish(document)
-        self.seal(document)
+        self.seal(document, dict(tags or {}) if created else None)
         return published
 
 

@@ -124,11 +124,39 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+CREDENTIAL_LINE_LIMIT = 300
+"""Longer azure-identity warnings are cut to their first line and the credentials tried."""
+
+
+class ShortCredentialChain(logging.Filter):
+    """azure-identity logs a failed credential chain as one WARNING of several KB (each
+    credential's whole reason, with links); the command reports the failure itself, so the
+    record keeps its first line and the names of the credentials it tried."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("azure.identity") or record.levelno < logging.WARNING:
+            return True
+        message = record.getMessage()
+        if len(message) <= CREDENTIAL_LINE_LIMIT:
+            return True
+        first, *rest = message.splitlines() or [""]
+        tried = [
+            line.strip().split(":", 1)[0]
+            for line in rest
+            if line[:1] in ("\t", " ") and ":" in line and line.strip()[:1].isalpha()
+        ]
+        shown = first[:CREDENTIAL_LINE_LIMIT]
+        record.msg = f"{shown} Tried: {', '.join(tried)}." if tried else shown
+        record.args = None
+        return True
+
+
 def install_logging(redactor: Redactor) -> logging.Handler:
     """Every log record (ours and the Azure SDK's) to stderr, scrubbed; JSON lines off a tty."""
     handler = logging.StreamHandler(sys.stderr)
     if not sys.stderr.isatty():
         handler.setFormatter(JsonLogFormatter())
+    handler.addFilter(ShortCredentialChain())
     handler.addFilter(RedactingFilter(redactor))
     logging.getLogger().addHandler(handler)
     return handler

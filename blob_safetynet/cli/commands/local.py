@@ -66,13 +66,13 @@ def _check(args: argparse.Namespace) -> str | None:
     """Why the options cannot be used, or None."""
     if not 0 <= args.port <= 65535:
         return f"--port {args.port} is not a port (0-65535)"
+    if args.location is not None and not args.location.is_dir():
+        return f"--location {args.location} is not a folder"
     if args.port and _port_in_use(args.port):
         return (
             f"port {args.port} on 127.0.0.1 is in use (another Azurite?); stop it or pass "
             "--port 0 for a free port"
         )
-    if args.location is not None and not args.location.is_dir():
-        return f"--location {args.location} is not a folder"
     return None
 
 
