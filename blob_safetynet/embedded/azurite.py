@@ -60,9 +60,15 @@ def find_azurite_bin() -> Path:
     if shutil.which("node") is None:
         raise AzuriteError("Node.js 20+ is required to run Azurite, and `node` is not on PATH")
     path = PROJECT_ROOT / "node_modules" / ".bin" / "azurite-blob"
-    if not path.is_file():
+    if path.is_file():
+        return path
+    if (PROJECT_ROOT / "package.json").is_file():
         raise AzuriteError(f"Azurite is not installed: run `npm ci` in {PROJECT_ROOT}")
-    return path
+    # An installed wheel: no checkout, no package.json beside the package.
+    raise AzuriteError(
+        f"Azurite is not installed: `npm install azurite`, then set {AZURITE_BIN_ENV} to the "
+        "path of its azurite-blob"
+    )
 
 
 @dataclass(frozen=True)
