@@ -2,7 +2,7 @@
 
 Builds the wheel, checks what it holds (one top-level package, no test doubles), installs it with
 `[infra]` into a fresh venv in a temporary folder (its dependencies held to uv.lock's versions),
-writes a user project with its OWN `infra/__main__.py` and `blob_safetynet/policies/` package, and runs there,
+writes a user project with its OWN `infra/__main__.py` and `policies/` package, and runs there,
 with nothing of this repository on sys.path: the protocol's put and read against the embedded
 Azurite, and the user's Pulumi program instantiating `SafetyNetStorage` under mocks, every resource
 it registers passed through the CrossGuard policies. Exit 0 when every check holds, 1 otherwise.
@@ -50,7 +50,7 @@ import sys
 from pathlib import Path
 
 import blob_safetynet
-import blob_safetynet.policies
+import policies
 from azure.storage.blob import BlobServiceClient
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.sweeper.protocol import UploadProtocol
