@@ -426,7 +426,8 @@ def _element(tag: str, text: str) -> ET.Element:
 @dataclass
 class Exchange:
     """One request to a blob as a misbehaviour sees it; it may change `headers` before the
-    request is forwarded, and act on the blob itself through `admin` (straight to Azurite)."""
+    request is forwarded, and act on the blob itself through `blob` (the double's admin
+    client, which does not pass through the double)."""
 
     method: str
     query: dict[str, list[str]]
@@ -468,7 +469,7 @@ class _MisbehavingHandler(_Handler):
             body,
             self.server.admin.get_blob_client(parts[2], parts[3]),
         )
-        with self.server.blob_lock("", ""):
+        with self.server.one_at_a_time:
             answer = self.server.misbehave(exchange)
             if answer is None:
                 return super()._send_upstream(exchange.headers, body)
@@ -625,6 +626,7 @@ class DoubleServer(LatencyProxyServer):
         self.permanent: tuple[int, str] | None = state.pop("permanent", None)
         self.deleted_snapshots: set[tuple[str, str, str]] = set()
         self.lost = False
+        self.one_at_a_time = threading.Lock()
         self._blob_locks: dict[tuple[str, str], threading.Lock] = {}
         self._blob_locks_guard = threading.Lock()
 
