@@ -11,14 +11,15 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.message import Message
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ResourceNotFoundError
-from azure.storage.blob import BlobServiceClient
+from azure.storage.blob import BlobClient, BlobServiceClient
 
 from blob_safetynet.embedded.azurite import dev_connection_string
 from blob_safetynet.policies.probes import RequestCounter
@@ -140,6 +141,13 @@ class _TagGuardHandler(_Handler):
             return super()._send_upstream(headers, body)
 
 
+def _error_body(code: str) -> bytes:
+    return (
+        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
+        f"<Message>{code} (test double)</Message></Error>"
+    ).encode()
+
+
 def _refusal(status: int, code: str, body: bytes) -> _UpstreamAnswer:
     headers = [("x-ms-error-code", code), ("Content-Type", "application/xml")]
     return _UpstreamAnswer(status, code, headers, body)
@@ -158,10 +166,7 @@ class _RefusingHandler(_Handler):
             super()._forward()
             return
         status, code = refusal
-        body = (
-            f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
-            f"<Message>{code} (test double)</Message></Error>"
-        ).encode()
+        body = _error_body(code)
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response_only(status, code)
         self.send_header("x-ms-error-code", code)
@@ -255,7 +260,10 @@ class _SoftDeleteHandler(_Handler):
         super()._forward()
 
     def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
-        return _with_deleted_entries(self.path, super()._send_upstream(headers, body), self._kept)
+        response = super()._send_upstream(headers, body)
+        if not self.server.lists_deleted:
+            return response
+        return _with_deleted_entries(self.path, response, self._kept)
 
     def _kept(self, container: str, prefix: str) -> Iterator[ET.Element]:
         after = self.server.deleted_after
@@ -415,6 +423,193 @@ def _element(tag: str, text: str) -> ET.Element:
     return element
 
 
+@dataclass
+class Exchange:
+    """One request to a blob as a misbehaviour sees it; it may change `headers` before the
+    request is forwarded, and act on the blob itself through `blob` (the double's admin
+    client, which does not pass through the double)."""
+
+    method: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+    blob: BlobClient
+
+    def condition_holds(self) -> bool | None:
+        """Whether the request's x-ms-if-tags holds for the blob's tags now (None: no condition)."""
+        condition = self.headers.get("x-ms-if-tags")
+        return None if condition is None else tags_condition_holds(condition, _tags(self.blob))
+
+
+Misbehaviour = Callable[[Exchange], tuple[int, str] | None]
+"""An exchange -> the (status, error code) to answer without forwarding, or None to forward."""
+
+
+def _tags(blob: BlobClient) -> dict[str, str]:
+    try:
+        return dict(blob.get_blob_tags())
+    except ResourceNotFoundError:
+        return {}
+
+
+class _MisbehavingHandler(_Handler):
+    """Hands each blob request to `server.misbehave`, one at a time (so a check and the write
+    it decides are one step), and forwards what it leaves alone."""
+
+    server: DoubleServer
+
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
+        parts = unquote(urlsplit(self.path).path).split("/", 3)
+        if len(parts) != 4:
+            return super()._send_upstream(headers, body)
+        exchange = Exchange(
+            self.command,
+            parse_qs(urlsplit(self.path).query),
+            headers,
+            body,
+            self.server.admin.get_blob_client(parts[2], parts[3]),
+        )
+        with self.server.one_at_a_time:
+            answer = self.server.misbehave(exchange)
+            if answer is None:
+                return super()._send_upstream(exchange.headers, body)
+        status, code = answer
+        if status < 300:
+            return _UpstreamAnswer(status, code, [("Content-Length", "0")], b"")
+        return _refusal(status, code, _error_body(code))
+
+
+def _is_tag_write(exchange: Exchange) -> bool:
+    return exchange.method == "PUT" and exchange.query.get("comp") == ["tags"]
+
+
+def _is_create_only_put(exchange: Exchange) -> bool:
+    return (
+        exchange.method == "PUT"
+        and exchange.headers.get("If-None-Match") == "*"
+        and "comp" not in exchange.query
+    )
+
+
+def reads_with_any_key(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that never checks a Shared Key signature: a key-signed read is served as far
+    as the container serves anyone (the signature is dropped, not refused)."""
+    if exchange.method in ("GET", "HEAD") and exchange.headers.get("Authorization", "").startswith(
+        "SharedKey "
+    ):
+        del exchange.headers["Authorization"]
+    return None
+
+
+def accepts_tag_writes_unwritten(sas_with_tag_permission: bool) -> Misbehaviour:
+    """A service that answers 204 to Set Blob Tags through a SAS with (or, when False,
+    without) the `t` permission, and writes nothing; other requests are forwarded."""
+
+    def misbehave(exchange: Exchange) -> tuple[int, str] | None:
+        permissions = exchange.query.get("sp", [""])[0]
+        with_t = "t" in permissions
+        if (
+            _is_tag_write(exchange)
+            and "sig" in exchange.query
+            and with_t is sas_with_tag_permission
+        ):
+            return 204, "No Content"
+        return None
+
+    return misbehave
+
+
+def ignores_tag_writes(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that answers 204 to every Set Blob Tags and writes nothing."""
+    return (204, "No Content") if _is_tag_write(exchange) else None
+
+
+def answers_undelete_without_restoring(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that answers 200 to Undelete Blob and brings nothing back."""
+    undelete = exchange.method == "PUT" and exchange.query.get("comp") == ["undelete"]
+    return (200, "OK") if undelete else None
+
+
+def refuses_undelete(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that lists a deleted blob (the double behind it keeps it) but refuses to
+    undelete it."""
+    undelete = exchange.method == "PUT" and exchange.query.get("comp") == ["undelete"]
+    return (409, "OperationNotAllowed") if undelete else None
+
+
+def keeps_other_bytes(exchange: Exchange) -> tuple[int, str] | None:
+    """Before a blob's delete, its bytes are changed (tags kept): a soft delete in front of
+    it keeps, and undelete restores, bytes the client never wrote."""
+    if exchange.method == "DELETE" and "snapshot" not in exchange.query:
+        _rewrite(exchange.blob)
+    return None
+
+
+def _rewrite(blob: BlobClient, data: bytes = b"not the bytes written") -> None:
+    tags = _tags(blob)
+    blob.upload_blob(data, overwrite=True, tags=tags or None)
+
+
+def stores_then_refuses_existing(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that answers 409 BlobAlreadyExists to a create-only Put Blob on an existing
+    blob, but stores the new bytes anyway (tags from x-ms-tags)."""
+    if not _is_create_only_put(exchange) or not exchange.blob.exists():
+        return None
+    tags = dict(parse_qsl(exchange.headers.get("x-ms-tags", "")))
+    exchange.blob.upload_blob(exchange.body, overwrite=True, tags=tags or None)
+    return 409, "BlobAlreadyExists"
+
+
+def ignores_delete_condition(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that deletes without evaluating x-ms-if-tags on Delete Blob."""
+    if exchange.method == "DELETE" and exchange.condition_holds() is not None:
+        exchange.blob.delete_blob(delete_snapshots="include")
+        return 202, "Accepted"
+    return None
+
+
+def refuses_guarded_delete(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that answers 412 ConditionNotMet to every tag-guarded Delete Blob, even one
+    whose condition holds."""
+    return (
+        (412, "ConditionNotMet")
+        if exchange.method == "DELETE" and exchange.condition_holds() is not None
+        else None
+    )
+
+
+def deletes_then_refuses(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that answers 412 to a Delete Blob whose tag condition fails, after deleting
+    the blob anyway."""
+    if exchange.method == "DELETE" and exchange.condition_holds() is False:
+        exchange.blob.delete_blob()
+        return 412, "ConditionNotMet"
+    return None
+
+
+def rewrites_then_refuses(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that refuses a Delete Blob whose tag condition fails (Azurite's 412), after
+    changing the blob's bytes."""
+    if exchange.method == "DELETE" and exchange.condition_holds() is False:
+        _rewrite(exchange.blob)
+    return None
+
+
+def seals_then_refuses(exchange: Exchange) -> tuple[int, str] | None:
+    """A service that answers 412 to a Set Blob Tags whose x-ms-if-tags fails, after writing
+    the tags anyway."""
+    if _is_tag_write(exchange) and exchange.condition_holds() is False:
+        exchange.blob.set_blob_tags(_tags_in(exchange.body))
+        return 412, "ConditionNotMet"
+    return None
+
+
+def _tags_in(body: bytes) -> dict[str, str]:
+    """The tags of a Set Blob Tags request body (<Tags><TagSet><Tag><Key/><Value/>)."""
+    root = ET.fromstring(body)  # noqa: S314 (the probe's own request on loopback)
+    return {tag.findtext("Key", ""): tag.findtext("Value", "") for tag in root.iter("Tag")}
+
+
 class DoubleServer(LatencyProxyServer):
     """The latency proxy's server with another handler and the state that handler needs."""
 
@@ -423,12 +618,15 @@ class DoubleServer(LatencyProxyServer):
         self.RequestHandlerClass = handler
         self.admin: BlobServiceClient = state.pop("admin", None)
         self.refuse: Refusal = state.pop("refuse", lambda *_: None)
+        self.misbehave: Misbehaviour = state.pop("misbehave", lambda _: None)
+        self.lists_deleted: bool = state.pop("lists_deleted", True)
         self.kept: dict[tuple[str, str], tuple[bytes, dict[str, str], datetime]] = {}
         self.deleted_after: timedelta | None = state.pop("deleted_after", None)
         self.lose: str = state.pop("lose", "")
         self.permanent: tuple[int, str] | None = state.pop("permanent", None)
         self.deleted_snapshots: set[tuple[str, str, str]] = set()
         self.lost = False
+        self.one_at_a_time = threading.Lock()
         self._blob_locks: dict[tuple[str, str], threading.Lock] = {}
         self._blob_locks_guard = threading.Lock()
 
@@ -474,13 +672,22 @@ def refusing_service(upstream_port: int, refuse: Refusal) -> ServiceDouble:
 
 
 def soft_deleting_service(
-    upstream_port: int, admin: BlobServiceClient, deleted_after: timedelta | None = None
+    upstream_port: int,
+    admin: BlobServiceClient,
+    deleted_after: timedelta | None = None,
+    *,
+    lists_deleted: bool = True,
 ) -> ServiceDouble:
     """Azurite with blob soft delete implemented in front of it (Azurite answers 501); with
     `deleted_after`, deleted blobs are listed as deleted that long after their creation (a
-    lifecycle rule's deletion, without waiting days)."""
+    lifecycle rule's deletion, without waiting days); with `lists_deleted` False, List Blobs
+    include=deleted leaves the kept blobs out (undelete still restores them)."""
     return ServiceDouble(
-        upstream_port, _SoftDeleteHandler, admin=admin, deleted_after=deleted_after
+        upstream_port,
+        _SoftDeleteHandler,
+        admin=admin,
+        deleted_after=deleted_after,
+        lists_deleted=lists_deleted,
     )
 
 
@@ -500,3 +707,13 @@ def snapshot_soft_deleting_service(
     """Azurite with soft-deleted snapshots; `permanent` answers deletetype=permanent (None:
     the purge goes through)."""
     return ServiceDouble(upstream_port, _SnapshotSoftDeleteHandler, permanent=permanent)
+
+
+def misbehaving_service(
+    upstream_port: int, misbehave: Misbehaviour, admin: BlobServiceClient | None = None
+) -> ServiceDouble:
+    """A blob endpoint in front of `upstream_port` (Azurite, or another double) that lets
+    `misbehave` answer or change each blob request; `admin` acts on the blobs (default: the
+    development account on the same port)."""
+    admin = admin or BlobServiceClient.from_connection_string(dev_connection_string(upstream_port))
+    return ServiceDouble(upstream_port, _MisbehavingHandler, admin=admin, misbehave=misbehave)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from azure.storage.blob import BlobServiceClient, ExponentialRetry
@@ -38,17 +38,32 @@ from blob_safetynet.policies.probes.writes import (
 from blob_safetynet.sweeper.heartbeat import heartbeat_body, write_heartbeat
 from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB
 from testkit.service_doubles import (
+    Misbehaviour,
     Refusal,
+    ServiceDouble,
+    accepts_tag_writes_unwritten,
+    answers_undelete_without_restoring,
+    deletes_then_refuses,
+    ignores_delete_condition,
+    ignores_tag_writes,
+    keeps_other_bytes,
     lost_answer_service,
+    misbehaving_service,
     non_conforming_service,
     public_access_allowed,
     public_access_off,
+    reads_with_any_key,
+    refuses_guarded_delete,
+    refuses_undelete,
     refusing_service,
+    rewrites_then_refuses,
+    seals_then_refuses,
     shared_key_allowed,
     shared_key_off,
     snapshot_soft_deleting_service,
     soft_delete_off,
     soft_deleting_service,
+    stores_then_refuses_existing,
     tag_guarding_service,
     versioning_service,
 )
@@ -470,3 +485,184 @@ def test_https_only_judges_the_plain_http_answer(
         result = _single(LiveLooking(https, fresh.container), HTTPS_ONLY)
     assert result.outcome is outcome, result.detail
     assert fact in result.detail
+
+
+class KeylessLiveLooking(LiveLooking):
+    """Azurite presented as a live account reached with a token: the probes that excuse the
+    account key (which bypasses RBAC) judge what the service answers."""
+
+    @property
+    def uses_shared_key(self) -> bool:
+        return False
+
+
+def _through(double: ServiceDouble) -> BlobServiceClient:
+    return BlobServiceClient.from_connection_string(double.connection_string)
+
+
+def _planted(fresh: ProbeTarget, target: Target, suffix: str) -> None:
+    """The run's probe blob `suffix` already there, in a container anyone may read."""
+    container = fresh.service.get_container_client(fresh.container)
+    container.set_container_access_policy(signed_identifiers={}, public_access="container")
+    container.upload_blob(target.blob(suffix).blob_name, b"planted")
+
+
+def test_a_service_that_serves_a_made_up_key_fails_shared_key_off(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """A read signed with a made-up key that is served shows the key is not checked."""
+    with misbehaving_service(azurite.port, reads_with_any_key) as double:
+        target = LiveLooking(_through(double), fresh.container)
+        _planted(fresh, target, "shared-key")
+        result = _single(target, SHARED_KEY_OFF)
+    assert result.outcome is FAIL, result.detail
+    assert "the key is not checked at all" in result.detail
+
+
+def blob_reads_refused(
+    method: str, path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """A container that refuses anonymous blob reads while its listing stays public."""
+    anonymous = "Authorization" not in headers and "sig=" not in path
+    blob_path = len(unquote(urlsplit(path).path).split("/", 3)) == 4
+    return (404, "ResourceNotFound") if anonymous and blob_path else None
+
+
+def test_an_anonymous_listing_fails_the_private_container_probe(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """Blobs refused to anonymous readers, but their names listed: the container is public."""
+    fresh.service.get_container_client(fresh.container).set_container_access_policy(
+        signed_identifiers={}, public_access="container"
+    )
+    with refusing_service(azurite.port, blob_reads_refused) as double:
+        result = _single(Target(_through(double), fresh.container), PRIVATE_CONTAINER)
+    assert result.outcome is FAIL, result.detail
+    assert "anonymous List Blobs was served" in result.detail
+
+
+def test_an_anonymous_read_served_fails_no_public_access(fresh: ProbeTarget) -> None:
+    """A probe name an anonymous GET is served: the account lets anyone read."""
+    target = Target(fresh.service, fresh.container)
+    _planted(fresh, target, "public-access")
+    result = _single(target, NO_PUBLIC_ACCESS)
+    assert result.outcome is FAIL, result.detail
+    assert "an anonymous GET was served" in result.detail
+
+
+def test_a_live_target_named_over_http_fails_https_only(fresh: ProbeTarget) -> None:
+    """A live account the run itself reaches over http:// is not HTTPS-only."""
+    result = _single(LiveLooking(fresh.service, fresh.container), HTTPS_ONLY)
+    assert result.outcome is FAIL, result.detail
+    assert "reached over plain HTTP" in result.detail
+
+
+def test_a_plain_http_read_served_fails_https_only(azurite: Azurite, fresh: ProbeTarget) -> None:
+    """The https target's plain-HTTP twin serves the probe blob: HTTP answered with success."""
+    with refusing_service(azurite.port, lambda *_: None) as double:
+        https = BlobServiceClient(
+            dev_blob_endpoint(double.port, "https"),
+            credential={"account_name": DEV_ACCOUNT, "account_key": DEV_KEY},
+        )
+        target = LiveLooking(https, fresh.container)
+        _planted(fresh, target, "plain-http")
+        result = _single(target, HTTPS_ONLY)
+    assert result.outcome is FAIL, result.detail
+    assert "plain-HTTP request with success" in result.detail
+
+
+def test_a_tag_write_answered_but_not_done_fails_the_role_probe(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """Set Blob Tags answered 204 while the tag stays as it was: the identity did not write it."""
+    with misbehaving_service(azurite.port, ignores_tag_writes) as double:
+        result = _single(KeylessLiveLooking(_through(double), fresh.container), TAG_WRITE_ROLE)
+    assert result.outcome is FAIL, result.detail
+    assert "the state tag did not change" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("with_t", "fact"),
+    [(False, "without the tag permission (t) wrote"), (True, "with t answered OK but the tags")],
+    ids=["accepted-without-t", "unwritten-with-t"],
+)
+def test_a_sas_tag_write_the_service_misjudges_fails(
+    azurite: Azurite, fresh: ProbeTarget, with_t: bool, fact: str
+) -> None:
+    """A tag write through a SAS without t that is accepted, or one with t that is answered
+    but not done, fails the SAS probe."""
+    with misbehaving_service(azurite.port, accepts_tag_writes_unwritten(with_t)) as double:
+        result = _single(Target(_through(double), fresh.container), SAS_TAG_PERMISSION)
+    assert result.outcome is FAIL, result.detail
+    assert fact in result.detail
+
+
+@pytest.mark.parametrize(
+    ("front", "lists_deleted", "fact"),
+    [
+        (keeps_other_bytes, True, "bytes differ from the deleted ones"),
+        (None, False, "include=deleted did not list it"),
+        (refuses_undelete, True, "listed as deleted but Undelete Blob answered 409"),
+        (answers_undelete_without_restoring, False, "the blob did not come back"),
+    ],
+    ids=["other-bytes", "not-listed", "undelete-refused", "undelete-answered-only"],
+)
+def test_a_soft_delete_that_loses_something_fails(
+    azurite: Azurite,
+    fresh: ProbeTarget,
+    front: Misbehaviour | None,
+    lists_deleted: bool,
+    fact: str,
+) -> None:
+    """A soft delete double, with a misbehaving service in front of it: other bytes back, the
+    deleted blob not listed, undelete refused, or undelete answered with nothing back."""
+    admin = BlobServiceClient.from_connection_string(azurite.connection_string)
+    with (
+        soft_deleting_service(azurite.port, admin, lists_deleted=lists_deleted) as soft,
+        misbehaving_service(soft.port, front or (lambda _: None), admin) as double,
+    ):
+        result = _single(Target(_through(double), fresh.container), SOFT_DELETE)
+    assert result.outcome is FAIL, result.detail
+    assert fact in result.detail
+
+
+def test_a_service_that_refuses_but_stores_the_losers_bytes_fails(
+    azurite: Azurite, fresh: ProbeTarget
+) -> None:
+    """409 to every create-only upload of an existing name, while its bytes are stored: one
+    winner, but not the winner's bytes; and the create-only probe sees the bytes change."""
+    with misbehaving_service(azurite.port, stores_then_refuses_existing) as double:
+        concurrent = _single(Target(_through(double), fresh.container), CONCURRENT_CREATE)
+        create_only = _single(Target(_through(double), fresh.container), CREATE_ONLY)
+    assert concurrent.outcome is FAIL, concurrent.detail
+    assert "a loser overwrote them" in concurrent.detail
+    assert create_only.outcome is FAIL, create_only.detail
+    assert "was 409 BlobAlreadyExists and the bytes changed" in create_only.detail
+
+
+@pytest.mark.parametrize(
+    ("misbehave", "fact"),
+    [
+        (ignores_delete_condition, "a committed blob was deleted under the pending tag guard"),
+        (rewrites_then_refuses, "the committed blob's bytes changed"),
+        (refuses_guarded_delete, "not deleted under the pending guard: 412 ConditionNotMet"),
+        (deletes_then_refuses, "answered 412 ConditionNotMet but the committed blob is gone"),
+    ],
+    ids=["condition-ignored", "bytes-rewritten", "pending-refused", "deleted-and-refused"],
+)
+def test_a_guarded_delete_the_service_mishandles_fails(
+    azurite: Azurite, fresh: ProbeTarget, misbehave: Misbehaviour, fact: str
+) -> None:
+    """Each way a service can get the tag-guarded delete wrong fails the probe with its reason."""
+    with misbehaving_service(azurite.port, misbehave) as double:
+        result = _single(Target(_through(double), fresh.container), TAG_GUARDED_DELETE)
+    assert result.outcome is FAIL, result.detail
+    assert fact in result.detail
+
+
+def test_a_seal_refused_but_written_fails(azurite: Azurite, fresh: ProbeTarget) -> None:
+    """412 to the seal of a retired blob, while the tag is written anyway: FAIL, not PASS."""
+    with misbehaving_service(azurite.port, seals_then_refuses) as double:
+        result = _single(Target(_through(double), fresh.container), CONDITIONAL_SEAL)
+    assert result.outcome is FAIL, result.detail
+    assert "yet the state became 'committed'" in result.detail
