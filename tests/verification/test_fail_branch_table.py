@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from policies.probes import PROBES
+from blob_safetynet.policies.probes import PROBES
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE_SOURCES = sorted((ROOT / "policies" / "probes").glob("*.py"))
