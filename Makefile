@@ -10,7 +10,7 @@ UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) UV_PYTHON_DOWNLOADS=never $(UV) sync --locked
 
-.PHONY: venv demo test lint bench soak mutation mutation-file function-zip policy-pack clean
+.PHONY: venv demo test lint bench soak mutation mutation-file function-zip policy-pack dist adoption clean
 .DEFAULT_GOAL := venv
 
 venv: $(PY_STAMP)
@@ -60,21 +60,32 @@ policy-pack/venv/.installed: $(PY_STAMP) policy-pack/requirements.txt
 soak: $(PY_STAMP) $(NODE_STAMP)
 	$(BIN)/python -m tests.soak_run
 
-# mutmut over policies/rules and the sweeper's core ([tool.mutmut] in pyproject.toml);
+# mutmut over blob_safetynet/policies/rules and the sweeper's core ([tool.mutmut] in pyproject.toml);
 # CPU-heavy: about 20-40 minutes on 2 cores. Score and survivors go to docs/reliability.md.
 mutation: $(PY_STAMP) $(NODE_STAMP)
 	$(UV_SYNC) --quiet --extra dev --extra mutation
 	$(BIN)/python -m tests.mutation_run
 
 # One file alone with a short timeout, its timeouts judged again one by one (the run above
-# does not finish sweep.py on 2 cores): `make mutation-file MUTATE=sweeper/sweep.py`.
-MUTATE ?= sweeper/sweep.py
+# does not finish sweep.py on 2 cores): `make mutation-file MUTATE=blob_safetynet/sweeper/sweep.py`.
+MUTATE ?= blob_safetynet/sweeper/sweep.py
 mutation-file: $(PY_STAMP) $(NODE_STAMP)
 	$(UV_SYNC) --quiet --extra dev --extra mutation
 	$(BIN)/python -m tests.mutation_file $(MUTATE)
+
+# The release artifacts: sdist and wheel in dist/ (the version is pyproject.toml's, read back at
+# run time through importlib.metadata).
+dist: $(PY_STAMP)
+	rm -rf dist
+	$(UV) build --out-dir dist
+
+# The wheel as a platform team uses it, outside this checkout (tests/adoption_run.py): a fresh
+# venv with the wheel and [infra], a user project with its own infra/ and policies/.
+adoption: $(PY_STAMP) $(NODE_STAMP)
+	$(BIN)/python -m tests.adoption_run
 
 function-zip: $(PY_STAMP)
 	$(BIN)/safetynet build-function --output build/sweeper-function.zip
 
 clean:
-	rm -rf $(VENV) node_modules build policy-pack/venv mutants *.egg-info .hypothesis .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) node_modules build dist policy-pack/venv mutants *.egg-info .hypothesis .pytest_cache .mypy_cache .ruff_cache

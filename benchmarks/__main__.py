@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks import machine
-from testkit.azurite import PROJECT_ROOT
+from blob_safetynet.embedded.azurite import PROJECT_ROOT
 
 DOCS = PROJECT_ROOT / "docs" / "benchmarks.md"
 BENCHMARKS = ("sweep", "audit", "protocol", "startup", "inventory", "adopt")

@@ -18,8 +18,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from benchmarks import machine
-from policies.audit import Scope, StaticTokenCredential, run_audit
-from policies.rules import RULES, Outcome
+from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
+from blob_safetynet.policies.rules import RULES, Outcome
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, fleet
 
 ACCOUNTS = 200

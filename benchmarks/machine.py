@@ -8,7 +8,7 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
-from testkit.azurite import PROJECT_ROOT
+from blob_safetynet.embedded.azurite import PROJECT_ROOT
 
 
 def cpu_model() -> str:

@@ -35,8 +35,8 @@ from benchmarks.sweep import (
     naive_sweep,
     raw_batch_delete,
 )
-from sweeper.store import DocumentStore
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.store import DocumentStore
 from testkit.fault_proxy import LatencyProxy
 
 CEILING_SHARE = 0.80
@@ -47,7 +47,7 @@ FIRST_REQUEST = (
     "import os, sys\n"
     "from azure.core.pipeline.transport import RequestsTransport\n"
     "RequestsTransport.send = lambda *_, **__: os._exit(0)\n"
-    "from safetynet.cli import main\n"
+    "from blob_safetynet.cli.main import main\n"
     "sys.exit(main(sys.argv[1:]) or 99)\n"
 )
 """Runs `safetynet ARGS` and ends the process (exit 0) at its first blob request; a run that
@@ -60,7 +60,7 @@ def _sweep_process(connection_string: str) -> Callable[[DocumentStore, Container
             [
                 sys.executable,
                 "-m",
-                "safetynet.cli",
+                "blob_safetynet.cli.main",
                 "sweep",
                 "--db",
                 store.engine.url.render_as_string(hide_password=False),
@@ -134,7 +134,7 @@ def _startups(connection_string: str, workdir: Path) -> dict[str, tuple[float, f
     store.engine.dispose()
     return {
         "python -c pass (the interpreter alone)": _interpreter(["-c", "pass"]),
-        "safetynet --help": _interpreter(["-m", "safetynet.cli", "--help"]),
+        "safetynet --help": _interpreter(["-m", "blob_safetynet.cli.main", "--help"]),
         "safetynet sweep, to its first blob request": _interpreter(
             [
                 "-c",
@@ -200,7 +200,7 @@ def run() -> str:
             "",
             f"{ROWS:,} stale rows (SQLite) and their pending blobs, each way in a fresh container, "
             f"every blob request through the {PROXY_DELAY_S * 1000:.0f} ms latency proxy. The "
-            "process run is `python -m safetynet.cli sweep --db ... --connection-string ... "
+            "process run is `python -m blob_safetynet.cli.main sweep --db ... --connection-string ... "
             "--container ... --cutoff 15m` timed from spawn to exit: start-up, the first sweep's "
             "binding proof, the lease, the heartbeat and the sweep itself.",
             "",

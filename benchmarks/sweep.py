@@ -38,11 +38,11 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from benchmarks import machine
-from sweeper.settings import MAX_BLOB_BATCH, SweepSettings
-from sweeper.store import DocumentStore, DocumentTable, Status
-from sweeper.sweep import Sweeper, SweepReport
-from sweeper.vocabulary import PENDING, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.settings import MAX_BLOB_BATCH, SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore, DocumentTable, Status
+from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
+from blob_safetynet.sweeper.vocabulary import PENDING, STATE_TAG
 from testkit.fault_proxy import LatencyProxy
 from testkit.scratch_db import admin_url_from_environment, scratch_database
 

@@ -22,11 +22,17 @@ from pathlib import Path
 
 from azure.core.exceptions import AzureError
 
-from sweeper import appsettings
-from sweeper.clients import blob_service_client
-from sweeper.protocol import ProtocolError, UploadProtocol
-from sweeper.settings import SettingsError
-from sweeper.store import Document, DocumentStore, NameConflictError, Status, StoreError
+from blob_safetynet.sweeper import appsettings
+from blob_safetynet.sweeper.clients import blob_service_client
+from blob_safetynet.sweeper.protocol import ProtocolError, UploadProtocol
+from blob_safetynet.sweeper.settings import SettingsError
+from blob_safetynet.sweeper.store import (
+    Document,
+    DocumentStore,
+    NameConflictError,
+    Status,
+    StoreError,
+)
 
 
 def open_protocol(env: Mapping[str, str]) -> UploadProtocol:

@@ -1,6 +1,6 @@
 """The sweeper as an Azure Function (Python v2 programming model): one sweep per timer tick.
 
-The build step (`infra/function_zip.py`) puts this file at the root of the deployment zip, where the
+The build step (`blob_safetynet/infra/function_zip.py`) puts this file at the root of the deployment zip, where the
 Functions host indexes the module-level `app`. Everything else happens per invocation: nothing
 here touches the network at import time, so a wrong setting fails the invocation (and names the
 setting) instead of failing the host's indexing with no useful message.
@@ -28,24 +28,24 @@ import azure.functions as func
 from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient
 
-from sweeper import appsettings, signals
-from sweeper.binding import ContainerBindingError
-from sweeper.clients import blob_service_client, database_credential
-from sweeper.heartbeat import write_heartbeat
-from sweeper.lease import SweepLeaseHeldError, SweepLeaseStuckError
-from sweeper.redaction import RedactingFilter, Redactor, printable, secrets_in
-from sweeper.settings import (
+from blob_safetynet.sweeper import appsettings, signals
+from blob_safetynet.sweeper.binding import ContainerBindingError
+from blob_safetynet.sweeper.clients import blob_service_client, database_credential
+from blob_safetynet.sweeper.heartbeat import write_heartbeat
+from blob_safetynet.sweeper.lease import SweepLeaseHeldError, SweepLeaseStuckError
+from blob_safetynet.sweeper.redaction import RedactingFilter, Redactor, printable, secrets_in
+from blob_safetynet.sweeper.settings import (
     FunctionSettings,
     SettingsError,
     check_blob_endpoint,
     check_container_name,
 )
-from sweeper.store import DocumentStore, DocumentTable, StoreError
-from sweeper.sweep import Sweeper, SweepReport
+from blob_safetynet.sweeper.store import DocumentStore, DocumentTable, StoreError
+from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 
 if TYPE_CHECKING:  # imported per invocation: the sweep timer never loads the verifier's code
-    from policies.continuous import Audit, Telemetry
-    from policies.probes import Target
+    from blob_safetynet.policies.continuous import Audit, Telemetry
+    from blob_safetynet.policies.probes import Target
 
 SCHEDULE_SETTING: Final = appsettings.SCHEDULE.name
 DB_URL_SETTING: Final = appsettings.DB_URL.name
@@ -169,7 +169,7 @@ def _sweep_once(env: Mapping[str, str]) -> SweepReport | None:
             log.error("sweep refused: %s", refused)
             raise SweepFailedError(f"sweep refused: {refused}") from None
         except SweepLeaseStuckError as stuck:
-            # What the lease-stuck alert rule (infra/alerts.py) counts.
+            # What the lease-stuck alert rule (blob_safetynet/infra/alerts.py) counts.
             stuck_event = {
                 "event": signals.SWEEP_LEASE_STUCK_EVENT,
                 "container": settings.sweep.container,
@@ -383,8 +383,8 @@ def verify_once(
 def _verify_once(
     env: Mapping[str, str], telemetry: Telemetry | None, now: Callable[[], datetime] | None
 ) -> dict[str, Any]:
-    from policies.continuous import verify_continuously
-    from policies.probes import ProbeSettings, Target
+    from blob_safetynet.policies.continuous import verify_continuously
+    from blob_safetynet.policies.probes import ProbeSettings, Target
 
     settings = VerifySettings.from_environment(env)
     target = Target(
@@ -440,9 +440,9 @@ def _audit(settings: VerifySettings, target: Target) -> Audit | None:
     """The settings audit of the data account, read with the verifier identity, if configured."""
     if settings.account_id is None:
         return None
-    from policies.audit import Scope, StaticTokenCredential, run_audit
-    from policies.continuous import SettingsVerdict
-    from policies.model import Thresholds
+    from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
+    from blob_safetynet.policies.continuous import SettingsVerdict
+    from blob_safetynet.policies.model import Thresholds
 
     subscription, group, account = settings.account_id
     token = settings.arm_token
@@ -476,7 +476,7 @@ def _azure_monitor(env: Mapping[str, str]) -> Telemetry | None:
         return None
     from azure.identity import ManagedIdentityCredential
 
-    from policies.continuous import azure_monitor_telemetry
+    from blob_safetynet.policies.continuous import azure_monitor_telemetry
 
     client_id = appsettings.AZURE_CLIENT_ID.read(env) or None
     return azure_monitor_telemetry(connection, ManagedIdentityCredential(client_id=client_id))

@@ -2,8 +2,8 @@
 
 import pulumi
 
-from infra.config import load
-from infra.program import provision
+from blob_safetynet.infra.config import load
+from blob_safetynet.infra.program import provision
 
 for _name, _value in provision(load()).items():
     pulumi.export(_name, _value)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
 from testkit.tls import make_tls_files
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000a0d1"
@@ -32,7 +32,7 @@ BLOB_OWNER = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
 OWNER = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
 STORAGE_ACCOUNT_CONTRIBUTOR = "17d1049b-9a84-46fb-8f53-869881c3d3ab"
 UPLOADER = "5a0f1b1e-0000-4000-8000-00000000a1d0"
-"""A custom role shaped like infra/access.py's uploader role (a custom role's GUID is random)."""
+"""A custom role shaped like blob_safetynet/infra/access.py's uploader role (a custom role's GUID is random)."""
 APP_PRINCIPAL = "11111111-2222-3333-4444-555555555555"
 _BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 

@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import parse_qs, urlsplit
 
-from testkit.azurite import dev_blob_endpoint, dev_connection_string
+from blob_safetynet.embedded.azurite import dev_blob_endpoint, dev_connection_string
 
 # Per-connection headers (RFC 9110 section 7.6.1) describe one hop and must not be forwarded.
 _HOP_BY_HOP = frozenset(

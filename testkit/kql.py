@@ -1,6 +1,6 @@
 """A small evaluator for the KQL subset the alert rules use, over rows built from real telemetry.
 
-No Log Analytics exists here, so the alert queries (infra/alerts.py) are run against the rows the
+No Log Analytics exists here, so the alert queries (blob_safetynet/infra/alerts.py) are run against the rows the
 code's own telemetry becomes in Application Insights: custom events (`customEvents`: `name` and
 `customDimensions`), gauges (`customMetrics`: `name` and `value`) and log records (`traces`:
 `message`), per Microsoft's mapping of OpenTelemetry to those tables

@@ -21,8 +21,8 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobClient, BlobServiceClient
 
-from policies.probes import RequestCounter
-from testkit.azurite import dev_connection_string
+from blob_safetynet.embedded.azurite import dev_connection_string
+from blob_safetynet.policies.probes import RequestCounter
 from testkit.fault_proxy import _HOP_BY_HOP, LatencyProxy, LatencyProxyServer, _Handler
 
 TENANT = "00000000-0000-0000-0000-000000000000"

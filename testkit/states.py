@@ -19,12 +19,12 @@ from pathlib import Path
 
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from sweeper import blobs
-from sweeper.protocol import UploadProtocol
-from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore
-from sweeper.sweep import Sweeper
-from testkit.azurite import PROJECT_ROOT, Azurite
+from blob_safetynet.embedded.azurite import PROJECT_ROOT, Azurite
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.sweeper.sweep import Sweeper
 
 GLOSSARY = PROJECT_ROOT / "docs" / "glossary.md"
 BEGIN, END = "<!-- states:begin -->", "<!-- states:end -->"

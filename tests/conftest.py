@@ -13,8 +13,8 @@ from types import ModuleType
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.cli import main
-from testkit.azurite import Azurite
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
 from testkit.scratch_db import (
     admin_url_from_environment,
     scratch_database,

@@ -1,4 +1,4 @@
-"""`python -m tests.mutation_file sweeper/sweep.py`: mutmut over one file, its timeouts judged
+"""`python -m tests.mutation_file blob_safetynet/sweeper/sweep.py`: mutmut over one file, its timeouts judged
 again, in a copy of the tree.
 
 `make mutation` over everything does not finish on a shared 2-core machine: mutants of
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchmarks import machine
 from benchmarks.__main__ import write_section
-from testkit.azurite import AZURITE_BIN_ENV, Azurite, find_azurite_bin
+from blob_safetynet.embedded.azurite import AZURITE_BIN_ENV, Azurite, find_azurite_bin
 from tests.mutation_rejudge import TESTS
 from tests.mutation_run import DOCS, ROOT
 
@@ -143,7 +143,7 @@ def changed_tests(copy: Path, tests: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation_file", description=__doc__)
-    parser.add_argument("path", help="the file to mutate, e.g. sweeper/sweep.py")
+    parser.add_argument("path", help="the file to mutate, e.g. blob_safetynet/sweeper/sweep.py")
     parser.add_argument("--max-children", default="2")
     parser.add_argument("--timeout-multiplier", type=float, default=2.0)
     parser.add_argument("--rejudge-multiplier", type=float, default=5.0)
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="NAME",
         help="run only these mutants (repeatable): a function or method name such as _chunks, "
-        "or a mutmut glob with a dot in it, such as 'sweeper.sweep.x*_send_batch__mutmut_6?'; "
+        "or a mutmut glob with a dot in it, such as 'blob_safetynet.sweeper.sweep.x*_send_batch__mutmut_6?'; "
         "with --copy, those of them the kept run did not check are run there first",
     )
     parser.add_argument(
@@ -263,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def mutant_glob(module: str, name: str) -> str:
-    """`_chunks` -> the glob of its mutants' names (`sweeper.sweep.x__chunks__mutmut_*`, or
-    `sweeper.sweep.xǁSweeperǁ_bind__mutmut_*` for a method); a name with a dot is a glob
+    """`_chunks` -> the glob of its mutants' names (`blob_safetynet.sweeper.sweep.x__chunks__mutmut_*`, or
+    `blob_safetynet.sweeper.sweep.xǁSweeperǁ_bind__mutmut_*` for a method); a name with a dot is a glob
     already."""
     return name if "." in name else f"{module}.x*{name}__mutmut_*"
 

@@ -20,14 +20,19 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks.__main__ import write_section
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
 from tests.mutation_run import DOCS, ROOT, mutmut
 
 PER_MUTANT_S = 45
-ORDER = ("policies.", "sweeper.blobs.", "sweeper.protocol.", "sweeper.sweep.")
+ORDER = (
+    "policies.",
+    "blob_safetynet.sweeper.blobs.",
+    "blob_safetynet.sweeper.protocol.",
+    "blob_safetynet.sweeper.sweep.",
+)
 """Fast mutants first, so a budget that runs out leaves the slow ones unjudged."""
 TESTS = {
-    "sweeper.sweep.": [
+    "blob_safetynet.sweeper.sweep.": [
         "tests/sweeper/test_sweep_contracts.py",
         "tests/sweeper/test_invariants_broken.py",
         "tests/sweeper/test_sweep.py",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks import machine
 from benchmarks.__main__ import write_section
-from testkit.azurite import AZURITE_BIN_ENV, Azurite, find_azurite_bin
+from blob_safetynet.embedded.azurite import AZURITE_BIN_ENV, Azurite, find_azurite_bin
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "reliability.md"

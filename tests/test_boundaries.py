@@ -10,16 +10,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("infra", "policies", "sweeper")
+PACKAGE = "blob_safetynet"
+PARTS = ("blob_safetynet.infra", "blob_safetynet.policies", "blob_safetynet.sweeper")
 """The runtime parts: one layer, and none of them imports another (only the bottom)."""
 BOTTOM = (
-    "sweeper.vocabulary",
-    "sweeper.redaction",
-    "sweeper.appsettings",
-    "sweeper.atomicfile",
-    "sweeper.endpoints",
-    "sweeper.untrusted",
-    "sweeper.signals",
+    "blob_safetynet.sweeper.vocabulary",
+    "blob_safetynet.sweeper.redaction",
+    "blob_safetynet.sweeper.appsettings",
+    "blob_safetynet.sweeper.atomicfile",
+    "blob_safetynet.sweeper.endpoints",
+    "blob_safetynet.sweeper.untrusted",
+    "blob_safetynet.sweeper.signals",
 )
 """The protocol's names, the one redaction path (the Function, the audit and the CLI hide
 secrets the same way), the one endpoint parser (a token goes where the rule looked), the
@@ -27,8 +28,9 @@ settings' vocabulary (the names the infra program writes are the names the Funct
 one way a file is written (checked, never onto an input, atomic) and the one reader of outside
 JSON and times (size, depth, UTC offset): standard library only, importable by all."""
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("cli", ("safetynet",)),
+    ("cli", ("blob_safetynet.cli",)),
     ("testkit", ("testkit",)),
+    ("embedded", ("blob_safetynet.embedded",)),
     ("runtime", PARTS),
     ("bottom", BOTTOM),
 )
@@ -100,8 +102,20 @@ def imported_modules_of(path: Path, package: list[str]) -> set[str]:
     return modules
 
 
+ROOT_NAMES = {"cli": "safetynet", "embedded": "testkit"}
+"""Inside the one import package, each part counts as its own root: the CLI as `safetynet`, the
+embedded run-time kit as `testkit` (the layer it shares with the test doubles)."""
+
+
+def root_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == PACKAGE and len(parts) > 1:
+        return ROOT_NAMES.get(parts[1], parts[1])
+    return parts[0]
+
+
 def imported_roots(path: Path) -> set[str]:
-    return {module.split(".")[0] for module in imported_modules(path)}
+    return {root_of(module) for module in imported_modules(path)}
 
 
 def within(module: str, prefix: str) -> bool:
@@ -110,7 +124,7 @@ def within(module: str, prefix: str) -> bool:
 
 def place(module: str) -> tuple[int, str] | None:
     """(layer index, package) of a project module; the most specific prefix wins, so
-    sweeper.vocabulary is the bottom while sweeper.sweep is the runtime part sweeper."""
+    blob_safetynet.sweeper.vocabulary is the bottom while blob_safetynet.sweeper.sweep is the runtime part sweeper."""
     matches = [
         (len(prefix), index, prefix)
         for index, (_, prefixes) in enumerate(LAYERS)
@@ -191,48 +205,66 @@ def test_the_graph_sees_imports_in_function_bodies_and_by_string(tmp_path: Path)
         "import importlib\n"
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    import policies.audit\n"
+        "    import blob_safetynet.policies.audit\n"
         "def later() -> None:\n"
-        "    from testkit import crash\n"
-        "    importlib.import_module('safetynet.cli')\n"
-        "    __import__('infra.config')\n",
+        "    from blob_safetynet.embedded import crash\n"
+        "    importlib.import_module('blob_safetynet.cli.main')\n"
+        "    __import__('blob_safetynet.infra.config')\n",
         encoding="utf-8",
     )
-    assert {"policies.audit", "testkit.crash", "safetynet.cli", "infra.config"} <= (
-        imported_modules_of(source, package=["sweeper"])
-    )
+    assert {
+        "blob_safetynet.policies.audit",
+        "blob_safetynet.embedded.crash",
+        "blob_safetynet.cli.main",
+        "blob_safetynet.infra.config",
+    } <= (imported_modules_of(source, package=["blob_safetynet", "sweeper"]))
 
 
 def test_the_check_refuses_an_upward_or_sideways_import() -> None:
     """The rule itself fails an edge that goes up or across the parts, and passes one going down."""
-    assert layer_violations("sweeper.sweep", "testkit.crash") is not None
-    assert layer_violations("sweeper.vocabulary", "sweeper.sweep") is not None
-    assert layer_violations("policies.audit", "safetynet.cli") is not None
-    assert layer_violations("infra.storage", "sweeper.store") is not None
-    assert layer_violations("testkit.crash", "tests.conftest") is not None
-    assert layer_violations("testkit.crash", "function.function_app") is not None
-    assert layer_violations("safetynet.demo", "testkit.crash") is None
-    assert layer_violations("policies.audit", "sweeper.redaction") is None
-    assert layer_violations("sweeper.sweep", "sweeper.store") is None
-    assert layer_violations("sweeper.appsettings", "sweeper.vocabulary") is None
+    assert (
+        layer_violations("blob_safetynet.sweeper.sweep", "blob_safetynet.embedded.crash")
+        is not None
+    )
+    assert (
+        layer_violations("blob_safetynet.sweeper.vocabulary", "blob_safetynet.sweeper.sweep")
+        is not None
+    )
+    assert layer_violations("blob_safetynet.policies.audit", "blob_safetynet.cli.main") is not None
+    assert (
+        layer_violations("blob_safetynet.infra.storage", "blob_safetynet.sweeper.store") is not None
+    )
+    assert layer_violations("blob_safetynet.embedded.crash", "tests.conftest") is not None
+    assert layer_violations("blob_safetynet.embedded.crash", "function.function_app") is not None
+    assert layer_violations("blob_safetynet.cli.demo", "blob_safetynet.embedded.crash") is None
+    assert (
+        layer_violations("blob_safetynet.policies.audit", "blob_safetynet.sweeper.redaction")
+        is None
+    )
+    assert layer_violations("blob_safetynet.sweeper.sweep", "blob_safetynet.sweeper.store") is None
+    assert (
+        layer_violations("blob_safetynet.sweeper.appsettings", "blob_safetynet.sweeper.vocabulary")
+        is None
+    )
 
 
-@pytest.mark.parametrize("package", [*PARTS, "testkit"])
+@pytest.mark.parametrize("package", [*PARTS, "testkit", "blob_safetynet.embedded"])
 def test_runtime_parts_and_testkit_never_import_the_cli_tests_or_benchmarks(package: str) -> None:
     """Nothing the function or the demo runs can depend on the CLI, the tests or the benchmarks."""
     offenders = {
         str(path.relative_to(ROOT)): sorted(imported_roots(path) & {"safetynet", *OUTSIDE})
-        for path in (ROOT / package).rglob("*.py")
+        for path in ROOT.joinpath(*package.split(".")).rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_only_the_tests_import_the_cli() -> None:
-    """safetynet is the top: outside tests/ and safetynet/ itself, no code imports it."""
+    """safetynet is the top: outside tests/ and blob_safetynet/cli/ itself, no code imports it."""
     paths = [
         path
         for path in ROOT.rglob("*.py")
-        if path.relative_to(ROOT).parts[0] not in {"tests", "safetynet", *GENERATED}
+        if path.relative_to(ROOT).parts[0] not in {"tests", *GENERATED}
+        and path.relative_to(ROOT).parts[:2] != (PACKAGE, "cli")
         and "venv" not in path.relative_to(ROOT).parts
     ]
     offenders = [str(p.relative_to(ROOT)) for p in paths if "safetynet" in imported_roots(p)]
@@ -263,15 +295,18 @@ def test_bottom_modules_import_only_the_standard_library(module: str) -> None:
 
 def test_rules_and_model_import_no_sdk() -> None:
     """Rules are pure functions over the normalized model: no Azure, Pulumi or database SDK."""
-    paths = [ROOT / "policies" / "model.py", *(ROOT / "policies" / "rules").rglob("*.py")]
+    paths = [
+        ROOT / PACKAGE / "policies" / "model.py",
+        *(ROOT / PACKAGE / "policies" / "rules").rglob("*.py"),
+    ]
     offenders = {str(p.relative_to(ROOT)): sorted(imported_roots(p) & set(SDKS)) for p in paths}
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_probes_may_use_the_blob_sdk_but_no_other_part() -> None:
-    """policies/probes act with the Azure SDK (that is their job) and import no other part, no
+    """blob_safetynet/policies/probes act with the Azure SDK (that is their job) and import no other part, no
     Pulumi and no database."""
-    paths = list((ROOT / "policies" / "probes").rglob("*.py"))
+    paths = list((ROOT / PACKAGE / "policies" / "probes").rglob("*.py"))
     roots = set().union(*(imported_roots(p) for p in paths))
     assert "azure" in roots
     assert roots & (set(SDKS) - {"azure"}) == set()
@@ -280,17 +315,21 @@ def test_probes_may_use_the_blob_sdk_but_no_other_part() -> None:
         module
         for path in paths
         for module in imported_modules(path)
-        if within(module, "sweeper") and module not in BOTTOM
+        if within(module, "blob_safetynet.sweeper") and module not in BOTTOM
     ]
 
 
 def test_rules_and_model_do_not_reach_the_probes() -> None:
     """The SDK-free rules never import the probes, so the SDK cannot leak in through them."""
-    paths = [ROOT / "policies" / "model.py", *(ROOT / "policies" / "rules").rglob("*.py")]
+    paths = [
+        ROOT / PACKAGE / "policies" / "model.py",
+        *(ROOT / PACKAGE / "policies" / "rules").rglob("*.py"),
+    ]
     offenders = [
         f"{p.relative_to(ROOT)}: {module}"
         for p in paths
         for module in imported_modules(p)
-        if module.startswith("policies.probes") or module.startswith("policies.report")
+        if module.startswith("blob_safetynet.policies.probes")
+        or module.startswith("blob_safetynet.policies.report")
     ]
     assert offenders == []

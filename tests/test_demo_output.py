@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from safetynet.cli import main
+from blob_safetynet.cli.main import main
 
 PROTOCOL_DOC = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"
 SAMPLE = re.compile(r"## What `make demo` shows.*?```text\n(?P<body>.*?)```", re.DOTALL)

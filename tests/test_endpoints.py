@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 import pytest
 from urllib3.util import parse_url
 
-from policies.audit import Scope, StaticTokenCredential, run_audit
-from sweeper import appsettings
-from sweeper.appsettings import SettingsError
-from sweeper.clients import blob_service_client
-from sweeper.endpoints import parse_endpoint
+from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
+from blob_safetynet.sweeper import appsettings
+from blob_safetynet.sweeper.appsettings import SettingsError
+from blob_safetynet.sweeper.clients import blob_service_client
+from blob_safetynet.sweeper.endpoints import parse_endpoint
 from testkit.token_trap import TokenTrap
 from tests.conftest import RunCli
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from tests.conftest import RunCli
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "app.py"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from safetynet.cli import build_parser
+from blob_safetynet.cli.main import build_parser
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RECIPES = sorted(EXAMPLES.glob("*.yml"))
@@ -113,3 +113,23 @@ def test_azure_pipelines_schedules_always_as_the_string_the_schema_types() -> No
 def test_each_recipe_tells_the_stack_its_deployer_is_a_service_principal(recipe: Path) -> None:
     """Pipeline identities are service principals, which their Key Vault grant must name."""
     assert "deployerPrincipalType ServicePrincipal" in recipe.read_text()
+
+
+RELEASE = EXAMPLES / "release" / "github-release.yml"
+
+
+def test_the_release_recipe_builds_once_and_publishes_with_trusted_publishing() -> None:
+    """On a version tag the wheel is built by `make dist`, checked by `make adoption`, and
+    published by a job whose only credential is the OIDC token (id-token: write, no password)."""
+    recipe = yaml.safe_load(RELEASE.read_text())
+    assert recipe[True]["push"]["tags"] == ["v*"]  # YAML 1.1 reads the key `on` as True
+    build, publish = recipe["jobs"]["build"], recipe["jobs"]["publish"]
+    build_scripts = "\n".join(scripts(step) for step in build["steps"])
+    assert "make dist" in build_scripts
+    assert "make adoption" in build_scripts
+    assert publish["needs"] == "build"
+    assert publish["permissions"] == {"id-token": "write"}
+    assert recipe["permissions"] == {"contents": "read"}
+    uses = [step.get("uses", "") for step in publish["steps"]]
+    assert "pypa/gh-action-pypi-publish@release/v1" in uses
+    assert "password" not in RELEASE.read_text()

@@ -26,11 +26,11 @@ from azure.storage.blob import BlobServiceClient
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from safetynet.cli import main
-from safetynet.exitcodes import ExitCode
-from sweeper.store import DocumentStore
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.store import DocumentStore
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
-from testkit.azurite import Azurite
 
 PASSWORD = "Plant3dPassw0rd"
 SIGNATURE = "Plant3dSignature"

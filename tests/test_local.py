@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from testkit.azurite import dev_connection_string
+from blob_safetynet.embedded.azurite import dev_connection_string
 
 SAFETYNET = Path(sys.executable).parent / "safetynet"
 START_TIMEOUT_S = 60

@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from infra import function_zip
-from infra.function_zip import (
+from blob_safetynet.cli import main as cli
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.infra import function_zip
+from blob_safetynet.infra.function_zip import (
     DEFAULT_PYTHON_VERSION,
     RUNTIME_REQUIREMENTS,
     SITE_PACKAGES,
     BuildError,
     build_zip,
 )
-from safetynet import cli
-from safetynet.exitcodes import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
 FULL_BUILD = os.environ.get("SAFETYNET_TEST_FULL_BUILD") == "1"
@@ -74,11 +74,13 @@ def run_isolated(root: Path, code: str, *, with_venv_packages: bool) -> str:
 
 
 IMPORT_CHECK = """
-import json, pathlib, function_app, sweeper
+import json, pathlib, function_app
+from blob_safetynet import sweeper
 names = [f.get_function_name() for f in function_app.app.get_functions()]
 leaked = sorted(
     m for m in sys.modules
-    if m.split(".")[0] in {"infra", "policies", "pulumi", "tests", "safetynet", "testkit"}
+    if m.split(".")[0] in {"pulumi", "tests", "testkit", "safetynet", "sweeper", "policies"}
+    or m.split(".")[:2] in (["blob_safetynet", p] for p in ("infra", "policies", "cli", "embedded"))
 )
 homes = [pathlib.Path(p).resolve() for p in (sys.path[0], sys.prefix, sys.base_prefix)]
 outside_zip = sorted(
@@ -118,7 +120,7 @@ RUNTIME_MODULES = (
     "untrusted.py",
     "vocabulary.py",
 )
-"""The runtime package as it ships; a module added to sweeper/ must be added here on purpose."""
+"""The runtime package as it ships; a module added to blob_safetynet/sweeper/ must be added here on purpose."""
 
 
 def test_zip_holds_exactly_the_entry_and_the_runtime_packages(tmp_path: Path) -> None:
@@ -133,20 +135,22 @@ def test_zip_holds_exactly_the_entry_and_the_runtime_packages(tmp_path: Path) ->
         "function_app.py",
         "host.json",
         "requirements.txt",
-        *(f"sweeper/{module}" for module in RUNTIME_MODULES),
+        "blob_safetynet/__init__.py",
+        *(f"blob_safetynet/sweeper/{module}" for module in RUNTIME_MODULES),
         *(
             path.relative_to(REPO).as_posix()
-            for path in (REPO / "policies").rglob("*.py")
+            for path in (REPO / "blob_safetynet" / "policies").rglob("*.py")
             if "__pycache__" not in path.parts
         ),
     }
-    assert {path.name for path in (REPO / "sweeper").glob("*.py")} == set(RUNTIME_MODULES)
-    assert not {n.split("/")[0] for n in names} & {
-        "safetynet",
-        "testkit",
-        "tests",
-        "infra",
-        "benchmarks",
+    assert {path.name for path in (REPO / "blob_safetynet" / "sweeper").glob("*.py")} == set(
+        RUNTIME_MODULES
+    )
+    assert not {n.split("/")[0] for n in names} & {"testkit", "tests", "infra", "benchmarks"}
+    assert not {"/".join(n.split("/")[:2]) for n in names} & {
+        "blob_safetynet/cli",
+        "blob_safetynet/infra",
+        "blob_safetynet/embedded",
     }
 
 
@@ -297,8 +301,8 @@ def test_command_rejects_a_malformed_python_version(
 
 def test_command_defaults_match_the_infra_program() -> None:
     """By default the command targets the Python version the infra program deploys, at its path."""
-    from infra.config import DEFAULTS
-    from infra.sweeper_app import PYTHON_VERSION
+    from blob_safetynet.infra.config import DEFAULTS
+    from blob_safetynet.infra.sweeper_app import PYTHON_VERSION
 
     args = cli.build_parser().parse_args(["build-function"])
 
@@ -327,7 +331,7 @@ def test_code_only_zip_imports_its_own_sweeper_and_nothing_of_infra(tmp_path: Pa
 
     report = json.loads(run_isolated(root, IMPORT_CHECK, with_venv_packages=True))
 
-    assert report["sweeper"] == str(root / "sweeper" / "__init__.py")
+    assert report["sweeper"] == str(root / "blob_safetynet" / "sweeper" / "__init__.py")
     assert report["functions"] == ["sweep_timer", "verify_timer"]
     assert report["leaked"] == []
     assert report["outside_zip"] == []
@@ -340,7 +344,7 @@ def test_the_import_check_sees_a_module_the_zip_lacks(tmp_path: Path) -> None:
     root = tmp_path / "unpacked"
     with zipfile.ZipFile(result.path) as archive:
         archive.extractall(root)
-    (root / "sweeper" / "appsettings.py").unlink()
+    (root / "blob_safetynet" / "sweeper" / "appsettings.py").unlink()
 
     outcome = subprocess.run(
         [
@@ -358,9 +362,10 @@ def test_the_import_check_sees_a_module_the_zip_lacks(tmp_path: Path) -> None:
 
     # Without an editable install the import itself fails; with one, the report names the module.
     if outcome.returncode != 0:
-        assert "sweeper.appsettings" in outcome.stderr
+        assert "appsettings" in outcome.stderr
+        assert "blob_safetynet.sweeper" in outcome.stderr
     else:
-        assert "sweeper.appsettings" in json.loads(outcome.stdout)["outside_zip"]
+        assert "blob_safetynet.sweeper.appsettings" in json.loads(outcome.stdout)["outside_zip"]
 
 
 @pytest.mark.skipif(

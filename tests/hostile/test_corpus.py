@@ -22,13 +22,13 @@ import pytest
 from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.cli import main
-from safetynet.exitcodes import ExitCode
-from sweeper.lease import ACQUIRED, HOLDER, LEASE_BLOB
-from sweeper.store import DocumentStore
-from sweeper.vocabulary import HEARTBEAT_BLOB, PENDING, STATE_TAG
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.lease import ACQUIRED, HOLDER, LEASE_BLOB
+from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, PENDING, STATE_TAG
 from testkit.arm_fake import SUBSCRIPTION, FakeArm, compliant_account
-from testkit.azurite import Azurite
 from tests.hostile.corpus import UNICODE, Case, cases
 
 DOCUMENTED = frozenset(ExitCode) - {ExitCode.INTERNAL}
@@ -206,7 +206,7 @@ def isolated(env: Mapping[str, str]) -> Iterator[None]:
 
 
 def run_in_process(argv: list[str], env: Mapping[str, str]) -> tuple[int, str, str]:
-    """`safetynet.cli.main` with every logger at DEBUG (the SDK's request lines too)."""
+    """`blob_safetynet.cli.main.main` with every logger at DEBUG (the SDK's request lines too)."""
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
     level = root.level

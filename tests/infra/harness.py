@@ -8,7 +8,7 @@ API
 ---
 `run_program(overrides=None, mutate=None) -> list[RegisteredResource]`
     Builds the stack from `RAW_DEFAULTS` updated with `overrides` (raw config values keyed by
-    the Pulumi config key, e.g. `{"blobSoftDeleteDays": 3}`; validated by `infra.config.parse`,
+    the Pulumi config key, e.g. `{"blobSoftDeleteDays": 3}`; validated by `blob_safetynet.infra.config.parse`,
     so a bad value raises `ConfigError`) and returns every registered resource, components
     included, in registration order. A bare GUID in `uploaderPrincipalIds`,
     `readerPrincipalIds` or `verifierPrincipalIds` is shorthand for a ServicePrincipal
@@ -33,7 +33,7 @@ API
     of the resources it depends on, as the engine receives them), `protect`. Numbers arrive as floats
     (`1.0`), as they do over Pulumi's wire format.
 `RAW_DEFAULTS`
-    The raw configuration a run starts from: `infra.config.DEFAULTS`, a test database URL, the
+    The raw configuration a run starts from: `blob_safetynet.infra.config.DEFAULTS`, a test database URL, the
     sweeper's subnet (`SWEEPER_SUBNET_ID`, which the default firewall needs), and
     a throwaway zip as the sweeper package. Copy it to build "one setting broken" variants.
 """
@@ -298,10 +298,11 @@ class _Monitor(pulumi_mocks.MockMonitor):
 # Mocks first, then the program: pulumi_azure_native and infra are imported only now.
 pulumi.runtime.set_mocks(_Mocks(None), project="blob-safetynet", stack="test", preview=False)
 
-import infra  # noqa: E402
-from infra import config as infra_config  # noqa: E402
-from infra.program import provision  # noqa: E402
+from blob_safetynet.infra import config as infra_config  # noqa: E402
+from blob_safetynet.infra.program import provision  # noqa: E402
 
+PROGRAM = Path(__file__).resolve().parents[2] / "infra" / "__main__.py"
+"""The repository's Pulumi program (`main: infra/` in Pulumi.yaml), a thin stack over the package."""
 DATA_BLOB_SERVICE = "safetynet-blob-service"
 """The data account's blob service (the runtime account has one of its own)."""
 RAW_DEFAULTS: Final[Mapping[str, object]] = {
@@ -315,7 +316,7 @@ RAW_DEFAULTS: Final[Mapping[str, object]] = {
 def typed_principals(overrides: Mapping[str, object]) -> dict[str, object]:
     """Test shorthand: a bare GUID in a principal list stands for a ServicePrincipal.
 
-    The program itself refuses a bare id (infra/config.py); this spares every test that needs
+    The program itself refuses a bare id (blob_safetynet/infra/config.py); this spares every test that needs
     "some principal" the object form.
     """
     typed = dict(overrides)
@@ -349,7 +350,7 @@ def run_main(stack_config: Mapping[str, str], secret_keys: Iterable[str] = ()) -
     try:
 
         def main() -> Mapping[str, pulumi.Output[Any]]:
-            runpy.run_path(str(Path(infra.__file__).parent / "__main__.py"), run_name="__main__")
+            runpy.run_path(str(PROGRAM), run_name="__main__")
             root = pulumi_settings.get_root_resource()
             return dict(getattr(root, "outputs", {}))
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from infra.access import (
+from blob_safetynet.infra.access import (
     ADD,
     CONDITION_RESOURCE_ATTRIBUTES,
     DELETE,
@@ -24,7 +24,7 @@ from infra.access import (
     WRITE,
     RoleSpec,
 )
-from sweeper.vocabulary import HEARTBEAT_BLOB, VERIFY_PREFIX
+from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, VERIFY_PREFIX
 from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
 from tests.infra.harness import SUBSCRIPTION_ID, RegisteredResource, StackRun
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from infra.alerts import AlertRule, alert_rules, iso_duration
-from infra.config import ConfigError, parse
-from policies.continuous import verify_continuously
-from policies.probes import ProbeSettings, Target
-from policies.probes.liveness import PENDING_LIFECYCLE
+from blob_safetynet.infra.alerts import AlertRule, alert_rules, iso_duration
+from blob_safetynet.infra.config import ConfigError, parse
+from blob_safetynet.policies.continuous import verify_continuously
+from blob_safetynet.policies.probes import ProbeSettings, Target
+from blob_safetynet.policies.probes.liveness import PENDING_LIFECYCLE
 from testkit.kql import UnsupportedQueryError, run_query
 from testkit.telemetry import RecordedTelemetry
 from tests.infra.harness import RAW_DEFAULTS, StackRun, run_stack, typed_principals
@@ -45,7 +45,7 @@ def test_the_action_group_mails_and_posts_to_the_configured_receivers(stack: Sta
 
 def test_each_rule_is_registered_with_its_query_scope_and_action_group(stack: StackRun) -> None:
     """Six log search alert rules, scoped to Application Insights, each sending to the action
-    group, with the query, window and threshold infra/alerts.py defines."""
+    group, with the query, window and threshold blob_safetynet/infra/alerts.py defines."""
     rules = {res.name.removeprefix("alerts-"): res for res in stack.of_type(RULE)}
     insights = stack.one(INSIGHTS)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.inventory import RULE_NAME
-from sweeper import appsettings
-from sweeper.inventory import REQUIRED_FIELDS
-from sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
+from blob_safetynet.infra.inventory import RULE_NAME
+from blob_safetynet.sweeper import appsettings
+from blob_safetynet.sweeper.inventory import REQUIRED_FIELDS
+from blob_safetynet.sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
 from tests.infra.conftest import READER_ID, UPLOADER_ID
 from tests.infra.harness import StackRun
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 
-from infra.lockfile import LockError, TargetPlatform, locked_requirements
+from blob_safetynet.infra.lockfile import LockError, TargetPlatform, locked_requirements
 
 REPO = Path(__file__).resolve().parents[2]
 MAKEFILE = (REPO / "Makefile").read_text()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.naming import (
+from blob_safetynet.infra.naming import (
     AUTONAME_SUFFIX_LENGTH,
     NAME_INPUTS,
     NAME_RULES,
@@ -45,7 +45,7 @@ def azure_resources(run: StackRun) -> list[RegisteredResource]:
 
 
 def test_every_registered_azure_type_has_a_naming_rule(stack: StackRun) -> None:
-    """A new resource type fails here until its ARM naming rule is added to infra/naming.py."""
+    """A new resource type fails here until its ARM naming rule is added to blob_safetynet/infra/naming.py."""
     assert {res.type for res in azure_resources(stack)} <= set(NAME_RULES)
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from infra.config import ConfigError, parse
-from infra.network import BLOB_ZONE
-from sweeper import appsettings
-from sweeper.settings import FunctionSettings
+from blob_safetynet.infra.config import ConfigError, parse
+from blob_safetynet.infra.network import BLOB_ZONE
+from blob_safetynet.sweeper import appsettings
+from blob_safetynet.sweeper.settings import FunctionSettings
 from tests.infra.conftest import RunFactory
 from tests.infra.harness import (
     NETWORK_GROUP,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.package import (
+from blob_safetynet.infra.package import (
     PROPAGATION_DELAYS,
     DeployerIdentityError,
     Retry,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.access import ROLES
-from infra.config import ALLOWED, DATABASE_URL_KEY, DEFAULTS, KEYS, NAMESPACE
-from infra.program import OUTPUT_NAMES
+from blob_safetynet.infra.access import ROLES
+from blob_safetynet.infra.config import ALLOWED, DATABASE_URL_KEY, DEFAULTS, KEYS, NAMESPACE
+from blob_safetynet.infra.program import OUTPUT_NAMES
 from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
 from tests.infra.harness import (
     DATA_BLOB_SERVICE,
@@ -65,7 +65,7 @@ def test_every_custom_resource_lives_inside_a_component(stack: StackRun) -> None
 
 
 def test_the_documented_config_table_matches_the_code() -> None:
-    """The docs list every key with the default and range that infra/config.py enforces."""
+    """The docs list every key with the default and range that blob_safetynet/infra/config.py enforces."""
     rows = {key: (default, allowed) for key, default, allowed in table("config-table")}
     assert list(rows) == list(KEYS)
     for key, (default, allowed) in rows.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from policies.model import (
+from blob_safetynet.policies.model import (
     UNKNOWN,
     Account,
     AccountSettings,
@@ -18,8 +18,8 @@ from policies.model import (
     RoleAssignment,
     TagFilter,
 )
-from policies.roles import BUILT_IN_ROLES, RoleDefinition
-from sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
+from blob_safetynet.policies.roles import BUILT_IN_ROLES, RoleDefinition
+from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
 
 ACCOUNT_ID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/docs"
 BLOB_OWNER = BUILT_IN_ROLES["b7e6dc6d-f1e8-4753-8033-0f276bb0955b"]
@@ -34,7 +34,7 @@ UPLOADER = RoleDefinition(
         for op in ("read", "add/action", "write", "tags/write", "tags/read", "delete")
     ),
 )
-"""infra/access.py's uploader role: the compliant application grant."""
+"""blob_safetynet/infra/access.py's uploader role: the compliant application grant."""
 
 
 def settings(**changes: Any) -> AccountSettings:

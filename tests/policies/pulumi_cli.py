@@ -153,15 +153,18 @@ class RunningPack:
 
 
 @contextmanager
-def start_pack(folder: Path) -> Iterator[RunningPack]:
-    """The pack in a fresh process, started as the CLI's Python shim starts it."""
+def start_pack(
+    folder: Path, python: Path | None = None, env: Mapping[str, str] | None = None
+) -> Iterator[RunningPack]:
+    """The pack in a fresh process, started as the CLI's Python shim starts it (with `python`,
+    the pack's own venv's interpreter, when given)."""
     engine = "127.0.0.1:1"  # the pack never calls back here for stack policies
     process = subprocess.Popen(
-        [sys.executable, "-u", "-m", "pulumi.policy", engine, "."],
+        [str(python or sys.executable), "-u", "-m", "pulumi.policy", engine, "."],
         cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=dict(os.environ),
+        env=dict(os.environ if env is None else env),
     )
     try:
         assert process.stdout is not None

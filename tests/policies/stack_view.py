@@ -41,7 +41,7 @@ def urn(type_: str, name: str) -> str:
     return f"urn:pulumi:test::{PROJECT}::{type_}::{name}"
 
 
-def stack_outputs(run: StackRun, *, with_ids: bool) -> list[StackResource]:
+def stack_outputs(run: StackRun, *, with_ids: bool, roles: str = "access") -> list[StackResource]:
     """The run's resources as the engine hands them to AnalyzeStack: outputs, not inputs."""
     accounts: dict[str, tuple[str, str]] = {}
     for res in run.resources:
@@ -49,7 +49,7 @@ def stack_outputs(run: StackRun, *, with_ids: bool) -> list[StackResource]:
         if res.type != "azure-native:storage:StorageAccount" and name and group:
             accounts.setdefault(res.parent_name, (name, group))
     definition_ids = {
-        f"access-{key.removesuffix('RoleDefinitionId')}": value
+        f"{roles}-{key.removesuffix('RoleDefinitionId')}": value
         for key, value in run.outputs.items()
         if key.endswith("RoleDefinitionId")
     }

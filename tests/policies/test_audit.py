@@ -15,10 +15,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from policies.audit import STORAGE_API_VERSION, ErrorKind
-from policies.rules import RULES, Outcome
-from safetynet.cli import main
-from safetynet.exitcodes import ExitCode
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.cli.main import main
+from blob_safetynet.policies.audit import STORAGE_API_VERSION, ErrorKind
+from blob_safetynet.policies.rules import RULES, Outcome
 from testkit.arm_fake import (
     BLOB_OWNER,
     MALFORMED,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from policies.catalogue import END, START, main, render, replace_between_markers
-from policies.rules import RULES
+from blob_safetynet.policies.catalogue import END, START, main, render, replace_between_markers
+from blob_safetynet.policies.rules import RULES
 
 CATALOGUE_DOC = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from policies.audit import Scope, StaticTokenCredential, run_audit
-from policies.model import Facet, Thresholds
-from policies.offline import MAX_FILE_BYTES, run_offline_audit
-from policies.report import RENDERERS
-from policies.report_view import ReportContext
-from policies.rules import RULES, Finding
+from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
+from blob_safetynet.policies.model import Facet, Thresholds
+from blob_safetynet.policies.offline import MAX_FILE_BYTES, run_offline_audit
+from blob_safetynet.policies.report import RENDERERS
+from blob_safetynet.policies.report_view import ReportContext
+from blob_safetynet.policies.rules import RULES, Finding
 from testkit.arm_fake import (
     SUBSCRIPTION,
     TOKEN,

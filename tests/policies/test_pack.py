@@ -25,12 +25,12 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
-from infra import config as infra_config
-from policies.adapters.pulumi_props import UNKNOWN_SENTINELS
-from policies.model import Thresholds
-from policies.pack import POLICIES, is_resource_rule, thresholds
-from policies.pack_config import main as pack_config_main
-from policies.rules import RULES, RULES_BY_ID
+from blob_safetynet.infra import config as infra_config
+from blob_safetynet.policies.adapters.pulumi_props import UNKNOWN_SENTINELS
+from blob_safetynet.policies.model import Thresholds
+from blob_safetynet.policies.pack import POLICIES, is_resource_rule, thresholds
+from blob_safetynet.policies.pack_config import main as pack_config_main
+from blob_safetynet.policies.rules import RULES, RULES_BY_ID
 from tests.infra.harness import DELETE, Mutate, StackRun, run_stack, set_input
 from tests.policies.stack_view import as_policy_resources, stack_outputs
 
@@ -105,10 +105,11 @@ def _urn(type_: str, name: str) -> str:
     return f"urn:pulumi:test::blob-safetynet::{type_}::{name}"
 
 
-def policy_resources(run: StackRun) -> list[PolicyResource]:
-    """The run's resources as CrossGuard's stack view; role definitions carry their id."""
+def policy_resources(run: StackRun, roles: str = "access") -> list[PolicyResource]:
+    """The run's resources as CrossGuard's stack view; role definitions (the children of the
+    `roles` component) carry their id."""
     ids = {
-        f"access-{key.removesuffix('RoleDefinitionId')}": value
+        f"{roles}-{key.removesuffix('RoleDefinitionId')}": value
         for key, value in run.outputs.items()
         if key.endswith("RoleDefinitionId")
     }
@@ -143,11 +144,13 @@ def policy_resources(run: StackRun) -> list[PolicyResource]:
     return resources
 
 
-def run_pack(run: StackRun, config: Mapping[str, Any] | None = None) -> PackResult:
+def run_pack(
+    run: StackRun, config: Mapping[str, Any] | None = None, roles: str = "access"
+) -> PackResult:
     """Every policy of the pack over the run, as the CLI would feed them: resource policies get
     each resource's inputs, stack policies every resource's outputs (no ids: the fallbacks)."""
-    inputs = policy_resources(run)
-    outputs = as_policy_resources(stack_outputs(run, with_ids=False))
+    inputs = policy_resources(run, roles)
+    outputs = as_policy_resources(stack_outputs(run, with_ids=False, roles=roles))
     result = PackResult()
     for policy in POLICIES:
         messages = result.violations.setdefault(policy.name, [])
@@ -325,7 +328,7 @@ def test_unknown_inputs_are_reported_as_unknown_not_passed() -> None:
 def test_generated_pack_config_gives_every_policy_the_thresholds(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`python -m policies.pack_config` puts the same thresholds under every policy's own name."""
+    """`python -m blob_safetynet.policies.pack_config` puts the same thresholds under every policy's own name."""
     assert pack_config_main(["--max-pending-days", "3", "--deployment-principal", "ci"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert set(document) == set(RULES_BY_ID)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from policies.probes import PROBES
-from policies.probes.catalogue import main, render
+from blob_safetynet.policies.probes import PROBES
+from blob_safetynet.policies.probes.catalogue import main, render
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "verification.md"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from policies.report_html import frameworks
-from policies.rules import RULES_BY_ID
-from safetynet.cli import main
+from blob_safetynet.cli.main import main
+from blob_safetynet.policies.report_html import frameworks
+from blob_safetynet.policies.rules import RULES_BY_ID
 from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
 from tests.policies.arm_env import use_fake_arm
 

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from policies.model import (
+from blob_safetynet.policies.model import (
     UNKNOWN,
     Account,
     Container,
@@ -17,10 +17,10 @@ from policies.model import (
     TagFilter,
     Thresholds,
 )
-from policies.roles import OWNER_LIKE, PERMANENT_DELETE
-from policies.rules import RULES_BY_ID, Outcome
-from policies.rules.base import Finding
-from sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from blob_safetynet.policies.roles import OWNER_LIKE, PERMANENT_DELETE
+from blob_safetynet.policies.rules import RULES_BY_ID, Outcome
+from blob_safetynet.policies.rules.base import Finding
+from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
 from tests.policies import models as m
 from tests.policies.test_rules import THRESHOLDS, fenced
 

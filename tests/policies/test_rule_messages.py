@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from policies.rules import RULES_BY_ID
+from blob_safetynet.policies.rules import RULES_BY_ID
 from tests.policies.test_rules import CASES, THRESHOLDS
 
 GOLDEN = Path(__file__).parent / "data" / "rule_messages.json"

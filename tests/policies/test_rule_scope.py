@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from policies.model import UNKNOWN, Account, Container, Facet, Thresholds
-from policies.rules import RULES, RULES_BY_ID, Outcome, Rule, RuleScope, evaluate
-from policies.rules.base import Framework
+from blob_safetynet.policies.model import UNKNOWN, Account, Container, Facet, Thresholds
+from blob_safetynet.policies.rules import RULES, RULES_BY_ID, Outcome, Rule, RuleScope, evaluate
+from blob_safetynet.policies.rules.base import Framework
 from tests.policies import models as m
 
 THRESHOLDS = Thresholds()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra import access
-from infra.access import SWEEPER_CONDITION
-from policies.model import (
+from blob_safetynet.infra import access
+from blob_safetynet.infra.access import SWEEPER_CONDITION
+from blob_safetynet.policies.model import (
     UNKNOWN,
     Account,
     Container,
@@ -16,7 +16,7 @@ from policies.model import (
     TagFilter,
     Thresholds,
 )
-from policies.roles import (
+from blob_safetynet.policies.roles import (
     ACCOUNT_WRITE,
     BLOBS,
     LIST_KEYS,
@@ -27,7 +27,7 @@ from policies.roles import (
     built_in_role,
     parse_condition,
 )
-from policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
+from blob_safetynet.policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from tests.policies import models as m
 
 THRESHOLDS = Thresholds()
@@ -48,7 +48,7 @@ only under .safetynet/verify/, listing only with that prefix."""
 
 
 def fenced(action: str, path: str = VERIFY_PREFIX, qualifier: str = "") -> str:
-    """The condition shape infra/access.py writes: `action` (with an optional sub-operation
+    """The condition shape blob_safetynet/infra/access.py writes: `action` (with an optional sub-operation
     qualifier) only on blobs under `path`."""
     return (
         f"((!(ActionMatches{{'{action}'}}{qualifier})) OR "
@@ -599,7 +599,7 @@ def test_contributor_is_known_by_its_real_guid() -> None:
 
 
 def test_every_condition_infra_writes_parses() -> None:
-    """Each *_CONDITION constant of infra/access.py is a condition the role rules understand."""
+    """Each *_CONDITION constant of blob_safetynet/infra/access.py is a condition the role rules understand."""
     conditions = {k: v for k, v in vars(access).items() if k.endswith("_CONDITION")}
     assert conditions
     assert all(parse_condition(text) is not None for text in conditions.values()), conditions

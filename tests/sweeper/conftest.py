@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper.protocol import Checkpoint, UploadProtocol, no_checkpoint
-from sweeper.settings import SweepSettings
-from sweeper.store import Document, DocumentStore, Status, new_document_id
-from sweeper.sweep import Sweeper
-from sweeper.vocabulary import PENDING, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.protocol import Checkpoint, UploadProtocol, no_checkpoint
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import Document, DocumentStore, Status, new_document_id
+from blob_safetynet.sweeper.sweep import Sweeper
+from blob_safetynet.sweeper.vocabulary import PENDING, STATE_TAG
 from testkit.fault_proxy import LatencyProxy
 
 CUTOFF = timedelta(minutes=15)

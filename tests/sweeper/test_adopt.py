@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from sweeper import adopt
-from sweeper.store import Document, DocumentStore, Status, new_document_id
-from sweeper.vocabulary import COMMITTED, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper import adopt
+from blob_safetynet.sweeper.store import Document, DocumentStore, Status, new_document_id
+from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from testkit.etag_double import etag_guarding_service
 from testkit.fault_proxy import LatencyProxy
 from testkit.service_doubles import ServiceDouble

@@ -14,13 +14,13 @@ from types import ModuleType
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.exitcodes import ExitCode
-from sweeper import binding, blobs
-from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import RepairRefusedError, reconcile
-from sweeper.store import Document, DocumentStore, Status
-from testkit.azurite import Azurite
-from testkit.crash import SimulatedCrash, crash_after
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.embedded.crash import SimulatedCrash, crash_after
+from blob_safetynet.sweeper import binding, blobs
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.reconcile import RepairRefusedError, reconcile
+from blob_safetynet.sweeper.store import Document, DocumentStore, Status
 from tests.conftest import RunCli
 from tests.sweeper.conftest import age_row, stale_rows_in
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.cli import main
-from safetynet.exitcodes import ExitCode
-from sweeper import blobs
-from sweeper.reconcile import list_blobs
-from sweeper.store import Document, DocumentStore
-from testkit.azurite import Azurite
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.reconcile import list_blobs
+from blob_safetynet.sweeper.store import Document, DocumentStore
 
 Run = Callable[..., tuple[int, str, str]]
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from safetynet import cli
+from blob_safetynet.cli import main as cli
 
-HEAVY = ("azure.mgmt", "policies.audit", "pulumi", "jinja2")
+HEAVY = ("azure.mgmt", "blob_safetynet.policies.audit", "pulumi", "jinja2")
 """The audit's ARM clients, the Pulumi SDK, the HTML report's templates."""
 NEEDS_HEAVY = {"audit", "verify"}
 """They read ARM (audit always, verify with an ARM scope) and render HTML reports."""
@@ -20,7 +20,7 @@ def loaded_by(*arguments: str) -> list[str]:
     """The modules a fresh interpreter holds after building the parser for `arguments`."""
     program = (
         "import json, sys\n"
-        "from safetynet.cli import _named_command, build_parser\n"
+        "from blob_safetynet.cli.main import _named_command, build_parser\n"
         f"build_parser(_named_command({list(arguments)!r}))\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
@@ -41,8 +41,8 @@ def test_a_command_loads_none_of_the_heavy_modules(command: str) -> None:
 def test_the_command_list_alone_loads_no_command_module() -> None:
     """`safetynet --help` imports none of the command modules beyond the shared helpers."""
     loaded = loaded_by("--help")
-    commands = [m for m in loaded if m.startswith("safetynet.commands.")]
-    assert commands == ["safetynet.commands.common"]
+    commands = [m for m in loaded if m.startswith("blob_safetynet.cli.commands.")]
+    assert commands == ["blob_safetynet.cli.commands.common"]
     assert [m for m in loaded if m.startswith(HEAVY)] == []
 
 

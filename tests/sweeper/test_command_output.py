@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper import blobs
-from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import (
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.reconcile import (
     SHARE_FLOOR,
     RepairRefusedError,
     apply_plan,
@@ -23,9 +24,8 @@ from sweeper.reconcile import (
     plan_orphan_deletion,
     reconcile,
 )
-from sweeper.store import DocumentStore
-from sweeper.vocabulary import COMMITTED, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.conftest import RunCli
 from tests.sweeper.conftest import stale_rows_in
 

@@ -13,15 +13,15 @@ import pytest
 import sqlalchemy as sa
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from sweeper import blobs
-from sweeper.protocol import ReservationExpiredError, UploadProtocol
-from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore, Status
-from sweeper.sweep import Sweeper
-from sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.embedded.invariants import instant_invariants, snapshot
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.protocol import ReservationExpiredError, UploadProtocol
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore, Status
+from blob_safetynet.sweeper.sweep import Sweeper
+from blob_safetynet.sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from testkit.fault_proxy import LatencyProxy
-from testkit.invariants import instant_invariants, snapshot
 from testkit.service_doubles import ServiceDouble, tag_guarding_service
 from tests.sweeper.conftest import CUTOFF
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper.protocol import UploadProtocol
-from sweeper.store import Document, DocumentStore
-from testkit.crash import CRASH_STEPS, RACES, Race, run_crash_case, run_race_case
+from blob_safetynet.embedded.crash import CRASH_STEPS, RACES, Race, run_crash_case, run_race_case
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.store import Document, DocumentStore
 
 
 @pytest.mark.parametrize("step", CRASH_STEPS)

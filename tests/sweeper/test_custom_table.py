@@ -12,16 +12,16 @@ import sqlalchemy as sa
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from policies.probes import ProbeOutcome, ProbeSettings, Target, run_probes
-from policies.probes.liveness import SWEEPER_HEARTBEAT
-from sweeper import appsettings
-from sweeper.appsettings import SettingsError, TableNames, table_names
-from sweeper.heartbeat import write_heartbeat
-from sweeper.protocol import UploadProtocol
-from sweeper.settings import FunctionSettings
-from sweeper.store import DocumentStore, DocumentTable, Status
-from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_TABLE_FIELD
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.policies.probes import ProbeOutcome, ProbeSettings, Target, run_probes
+from blob_safetynet.policies.probes.liveness import SWEEPER_HEARTBEAT
+from blob_safetynet.sweeper import appsettings
+from blob_safetynet.sweeper.appsettings import SettingsError, TableNames, table_names
+from blob_safetynet.sweeper.heartbeat import write_heartbeat
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.settings import FunctionSettings
+from blob_safetynet.sweeper.store import DocumentStore, DocumentTable, Status
+from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_TABLE_FIELD
 from tests.conftest import RunCli
 from tests.sweeper.conftest import stale_rows_in
 

@@ -13,19 +13,19 @@ import sqlalchemy as sa
 from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
-from sweeper.protocol import (
+from blob_safetynet.embedded.crash import SimulatedCrash, crash_after
+from blob_safetynet.sweeper.protocol import (
     ContentMismatchError,
     ProtocolError,
     ReservationExpiredError,
     UploadFailedError,
     UploadProtocol,
 )
-from sweeper.reconcile import list_blobs
-from sweeper.settings import SweepSettings
-from sweeper.store import BlobRecordKind, Document, DocumentStore, Status
-from sweeper.sweep import Sweeper
-from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
-from testkit.crash import SimulatedCrash, crash_after
+from blob_safetynet.sweeper.reconcile import list_blobs
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import BlobRecordKind, Document, DocumentStore, Status
+from blob_safetynet.sweeper.sweep import Sweeper
+from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 from tests.sweeper.conftest import CUTOFF, later, stale_rows_in
 
 StaleRows = Callable[..., list[Document]]

@@ -20,23 +20,23 @@ import sqlalchemy as sa
 from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.exitcodes import ExitCode
-from sweeper import appsettings, binding
-from sweeper.appsettings import SettingsError
-from sweeper.protocol import (
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.embedded.crash import BLOCK, RacingStream
+from blob_safetynet.sweeper import appsettings, binding
+from blob_safetynet.sweeper.appsettings import SettingsError
+from blob_safetynet.sweeper.protocol import (
     ContentMismatchError,
     OperationFailedError,
     ReservationExpiredError,
     UploadFailedError,
     UploadProtocol,
 )
-from sweeper.reconcile import list_blobs
-from sweeper.settings import SweepSettings
-from sweeper.store import BlobRecordKind, DocumentStore, Status
-from sweeper.sweep import Sweeper
-from sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
-from testkit.azurite import Azurite
-from testkit.crash import BLOCK, RacingStream
+from blob_safetynet.sweeper.reconcile import list_blobs
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import BlobRecordKind, DocumentStore, Status
+from blob_safetynet.sweeper.sweep import Sweeper
+from blob_safetynet.sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from testkit.fault_proxy import Fault, LatencyProxy
 from testkit.pg_proxy import postgres_proxy
 from tests.conftest import RunCli

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 
-from safetynet.exitcodes import ExitCode
-from sweeper.settings import FunctionSettings, SettingsError
-from sweeper.store import (
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.sweeper.settings import FunctionSettings, SettingsError
+from blob_safetynet.sweeper.store import (
     ENTRA_DATABASE_SCOPE,
     DatabaseTokenError,
     DocumentStore,

@@ -19,14 +19,19 @@ import sqlalchemy as sa
 from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobLeaseClient, BlobServiceClient, ContainerClient, LinearRetry
 
-from sweeper.lease import LEASE_BLOB
-from sweeper.protocol import UploadProtocol
-from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore, Status, StoreError
-from sweeper.sweep import Sweeper, SweepReport
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.embedded.invariants import (
+    DeleteLog,
+    InvariantResult,
+    InvariantWatch,
+    check_invariants,
+)
+from blob_safetynet.sweeper.lease import LEASE_BLOB
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore, Status, StoreError
+from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from testkit.fault_proxy import INTERNAL_ERROR, SERVER_BUSY, Fault, LatencyProxy, throttled
-from testkit.invariants import DeleteLog, InvariantResult, InvariantWatch, check_invariants
 from tests.sweeper.conftest import CUTOFF, later, stale_rows_in
 
 READ_TIMEOUT_S = 1

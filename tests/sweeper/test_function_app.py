@@ -16,13 +16,13 @@ from azure.functions.decorators.function_app import Function
 from azure.functions.timer import TimerRequest
 from azure.storage.blob import ContainerClient
 
-from sweeper.lease import LEASE_BLOB, SweepLease, SweepLeaseStuckError
-from sweeper.protocol import UploadProtocol
-from sweeper.settings import SettingsError
-from sweeper.store import Document, DocumentStore, Status
-from sweeper.sweep import SweepReport
-from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.lease import LEASE_BLOB, SweepLease, SweepLeaseStuckError
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.settings import SettingsError
+from blob_safetynet.sweeper.store import Document, DocumentStore, Status
+from blob_safetynet.sweeper.sweep import SweepReport
+from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
 from tests.sweeper.conftest import age_row
 
 StaleRows = Callable[..., list[Document]]

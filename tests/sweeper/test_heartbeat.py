@@ -12,10 +12,10 @@ from types import ModuleType
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from safetynet.cli import main
-from sweeper.heartbeat import write_heartbeat
-from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.heartbeat import write_heartbeat
+from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
 
 
 def heartbeat(container: ContainerClient) -> dict[str, object]:

@@ -1,7 +1,7 @@
 """The sweeper's commands and the Function against hostile input and careless operators.
 
 One test per finding of issue 11: secrets never shown, no traceback, exit codes of the contract
-(`safetynet.exitcodes`), no side effect outside `db init`, one endpoint rule, escaped names.
+(`blob_safetynet.cli.exitcodes`), no side effect outside `db init`, one endpoint rule, escaped names.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import pytest
 import sqlalchemy as sa
 from azure.storage.blob import ContainerClient
 
-from infra.function_zip import BuildError, build_zip
-from safetynet.exitcodes import ExitCode
-from sweeper.lease import SweepLease
-from sweeper.settings import SettingsError, check_blob_endpoint
-from sweeper.store import Document, DocumentStore
-from sweeper.vocabulary import COMMITTED, STATE_TAG
-from testkit.azurite import Azurite, dev_connection_string
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.embedded.azurite import Azurite, dev_connection_string
+from blob_safetynet.infra.function_zip import BuildError, build_zip
+from blob_safetynet.sweeper.lease import SweepLease
+from blob_safetynet.sweeper.settings import SettingsError, check_blob_endpoint
+from blob_safetynet.sweeper.store import Document, DocumentStore
+from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.conftest import POSTGRES_ADMIN_URL, RunCli
 from tests.sweeper.conftest import stale_rows_in
 

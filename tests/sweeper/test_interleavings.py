@@ -30,20 +30,20 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from sweeper.lease import SweepLeaseHeldError
-from sweeper.protocol import ProtocolError, UploadProtocol, no_checkpoint
-from sweeper.reconcile import reconcile
-from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore, NameConflictError, Status
-from sweeper.sweep import Sweeper, SweepReport
-from testkit.crash import (
+from blob_safetynet.embedded.crash import (
     DELETE_STEPS,
     PUT_STEPS,
     REPLACE_STEPS,
     SimulatedCrash,
     crash_after,
 )
-from testkit.invariants import DeleteLog, InvariantWatch, check_invariants
+from blob_safetynet.embedded.invariants import DeleteLog, InvariantWatch, check_invariants
+from blob_safetynet.sweeper.lease import SweepLeaseHeldError
+from blob_safetynet.sweeper.protocol import ProtocolError, UploadProtocol, no_checkpoint
+from blob_safetynet.sweeper.reconcile import reconcile
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore, NameConflictError, Status
+from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from tests.sweeper.conftest import CUTOFF
 
 SOAK_EXAMPLES = int(os.environ.get("SAFETYNET_SOAK_EXAMPLES", "0"))

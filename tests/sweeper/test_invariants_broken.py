@@ -7,14 +7,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper import blobs
-from sweeper.protocol import UploadProtocol
-from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore, Status
-from sweeper.sweep import Sweeper
-from sweeper.vocabulary import COMMITTED, STATE_TAG
-from testkit.crash import SimulatedCrash, crash_after, run_crash_case
-from testkit.invariants import DeleteLog, InvariantWatch, check_invariants
+from blob_safetynet.embedded.crash import SimulatedCrash, crash_after, run_crash_case
+from blob_safetynet.embedded.invariants import DeleteLog, InvariantWatch, check_invariants
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore, Status
+from blob_safetynet.sweeper.sweep import Sweeper
+from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.sweeper import broken
 from tests.sweeper.conftest import CUTOFF, age_row, stale_rows_in
 

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.exitcodes import ExitCode
-from sweeper import blobs
-from sweeper.inventory import (
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.inventory import (
     InventoryConfigError,
     InventoryError,
     download,
@@ -25,12 +26,11 @@ from sweeper.inventory import (
     reconcile_inventory,
     sorted_chunks,
 )
-from sweeper.lease import LEASE_BLOB
-from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import Reconciliation, plan_orphan_deletion, reconcile
-from sweeper.store import DocumentStore
-from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.sweeper.lease import LEASE_BLOB
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.reconcile import Reconciliation, plan_orphan_deletion, reconcile
+from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 from testkit.inventory import RunSpec, write_run
 from tests.conftest import RunCli
 

@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import BlobLeaseClient, ContainerClient
 
-from safetynet.cli import main
-from safetynet.exitcodes import ExitCode
-from sweeper.lease import (
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.lease import (
     ACQUIRED,
     HEARTBEAT,
     HOLDER,
@@ -19,10 +20,9 @@ from sweeper.lease import (
     SweepLeaseHeldError,
     SweepLeaseStuckError,
 )
-from sweeper.settings import SweepSettings
-from sweeper.store import Document, DocumentStore
-from sweeper.sweep import Sweeper, SweepReport
-from testkit.azurite import Azurite
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import Document, DocumentStore
+from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from tests.sweeper.conftest import CUTOFF
 
 StaleRows = Callable[..., list[Document]]

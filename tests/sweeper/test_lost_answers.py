@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from sweeper import blobs
-from sweeper.clients import blob_service_client
-from sweeper.reconcile import apply_plan, plan_orphan_deletion, reconcile
-from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore
-from sweeper.sweep import Sweeper
-from sweeper.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.clients import blob_service_client
+from blob_safetynet.sweeper.reconcile import apply_plan, plan_orphan_deletion, reconcile
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.sweeper.sweep import Sweeper
+from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from testkit.fault_proxy import Fault, LatencyProxy
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 

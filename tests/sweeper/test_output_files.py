@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from infra import function_zip
-from safetynet.exitcodes import ExitCode
-from sweeper import blobs
-from sweeper.reconcile import list_blobs
-from sweeper.store import DocumentStore
-from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.infra import function_zip
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.reconcile import list_blobs
+from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
 from tests.conftest import RunCli
 
 

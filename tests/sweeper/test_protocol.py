@@ -10,16 +10,16 @@ import pytest
 from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from sweeper.protocol import (
+from blob_safetynet.embedded.crash import PUT_STEPS, SimulatedCrash, crash_after
+from blob_safetynet.sweeper.protocol import (
     InvalidNameError,
     ProtocolError,
     ReservationExpiredError,
     UploadProtocol,
 )
-from sweeper.reconcile import list_blobs
-from sweeper.store import BlobRecordKind, DocumentStore, NameConflictError, Status
-from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
-from testkit.crash import PUT_STEPS, SimulatedCrash, crash_after
+from blob_safetynet.sweeper.reconcile import list_blobs
+from blob_safetynet.sweeper.store import BlobRecordKind, DocumentStore, NameConflictError, Status
+from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 
 
 def blob_state(container: ContainerClient, name: str) -> str:

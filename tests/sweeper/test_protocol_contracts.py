@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper.protocol import (
+from blob_safetynet.sweeper.protocol import (
     ConcurrentReplaceError,
     InvalidNameError,
     ProtocolError,
     ReservationExpiredError,
     UploadProtocol,
 )
-from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore, Status
-from sweeper.sweep import Sweeper
-from sweeper.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore, Status
+from blob_safetynet.sweeper.sweep import Sweeper
+from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
 

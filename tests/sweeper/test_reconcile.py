@@ -11,20 +11,20 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.cli import main
-from safetynet.exitcodes import ExitCode
-from sweeper import blobs
-from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import (
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.reconcile import (
     RepairRefusedError,
     apply_plan,
     list_blobs,
     plan_orphan_deletion,
     reconcile,
 )
-from sweeper.store import Document, DocumentStore, Status, new_document_id
-from sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.sweeper.store import Document, DocumentStore, Status, new_document_id
+from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import reconcile
-from sweeper.store import Document, DocumentStore
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.reconcile import reconcile
+from blob_safetynet.sweeper.store import Document, DocumentStore
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 

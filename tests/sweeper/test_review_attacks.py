@@ -9,20 +9,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper import binding, blobs
-from sweeper.protocol import ProtocolError, ReservationExpiredError, UploadProtocol
-from sweeper.reconcile import (
+from blob_safetynet.embedded.crash import SimulatedCrash, crash_after
+from blob_safetynet.sweeper import binding, blobs
+from blob_safetynet.sweeper.protocol import ProtocolError, ReservationExpiredError, UploadProtocol
+from blob_safetynet.sweeper.reconcile import (
     RepairRefusedError,
     apply_plan,
     list_blobs,
     plan_orphan_deletion,
     reconcile,
 )
-from sweeper.settings import SweepSettings
-from sweeper.store import Document, DocumentStore, DocumentTable, Status
-from sweeper.sweep import ContainerBindingError, Sweeper
-from sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
-from testkit.crash import SimulatedCrash, crash_after
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import Document, DocumentStore, DocumentTable, Status
+from blob_safetynet.sweeper.sweep import ContainerBindingError, Sweeper
+from blob_safetynet.sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from tests.sweeper.conftest import CUTOFF
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)

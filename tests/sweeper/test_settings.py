@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.settings import SettingsError, SweepSettings
+from blob_safetynet.sweeper.settings import SettingsError, SweepSettings
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from safetynet.cli import main
-from sweeper.store import (
+from blob_safetynet.cli.main import main
+from blob_safetynet.sweeper.store import (
     Document,
     DocumentStore,
     DocumentTable,

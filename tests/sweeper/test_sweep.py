@@ -10,13 +10,13 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from sweeper.lease import SweepLease, SweepLeaseHeldError
-from sweeper.protocol import UploadProtocol
-from sweeper.reconcile import list_blobs
-from sweeper.settings import SweepSettings
-from sweeper.store import Document, DocumentStore, Status
-from sweeper.sweep import Sweeper, SweepReport
-from sweeper.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.sweeper.lease import SweepLease, SweepLeaseHeldError
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.reconcile import list_blobs
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import Document, DocumentStore, Status
+from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
+from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
 StaleRows = Callable[..., list[Document]]

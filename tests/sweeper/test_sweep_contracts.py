@@ -8,10 +8,10 @@ import logging
 import pytest
 from azure.storage.blob import ContainerClient
 
-from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore
-from sweeper.sweep import Sweeper
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.sweeper.sweep import Sweeper
 from testkit.fault_proxy import LatencyProxy
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from sweeper.reconcile import list_blobs
-from sweeper.settings import SweepSettings
-from sweeper.store import DocumentStore, Status
-from sweeper.sweep import Sweeper
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.reconcile import list_blobs
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import DocumentStore, Status
+from blob_safetynet.sweeper.sweep import Sweeper
 from testkit.fault_proxy import LatencyProxy
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 

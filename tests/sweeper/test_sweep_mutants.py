@@ -1,7 +1,7 @@
 """What the sweeper does at its edges, pinned one behaviour per test: the per-blob fallback, the
 records of replaces and deletes, the only-copy check, the dry run, blob names at their limits.
 
-Each was found unguarded by the mutation run of `sweeper/sweep.py` (docs/reliability.md).
+Each was found unguarded by the mutation run of `blob_safetynet/sweeper/sweep.py` (docs/reliability.md).
 `_delete_one` and a record's unreachable blob are called directly: the sweeper reaches the
 first only when the SDK cannot build a Blob Batch or a batch answers short, and the second only
 when the service fails between two calls, neither of which Azurite does on its own.
@@ -19,12 +19,19 @@ import sqlalchemy as sa
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from sweeper import binding, blobs
-from sweeper.blobs import BINDING_BLOB
-from sweeper.lease import ACQUIRED, LEASE_BLOB, LEASE_SECONDS, SweepLease
-from sweeper.settings import SweepSettings
-from sweeper.store import BlobRecordKind, Document, DocumentStore, Status, new_document_id
-from sweeper.sweep import (
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper import binding, blobs
+from blob_safetynet.sweeper.blobs import BINDING_BLOB
+from blob_safetynet.sweeper.lease import ACQUIRED, LEASE_BLOB, LEASE_SECONDS, SweepLease
+from blob_safetynet.sweeper.settings import SweepSettings
+from blob_safetynet.sweeper.store import (
+    BlobRecordKind,
+    Document,
+    DocumentStore,
+    Status,
+    new_document_id,
+)
+from blob_safetynet.sweeper.sweep import (
     BlobOutcome,
     ContainerBindingError,
     Sweeper,
@@ -32,8 +39,7 @@ from sweeper.sweep import (
     Verdict,
     _code,
 )
-from sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
-from testkit.azurite import Azurite
+from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 from testkit.fault_proxy import Fault, LatencyProxy
 from tests.sweeper.conftest import CUTOFF
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from safetynet.exitcodes import ExitCode
-from sweeper import blobs
-from sweeper.reconcile import plan_orphan_deletion, reconcile
-from sweeper.store import DocumentStore
-from sweeper.vocabulary import COMMITTED, HEARTBEAT_BLOB, STATE_TAG
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.sweeper import blobs
+from blob_safetynet.sweeper.reconcile import plan_orphan_deletion, reconcile
+from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.sweeper.vocabulary import COMMITTED, HEARTBEAT_BLOB, STATE_TAG
 from testkit.fault_proxy import LatencyProxy
 from tests.conftest import REPO, RunCli
 from tests.sweeper.conftest import stale_rows_in
@@ -41,7 +41,7 @@ def two_chunks(store: DocumentStore, container: ContainerClient) -> DocumentStor
 def sweep_process(
     db_url: str, proxy: LatencyProxy, container: ContainerClient, *extra: str
 ) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "safetynet.cli", "sweep", "--db", db_url]
+    command = [sys.executable, "-m", "blob_safetynet.cli.main", "sweep", "--db", db_url]
     command += ["--connection-string", proxy.connection_string]
     command += ["--container", container.container_name, "--json", *extra]
     return subprocess.Popen(
@@ -139,7 +139,7 @@ def test_a_signal_stops_an_applied_plan_between_two_blobs(
     plan_file = tmp_path / "plan.json"
     plan = plan_orphan_deletion(store, container, reconcile(store, container, future))
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
-    command = [sys.executable, "-m", "safetynet.cli", "reconcile", "--db", db_url]
+    command = [sys.executable, "-m", "blob_safetynet.cli.main", "reconcile", "--db", db_url]
     command += ["--connection-string", proxy.connection_string]
     command += ["--container", container.container_name, "--json"]
     command += ["--apply-plan", str(plan_file), "--max-delete", "2", "--max-share", "1"]

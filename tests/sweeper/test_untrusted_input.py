@@ -13,14 +13,20 @@ from types import ModuleType
 import pytest
 from azure.storage.blob import ContainerClient
 
-from infra.config import ConfigError, parse
-from infra.package import DeployerIdentityError, token_object_id
-from safetynet.exitcodes import ExitCode
-from sweeper import untrusted
-from sweeper.lease import ACQUIRED, HOLDER, LEASE_BLOB, SweepLease, SweepLeaseHeldError
-from sweeper.store import Document, DocumentStore
-from sweeper.untrusted import UntrustedInputError
-from testkit.azurite import Azurite
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.infra.config import ConfigError, parse
+from blob_safetynet.infra.package import DeployerIdentityError, token_object_id
+from blob_safetynet.sweeper import untrusted
+from blob_safetynet.sweeper.lease import (
+    ACQUIRED,
+    HOLDER,
+    LEASE_BLOB,
+    SweepLease,
+    SweepLeaseHeldError,
+)
+from blob_safetynet.sweeper.store import Document, DocumentStore
+from blob_safetynet.sweeper.untrusted import UntrustedInputError
 from tests.conftest import RunCli
 from tests.infra.harness import RAW_DEFAULTS
 

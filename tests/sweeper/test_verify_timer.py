@@ -12,12 +12,12 @@ from types import ModuleType
 import pytest
 from azure.storage.blob import ContainerClient
 
-from policies.history import read_history
-from policies.probes import PROBES
-from sweeper import appsettings, signals
-from sweeper.settings import SettingsError
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.policies.history import read_history
+from blob_safetynet.policies.probes import PROBES
+from blob_safetynet.sweeper import appsettings, signals
+from blob_safetynet.sweeper.settings import SettingsError
 from testkit.arm_fake import TOKEN, FakeArm, compliant_account, set_path
-from testkit.azurite import Azurite
 from testkit.telemetry import RecordedTelemetry
 from tests.sweeper.test_function_app import indexed_functions
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.azurite import AZURITE_BIN_ENV, Azurite, AzuriteError
+from blob_safetynet.embedded.azurite import AZURITE_BIN_ENV, Azurite, AzuriteError
 
 
 def test_missing_override_binary_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

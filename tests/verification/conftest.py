@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from policies.probes import Probe, ProbeOutcome, Target, run_probes
-from policies.probes.runner import ProbeResult, VerificationRun
-from testkit.azurite import Azurite, AzuriteTls
+from blob_safetynet.embedded.azurite import Azurite, AzuriteTls
+from blob_safetynet.policies.probes import Probe, ProbeOutcome, Target, run_probes
+from blob_safetynet.policies.probes.runner import ProbeResult, VerificationRun
 from testkit.service_doubles import EmulatorTokenCredential
 from testkit.tls import TlsFiles, make_tls_files
 

@@ -10,8 +10,16 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from azure.storage.blob import BlobServiceClient, ExponentialRetry
 
-from policies.probes import Probe, ProbeOutcome, ProbeResult, ProbeSettings, Target, run_probes
-from policies.probes.access import (
+from blob_safetynet.embedded.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, dev_blob_endpoint
+from blob_safetynet.policies.probes import (
+    Probe,
+    ProbeOutcome,
+    ProbeResult,
+    ProbeSettings,
+    Target,
+    run_probes,
+)
+from blob_safetynet.policies.probes.access import (
     HTTPS_ONLY,
     NO_PUBLIC_ACCESS,
     PRIVATE_CONTAINER,
@@ -19,17 +27,16 @@ from policies.probes.access import (
     SHARED_KEY_OFF,
     TAG_WRITE_ROLE,
 )
-from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
-from policies.probes.recovery import PERMANENT_DELETE, SOFT_DELETE
-from policies.probes.writes import (
+from blob_safetynet.policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
+from blob_safetynet.policies.probes.recovery import PERMANENT_DELETE, SOFT_DELETE
+from blob_safetynet.policies.probes.writes import (
     CONCURRENT_CREATE,
     CONDITIONAL_SEAL,
     CREATE_ONLY,
     TAG_GUARDED_DELETE,
 )
-from sweeper.heartbeat import heartbeat_body, write_heartbeat
-from sweeper.vocabulary import HEARTBEAT_BLOB
-from testkit.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, dev_blob_endpoint
+from blob_safetynet.sweeper.heartbeat import heartbeat_body, write_heartbeat
+from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB
 from testkit.service_doubles import (
     Misbehaviour,
     Refusal,

@@ -12,16 +12,16 @@ import jsonschema
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from policies.probes import ProbeOutcome, ProbeResult
-from policies.probes.runner import VerificationRun
-from policies.probes.writes import CREATE_ONLY
-from policies.report import VERIFY_RENDERERS
-from safetynet.cli import main
-from safetynet.commands.common import UsageError
-from safetynet.commands.verify import exit_code, second_credential
-from safetynet.exitcodes import ExitCode
+from blob_safetynet.cli.commands.common import UsageError
+from blob_safetynet.cli.commands.verify import exit_code, second_credential
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import DEV_KEY, Azurite
+from blob_safetynet.policies.probes import ProbeOutcome, ProbeResult
+from blob_safetynet.policies.probes.runner import VerificationRun
+from blob_safetynet.policies.probes.writes import CREATE_ONLY
+from blob_safetynet.policies.report import VERIFY_RENDERERS
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
-from testkit.azurite import DEV_KEY, Azurite
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
 

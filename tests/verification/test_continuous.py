@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from policies.continuous import SettingsVerdict, verify_continuously
-from policies.history import HistoryError, read_history, write_record
-from policies.probes import PROBES, ProbeSettings, Target
-from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
-from policies.rules import RULES, Finding, Outcome
-from sweeper import signals
-from sweeper.vocabulary import HISTORY_PREFIX
-from testkit.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.policies.continuous import SettingsVerdict, verify_continuously
+from blob_safetynet.policies.history import HistoryError, read_history, write_record
+from blob_safetynet.policies.probes import PROBES, ProbeSettings, Target
+from blob_safetynet.policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
+from blob_safetynet.policies.rules import RULES, Finding, Outcome
+from blob_safetynet.sweeper import signals
+from blob_safetynet.sweeper.vocabulary import HISTORY_PREFIX
 from testkit.service_doubles import soft_deleting_service
 from testkit.telemetry import RecordedTelemetry
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from safetynet.cli import main
-from testkit.azurite import Azurite
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
 from testkit.service_doubles import tag_guarding_service
 from tests.verification.conftest import ProbeTarget
 

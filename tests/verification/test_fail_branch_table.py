@@ -8,10 +8,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from policies.probes import PROBES
+from blob_safetynet.policies.probes import PROBES
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBE_SOURCES = sorted((ROOT / "policies" / "probes").glob("*.py"))
+PROBE_SOURCES = sorted((ROOT / "blob_safetynet" / "policies" / "probes").glob("*.py"))
 SECTION = "## Every FAIL branch and the double that takes it"
 ROW = re.compile(r"^\| (SNV-[A-Z-]+) \| `(?P<label>[^`]+)` \| (?P<tests>.+) \|$")
 TEST_REF = re.compile(r"`(?P<path>tests/[\w/]+\.py)::(?P<name>\w+)(?:\[(?P<case>[\w-]+)\])?`")

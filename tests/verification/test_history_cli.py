@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from policies.continuous import verify_continuously
-from policies.history import SCHEMA, history_name
-from policies.probes import Target
-from policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
-from safetynet.cli import main
-from testkit.azurite import Azurite
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.policies.continuous import verify_continuously
+from blob_safetynet.policies.history import SCHEMA, history_name
+from blob_safetynet.policies.probes import Target
+from blob_safetynet.policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
 
 
 def history(azurite: Azurite, container: ContainerClient, *extra: str) -> list[str]:

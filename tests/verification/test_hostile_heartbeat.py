@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from policies.probes import ProbeOutcome
-from policies.probes.liveness import SWEEPER_HEARTBEAT
-from sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD
+from blob_safetynet.policies.probes import ProbeOutcome
+from blob_safetynet.policies.probes.liveness import SWEEPER_HEARTBEAT
+from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD
 from tests.verification.conftest import ProbeTarget, _fresh_container
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]

@@ -8,12 +8,25 @@ import pytest
 from azure.core.exceptions import AzureError
 from azure.storage.blob import BlobServiceClient
 
-from policies.probes import PROBES, Observation, Probe, ProbeOutcome, Target, run_probes
-from policies.probes.liveness import CANARY
-from safetynet.commands.verify import exit_code
-from safetynet.exitcodes import ExitCode
-from sweeper.vocabulary import COMMITTED, HEARTBEAT_BLOB, PENDING, STATE_TAG, VERIFY_PREFIX
-from testkit.azurite import Azurite
+from blob_safetynet.cli.commands.verify import exit_code
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.policies.probes import (
+    PROBES,
+    Observation,
+    Probe,
+    ProbeOutcome,
+    Target,
+    run_probes,
+)
+from blob_safetynet.policies.probes.liveness import CANARY
+from blob_safetynet.sweeper.vocabulary import (
+    COMMITTED,
+    HEARTBEAT_BLOB,
+    PENDING,
+    STATE_TAG,
+    VERIFY_PREFIX,
+)
 from testkit.fault_proxy import LatencyProxy
 from testkit.service_doubles import RecordingCounter
 

@@ -9,10 +9,10 @@ import pytest
 from azure.core.exceptions import ClientAuthenticationError
 from azure.storage.blob import BlobServiceClient
 
-from policies.probes import PROBES, ProbeOutcome, Target, run_probes
-from safetynet.cli import main
-from safetynet.exitcodes import ExitCode
-from testkit.azurite import Azurite
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.cli.main import main
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.policies.probes import PROBES, ProbeOutcome, Target, run_probes
 from tests.verification.conftest import ProbeTarget
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.probes import PROBES, Probe
+from blob_safetynet.policies.probes import PROBES, Probe
 from tests.verification.conftest import ProbeTarget, as_test_outcome
 
 pytestmark = pytest.mark.verification

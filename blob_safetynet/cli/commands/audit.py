@@ -1,0 +1,385 @@
+"""`safetynet audit`: judge live storage accounts by the policy rules, in a pipeline's format.
+
+Exit 0: no failing rule at or above --fail-on and every rule judged. 1: at least one failed.
+2: bad usage. 3: nothing failed but the audit is incomplete (authentication failed, a
+permission is missing, ARM answered something unreadable, a rule could not be judged, or no
+account was found), so a pipeline never mistakes "could not look" for "compliant".
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from blob_safetynet.cli.commands.common import UsageError, ascii_int, fail, parse_flag
+from blob_safetynet.cli.commands.outputs import (
+    Output,
+    add_output_options,
+    check_outputs,
+    parse_outputs,
+    write_outputs,
+)
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.policies import suppressions
+from blob_safetynet.policies.audit import (
+    DEFAULT_CONCURRENCY,
+    STORAGE_API_VERSION,
+    AuditReport,
+    Scope,
+    StaticTokenCredential,
+    default_credential,
+    run_audit,
+)
+from blob_safetynet.policies.audit import check_arm_endpoint as arm_endpoint_rule
+from blob_safetynet.policies.model import Thresholds
+from blob_safetynet.policies.offline import OfflineError, run_offline_audit
+from blob_safetynet.policies.report import RENDERERS
+from blob_safetynet.policies.report_view import (
+    HistoryError,
+    HistoryRun,
+    ReportContext,
+    load_history,
+)
+from blob_safetynet.policies.rules import RULES, Outcome, Severity
+from blob_safetynet.sweeper import appsettings
+from blob_safetynet.sweeper.redaction import Redactor, printable
+from blob_safetynet.sweeper.settings import SettingsError, check_container_name
+
+TOKEN_ENV = appsettings.ARM_TOKEN.name
+NO_FAIL = "none"
+MAX_CONCURRENCY = 64
+MAX_DAYS = 36_500
+_ACCOUNT_ID = re.compile(
+    r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)"
+    r"/providers/Microsoft\.Storage/storageAccounts/(?P<name>[^/]+)/?",
+    re.IGNORECASE,
+)
+_SUBSCRIPTION = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+# Resource group: 1-90 letters, digits, underscores, hyphens, periods, parentheses; no trailing
+# period. Storage account: 3-24 lowercase letters and digits. Both from
+# https://learn.microsoft.com/en-us/azure/azure-resource-manager/management/resource-name-rules
+_RESOURCE_GROUP = re.compile(r"[\w\-.()]{0,89}[\w\-()]")
+_ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}", re.ASCII)
+_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*", re.ASCII)
+"""RFC 6750's b64token: the characters a bearer token may hold."""
+DEFAULTS = Thresholds()
+
+
+_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?", re.ASCII)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    env = os.environ.get
+    parser = subparsers.add_parser(
+        "audit",
+        help="audit live storage accounts against the policy rules",
+        description=(
+            "Read storage accounts through Azure Resource Manager and judge them by the same "
+            f"rules as the policy pack. Authenticates with DefaultAzureCredential, or with the "
+            f"bearer token in ${TOKEN_ENV} when it is set. A rule at or above --fail-on that "
+            "fails is a finding; the exit codes are listed below."
+        ),
+    )
+    where = parser.add_argument_group("what to audit (one account, a resource group, or all)")
+    where.add_argument(
+        "--subscription",
+        default=env(appsettings.AZURE_SUBSCRIPTION_ID.name),
+        help=f"subscription id (env {appsettings.AZURE_SUBSCRIPTION_ID.name})",
+    )
+    where.add_argument("--resource-group", help="only accounts in this resource group")
+    where.add_argument(
+        "--account",
+        help="one account: its name (needs --resource-group) or its full resource id",
+    )
+    where.add_argument(
+        "--from-file",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="judge saved ARM JSON instead of reading Azure: `az storage account show`, "
+        "`... blob-service-properties show`, `... management-policy show`, `az storage "
+        "container-rm list` outputs or an ARM template export; no credential is used",
+    )
+    out = add_output_options(parser, RENDERERS, "audit")
+    out.add_argument(
+        "--suppressions",
+        type=Path,
+        metavar="FILE",
+        help="YAML or JSON file of (rule, resource pattern, justification, expiry): a FAIL it "
+        "covers is reported as SUPPRESSED and does not fail the run",
+    )
+    out.add_argument(
+        "--history",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="earlier --format json reports, oldest first: the HTML report shows each rule's "
+        "history",
+    )
+    out.add_argument(
+        "--fail-on",
+        choices=[*(s.value for s in reversed(Severity)), NO_FAIL],
+        default=Severity.HIGH.value,
+        help="exit 1 when a rule of this severity or above fails (default high)",
+    )
+    conn = parser.add_argument_group("connection")
+    conn.add_argument(
+        "--arm-endpoint",
+        default=env(appsettings.ARM_ENDPOINT.name),
+        help="Resource Manager URL for sovereign clouds or tests "
+        f"(env {appsettings.ARM_ENDPOINT.name})",
+    )
+    conn.add_argument(
+        "--storage-api-version",
+        help=f"Microsoft.Storage api-version to read with (default {STORAGE_API_VERSION}, "
+        "pinned; pass an older one where a cloud lags); with --from-file, the version the "
+        "CLI outputs were read with (default: unknown, so what it may lack is UNKNOWN)",
+    )
+    conn.add_argument(
+        "--allow-custom-endpoint",
+        action="store_const",
+        const="true",
+        default=appsettings.ALLOW_CUSTOM_ENDPOINT.read(os.environ),
+        help="send the token to an --arm-endpoint that is neither Azure's Resource Manager nor "
+        f"loopback (env {appsettings.ALLOW_CUSTOM_ENDPOINT.name}=true|false)",
+    )
+    conn.add_argument(
+        "--concurrency",
+        type=ascii_int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"accounts read at once, 1-{MAX_CONCURRENCY} (default {DEFAULT_CONCURRENCY}; "
+        "1 = sequential)",
+    )
+    limits = parser.add_argument_group("thresholds (same as the policy pack's config)")
+    limits.add_argument(
+        "--min-blob-soft-delete-days", type=ascii_int, default=DEFAULTS.min_blob_soft_delete_days
+    )
+    limits.add_argument("--max-pending-days", type=ascii_int, default=DEFAULTS.max_pending_days)
+    limits.add_argument(
+        "--container",
+        default=env(appsettings.CONTAINER.name, DEFAULTS.container),
+        help=f"the protocol's container (env {appsettings.CONTAINER.name})",
+    )
+    limits.add_argument(
+        "--deployment-principal",
+        action="append",
+        default=[],
+        metavar="OBJECT_ID",
+        help="an identity that deploys (pipeline, operator): exempt from the application-role "
+        "rules; repeatable (the pack's deploymentPrincipalIds)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def scope_from(args: argparse.Namespace) -> Scope:
+    """The audit's scope from the options; raises UsageError when they do not name one."""
+    account, group, subscription = args.account, args.resource_group, args.subscription
+    if account and account.startswith("/"):
+        match = _ACCOUNT_ID.fullmatch(account)
+        if match is None:
+            raise UsageError(
+                f"--account '{printable(account)}' is not a storage account resource id"
+            )
+        if subscription and subscription.lower() != match["sub"].lower():
+            raise UsageError("--account names another subscription than --subscription")
+        return _checked(Scope(match["sub"], match["rg"], match["name"]))
+    if not subscription:
+        raise UsageError(
+            f"--subscription (or {appsettings.AZURE_SUBSCRIPTION_ID.name}) is required"
+        )
+    if account and not group:
+        raise UsageError("--account NAME needs --resource-group (or pass the full resource id)")
+    return _checked(Scope(subscription, group, account))
+
+
+def _checked(scope: Scope) -> Scope:
+    """`scope` if each name is one Azure accepts; they become parts of ARM request paths."""
+    checks = [
+        ("subscription", scope.subscription_id, _SUBSCRIPTION, "a subscription id (a GUID)"),
+        ("resource group", scope.resource_group, _RESOURCE_GROUP, "a resource group name"),
+        ("account", scope.account, _ACCOUNT_NAME, "3-24 lowercase letters and digits"),
+    ]
+    for what, value, pattern, expected in checks:
+        if value is not None and not pattern.fullmatch(value):
+            raise UsageError(f"{what} '{printable(value)}' is not {expected}")
+    return scope
+
+
+def thresholds_from(args: argparse.Namespace) -> Thresholds:
+    for option, days in (
+        ("--min-blob-soft-delete-days", args.min_blob_soft_delete_days),
+        ("--max-pending-days", args.max_pending_days),
+    ):
+        if not 1 <= days <= MAX_DAYS:
+            raise UsageError(f"{option} must be between 1 and {MAX_DAYS}")
+    try:
+        check_container_name(args.container, "--container")
+    except SettingsError as error:
+        raise UsageError(str(error)) from None
+    return Thresholds(
+        min_blob_soft_delete_days=args.min_blob_soft_delete_days,
+        max_pending_days=args.max_pending_days,
+        container=args.container,
+        deployment_principal_ids=tuple(args.deployment_principal),
+    )
+
+
+def check_arm_endpoint(endpoint: str | None, allow_custom: bool) -> None:
+    """`blob_safetynet.policies.audit.check_arm_endpoint` for the option, its refusal a UsageError."""
+    if endpoint is None:
+        return
+    try:
+        arm_endpoint_rule(endpoint, allow_custom=allow_custom)
+    except SettingsError as error:
+        raise UsageError(str(error)) from None
+
+
+def token_from_environment() -> str | None:
+    """The pipeline's token, surrounding whitespace removed (a token file saved on Windows ends
+    in CR LF, which an HTTP header refuses); anything else that is not a token is refused."""
+    raw = os.environ.get(TOKEN_ENV)
+    if raw is None:
+        return None
+    token = raw.strip()
+    if not token:
+        # Set but blank is a mistake (an empty secret variable), not a request for another login.
+        raise UsageError(f"${TOKEN_ENV} is set but empty; unset it to use DefaultAzureCredential")
+    if not _TOKEN.fullmatch(token):
+        raise UsageError(
+            f"${TOKEN_ENV} holds characters a bearer token cannot (RFC 6750: letters, digits "
+            "and -._~+/ with trailing =); the value is not shown"
+        )
+    return token
+
+
+def _suppressions(path: Path | None) -> list[suppressions.Suppression]:
+    if path is None:
+        return []
+    try:
+        return suppressions.load(path, (rule.id for rule in RULES))
+    except suppressions.SuppressionError as error:
+        raise UsageError(f"--suppressions '{printable(str(path))}': {error}") from None
+
+
+def _history(paths: list[Path]) -> list[HistoryRun]:
+    runs = []
+    for path in paths:
+        try:
+            runs.append(load_history(path))
+        except HistoryError as error:
+            raise UsageError(f"--history '{printable(str(path))}': {error}") from None
+    return runs
+
+
+def _outputs(args: argparse.Namespace) -> list[Output]:
+    """The report files, checked before ARM is read; none may be one of the input files."""
+    outputs = parse_outputs(args.output, args.format, RENDERERS)
+    check_outputs(outputs, [args.suppressions, *args.history, *(args.from_file or ())])
+    return outputs
+
+
+def exit_code(report: AuditReport, context: ReportContext, fail_on: str) -> int:
+    """1 when an unsuppressed FAIL is at or above --fail-on; else 3 when anything could not be
+    judged or read (or no account was found); else 0."""
+    if fail_on != NO_FAIL:
+        failures = report.failures(Severity(fail_on))
+        if any(context.applied.of(f) is None for f in failures):
+            return ExitCode.FINDINGS
+    unknown = any(f.outcome is Outcome.UNKNOWN for f in report.findings)
+    if report.all_errors or unknown or not report.results:
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK
+
+
+def _warn(report: AuditReport, context: ReportContext, scope: Scope) -> None:
+    """The read errors, UNKNOWN count, empty scope and stale suppressions, on stderr."""
+    for problem in report.all_errors:
+        where = printable(problem.account or scope.label)
+        print(
+            f"safetynet audit: {where}: {problem.operation}: {problem.kind.value}: "
+            f"{printable(problem.message, backslashes=False)}",
+            file=sys.stderr,
+        )
+    unknown = sum(f.outcome is Outcome.UNKNOWN for f in report.findings)
+    if unknown and not report.all_errors:
+        print(f"safetynet audit: {unknown} rule(s) could not be judged (UNKNOWN)", file=sys.stderr)
+    if not report.results and not report.all_errors:
+        print(
+            f"safetynet audit: no storage account found in {printable(scope.label)}; "
+            "check the scope and the identity's read permission",
+            file=sys.stderr,
+        )
+    for note in context.applied.notes():
+        print(f"safetynet audit: {printable(note)}", file=sys.stderr)
+
+
+def _api_version(args: argparse.Namespace) -> str | None:
+    version: str | None = args.storage_api_version
+    if version is not None and not _API_VERSION.fullmatch(version):
+        raise UsageError("--storage-api-version must look like 2024-01-01 (or ...-preview)")
+    return version
+
+
+def _live_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], AuditReport]:
+    """The live audit, every option checked and the credential made before ARM is read."""
+    scope = scope_from(args)
+    allow_custom = parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint")
+    check_arm_endpoint(args.arm_endpoint, allow_custom)
+    if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+        raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
+    version = _api_version(args) or STORAGE_API_VERSION
+    token = token_from_environment()
+    credential = StaticTokenCredential(token) if token else default_credential()
+    return lambda: run_audit(
+        scope,
+        credential,
+        thresholds=limits,
+        arm_endpoint=args.arm_endpoint,
+        allow_custom_endpoint=allow_custom,
+        concurrency=args.concurrency,
+        storage_api_version=version,
+    )
+
+
+def _offline_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], AuditReport]:
+    """The files judged: read now, so an unreadable one is bad usage before any output."""
+    if args.account or args.resource_group:
+        raise UsageError(
+            "--from-file judges files; --account and --resource-group select live accounts"
+        )
+    try:
+        report = run_offline_audit(args.from_file, limits, _api_version(args))
+    except OfflineError as error:
+        raise UsageError(f"--from-file {error}") from None
+    return lambda: report
+
+
+def run(args: argparse.Namespace) -> int:
+    as_json = args.format == "json"
+    redactor: Redactor = getattr(args, "redactor", None) or Redactor()
+    try:
+        limits = thresholds_from(args)
+        judge = _offline_report(args, limits) if args.from_file else _live_report(args, limits)
+        outputs = _outputs(args)
+        accepted = _suppressions(args.suppressions)
+        history = _history(args.history)
+    except UsageError as error:
+        return fail("audit", error.code, str(error), as_json)
+    except SettingsError as error:
+        return fail("audit", ExitCode.USAGE, str(error), as_json)
+    report = judge()
+    scope = report.scope
+    today = dt.datetime.now(dt.UTC).date()
+    context = ReportContext(suppressions.apply(report.findings, accepted, today), history)
+    # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.
+    texts = {o.format: RENDERERS[o.format](report, context) for o in outputs}
+    if not write_outputs(outputs, texts, redactor, "audit"):
+        return ExitCode.USAGE
+    _warn(report, context, scope)
+    return exit_code(report, context, args.fail_on)

@@ -1,0 +1,97 @@
+"""`safetynet reconcile --inventory`: judge from Blob Inventory's newest run instead of a listing.
+
+The reader (blob_safetynet/sweeper/inventory.py, pyarrow) is imported only when the option is given, so the
+listing path runs without the `inventory` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from azure.storage.blob import ContainerClient
+
+from blob_safetynet.cli.commands.common import CommandError, UsageError
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.sweeper import appsettings
+from blob_safetynet.sweeper.reconcile import Reconciliation
+from blob_safetynet.sweeper.settings import SettingsError, check_container_name
+from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER
+
+
+@dataclass(frozen=True)
+class InventoryOptions:
+    container: str
+    rule: str
+    max_age: timedelta
+
+
+def add_inventory_options(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    parser.add_argument(
+        "--inventory",
+        nargs="?",
+        const=DEFAULT_INVENTORY_CONTAINER,
+        default=env(appsettings.INVENTORY_CONTAINER.name) or None,
+        metavar="CONTAINER",
+        help="judge from the newest completed Blob Inventory run in CONTAINER (default "
+        f"{DEFAULT_INVENTORY_CONTAINER}) instead of listing the container",
+    )
+    parser.add_argument(
+        "--inventory-rule",
+        default=env(appsettings.INVENTORY_RULE.name, appsettings.INVENTORY_RULE.default),
+        metavar="NAME",
+        help="the inventory rule whose runs are read",
+    )
+    parser.add_argument(
+        "--inventory-max-age",
+        default=env(appsettings.INVENTORY_MAX_AGE.name, appsettings.INVENTORY_MAX_AGE.default),
+        metavar="DURATION",
+        help="refuse a run that started longer ago than this",
+    )
+
+
+def read_inventory_options(args: argparse.Namespace) -> InventoryOptions | None:
+    """The checked options, None without --inventory; SettingsError names a bad one."""
+    if args.inventory is None:
+        return None
+    if args.apply_plan:
+        raise SettingsError(
+            "--apply-plan re-reads each entry from the container itself; drop --inventory"
+        )
+    check_container_name(args.inventory, "--inventory")
+    if importlib.util.find_spec("pyarrow") is None:
+        raise SettingsError("--inventory needs pyarrow: install blob-safetynet[inventory]")
+    if (
+        not args.inventory_rule
+        or not args.inventory_rule.isalnum()
+        or not args.inventory_rule.isascii()
+    ):
+        raise SettingsError("--inventory-rule must be a rule name (letters and digits)")
+    max_age = appsettings.INVENTORY_MAX_AGE.duration(args.inventory_max_age, "--inventory-max-age")
+    return InventoryOptions(args.inventory, args.inventory_rule, max_age)
+
+
+def reconcile_by_inventory(
+    options: InventoryOptions,
+    store: DocumentStore,
+    container: ContainerClient,
+    older_than: datetime,
+    repair: bool,
+) -> Reconciliation:
+    """Reconcile from the inventory; an unusable run is exit 3, a wrong rule or setup exit 2."""
+    from blob_safetynet.sweeper import inventory
+
+    destination = container._get_blob_service_client().get_container_client(options.container)
+    try:
+        return inventory.reconcile_from_inventory(
+            store, container, destination, options.rule, older_than, options.max_age, repair
+        )
+    except inventory.InventoryConfigError as error:
+        raise UsageError(f"--inventory: {error}") from None
+    except inventory.InventoryError as error:
+        raise CommandError(ExitCode.INCOMPLETE, f"--inventory: {error}") from None

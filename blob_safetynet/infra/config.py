@@ -1,0 +1,624 @@
+"""The stack's configuration: every key, its default, its allowed range, validated in one place.
+
+`parse` is pure (a mapping of raw values in, a `StackConfig` out) so it can be tested without
+Pulumi; `load` is the thin adapter that reads the same keys from `pulumi.Config`. A value that is
+missing, malformed or out of range stops the program with a `ConfigError` naming the key and what
+is allowed; nothing is clamped, because a silently "corrected" retention or expiry is exactly
+the kind of drift a safety net must not have.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Final
+from urllib.parse import parse_qs, urlsplit
+
+from blob_safetynet.sweeper import appsettings, untrusted
+from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER
+
+NAMESPACE: Final = "blob-safetynet"
+"""The Pulumi project name, and so the namespace of every key (`blob-safetynet:<key>`)."""
+
+DATABASE_URL_KEY: Final = "sweeperDatabaseUrl"
+DATABASE_AUTH_KEY: Final = "sweeperDatabaseAuth"
+WEBHOOKS_KEY: Final = "alertWebhooks"
+DATABASE_AUTH_MODES: Final = appsettings.DB_AUTH_MODES
+"""The sweeper's database authentication modes, written to its app setting as they are."""
+MIN_DEPLOYED_CUTOFF: Final = timedelta(minutes=1)
+"""The deployed sweeper's cutoff floor (the CLI's is 1s): a Function whose schedule fires every
+few minutes gains nothing from a cutoff under a minute, which only risks racing live uploads."""
+
+DEFAULTS: Final[Mapping[str, object]] = {
+    "location": "westeurope",
+    "storageSku": "Standard_ZRS",
+    "containerName": DEFAULT_CONTAINER,
+    "blobSoftDeleteDays": 14,
+    "containerSoftDeleteDays": 14,
+    "versioning": False,
+    "versionExpiryDays": 30,
+    "pendingExpiryDays": 1,
+    "retiredBlobDays": 7,
+    "uploaderPrincipalIds": [],
+    "readerPrincipalIds": [],
+    "verifierPrincipalIds": [],
+    "deployerPrincipalType": "User",
+    "publicNetworkAccess": "Enabled",
+    "networkDefaultAction": "Deny",
+    "allowedIpRanges": [],
+    "allowedSubnetIds": [],
+    "sweeperSubnetId": "",
+    "privateEndpointSubnetId": "",
+    "infrastructureEncryption": True,
+    "sweeperSchedule": "0 */5 * * * *",
+    "sweeperCutoff": appsettings.CUTOFF.default,
+    "sweeperLease": False,
+    "sweeperPackagePath": "build/sweeper-function.zip",
+    "sweeperTable": appsettings.TABLE.default,
+    "sweeperColumns": {},
+    DATABASE_AUTH_KEY: appsettings.DB_AUTH_PASSWORD,
+    "verifySchedule": "0 30 3 * * *",
+    "alertEmails": [],
+    WEBHOOKS_KEY: [],
+}
+"""Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
+
+PRINCIPAL_TYPES: Final = ("User", "Group", "ServicePrincipal")
+"""The principal kinds a role assignment names; ARM refuses one that does not match Entra."""
+_PRINCIPALS_SHAPE: Final = (
+    'a list of {"id": <Entra object id>, "type": "User", "Group" or "ServicePrincipal"}, '
+    "possibly empty (apps and managed identities are ServicePrincipal)"
+)
+
+ALLOWED: Final[Mapping[str, str]] = {
+    "location": "an Azure region name: lowercase letters and digits, e.g. westeurope",
+    "storageSku": "one of Standard_LRS, Standard_ZRS, Standard_GRS, Standard_RAGRS, "
+    "Standard_GZRS, Standard_RAGZRS",
+    "containerName": "3-63 characters: lowercase letters, digits and single hyphens, "
+    "starting and ending with a letter or digit",
+    "blobSoftDeleteDays": "an integer from 1 to 365",
+    "containerSoftDeleteDays": "an integer from 1 to 365",
+    "versioning": "true or false",
+    "versionExpiryDays": "an integer from 1 to 365",
+    "pendingExpiryDays": "an integer from 1 to 365",
+    "retiredBlobDays": "an integer from 2 to 365: blobs tagged state=retired are deleted this "
+    "many days after they were last read",
+    "uploaderPrincipalIds": _PRINCIPALS_SHAPE,
+    "readerPrincipalIds": _PRINCIPALS_SHAPE,
+    "verifierPrincipalIds": f"{_PRINCIPALS_SHAPE}: pipeline identities that run `safetynet verify`",
+    "deployerPrincipalType": "User or ServicePrincipal: the kind of identity running "
+    "`pulumi up` (a service principal, managed identity or workload identity is "
+    "ServicePrincipal), which gets Key Vault Secrets Officer on the vault",
+    "publicNetworkAccess": "Enabled or Disabled: Disabled needs privateEndpointSubnetId",
+    "networkDefaultAction": "Deny or Allow: what the data account's firewall does with traffic "
+    "no rule allows; Deny needs sweeperSubnetId",
+    "allowedIpRanges": "a list of public IPv4 addresses or CIDR ranges (prefix /30 or "
+    "shorter), possibly empty, allowed through the data account's firewall",
+    "allowedSubnetIds": "a list of subnet resource ids, possibly empty, allowed through the "
+    "data account's firewall (each with the Microsoft.Storage service endpoint)",
+    "sweeperSubnetId": "a subnet resource id (delegated to Microsoft.App/environments) the "
+    "sweeper's Flex Consumption app joins, or empty; required unless networkDefaultAction "
+    "is Allow",
+    "privateEndpointSubnetId": "a subnet resource id for the data account's blob private "
+    "endpoint, or empty (no private endpoint)",
+    "infrastructureEncryption": "true or false: a second layer of encryption, chosen when an "
+    "account is created (false only for accounts created without it)",
+    "sweeperSchedule": "an NCRONTAB expression with 6 fields "
+    "(second minute hour day month weekday) that fires at a fixed rate (every N minutes, "
+    "hourly, every N hours or daily), e.g. 0 */5 * * * *: the heartbeat alert waits two periods",
+    "sweeperCutoff": "a duration such as 15m, 2h or 1d: at least 1m and shorter than "
+    "pendingExpiryDays",
+    "sweeperLease": "true or false: hold the lease on .safetynet/sweeper.lease while sweeping, "
+    "so sweepers outside this app (e.g. `safetynet sweep`) never overlap it",
+    DATABASE_URL_KEY: "a database URL with a scheme (e.g. postgresql+psycopg://...), "
+    "set with `pulumi config set --secret`; with sweeperDatabaseAuth=entra a PostgreSQL URL "
+    "without a password",
+    DATABASE_AUTH_KEY: "password (the URL carries the password) or entra (the sweeper's identity "
+    "gets a Microsoft Entra token for Azure Database for PostgreSQL; the URL has no password)",
+    "sweeperPackagePath": "a path to the zip built by `make function-zip`",
+    "verifySchedule": "an NCRONTAB expression with 6 fields for the verification timer, of a "
+    "form whose period can be read (every N minutes `0 */N * * * *`, every N hours "
+    "`0 M */N * * *`, daily `0 M H * * *`), at most daily: the silence alert waits two periods",
+    "alertEmails": "a list of email addresses, possibly empty, that the alerts' action group mails",
+    WEBHOOKS_KEY: "a list of https:// URLs, possibly empty, that the alerts' action group "
+    "posts the common alert schema to; set with `pulumi config set --secret` (a webhook URL "
+    "often carries a token)",
+    "sweeperTable": "the documents table the sweeper cleans: name or schema.name, letters, "
+    f"digits and _ (at most {appsettings.MAX_TABLE_NAME} characters)",
+    "sweeperColumns": "an object of the columns named otherwise than their key, e.g. "
+    f'{{"id": "file_id", "name": "path"}}; keys {", ".join(appsettings.COLUMN_KEYS)}',
+}
+"""What each key accepts, in words: the docs table and every `ConfigError` quote these."""
+
+KEYS: Final = (*DEFAULTS, DATABASE_URL_KEY)
+
+_SKUS: Final = frozenset(
+    {
+        "Standard_LRS",
+        "Standard_ZRS",
+        "Standard_GRS",
+        "Standard_RAGRS",
+        "Standard_GZRS",
+        "Standard_RAGZRS",
+    }
+)
+_LOCATION: Final = re.compile(r"[a-z][a-z0-9]{1,49}")
+_CONTAINER: Final = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
+_GUID: Final = re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_NCRONTAB_FIELD: Final = re.compile(r"[0-9A-Za-z*/,\-]+")
+_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://\S+")
+_SUBNET: Final = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w._()]{1,90}/providers/"
+    r"Microsoft\.Network/virtualNetworks/[-\w.]{2,64}/subnets/[-\w.]{1,80}",
+    re.IGNORECASE,
+)
+MAX_ALLOWED_PREFIX: Final = 30
+"""Storage firewall IP rules take no /31 or /32 ranges (give a single address instead)."""
+RFC1918: Final = tuple(
+    ipaddress.IPv4Network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+)
+"""Private ranges a storage IP rule cannot hold ("Azure Storage firewall rules"): traffic from
+them reaches the account through a subnet's service endpoint or a private endpoint instead."""
+MAX_LIST_BYTES: Final = 64 * 2**10
+"""A list of principal ids in the stack configuration: some hundred GUIDs at most."""
+
+
+class ConfigError(ValueError):
+    """A stack configuration value is missing or not allowed; the message names key and range."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key = key
+        default = DEFAULTS.get(key)
+        shown_default = "" if default is None else f" (default {json.dumps(default)})"
+        allowed = ALLOWED.get(key, "one of the keys in docs/configuration.md (Stack configuration)")
+        super().__init__(f"{NAMESPACE}:{key}: {problem}; allowed: {allowed}{shown_default}")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An Entra object id and the kind of principal it is, as its role assignment names it."""
+
+    object_id: str
+    type: str
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """The data account's network rules and the sweeper's way through them."""
+
+    public_network_access: str = "Enabled"
+    default_action: str = "Deny"
+    allowed_ip_ranges: tuple[str, ...] = ()
+    allowed_subnet_ids: tuple[str, ...] = ()
+    sweeper_subnet_id: str | None = None
+    private_endpoint_subnet_id: str | None = None
+
+    @property
+    def firewall_subnet_ids(self) -> tuple[str, ...]:
+        """The allowed subnets plus the sweeper's, each once."""
+        extra = () if self.sweeper_subnet_id is None else (self.sweeper_subnet_id,)
+        return tuple(dict.fromkeys((*self.allowed_subnet_ids, *extra)))
+
+
+def virtual_network_id(subnet_id: str) -> str:
+    """`.../virtualNetworks/<vnet>/subnets/<subnet>` -> `.../virtualNetworks/<vnet>`."""
+    return subnet_id[: subnet_id.lower().rindex("/subnets/")]
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """The validated configuration the program is built from."""
+
+    location: str
+    storage_sku: str
+    container_name: str
+    blob_soft_delete_days: int
+    container_soft_delete_days: int
+    versioning: bool
+    version_expiry_days: int
+    pending_expiry_days: int
+    retired_blob_days: int
+    uploader_principals: tuple[Principal, ...]
+    reader_principals: tuple[Principal, ...]
+    verifier_principals: tuple[Principal, ...]
+    sweeper_schedule: str
+    sweeper_cutoff: str
+    sweeper_lease: bool
+    sweeper_package_path: Path
+    database_url: str = field(repr=False)
+    database_auth: str = appsettings.DB_AUTH_PASSWORD
+    deployer_principal_type: str = "User"
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    infrastructure_encryption: bool = True
+    verify_schedule: str = "0 30 3 * * *"
+    alert_emails: tuple[str, ...] = ()
+    alert_webhooks: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def sweeper_period(self) -> timedelta:
+        return schedule_period(self.sweeper_schedule, "sweeperSchedule")
+
+    @property
+    def verify_period(self) -> timedelta:
+        return schedule_period(self.verify_schedule, "verifySchedule")
+
+    sweeper_table: appsettings.TableNames = field(default_factory=appsettings.TableNames)
+
+    @property
+    def sweeper_cutoff_seconds(self) -> int:
+        return duration_seconds(self.sweeper_cutoff)
+
+
+def duration_seconds(text: str, key: str = "sweeperCutoff") -> int:
+    """`15m` -> 900, in the sweeper's duration grammar within the deployed cutoff's bounds."""
+    try:
+        duration = appsettings.parse_duration(
+            text, minimum=MIN_DEPLOYED_CUTOFF, maximum=appsettings.MAX_DURATION, name=key
+        )
+    except appsettings.SettingsError as error:
+        raise ConfigError(key, error.problem) from None
+    return int(duration.total_seconds())
+
+
+def parse(
+    raw: Mapping[str, object], *, root: Path | None = None, with_sweeper: bool = True
+) -> StackConfig:
+    """Validates `raw` (key -> value as typed or as the string Pulumi stores) against the table.
+
+    Without the sweeper (`SafetyNetStorage` with no sweeper app), its database URL and subnet are
+    not asked for: the config carries an empty URL nothing reads.
+
+    Keys missing from `raw` take their default; unknown keys are refused, so a typo cannot leave
+    a safety setting at a value nobody chose. A relative package path is resolved against `root`.
+    """
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown key (known keys: {', '.join(KEYS)})")
+    values = {**DEFAULTS, **raw}
+    pending_days = _integer(values, "pendingExpiryDays", 1, 365)
+    cutoff = _text(values, "sweeperCutoff")
+    cutoff_seconds = duration_seconds(cutoff)
+    if cutoff_seconds >= pending_days * 86400:
+        raise ConfigError(
+            "sweeperCutoff",
+            f"{cutoff!r} is not shorter than pendingExpiryDays={pending_days}: the lifecycle "
+            "rule is the backstop and must act after the sweeper",
+        )
+
+    database_auth = _choice(values, DATABASE_AUTH_KEY, frozenset(DATABASE_AUTH_MODES))
+    package = Path(_text(values, "sweeperPackagePath"))
+    if root is not None and not package.is_absolute():
+        package = root / package
+
+    return StackConfig(
+        location=_matching(values, "location", _LOCATION),
+        storage_sku=_choice(values, "storageSku", _SKUS),
+        container_name=_matching(values, "containerName", _CONTAINER),
+        blob_soft_delete_days=_integer(values, "blobSoftDeleteDays", 1, 365),
+        container_soft_delete_days=_integer(values, "containerSoftDeleteDays", 1, 365),
+        versioning=_boolean(values, "versioning"),
+        version_expiry_days=_integer(values, "versionExpiryDays", 1, 365),
+        pending_expiry_days=pending_days,
+        # Access times are updated at most once a day: 2 days keep a blob read today.
+        retired_blob_days=_integer(values, "retiredBlobDays", 2, 365),
+        uploader_principals=_principals(values, "uploaderPrincipalIds"),
+        reader_principals=_principals(values, "readerPrincipalIds"),
+        verifier_principals=_principals(values, "verifierPrincipalIds"),
+        sweeper_schedule=_periodic(values, "sweeperSchedule"),
+        sweeper_cutoff=cutoff,
+        sweeper_lease=_boolean(values, "sweeperLease"),
+        sweeper_package_path=package,
+        database_url=_database_url(values, database_auth) if with_sweeper else "",
+        database_auth=database_auth,
+        deployer_principal_type=_choice(
+            values, "deployerPrincipalType", frozenset({"User", "ServicePrincipal"})
+        ),
+        network=_network(values, with_sweeper),
+        infrastructure_encryption=_boolean(values, "infrastructureEncryption"),
+        verify_schedule=_periodic(values, "verifySchedule"),
+        alert_emails=_emails(values, "alertEmails"),
+        alert_webhooks=_webhooks(values, WEBHOOKS_KEY),
+        sweeper_table=_table_names(values, "sweeperTable", "sweeperColumns"),
+    )
+
+
+def load() -> StackConfig:
+    """Reads every key from the stack's configuration (namespace `blob-safetynet`) and parses it."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    prefix = f"{NAMESPACE}:"
+    present = {
+        *runtime_config.CONFIG.get(),
+        *runtime_config.get_config_env(),
+    }
+    raw: dict[str, object] = {key[len(prefix) :]: None for key in present if key.startswith(prefix)}
+    for key in list(raw):
+        # The raw value, read without Config.get so reading the secret logs no warning; it is
+        # wrapped back into a secret Output wherever the program uses it.
+        raw[key] = runtime_config.get_config(f"{prefix}{key}")
+    db_key = f"{prefix}{DATABASE_URL_KEY}"
+    if raw.get(DATABASE_URL_KEY) is not None and not runtime_config.is_config_secret(db_key):
+        raise ConfigError(DATABASE_URL_KEY, "is stored in plain text")
+    hooks = raw.get(WEBHOOKS_KEY)
+    has_hooks = hooks is not None and str(hooks).strip() not in ("", "[]")
+    if has_hooks and not runtime_config.is_config_secret(f"{prefix}{WEBHOOKS_KEY}"):
+        raise ConfigError(
+            WEBHOOKS_KEY,
+            "is stored in plain text; a webhook URL often carries its token: set it with "
+            "`pulumi config set --secret`",
+        )
+    root_directory = pulumi.runtime.get_root_directory()
+    return parse(raw, root=Path(root_directory) if root_directory else Path.cwd())
+
+
+def _text(values: Mapping[str, object], key: str) -> str:
+    value = values.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ConfigError(key, "is missing")
+    if not isinstance(value, str):
+        shown = "the value" if key == DATABASE_URL_KEY else repr(value)
+        raise ConfigError(key, f"{shown} is not a string")
+    return value.strip()
+
+
+def _matching(values: Mapping[str, object], key: str, pattern: re.Pattern[str]) -> str:
+    value = _text(values, key)
+    if pattern.fullmatch(value) is None:
+        raise ConfigError(key, f"{value!r} is not allowed")
+    return value
+
+
+def _choice(values: Mapping[str, object], key: str, choices: frozenset[str]) -> str:
+    value = _text(values, key)
+    if value not in choices:
+        raise ConfigError(key, f"{value!r} is not allowed")
+    return value
+
+
+def _integer(values: Mapping[str, object], key: str, low: int, high: int) -> int:
+    value = values.get(key)
+    if value is None:
+        raise ConfigError(key, "is missing")
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+        number = int(value.strip())
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        raise ConfigError(key, f"{value!r} is not an integer")
+    if not low <= number <= high:
+        raise ConfigError(key, f"{number} is out of range")
+    return number
+
+
+def _boolean(values: Mapping[str, object], key: str) -> bool:
+    value = values.get(key)
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(key, f"{value!r} is not a boolean; use true or false")
+    try:
+        return appsettings.parse_bool(value, name=key)
+    except appsettings.SettingsError as error:
+        raise ConfigError(key, error.problem) from None
+
+
+def _json_list(values: Mapping[str, object], key: str) -> list[object]:
+    value = values.get(key)
+    if isinstance(value, str):
+        try:
+            value = (
+                untrusted.load_json(value, "the value", max_bytes=MAX_LIST_BYTES)
+                if value.strip()
+                else []
+            )
+        except untrusted.UntrustedInputError as error:
+            raise ConfigError(key, f"{error}; expected a JSON list") from None
+    if not isinstance(value, list | tuple):
+        raise ConfigError(key, f"{value!r} is not a list")
+    return list(value)
+
+
+def _table_names(
+    values: Mapping[str, object], table_key: str, columns_key: str
+) -> appsettings.TableNames:
+    """The sweeper's table, in the vocabulary of SAFETYNET_TABLE and SAFETYNET_COLUMNS."""
+    table = _text(values, table_key)
+    columns = values.get(columns_key)
+    if isinstance(columns, str):
+        try:
+            columns = json.loads(columns) if columns.strip() else {}
+        except json.JSONDecodeError:
+            raise ConfigError(columns_key, "is not a JSON object") from None
+    if not isinstance(columns, Mapping):
+        raise ConfigError(columns_key, f"{columns!r} is not an object")
+    for key, given in ((table_key, {}), (columns_key, columns)):
+        try:
+            names = appsettings.table_names(
+                table, given, table_name=table_key, columns_name=columns_key
+            )
+        except appsettings.SettingsError as error:
+            raise ConfigError(key, error.problem) from None
+    return names
+
+
+def _principals(values: Mapping[str, object], key: str) -> tuple[Principal, ...]:
+    """Typed principals; a bare id is refused, since its kind cannot be told from it."""
+    principals: list[Principal] = []
+    for item in _json_list(values, key):
+        if isinstance(item, str):
+            raise ConfigError(
+                key,
+                f"{item!r} has no principal type; give "
+                f'{{"id": "{item}", "type": "ServicePrincipal"}} (or User, Group)',
+            )
+        if not isinstance(item, dict) or set(item) != {"id", "type"}:
+            raise ConfigError(key, f"{item!r} is not an object with exactly id and type")
+        object_id, kind = item["id"], item["type"]
+        if not isinstance(object_id, str) or _GUID.fullmatch(object_id) is None:
+            raise ConfigError(key, f"{object_id!r} is not a GUID")
+        if kind not in PRINCIPAL_TYPES:
+            raise ConfigError(key, f"type {kind!r} of {object_id} is not allowed")
+        if object_id.lower() in {principal.object_id for principal in principals}:
+            raise ConfigError(key, f"{object_id!r} is listed twice")
+        principals.append(Principal(object_id.lower(), kind))
+    return tuple(principals)
+
+
+def _subnet(value: object, key: str) -> str:
+    if not isinstance(value, str) or _SUBNET.fullmatch(value.strip()) is None:
+        raise ConfigError(key, f"{value!r} is not a subnet resource id")
+    return value.strip()
+
+
+def _optional_subnet(values: Mapping[str, object], key: str) -> str | None:
+    value = values.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _subnet(value, key)
+
+
+def _subnets(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+    subnets = [_subnet(item, key) for item in _json_list(values, key)]
+    if len({subnet.lower() for subnet in subnets}) != len(subnets):
+        raise ConfigError(key, "a subnet is listed twice")
+    return tuple(subnets)
+
+
+def _ip_ranges(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+    ranges: list[str] = []
+    for item in _json_list(values, key):
+        try:
+            network = ipaddress.IPv4Network(item if isinstance(item, str) else "", strict=True)
+        except ValueError:
+            raise ConfigError(key, f"{item!r} is not an IPv4 address or CIDR range") from None
+        if any(network.subnet_of(block) for block in RFC1918):
+            raise ConfigError(key, f"{item!r} is a private range; allow its subnet instead")
+        if "/" in str(item) and network.prefixlen > MAX_ALLOWED_PREFIX:
+            raise ConfigError(key, f"{item!r} is a /31 or /32 range; give the address")
+        ranges.append(str(network.network_address if "/" not in str(item) else network))
+    return tuple(ranges)
+
+
+def _network(values: Mapping[str, object], with_sweeper: bool = True) -> NetworkConfig:
+    """The network keys, refusing a combination that would leave the sweeper no way in."""
+    network = NetworkConfig(
+        public_network_access=_choice(
+            values, "publicNetworkAccess", frozenset({"Enabled", "Disabled"})
+        ),
+        default_action=_choice(values, "networkDefaultAction", frozenset({"Deny", "Allow"})),
+        allowed_ip_ranges=_ip_ranges(values, "allowedIpRanges"),
+        allowed_subnet_ids=_subnets(values, "allowedSubnetIds"),
+        sweeper_subnet_id=_optional_subnet(values, "sweeperSubnetId"),
+        private_endpoint_subnet_id=_optional_subnet(values, "privateEndpointSubnetId"),
+    )
+    if network.public_network_access == "Disabled" and network.private_endpoint_subnet_id is None:
+        raise ConfigError(
+            "privateEndpointSubnetId",
+            "is missing: with publicNetworkAccess Disabled only a private endpoint reaches "
+            "the data account",
+        )
+    closed = network.default_action == "Deny" or network.public_network_access == "Disabled"
+    if closed and with_sweeper and network.sweeper_subnet_id is None:
+        raise ConfigError(
+            "sweeperSubnetId",
+            "is missing: behind networkDefaultAction Deny (the default) or publicNetworkAccess "
+            "Disabled the sweeper reaches the data account only from a subnet it joins "
+            "(Flex Consumption VNet integration); set it, or set networkDefaultAction Allow",
+        )
+    return network
+
+
+def _ncrontab(values: Mapping[str, object], key: str) -> str:
+    value = _text(values, key)
+    fields = value.split()
+    if len(fields) != 6 or not all(_NCRONTAB_FIELD.fullmatch(part) for part in fields):
+        raise ConfigError(key, f"{value!r} does not have 6 NCRONTAB fields")
+    return " ".join(fields)
+
+
+_EVERY: Final = re.compile(r"\*/([0-9]{1,2})")
+_FIXED: Final = re.compile(r"[0-9]{1,2}")
+_EMAIL: Final = re.compile(r"[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]+(\.[A-Za-z0-9\-]+)+")
+MAX_PERIOD: Final = timedelta(days=1)
+
+
+def schedule_period(schedule: str, key: str) -> timedelta:
+    """The period of an NCRONTAB schedule that fires at a fixed rate: every N minutes, every N
+    hours or daily; ConfigError for any other form (an alert cannot wait for "twice the period"
+    of a schedule whose gaps differ)."""
+    fields = schedule.split()
+    if len(fields) == 6 and fields[3:] == ["*", "*", "*"] and _FIXED.fullmatch(fields[0]):
+        minute, hour = fields[1], fields[2]
+        every_minute, every_hour = _EVERY.fullmatch(minute), _EVERY.fullmatch(hour)
+        if every_minute and hour == "*" and 60 % int(every_minute[1]) == 0:
+            return timedelta(minutes=int(every_minute[1]))
+        if _FIXED.fullmatch(minute) and hour == "*":
+            return timedelta(hours=1)
+        if _FIXED.fullmatch(minute) and every_hour and 24 % int(every_hour[1]) == 0:
+            return timedelta(hours=int(every_hour[1]))
+        if _FIXED.fullmatch(minute) and _FIXED.fullmatch(hour):
+            return MAX_PERIOD
+    raise ConfigError(
+        key,
+        f"{schedule!r} does not fire at a fixed rate the alerts can read (every N minutes "
+        "`0 */N * * * *` with N dividing 60, hourly `0 M * * * *`, every N hours `0 M */N * * *` "
+        "with N dividing 24, or daily `0 M H * * *`)",
+    )
+
+
+def _periodic(values: Mapping[str, object], key: str) -> str:
+    schedule = _ncrontab(values, key)
+    schedule_period(schedule, key)
+    return schedule
+
+
+def _emails(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+    emails = []
+    for item in _json_list(values, key):
+        if not isinstance(item, str) or _EMAIL.fullmatch(item.strip()) is None:
+            raise ConfigError(key, f"{appsettings.shown(str(item))!r} is not an email address")
+        emails.append(item.strip())
+    if len(set(emails)) != len(emails):
+        raise ConfigError(key, "lists an address twice")
+    return tuple(emails)
+
+
+def _webhooks(values: Mapping[str, object], key: str) -> tuple[str, ...]:
+    """https URLs with a host; a refused one is named by its position only (it may hold a token)."""
+    hooks = []
+    for position, item in enumerate(_json_list(values, key), start=1):
+        try:
+            parts = urlsplit(item) if isinstance(item, str) else None
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme != "https" or not parts.hostname or " " in str(item):
+            raise ConfigError(key, f"entry {position} is not an https:// URL with a host")
+        hooks.append(str(item))
+    return tuple(hooks)
+
+
+def _database_url(values: Mapping[str, object], database_auth: str) -> str:
+    value = _text(values, DATABASE_URL_KEY)
+    if _URL.fullmatch(value) is None:
+        raise ConfigError(DATABASE_URL_KEY, "is not a URL with a scheme")
+    if database_auth == appsettings.DB_AUTH_ENTRA:
+        # Refused here, at preview, rather than by the sweeper on its first tick; never echoed.
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            raise ConfigError(DATABASE_URL_KEY, "is not a URL with a scheme") from None
+        if not parts.scheme.startswith("postgres"):
+            raise ConfigError(DATABASE_URL_KEY, f"{DATABASE_AUTH_KEY}=entra needs a PostgreSQL URL")
+        if parts.password is not None or "password" in parse_qs(parts.query):
+            raise ConfigError(
+                DATABASE_URL_KEY,
+                f"carries a password, but {DATABASE_AUTH_KEY}=entra sends a Microsoft Entra token "
+                "as the password",
+            )
+    return value

@@ -1,0 +1,106 @@
+"""Blob Inventory for the data account: a daily Parquet report of the protocol container.
+
+`safetynet reconcile --inventory` joins the newest run with the documents table instead of
+listing the container (docs/sweeper.md#reconcile-from-blob-inventory). The rule asks for what
+the join reads and a little more for a person reading the report: the field names are ARM's
+`schemaFields` values (https://learn.microsoft.com/rest/api/storagerp/blob-inventory-policies/create-or-update,
+"BlobInventoryPolicyDefinition"), the format, schedule, filters and output layout those of
+https://learn.microsoft.com/azure/storage/blobs/blob-inventory. The destination container is
+private and readable (the reader role) by the reader principals, who audit with reconcile, and
+the uploader principals, who run `reconcile --repair`; nothing else. The service itself writes
+the reports: no role assignment is needed for that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import pulumi
+from pulumi_azure_native import authorization, storage
+
+from blob_safetynet.infra.config import Principal
+from blob_safetynet.sweeper import appsettings
+from blob_safetynet.sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
+
+RULE_NAME: Final = appsettings.INVENTORY_RULE.default or "safetynet"
+
+
+def inventory_rule(
+    destination: pulumi.Input[str], container: pulumi.Input[str]
+) -> storage.BlobInventoryPolicyRuleArgs:
+    """Daily, Parquet, base block blobs of the protocol container only."""
+    return storage.BlobInventoryPolicyRuleArgs(
+        name=RULE_NAME,
+        enabled=True,
+        destination=destination,
+        definition=storage.BlobInventoryPolicyDefinitionArgs(
+            format=storage.Format.PARQUET,
+            schedule=storage.Schedule.DAILY,
+            object_type=storage.ObjectType.BLOB,
+            schema_fields=list(INVENTORY_SCHEMA_FIELDS),
+            filters=storage.BlobInventoryPolicyFilterArgs(
+                blob_types=["blockBlob"],
+                # "A prefix must be a container name prefix or a container name."
+                prefix_match=[pulumi.Output.concat(container, "/")],
+                include_snapshots=False,
+                include_blob_versions=False,
+                include_deleted=False,
+            ),
+        ),
+    )
+
+
+class Inventory(pulumi.ComponentResource):
+    """The destination container, the account's inventory policy, and the readers' access."""
+
+    container: storage.BlobContainer
+    policy: storage.BlobInventoryPolicy
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        account_name: pulumi.Input[str],
+        resource_group_name: pulumi.Input[str],
+        data_container_name: pulumi.Input[str],
+        reader_role_definition_id: pulumi.Input[str],
+        principals: Sequence[Principal],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("safetynet:storage:Inventory", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.container = storage.BlobContainer(
+            f"{name}-container",
+            container_name=DEFAULT_INVENTORY_CONTAINER,
+            account_name=account_name,
+            resource_group_name=resource_group_name,
+            public_access=storage.PublicAccess.NONE,
+            opts=child,
+        )
+        self.policy = storage.BlobInventoryPolicy(
+            f"{name}-policy",
+            # ARM knows only this name, as for the lifecycle policy.
+            blob_inventory_policy_name="default",
+            account_name=account_name,
+            resource_group_name=resource_group_name,
+            policy=storage.BlobInventoryPolicySchemaArgs(
+                enabled=True,
+                type=storage.InventoryRuleType.INVENTORY,
+                rules=[inventory_rule(self.container.name, data_container_name)],
+            ),
+            # "The destination container must already exist."
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container]),
+        )
+        for principal in dict.fromkeys(principals):
+            authorization.RoleAssignment(
+                f"{name}-reader-{principal.object_id}",
+                principal_id=principal.object_id,
+                # Named, as every assignment of the program: ARM refuses a type that does not
+                # match the principal in Entra, and azure-native sends User when none is given.
+                principal_type=authorization.PrincipalType(principal.type),
+                role_definition_id=reader_role_definition_id,
+                scope=self.container.id,
+                opts=child,
+            )
+        self.register_outputs({"containerName": self.container.name})

@@ -1,0 +1,498 @@
+"""The live audit: read accounts through ARM with the real azure-mgmt clients, judge them.
+
+Reads per account: the account (from the listing, or get_properties), blob service properties,
+containers, the management policy (404 = none), and role assignments at the account's scope with
+their role definitions (cached per run). A read that fails leaves its facet UNKNOWN and is
+reported as what it is (authentication, missing permission, malformed answer), never as a rule
+failure. Accounts are audited concurrently on a thread pool.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import requests
+from azure.core.credentials import AccessToken, TokenCredential
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    DecodeError,
+    DeserializationError,
+    HttpResponseError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+)
+from azure.core.pipeline.transport import RequestsTransport
+from azure.core.rest import HttpRequest
+from azure.mgmt.authorization import AuthorizationManagementClient
+from azure.mgmt.storage import StorageManagementClient
+
+from blob_safetynet.policies.adapters import arm
+from blob_safetynet.policies.model import Account, Facet, Thresholds
+from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
+from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
+from blob_safetynet.sweeper import appsettings
+from blob_safetynet.sweeper.appsettings import SettingsError
+from blob_safetynet.sweeper.endpoints import parse_endpoint
+from blob_safetynet.sweeper.redaction import Redactor, display_url, printable
+
+DEFAULT_CONCURRENCY = 8
+STORAGE_API_VERSION = arm.STORAGE_API_VERSION
+"""The Microsoft.Storage api-version every read uses, whatever azure-mgmt-storage defaults to:
+an SDK upgrade must not silently change what the audit sees. Clouds that lag (sovereign
+clouds) take `--storage-api-version`; an older version cannot show
+`allowSharedKeyAccessForServices`, and the shared key rule says so (UNKNOWN)."""
+DEFENDER_API_VERSION = "2025-01-01"
+"""The Microsoft.Security api-version of defenderForStorageSettings (its first GA version;
+2022-12-01-preview introduced the per-account setting)."""
+PRICINGS_API_VERSION = "2024-01-01"
+"""The Microsoft.Security api-version of the subscription's Defender plans (pricings)."""
+ARM_HOSTS = ("management.azure.com", "management.usgovcloudapi.net", "management.chinacloudapi.cn")
+"""Resource Manager of the public, US Government and China clouds (the same documents as the
+blob endpoint suffixes in blob_safetynet/sweeper/settings.py)."""
+T = TypeVar("T")
+Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
+"""Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""
+
+
+def check_arm_endpoint(
+    endpoint: str, *, allow_custom: bool = False, setting: str = "--arm-endpoint"
+) -> None:
+    """The ARM token goes only to Azure's Resource Manager or loopback, unless allowed; the
+    host is read by `parse_endpoint`, as the HTTP client reads it."""
+    parsed = parse_endpoint(endpoint, setting)
+    shown = display_url(endpoint)
+    if parsed.scheme != "https":
+        raise SettingsError(
+            f"{setting} {shown} must be an https:// URL (tokens are never sent over plain HTTP)"
+        )
+    if parsed.has_query:
+        raise SettingsError(f"{setting} {shown} must not carry user info or a query string")
+    if not (parsed.loopback or parsed.host in ARM_HOSTS or allow_custom):
+        raise SettingsError(
+            f"{setting} {shown} is not Azure Resource Manager ({', '.join(ARM_HOSTS)}) "
+            "or loopback; to send the token there anyway, pass --allow-custom-endpoint"
+        )
+
+
+class ErrorKind(enum.StrEnum):
+    AUTH = "authentication"
+    PERMISSION = "permission"
+    NOT_FOUND = "not-found"
+    MALFORMED = "malformed-response"
+    HTTP = "http"
+
+
+@dataclass(frozen=True)
+class ReadError:
+    """A read that failed: which account, which operation, what kind, ARM's own words."""
+
+    account: str | None
+    operation: str
+    kind: ErrorKind
+    message: str
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What to audit: a subscription, one resource group of it, or one account; or files."""
+
+    subscription_id: str
+    resource_group: str | None = None
+    account: str | None = None
+    files: tuple[str, ...] = ()
+    """Saved ARM JSON judged offline (`blob_safetynet/policies/offline.py`) instead of a live scope."""
+
+    @property
+    def label(self) -> str:
+        """What was judged, in every report format: the ARM scope, or the files."""
+        if self.files:
+            return f"judged from files, not read from Azure: {', '.join(self.files)}"
+        parts = [f"/subscriptions/{self.subscription_id}"]
+        if self.resource_group:
+            parts.append(f"/resourceGroups/{self.resource_group}")
+        if self.account:
+            parts.append(f"/providers/Microsoft.Storage/storageAccounts/{self.account}")
+        return "".join(parts)
+
+
+@dataclass
+class AccountResult:
+    account: Account
+    findings: list[Finding]
+    errors: list[ReadError] = field(default_factory=list)
+
+
+@dataclass
+class AuditReport:
+    scope: Scope
+    thresholds: Thresholds
+    results: list[AccountResult]
+    errors: list[ReadError] = field(default_factory=list)
+    """Errors not tied to one account (listing the scope)."""
+    rules: tuple[Rule, ...] = RULES
+    seconds: float = 0.0
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [finding for result in self.results for finding in result.findings]
+
+    @property
+    def all_errors(self) -> list[ReadError]:
+        return [*self.errors, *(e for result in self.results for e in result.errors)]
+
+    def failures(self, at_least: Severity) -> list[Finding]:
+        """FAIL findings whose severity is `at_least` or above."""
+        return [
+            f
+            for f in self.findings
+            if f.outcome is Outcome.FAIL and f.severity.rank >= at_least.rank
+        ]
+
+
+class StaticTokenCredential:
+    """A bearer token handed in by a pipeline (`SAFETYNET_ARM_TOKEN`), used as is.
+
+    It is never logged, printed or put in a repr.
+    """
+
+    def __init__(self, token: str, lifetime_seconds: int = 3600) -> None:
+        self._token = token
+        self._expires_on = int(time.time()) + lifetime_seconds
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken(self._token, self._expires_on)
+
+    def __repr__(self) -> str:
+        return "StaticTokenCredential(<hidden>)"
+
+
+def default_credential() -> TokenCredential:
+    """DefaultAzureCredential; a malformed credential variable is a SettingsError naming it."""
+    from azure.identity import DefaultAzureCredential
+
+    return appsettings.from_credential_environment(DefaultAzureCredential, os.environ)
+
+
+def classify(error: Exception) -> tuple[ErrorKind, str]:
+    """The kind of a failed read and a message safe to print (no headers, no token)."""
+    if isinstance(error, ClientAuthenticationError):
+        return ErrorKind.AUTH, _first_line(error)
+    if isinstance(error, (DecodeError, DeserializationError, json.JSONDecodeError)):
+        return ErrorKind.MALFORMED, _first_line(error)
+    if isinstance(error, ResourceNotFoundError):
+        return ErrorKind.NOT_FOUND, _first_line(error)
+    if isinstance(error, HttpResponseError):
+        if error.status_code == 403:
+            return ErrorKind.PERMISSION, _first_line(error)
+        if error.status_code == 401:
+            return ErrorKind.AUTH, _first_line(error)
+        return ErrorKind.HTTP, _first_line(error)
+    if isinstance(error, ServiceRequestError):
+        return ErrorKind.HTTP, _first_line(error)
+    return ErrorKind.MALFORMED, f"{type(error).__name__}: {_first_line(error)}"
+
+
+def _first_line(error: Exception) -> str:
+    """ARM's own words, shortened, escaped, and scrubbed of anything credential-like: an error
+    body may echo the request's token, and these words go into every report format."""
+    text = str(error).strip() or type(error).__name__
+    line = " ".join(line.strip() for line in text.splitlines()[:2] if line.strip())
+    return printable(Redactor().scrub(line))
+
+
+READ_ERRORS = (HttpResponseError, ClientAuthenticationError, ServiceRequestError, DecodeError)
+"""What a read may raise that is the service's answer, not a bug here (plus malformed bodies)."""
+
+
+def _as_dict(model: Any) -> dict[str, Any]:
+    """An SDK model as its REST JSON shape (camelCase keys, `properties` nested)."""
+    if hasattr(model, "as_dict") and not hasattr(model, "serialize"):
+        body: dict[str, Any] = model.as_dict()
+        return body
+    serialized: dict[str, Any] = model.serialize(keep_readonly=True)
+    return serialized
+
+
+class ArmReader:
+    """The azure-mgmt clients for one subscription, shared by the worker threads."""
+
+    def __init__(
+        self,
+        credential: TokenCredential,
+        subscription_id: str,
+        *,
+        arm_endpoint: str | None = None,
+        allow_custom_endpoint: bool = False,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        connection_verify: str | bool | None = None,
+        storage_api_version: str = STORAGE_API_VERSION,
+    ) -> None:
+        if arm_endpoint is not None:
+            check_arm_endpoint(arm_endpoint, allow_custom=allow_custom_endpoint)
+        self.storage_api_version = storage_api_version
+        session = requests.Session()
+        adapter = requests.adapters.HTTPAdapter(
+            pool_connections=4, pool_maxsize=max(10, concurrency)
+        )
+        session.mount("https://", adapter)
+        session.mount("http://", adapter)
+        transport_options: dict[str, Any] = {}
+        if connection_verify is not None:
+            transport_options["connection_verify"] = connection_verify
+        options: dict[str, Any] = {
+            "transport": RequestsTransport(session=session, **transport_options)
+        }
+        if arm_endpoint:
+            options["base_url"] = arm_endpoint.rstrip("/")
+            options["credential_scopes"] = [arm_endpoint.rstrip("/") + "/.default"]
+        self.storage = StorageManagementClient(
+            credential, subscription_id, api_version=storage_api_version, **options
+        )
+        self.authorization = AuthorizationManagementClient(credential, subscription_id, **options)
+        self._definitions: dict[str, dict[str, Any] | None] = {}
+        self._plans: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def list_accounts(self, scope: Scope) -> list[dict[str, Any]]:
+        if scope.account:
+            assert scope.resource_group
+            one = self.storage.storage_accounts.get_properties(scope.resource_group, scope.account)
+            return [_as_dict(one)]
+        if scope.resource_group:
+            pages: Iterable[Any] = self.storage.storage_accounts.list_by_resource_group(
+                scope.resource_group
+            )
+        else:
+            pages = self.storage.storage_accounts.list()
+        return [_as_dict(item) for item in pages]
+
+    def read(self, body: Mapping[str, Any]) -> tuple[arm.ArmReads, list[ReadError]]:
+        """Everything the rules need about one listed account."""
+        reads = arm.ArmReads(account=body, api_version=self.storage_api_version)
+        errors: list[ReadError] = []
+        name = str(body.get("name", "?"))
+        resource_id = str(body.get("id", ""))
+        group = _resource_group(resource_id)
+
+        def attempt(facet: Facet, operation: str, call: Callable[[], T]) -> T | None:
+            try:
+                return call()
+            except (*READ_ERRORS, DeserializationError, ValueError) as error:
+                kind, message = classify(error)
+                errors.append(ReadError(name, operation, kind, message))
+                reads.reasons[facet] = f"{facet.value} not read ({kind.value}: {operation})"
+                return None
+
+        self._read_attachments(reads, group, name, resource_id, attempt)
+        if body.get("kind") in NO_BLOB_KINDS:
+            for facet in BLOB_FACETS:
+                reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
+        else:
+            self._read_blob_service(reads, group, name, attempt)
+        assignments = attempt(
+            Facet.ROLES,
+            "roleAssignments/list",
+            lambda: [
+                _as_dict(a) for a in self.authorization.role_assignments.list_for_scope(resource_id)
+            ],
+        )
+        if assignments is not None:
+            reads.role_assignments = assignments
+            ids = {_definition_id(a) for a in assignments} - {""}
+            for definition_id in sorted(ids):
+                definition = attempt(
+                    Facet.ROLES,
+                    "roleDefinitions/get",
+                    functools.partial(self._definition, definition_id),
+                )
+                if definition:
+                    reads.role_definitions[definition_id.lower()] = definition
+        return reads, errors
+
+    def _read_blob_service(
+        self, reads: arm.ArmReads, group: str, name: str, attempt: Attempt
+    ) -> None:
+        """The blob service's parts; kinds without one (FileStorage) answer these with 400."""
+        service = attempt(
+            Facet.BLOB_SERVICE,
+            "blobServices/get",
+            lambda: _as_dict(self.storage.blob_services.get_service_properties(group, name)),
+        )
+        if service is not None:
+            reads.blob_service_properties = service
+        containers = attempt(
+            Facet.CONTAINERS,
+            "blobContainers/list",
+            lambda: [_as_dict(c) for c in self.storage.blob_containers.list(group, name)],
+        )
+        if containers is not None:
+            reads.containers = containers
+        policy = attempt(
+            Facet.LIFECYCLE, "managementPolicies/get", lambda: self._policy(group, name)
+        )
+        if policy is not None:
+            reads.management_policy = policy or None
+        users = attempt(
+            Facet.LOCAL_USERS,
+            "localUsers/list",
+            lambda: [_as_dict(u) for u in self.storage.local_users.list(group, name)],
+        )
+        if users is not None:
+            reads.local_users = users
+
+    def _read_attachments(
+        self, reads: arm.ArmReads, group: str, name: str, resource_id: str, attempt: Attempt
+    ) -> None:
+        """Private endpoint connections and the Defender for Storage setting (any kind)."""
+        connections = attempt(
+            Facet.PRIVATE_ENDPOINTS,
+            "privateEndpointConnections/list",
+            lambda: [
+                _as_dict(c) for c in self.storage.private_endpoint_connections.list(group, name)
+            ],
+        )
+        if connections is not None:
+            reads.private_endpoint_connections = connections
+        defender = attempt(
+            Facet.DEFENDER, "defenderForStorageSettings/get", lambda: self._defender(resource_id)
+        )
+        if defender is not None:
+            reads.defender_settings = defender or None
+        if defender == {}:
+            plan = attempt(
+                Facet.DEFENDER, "pricings/get", lambda: self._plan(_subscription(resource_id))
+            )
+            if plan is not None:
+                reads.defender_plan = plan
+
+    def _defender(self, resource_id: str) -> dict[str, Any]:
+        """The account's Defender for Storage setting; {} when it has none (404)
+        (https://learn.microsoft.com/rest/api/defenderforcloud/defender-for-storage/get)."""
+        return self._security_get(
+            f"{resource_id}/providers/Microsoft.Security/defenderForStorageSettings/current",
+            DEFENDER_API_VERSION,
+        )
+
+    def _plan(self, subscription: str) -> dict[str, Any]:
+        """The subscription's Defender for Storage plan (Pricings_Get, pricing name
+        StorageAccounts: https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get),
+        read once per subscription and run."""
+        with self._lock:
+            if subscription in self._plans:
+                return self._plans[subscription]
+        body = self._security_get(
+            f"/subscriptions/{subscription}/providers/Microsoft.Security/pricings/StorageAccounts",
+            PRICINGS_API_VERSION,
+        )
+        with self._lock:
+            self._plans[subscription] = body
+        return body
+
+    def _security_get(self, path: str, api_version: str) -> dict[str, Any]:
+        """A Microsoft.Security GET through the storage client's pipeline (azure-mgmt-security is
+        not a dependency); {} for 404."""
+        request = HttpRequest("GET", path, params={"api-version": api_version})
+        response = self.storage.send_request(request)
+        if response.status_code == 404:
+            return {}
+        response.raise_for_status()
+        body: dict[str, Any] = response.json()
+        return body
+
+    def _policy(self, group: str, name: str) -> dict[str, Any]:
+        """The management policy; {} when the account has none (ARM answers 404)."""
+        try:
+            return _as_dict(self.storage.management_policies.get(group, name, "default"))
+        except ResourceNotFoundError:
+            return {}
+
+    def _definition(self, definition_id: str) -> dict[str, Any] | None:
+        key = definition_id.lower()
+        with self._lock:
+            if key in self._definitions:
+                return self._definitions[key]
+        body = _as_dict(self.authorization.role_definitions.get_by_id(definition_id))
+        with self._lock:
+            self._definitions[key] = body
+        return body
+
+
+def _definition_id(assignment: Mapping[str, Any]) -> str:
+    props = assignment.get("properties")
+    value = props.get("roleDefinitionId") if isinstance(props, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def _subscription(resource_id: str) -> str:
+    parts = resource_id.strip("/").split("/")
+    return parts[1] if len(parts) > 1 and parts[0].lower() == "subscriptions" else ""
+
+
+def _resource_group(resource_id: str) -> str:
+    parts = resource_id.strip("/").split("/")
+    lowered = [part.lower() for part in parts]
+    if "resourcegroups" in lowered:
+        index = lowered.index("resourcegroups")
+        if index + 1 < len(parts):
+            return parts[index + 1]
+    return ""
+
+
+def run_audit(
+    scope: Scope,
+    credential: TokenCredential,
+    *,
+    thresholds: Thresholds | None = None,
+    arm_endpoint: str | None = None,
+    allow_custom_endpoint: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    connection_verify: str | bool | None = None,
+    storage_api_version: str = STORAGE_API_VERSION,
+) -> AuditReport:
+    """Audit every account in `scope`; `concurrency` accounts are read at once.
+
+    Raises SettingsError before anything is sent when `arm_endpoint` breaks the endpoint rule
+    (`check_arm_endpoint`)."""
+    limits = thresholds or Thresholds()
+    started = time.perf_counter()
+    reader = ArmReader(
+        credential,
+        scope.subscription_id,
+        arm_endpoint=arm_endpoint,
+        allow_custom_endpoint=allow_custom_endpoint,
+        concurrency=concurrency,
+        connection_verify=connection_verify,
+        storage_api_version=storage_api_version,
+    )
+    report = AuditReport(scope=scope, thresholds=limits, results=[])
+    try:
+        bodies = reader.list_accounts(scope)
+    except (*READ_ERRORS, DeserializationError, ValueError) as error:
+        kind, message = classify(error)
+        report.errors.append(ReadError(scope.account, "storageAccounts/list", kind, message))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def audit_one(body: Mapping[str, Any]) -> AccountResult:
+        reads, errors = reader.read(body)
+        account = arm.account(reads)
+        findings = evaluate(account, limits, every_rule=scope.account is not None)
+        return AccountResult(account=account, findings=findings, errors=errors)
+
+    if concurrency <= 1:
+        results = [audit_one(body) for body in bodies]
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            results = list(pool.map(audit_one, bodies))
+    report.results = sorted(results, key=lambda r: (r.account.name, r.account.resource_id or ""))
+    report.seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,680 @@
+"""Renderers of an audit report and of a verification run: table, json, sarif (2.1.0) and junit
+(csv, markdown and html are in `report_text` and `report_html`).
+
+Every value that came from outside goes through the format's rule in `blob_safetynet.policies.escaping`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from blob_safetynet import package_version
+from blob_safetynet.policies import escaping
+from blob_safetynet.policies.audit import AuditReport, ReadError
+from blob_safetynet.policies.probes import Probe, ProbeOutcome, ProbeResult, VerificationRun
+from blob_safetynet.policies.report_html import render_html
+from blob_safetynet.policies.report_text import render_csv, render_markdown
+from blob_safetynet.policies.report_view import (
+    ReportContext,
+    counts_line,
+    error_line,
+    state,
+    summary,
+)
+from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule, Severity
+from blob_safetynet.policies.suppressions import Suppression
+
+TOOL_NAME: Final = "safetynet"
+TOOL_URI: Final = "https://github.com/blob-safetynet/blob-safetynet"
+
+SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
+
+REPORTED: Final = frozenset({Outcome.FAIL, Outcome.UNKNOWN})
+"""The outcomes SARIF lists (FAIL as kind fail, UNKNOWN as kind review); others are omitted."""
+
+SARIF_LEVEL: Final = {
+    Severity.CRITICAL: "error",
+    Severity.HIGH: "error",
+    Severity.MEDIUM: "warning",
+    Severity.LOW: "note",
+}
+SECURITY_SEVERITY: Final = {
+    Severity.CRITICAL: "9.5",
+    Severity.HIGH: "8.0",
+    Severity.MEDIUM: "5.5",
+    Severity.LOW: "3.0",
+}
+"""The `security-severity` code scanning sorts alerts by (critical >= 9.0, high >= 7.0, ...)."""
+
+
+def _error_dict(error: ReadError) -> dict[str, Any]:
+    return {
+        "account": error.account,
+        "operation": error.operation,
+        "kind": error.kind.value,
+        "message": error.message,
+    }
+
+
+def _finding_dict(finding: Finding, context: ReportContext) -> dict[str, Any]:
+    suppression = context.applied.of(finding)
+    return {
+        "rule": finding.rule.id,
+        "account": finding.account,
+        "resource_id": finding.resource_id,
+        "outcome": finding.outcome.value,
+        "state": state(finding, context),
+        "severity": finding.severity.value,
+        "title": finding.rule.title,
+        "message": finding.message,
+        **({"suppression": suppression.as_dict()} if suppression else {}),
+    }
+
+
+def render_json(report: AuditReport, context: ReportContext) -> str:
+    """One object: scope, thresholds, summary, findings, errors, suppressions."""
+    document = {
+        "tool": TOOL_NAME,
+        "version": package_version(),
+        "scope": report.scope.label,
+        "thresholds": {
+            "minBlobSoftDeleteDays": report.thresholds.min_blob_soft_delete_days,
+            "maxPendingDays": report.thresholds.max_pending_days,
+            "containerName": report.thresholds.container,
+        },
+        "summary": summary(report, context),
+        "findings": [_finding_dict(f, context) for f in report.findings],
+        "errors": [_error_dict(e) for e in report.all_errors],
+        "suppressions": {
+            "expired": [s.as_dict() for s in context.applied.expired],
+            "unused": [s.as_dict() for s in context.applied.unused],
+        },
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def render_table(report: AuditReport, context: ReportContext) -> str:
+    """A plain text table for people, then the read errors and suppression notes."""
+    rows = [("ACCOUNT", "RULE", "SEVERITY", "OUTCOME", "MESSAGE")]
+    rows += [
+        (
+            escaping.terminal(f.account),
+            f.rule.id,
+            f.severity.value,
+            state(f, context),
+            escaping.terminal(f.message),
+        )
+        for f in report.findings
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [escaping.terminal(report.scope.label)] if report.scope.files else []
+    lines += [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4]
+        for row in rows
+    ]
+    if not report.findings and not report.all_errors:
+        lines.append(f"no storage account in {escaping.terminal(report.scope.label)}")
+    lines += [
+        "ERROR " + escaping.terminal(error_line(e, report.scope.label)) for e in report.all_errors
+    ]
+    lines += [escaping.terminal(note) for note in context.applied.notes()]
+    lines.append(counts_line(report, context))
+    return "\n".join(lines) + "\n"
+
+
+def _sarif_log(
+    *,
+    rules: list[dict[str, Any]],
+    automation_id: str,
+    succeeded: bool,
+    notifications: list[dict[str, Any]],
+    results: list[dict[str, Any]],
+) -> str:
+    """One SARIF 2.1.0 run of this tool, as the JSON text both audit and verify print."""
+    document = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": TOOL_NAME,
+                        "informationUri": TOOL_URI,
+                        "version": package_version(),
+                        "rules": rules,
+                    }
+                },
+                "automationDetails": {"id": automation_id},
+                "invocations": [
+                    {
+                        "executionSuccessful": succeeded,
+                        "toolExecutionNotifications": notifications,
+                    }
+                ],
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _sarif_rule(rule: Rule) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "name": "".join(part.capitalize() for part in rule.id.lower().split("-")),
+        "shortDescription": {"text": rule.title},
+        "fullDescription": {"text": rule.rationale},
+        "help": {
+            "text": f"Fix: {rule.remediation}",
+            "markdown": f"**Why:** {rule.rationale}\n\n**Fix:** {rule.remediation}",
+        },
+        "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
+        "properties": {
+            "security-severity": SECURITY_SEVERITY[rule.severity],
+            "severity": rule.severity.value,
+            "tags": ["security", "azure-storage", rule.enforcement],
+        },
+    }
+
+
+def _location_uri(finding: Finding) -> str:
+    """The account's resource id as a relative URI (code scanning needs a physical location)."""
+    resource = finding.resource_id or f"storageAccounts/{finding.account}"
+    return "azure" + ("" if resource.startswith("/") else "/") + resource
+
+
+def automation_id(kind: str, where: str) -> str:
+    """`safetynet-<kind>/<where>/`: GitHub takes the part of `automationDetails.id` before its
+    last `/` as the analysis category (https://docs.github.com/en/code-security/code-scanning/
+    integrating-with-code-scanning/sarif-support-for-code-scanning#runautomationdetails-object),
+    so the id ends with `/` and holds the whole scope: audits of two resource groups are two
+    categories and never replace each other's alerts."""
+    return f"safetynet-{kind}/{where.strip('/')}/"
+
+
+def _sarif_suppression(suppression: Suppression) -> dict[str, str]:
+    return {
+        "kind": "external",
+        "status": "accepted",
+        "justification": escaping.markdown(
+            f"{suppression.justification} (until {suppression.expires.isoformat()})"
+        ),
+    }
+
+
+def _sarif_result(
+    finding: Finding, index: dict[str, int], context: ReportContext
+) -> dict[str, Any]:
+    failed = finding.outcome is Outcome.FAIL
+    fingerprint = hashlib.sha256(
+        f"{finding.rule.id}|{finding.resource_id or finding.account}".encode()
+    ).hexdigest()
+    suppression = context.applied.of(finding)
+    return {
+        "ruleId": finding.rule.id,
+        "ruleIndex": index[finding.rule.id],
+        "kind": "fail" if failed else "review",
+        "level": SARIF_LEVEL[finding.severity] if failed else "none",
+        "message": {"text": escaping.markdown(f"{finding.account}: {finding.message}")},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _location_uri(finding)},
+                    "region": {"startLine": 1},
+                },
+                "logicalLocations": [
+                    {
+                        "name": finding.account,
+                        "fullyQualifiedName": finding.resource_id or finding.account,
+                        "kind": "resource",
+                    }
+                ],
+            }
+        ],
+        "partialFingerprints": {"safetynetFinding/v1": fingerprint},
+        **({"suppressions": [_sarif_suppression(suppression)]} if suppression else {}),
+        "properties": {"outcome": finding.outcome.value},
+    }
+
+
+def _notification(text: str, descriptor: str, level: str = "error") -> dict[str, Any]:
+    return {
+        "level": level,
+        "message": {"text": escaping.markdown(text)},
+        "descriptor": {"id": descriptor},
+    }
+
+
+def render_sarif(report: AuditReport, context: ReportContext) -> str:
+    """SARIF 2.1.0: FAIL results (kind fail, with `suppressions` when suppressed) and UNKNOWN
+    results (kind review); PASS omitted."""
+    rules = list(report.rules)
+    index = {rule.id: number for number, rule in enumerate(rules)}
+    results = [
+        _sarif_result(finding, index, context)
+        for finding in report.findings
+        if finding.outcome in REPORTED
+    ]
+    notifications = [
+        _notification(error_line(e, report.scope.label), e.kind.value) for e in report.all_errors
+    ] + [_notification(note, "suppression", "warning") for note in context.applied.notes()]
+    return _sarif_log(
+        rules=[_sarif_rule(rule) for rule in rules],
+        automation_id=automation_id("audit", report.scope.label),
+        succeeded=not report.all_errors,
+        notifications=notifications,
+        results=results,
+    )
+
+
+Counts = dict[str, int]
+
+
+def _new_counts() -> Counts:
+    return {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+
+
+def _suite(parent: ET.Element, name: str, properties: dict[str, str]) -> ET.Element:
+    """A testsuite with its `properties` block (what was judged, with which thresholds)."""
+    suite = ET.SubElement(parent, "testsuite", name=escaping.xml(name))
+    block = ET.SubElement(suite, "properties")
+    for key, value in properties.items():
+        ET.SubElement(block, "property", name=key, value=escaping.xml(value))
+    return suite
+
+
+def _audit_properties(report: AuditReport) -> dict[str, str]:
+    limits = report.thresholds
+    return {
+        "scope": report.scope.label,
+        "minBlobSoftDeleteDays": str(limits.min_blob_soft_delete_days),
+        "maxPendingDays": str(limits.max_pending_days),
+        "containerName": limits.container,
+    }
+
+
+def render_junit(report: AuditReport, context: ReportContext) -> str:
+    """JUnit XML valid against junit-10.xsd: a testsuite per account, a testcase per rule; FAIL
+    is a failure, any other outcome but PASS (UNKNOWN, not applicable) and suppressed FAILs are
+    skipped with the reason, a read error is an error testcase. `time` on <testsuites> is the audit's wall clock (reading ARM); judging a
+    rule is a pure function, so testcases take 0."""
+    suites = ET.Element("testsuites", name="safetynet audit")
+    totals = _new_counts()
+    properties = _audit_properties(report)
+    for result in report.results:
+        suite = _suite(suites, result.account.name, properties)
+        counts = _new_counts()
+        for finding in result.findings:
+            _finding_case(suite, finding, result.account.name, counts, context)
+        for error in result.errors:
+            _error_case(suite, error, result.account.name, counts)
+        _set_counts(suite, counts, totals)
+    if report.errors:
+        suite = _suite(suites, report.scope.label, properties)
+        counts = _new_counts()
+        for error in report.errors:
+            _error_case(suite, error, "scope", counts)
+        _set_counts(suite, counts, totals)
+    return _junit_text(suites, totals, report.seconds)
+
+
+def _junit_text(suites: ET.Element, totals: Counts, seconds: float) -> str:
+    """The document, with the totals junit-10.xsd allows on <testsuites> (no `skipped`)."""
+    for key in ("tests", "failures", "errors"):
+        suites.set(key, str(totals[key]))
+    suites.set("time", _seconds(seconds))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _seconds(seconds: float) -> str:
+    """A duration as junit-10.xsd's SUREFIRE_TIME wants it: digits, a dot, three decimals."""
+    return f"{max(seconds, 0.0):.3f}"
+
+
+def _case(suite: ET.Element, classname: str, name: str, counts: Counts) -> ET.Element:
+    counts["tests"] += 1
+    return ET.SubElement(
+        suite,
+        "testcase",
+        classname=escaping.xml(classname),
+        name=escaping.xml(name),
+        time=_seconds(0),
+    )
+
+
+def _error_case(suite: ET.Element, error: ReadError, where: str, counts: Counts) -> None:
+    case = _case(suite, f"safetynet.{where}", f"read {error.operation}", counts)
+    _outcome_node(case, "error", error.message, error.kind.value)
+    counts["errors"] += 1
+
+
+def _outcome_node(case: ET.Element, tag: str, message: str, kind: str | None = None) -> None:
+    """A failure, error or skipped element whose message (attribute and text) is escaped."""
+    shown = escaping.xml(message)
+    attributes = {"message": shown, **({"type": kind} if kind else {})}
+    node = ET.SubElement(case, tag, attributes)
+    if tag != "skipped":
+        node.text = shown
+
+
+def _finding_case(
+    suite: ET.Element, finding: Finding, account: str, counts: Counts, context: ReportContext
+) -> None:
+    """A counted testcase for one rule's finding: FAIL a failure, UNKNOWN and suppressed
+    skipped."""
+    case = _case(suite, f"safetynet.{account}", f"{finding.rule.id} {finding.rule.title}", counts)
+    suppression = context.applied.of(finding)
+    if suppression is not None:
+        counts["skipped"] += 1
+        reason = f"suppressed until {suppression.expires.isoformat()}: {suppression.justification}"
+        _outcome_node(case, "skipped", f"{reason}; {finding.message}")
+    elif finding.outcome is Outcome.FAIL:
+        counts["failures"] += 1
+        detail = f"{finding.message}\nresource: {finding.resource_id}"
+        _outcome_node(case, "failure", detail, finding.severity.value)
+    elif finding.outcome is not Outcome.PASS:
+        counts["skipped"] += 1
+        _outcome_node(case, "skipped", finding.message)
+
+
+def _set_counts(suite: ET.Element, counts: Counts, totals: Counts) -> None:
+    for key, value in counts.items():
+        suite.set(key, str(value))
+        totals[key] += value
+    suite.set("time", _seconds(0))
+
+
+AuditRenderer = Callable[[AuditReport, ReportContext], str]
+
+RENDERERS: Final[dict[str, AuditRenderer]] = {
+    "table": render_table,
+    "json": render_json,
+    "sarif": render_sarif,
+    "junit": render_junit,
+    "csv": render_csv,
+    "markdown": render_markdown,
+    "html": render_html,
+}
+
+
+# --- `safetynet verify`: the behaviour probes, with the settings verdict beside them ---------
+
+
+def _proves(result: ProbeResult) -> str:
+    return ",".join(result.probe.proves) or "(protocol)"
+
+
+def behaviour_by_rule(run: VerificationRun) -> dict[str, tuple[str, list[str]]]:
+    """Per catalogue rule: the combined probe outcome (any FAIL, else any PASS, else
+    NOT_VERIFIABLE) and the probes behind it; rules no probe proves are absent."""
+    combined: dict[str, tuple[str, list[str]]] = {}
+    for rule in RULES:
+        results = [r for r in run.results if rule.id in r.probe.proves]
+        if not results:
+            continue
+        outcomes = {r.outcome for r in results}
+        for candidate in (ProbeOutcome.FAIL, ProbeOutcome.PASS, ProbeOutcome.NOT_VERIFIABLE):
+            if candidate in outcomes:
+                combined[rule.id] = (candidate.value, [r.probe.id for r in results])
+                break
+    return combined
+
+
+def _settings_by_rule(run: VerificationRun) -> dict[str, str]:
+    return {f.rule.id: f.outcome.value for f in run.settings or []}
+
+
+def _verify_summary(run: VerificationRun) -> dict[str, int]:
+    return {o.value: len(run.outcomes(o)) for o in ProbeOutcome}
+
+
+def render_verify_json(run: VerificationRun) -> str:
+    """One object: target, run id, summary, `checks` (check, proves, outcome, detail), and with
+    settings read, `rules` (settings and behaviour verdict per rule)."""
+    settings = _settings_by_rule(run)
+    behaviour = behaviour_by_rule(run)
+    document: dict[str, Any] = {
+        "tool": TOOL_NAME,
+        "version": package_version(),
+        "target": run.target,
+        "run_id": run.run_id,
+        "summary": {
+            **_verify_summary(run),
+            "requests": run.requests,
+            "seconds": round(run.seconds, 2),
+        },
+        "checks": [
+            {
+                "check": r.probe.id,
+                "title": r.probe.title,
+                "proves": list(r.probe.proves),
+                "outcome": r.outcome.value,
+                "detail": r.detail,
+                "requests": r.requests,
+            }
+            for r in run.results
+        ],
+        "incomplete": run.incomplete,
+        "leftovers": run.leftovers,
+    }
+    if run.settings is not None:
+        document["rules"] = [
+            {
+                "rule": rule.id,
+                "settings": settings.get(rule.id),
+                "behaviour": behaviour.get(rule.id, (None, []))[0],
+                "checks": behaviour.get(rule.id, (None, []))[1],
+            }
+            for rule in RULES
+        ]
+        document["settings_errors"] = run.settings_errors
+    return json.dumps(document, indent=2) + "\n"
+
+
+def render_verify_table(run: VerificationRun) -> str:
+    """A plain text table for people: one row per probe, then per rule when settings were read.
+    Details quote the service and the heartbeat, so they are escaped: none can forge a row."""
+    settings = _settings_by_rule(run)
+    with_settings = run.settings is not None
+    header = ("CHECK", "PROVES", "OUTCOME", *(("SETTINGS",) if with_settings else ()), "DETAIL")
+    rows = [header]
+    for r in run.results:
+        verdicts = " ".join(settings.get(rule, "-") for rule in r.probe.proves) or "-"
+        rows.append(
+            (
+                r.probe.id,
+                _proves(r),
+                r.outcome.value,
+                *((verdicts,) if with_settings else ()),
+                escaping.terminal(r.detail),
+            )
+        )
+    columns = len(header) - 1
+    widths = [max(len(row[i]) for row in rows) for i in range(columns)]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:columns])) + "  " + row[-1]
+        for row in rows
+    ]
+    if with_settings:
+        behaviour = behaviour_by_rule(run)
+        lines.append("")
+        lines.append(f"{'RULE':<26}  {'SETTINGS':<8}  BEHAVIOUR")
+        for rule in RULES:
+            outcome, checks = behaviour.get(rule.id, ("-", []))
+            by = f" ({', '.join(checks)})" if checks else ""
+            lines.append(f"{rule.id:<26}  {settings.get(rule.id, '-'):<8}  {outcome}{by}")
+        lines.extend(f"ERROR settings: {escaping.terminal(e)}" for e in run.settings_errors)
+    lines.extend(f"INCOMPLETE {escaping.terminal(reason)}" for reason in run.incomplete)
+    lines.extend(f"LEFTOVER {escaping.terminal(name)}" for name in run.leftovers)
+    counts = ", ".join(f"{count} {outcome}" for outcome, count in _verify_summary(run).items())
+    lines.append(
+        f"{len(run.results)} checks: {counts}; {run.requests} requests in {run.seconds:.1f} s; "
+        f"run {escaping.terminal(run.run_id)} on {escaping.terminal(run.target)}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _probe_severity(probe: Probe) -> Severity:
+    """A probe weighs what it proves: the most severe rule it shows in effect, and critical for
+    the protocol's own guarantees (no rule covers them; without them the nets do not hold)."""
+    by_id = {rule.id: rule.severity for rule in RULES}
+    proved = [by_id[rule] for rule in probe.proves if rule in by_id]
+    return max(proved, key=lambda s: s.rank) if proved else Severity.CRITICAL
+
+
+def _sarif_probe(probe: Probe) -> dict[str, Any]:
+    proves = ", ".join(probe.proves) or "the protocol's own guarantee"
+    severity = _probe_severity(probe)
+    reference = probe.reference if probe.reference.startswith("https://") else TOOL_URI
+    return {
+        "id": probe.id,
+        "name": "".join(part.capitalize() for part in probe.id.lower().split("-")),
+        "shortDescription": {"text": probe.title},
+        "fullDescription": {"text": f"Proves {proves}: {probe.action}."},
+        "help": {
+            "text": f"{probe.action}. Expected behaviour: {reference}",
+            "markdown": f"**Does:** {probe.action}.\n\n**Proves:** {proves}.\n\n"
+            f"**Expected behaviour:** <{reference}>",
+        },
+        "helpUri": reference,
+        "defaultConfiguration": {"level": SARIF_LEVEL[severity]},
+        "properties": {
+            "security-severity": SECURITY_SEVERITY[severity],
+            "severity": severity.value,
+            "tags": ["security", "azure-storage", "behaviour"],
+            "proves": list(probe.proves),
+        },
+    }
+
+
+def stable_target(target: str) -> str:
+    """The probed container as `host/path`, without scheme or port: the embedded emulator
+    listens on a random port, and a location that changes each run would make code scanning
+    close every alert and open it again."""
+    url = urlsplit(target)
+    return f"{url.hostname or ''}{url.path}".rstrip("/") or "target"
+
+
+def _verify_result(
+    rule_id: str, index: dict[str, int], failed: bool, level: str, text: str, where: str
+) -> dict[str, Any]:
+    return {
+        "ruleId": rule_id,
+        "ruleIndex": index[rule_id],
+        "kind": "fail" if failed else "review",
+        "level": level if failed else "none",
+        "message": {"text": escaping.markdown(text)},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": f"azure/{where}"},
+                    "region": {"startLine": 1},
+                }
+            }
+        ],
+        "partialFingerprints": {
+            "safetynetCheck/v1": hashlib.sha256(f"{rule_id}|{where}".encode()).hexdigest()
+        },
+    }
+
+
+def render_verify_sarif(run: VerificationRun) -> str:
+    """SARIF 2.1.0: FAIL (kind fail) and NOT_VERIFIABLE (kind review) probes, and non-PASS
+    settings findings when read; PASS omitted, as in the audit. Locations and fingerprints
+    are the same on every run against the same container."""
+    probes = [r.probe for r in run.results]
+    rules = [rule for rule in RULES if run.settings is not None]
+    descriptors = [_sarif_probe(p) for p in probes] + [_sarif_rule(rule) for rule in rules]
+    index = {d["id"]: number for number, d in enumerate(descriptors)}
+    where = stable_target(run.target)
+    results = []
+    for r in run.results:
+        if r.outcome is ProbeOutcome.PASS:
+            continue
+        level = SARIF_LEVEL[_probe_severity(r.probe)]
+        result = _verify_result(
+            r.probe.id,
+            index,
+            r.outcome is ProbeOutcome.FAIL,
+            level,
+            f"{r.probe.title}: {r.detail}",
+            where,
+        )
+        results.append({**result, "properties": {"outcome": r.outcome.value}})
+    for finding in run.settings or []:
+        if finding.outcome not in REPORTED:
+            continue
+        result = _verify_result(
+            finding.rule.id,
+            index,
+            finding.outcome is Outcome.FAIL,
+            SARIF_LEVEL[finding.severity],
+            f"{finding.account}: {finding.message}",
+            where,
+        )
+        results.append({**result, "properties": {"outcome": finding.outcome.value}})
+    notifications = [
+        _notification(text, "incomplete")
+        for text in [*run.incomplete, *run.settings_errors, *_leftover_lines(run)]
+    ]
+    return _sarif_log(
+        rules=descriptors,
+        automation_id=automation_id("verify", where),
+        succeeded=not (run.incomplete or run.settings_errors or run.leftovers),
+        notifications=notifications,
+        results=results,
+    )
+
+
+def _leftover_lines(run: VerificationRun) -> list[str]:
+    """Probe blobs the clean-up could not delete: they make the run exit 3, so every format a
+    pipeline publishes names them."""
+    return [f"left behind, delete by hand: {name}" for name in run.leftovers]
+
+
+def render_verify_junit(run: VerificationRun) -> str:
+    """JUnit XML valid against junit-10.xsd: one testcase per probe (FAIL a failure,
+    NOT_VERIFIABLE skipped with the reason), and a second suite for the settings rules when
+    they were read. `time` on <testsuites> is the run's wall clock."""
+    suites = ET.Element("testsuites", name="safetynet verify")
+    totals = _new_counts()
+    properties = {"target": run.target, "run": run.run_id}
+    suite = _suite(suites, f"behaviour {run.target}", properties)
+    counts = _new_counts()
+    for r in run.results:
+        case = _case(suite, "safetynet.verify", f"{r.probe.id} {r.probe.title}", counts)
+        if r.outcome is ProbeOutcome.FAIL:
+            counts["failures"] += 1
+            _outcome_node(case, "failure", r.detail, "FAIL")
+        elif r.outcome is ProbeOutcome.NOT_VERIFIABLE:
+            counts["skipped"] += 1
+            _outcome_node(case, "skipped", r.detail)
+    for reason in [*run.incomplete, *_leftover_lines(run)]:
+        case = _case(suite, "safetynet.verify", "could not act", counts)
+        _outcome_node(case, "error", reason, "incomplete")
+        counts["errors"] += 1
+    _set_counts(suite, counts, totals)
+    if run.settings is not None:
+        suite = _suite(suites, "settings", properties)
+        counts = _new_counts()
+        for finding in run.settings:
+            _finding_case(suite, finding, finding.account, counts, ReportContext())
+        for error in run.settings_errors:
+            case = _case(suite, "safetynet.settings", "read", counts)
+            _outcome_node(case, "error", error, "incomplete")
+            counts["errors"] += 1
+        _set_counts(suite, counts, totals)
+    return _junit_text(suites, totals, run.seconds)
+
+
+VERIFY_RENDERERS: Final[dict[str, Callable[[VerificationRun], str]]] = {
+    "table": render_verify_table,
+    "json": render_verify_json,
+    "sarif": render_verify_sarif,
+    "junit": render_verify_junit,
+}

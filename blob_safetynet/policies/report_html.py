@@ -1,0 +1,127 @@
+"""The HTML report: one self-contained file (inline CSS and JavaScript, nothing fetched).
+
+Accounts x rules with PASS/FAIL/UNKNOWN/SUPPRESSED, severity and framework filters, each
+finding's evidence and remediation, and a per-rule history when earlier JSON results are given.
+Jinja2 autoescapes every value; control characters are shown escaped too; a Content Security
+Policy allows only this file's own script and style (by hash), so even a value that escaped the
+escaping could neither run nor load anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+from typing import Any, Final
+
+import jinja2
+
+from blob_safetynet.policies import escaping
+from blob_safetynet.policies.audit import AuditReport
+from blob_safetynet.policies.report_view import (
+    ATTENTION,
+    STATES,
+    ReportContext,
+    counts_by_rule,
+    error_line,
+    state,
+    summary,
+)
+from blob_safetynet.policies.rules import Finding, Rule, Severity
+
+TEMPLATES: Final = Path(__file__).parent / "templates"
+TEMPLATE: Final = "report.html.j2"
+ASSETS: Final = ("report.css", "report.js")
+
+
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    environment.filters["printable"] = escaping.terminal
+    return environment
+
+
+def frameworks(rule: Rule) -> dict[str, tuple[str, ...]]:
+    """The control ids a rule checks, by framework short name; empty for a rule that maps to
+    none."""
+    grouped: dict[str, list[str]] = {}
+    for control in rule.controls:
+        grouped.setdefault(control.framework.short, []).append(control.id)
+    return {name: tuple(ids) for name, ids in grouped.items()}
+
+
+def _framework_list(rule: Rule) -> str:
+    """`|A|B|`: the rule's frameworks for the page's filter (names may hold spaces)."""
+    return "|" + "|".join(frameworks(rule)) + "|"
+
+
+def _csp_hash(text: str) -> str:
+    digest = hashlib.sha256(text.encode()).digest()
+    return "'sha256-" + base64.b64encode(digest).decode() + "'"
+
+
+def _finding(finding: Finding, context: ReportContext) -> dict[str, Any]:
+    suppression = context.applied.of(finding)
+    return {
+        "account": finding.account,
+        "rule": finding.rule,
+        "severity": finding.severity.value,
+        "rank": finding.severity.rank,
+        "state": state(finding, context),
+        "message": finding.message,
+        "resource_id": finding.resource_id or "",
+        "suppression": suppression,
+        "frameworks": _framework_list(finding.rule),
+        "controls": frameworks(finding.rule),
+    }
+
+
+def _history(report: AuditReport, context: ReportContext) -> list[dict[str, Any]]:
+    """Per rule, the state counts of each earlier run and of this one (oldest first)."""
+    if not context.history:
+        return []
+    now = counts_by_rule([(f.rule.id, state(f, context)) for f in report.findings])
+    runs = [*((run.label, run.counts) for run in context.history), ("this run", now)]
+    empty = dict.fromkeys(STATES, 0)
+    return [
+        {"rule": rule, "runs": [(label, counts.get(rule.id, empty)) for label, counts in runs]}
+        for rule in report.rules
+    ]
+
+
+def render_html(report: AuditReport, context: ReportContext) -> str:
+    environment = _environment()
+    assets = {name: (TEMPLATES / name).read_text(encoding="utf-8") for name in ASSETS}
+    findings = [_finding(f, context) for f in report.findings]
+    cells = {(f["account"], f["rule"].id): f for f in findings}
+    accounts = list(dict.fromkeys(f["account"] for f in findings))
+    names = sorted({name for rule in report.rules for name in frameworks(rule)})
+    return environment.get_template(TEMPLATE).render(
+        scope=report.scope.label,
+        rules=report.rules,
+        accounts=accounts,
+        cells=cells,
+        findings=sorted(
+            (f for f in findings if f["state"] in ATTENTION),
+            key=lambda f: (ATTENTION.index(f["state"]), -f["rank"]),
+        ),
+        summary=summary(report, context),
+        states=STATES,
+        severities=[s.value for s in reversed(Severity)],
+        frameworks=names,
+        rule_frameworks={rule.id: _framework_list(rule) for rule in report.rules},
+        errors=[error_line(e, report.scope.label) for e in report.all_errors],
+        notes=context.applied.notes(),
+        history=_history(report, context),
+        css=assets["report.css"],
+        js=assets["report.js"],
+        csp=(
+            "default-src 'none'; img-src data:; "
+            f"style-src {_csp_hash(assets['report.css'])}; "
+            f"script-src {_csp_hash(assets['report.js'])}"
+        ),
+    )

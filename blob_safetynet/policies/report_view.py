@@ -1,0 +1,98 @@
+"""What every audit format shows beside the report itself: suppressions applied and history."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from blob_safetynet.policies.audit import AuditReport, ReadError
+from blob_safetynet.policies.rules import Finding, Outcome
+from blob_safetynet.policies.suppressions import Applied, read_capped
+
+SUPPRESSED: Final = "SUPPRESSED"
+STATES: Final = (*(outcome.value for outcome in Outcome), SUPPRESSED)
+"""Every state a finding can be in: the rule outcomes, and SUPPRESSED."""
+ATTENTION: Final = (Outcome.FAIL.value, SUPPRESSED, Outcome.UNKNOWN.value)
+"""The states the Markdown and HTML list finding by finding, in this order."""
+MAX_HISTORY_BYTES: Final = 20_000_000
+
+
+class HistoryError(ValueError):
+    """An earlier result file that is not this tool's JSON report (usage error)."""
+
+
+@dataclass(frozen=True)
+class HistoryRun:
+    """One earlier JSON report: its label (the file name) and each rule's state counts."""
+
+    label: str
+    counts: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    applied: Applied = field(default_factory=Applied)
+    history: Sequence[HistoryRun] = ()
+
+
+def state(finding: Finding, context: ReportContext) -> str:
+    """PASS, FAIL, UNKNOWN, or SUPPRESSED for a FAIL a live suppression covers."""
+    return SUPPRESSED if context.applied.of(finding) else finding.outcome.value
+
+
+def summary(report: AuditReport, context: ReportContext) -> dict[str, int]:
+    """Accounts, findings per state and read errors: the counts every format shows."""
+    states = [state(f, context) for f in report.findings]
+    return {
+        "accounts": len(report.results),
+        **{name: states.count(name) for name in STATES},
+        "errors": len(report.all_errors),
+    }
+
+
+def counts_line(report: AuditReport, context: ReportContext) -> str:
+    """`N account(s): a PASS, b FAIL, ...`: the last line of the table and the Markdown."""
+    counts = summary(report, context)
+    shown = ", ".join(f"{counts[name]} {name}" for name in STATES)
+    return f"{counts['accounts']} account(s): {shown}, {counts['errors']} error(s)"
+
+
+def error_line(error: ReadError, scope: str) -> str:
+    """`where operation: kind: message` of a read error, unescaped (each format escapes it)."""
+    return f"{error.account or scope} {error.operation}: {error.kind.value}: {error.message}"
+
+
+def counts_by_rule(findings: Sequence[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    """(rule id, state) pairs as per-rule counts of each state."""
+    counts: dict[str, dict[str, int]] = {}
+    for rule, name in findings:
+        per_rule = counts.setdefault(rule, dict.fromkeys(STATES, 0))
+        per_rule[name] = per_rule.get(name, 0) + 1
+    return counts
+
+
+def load_history(path: Path) -> HistoryRun:
+    """An earlier `--format json` report as a history run."""
+    try:
+        raw = read_capped(path, MAX_HISTORY_BYTES)
+    except ValueError as error:
+        raise HistoryError(str(error)) from None
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise HistoryError("not JSON") from None
+    findings = document.get("findings") if isinstance(document, dict) else None
+    if not isinstance(findings, list):
+        raise HistoryError("not a safetynet audit JSON report (no 'findings' list)")
+    pairs = []
+    for item in findings:
+        if not isinstance(item, dict):
+            raise HistoryError("a finding is not an object")
+        rule, name = item.get("rule"), item.get("state", item.get("outcome"))
+        if not isinstance(rule, str) or name not in STATES:
+            raise HistoryError("a finding has no rule id or no known outcome")
+        pairs.append((rule, str(name)))
+    return HistoryRun(path.name, counts_by_rule(pairs))

@@ -1,0 +1,99 @@
+"""The rule registry: every rule, in catalogue order."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from blob_safetynet.policies.model import Account, Thresholds
+from blob_safetynet.policies.rules.access import (
+    NEVER_GRANTED_ACTIONS,
+    NO_BROAD_APP_ROLES,
+    TAG_WRITE_ROLE,
+)
+from blob_safetynet.policies.rules.account import (
+    ACCOUNT_KIND,
+    FLAT_NAMESPACE,
+    HTTPS_TLS,
+    NO_PUBLIC_ACCESS,
+    SHARED_KEY_OFF,
+)
+from blob_safetynet.policies.rules.base import Finding, Outcome, Rule, RuleScope, Severity, Verdict
+from blob_safetynet.policies.rules.containers import CONTAINERS_PRIVATE
+from blob_safetynet.policies.rules.credentials import (
+    KEY_EXPIRATION_POLICY,
+    NO_LOCAL_USERS,
+    SAS_EXPIRATION_POLICY,
+)
+from blob_safetynet.policies.rules.data_protection import (
+    BLOB_SOFT_DELETE,
+    CONTAINER_SOFT_DELETE,
+    NO_PERMANENT_DELETE,
+    VERSION_EXPIRY,
+)
+from blob_safetynet.policies.rules.encryption import CMK_ENCRYPTION, INFRA_ENCRYPTION
+from blob_safetynet.policies.rules.lifecycle import PENDING_LIFECYCLE
+from blob_safetynet.policies.rules.network import (
+    NETWORK_DEFAULT_DENY,
+    PRIVATE_ENDPOINT,
+    PUBLIC_NETWORK_ACCESS,
+    TRUSTED_SERVICES,
+)
+from blob_safetynet.policies.rules.threats import CROSS_TENANT_REPLICATION, DEFENDER_FOR_STORAGE
+
+RULES: Final[tuple[Rule, ...]] = (
+    BLOB_SOFT_DELETE,
+    CONTAINER_SOFT_DELETE,
+    NO_PERMANENT_DELETE,
+    PENDING_LIFECYCLE,
+    FLAT_NAMESPACE,
+    ACCOUNT_KIND,
+    SHARED_KEY_OFF,
+    NO_PUBLIC_ACCESS,
+    CONTAINERS_PRIVATE,
+    HTTPS_TLS,
+    TAG_WRITE_ROLE,
+    NO_BROAD_APP_ROLES,
+    NEVER_GRANTED_ACTIONS,
+    VERSION_EXPIRY,
+    PUBLIC_NETWORK_ACCESS,
+    NETWORK_DEFAULT_DENY,
+    TRUSTED_SERVICES,
+    PRIVATE_ENDPOINT,
+    CROSS_TENANT_REPLICATION,
+    INFRA_ENCRYPTION,
+    CMK_ENCRYPTION,
+    KEY_EXPIRATION_POLICY,
+    SAS_EXPIRATION_POLICY,
+    NO_LOCAL_USERS,
+    DEFENDER_FOR_STORAGE,
+)
+
+RULES_BY_ID: Final[dict[str, Rule]] = {rule.id: rule for rule in RULES}
+
+
+def evaluate(
+    account: Account,
+    thresholds: Thresholds,
+    *,
+    rules: tuple[Rule, ...] = RULES,
+    every_rule: bool = False,
+) -> list[Finding]:
+    """Judge one account by every rule that applies to it (all of them with `every_rule`)."""
+    return [
+        rule.evaluate(account, thresholds)
+        for rule in rules
+        if every_rule or rule.applies_to(account, thresholds)
+    ]
+
+
+__all__ = [
+    "RULES",
+    "RULES_BY_ID",
+    "Finding",
+    "Outcome",
+    "Rule",
+    "RuleScope",
+    "Severity",
+    "Verdict",
+    "evaluate",
+]

@@ -1,0 +1,37 @@
+"""Containers: every one private."""
+
+from __future__ import annotations
+
+from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Thresholds
+from blob_safetynet.policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
+
+PRIVATE = (None, "None")
+
+
+def _check_private(account: Account, _: Thresholds) -> Verdict:
+    assert account.containers is not UNKNOWN
+    if any(c.public_access is UNKNOWN for c in account.containers):
+        return unknown("a container's public access level is not known yet")
+    public = [
+        f"{c.name} ({c.public_access})"
+        for c in account.containers
+        if c.public_access not in PRIVATE
+    ]
+    if public:
+        return failed("public containers: " + ", ".join(public))
+    return passed(f"{len(account.containers)} container(s), all private")
+
+
+CONTAINERS_PRIVATE = Rule(
+    id="SN-CONTAINERS-PRIVATE",
+    title="Every container is private",
+    severity=Severity.HIGH,
+    rationale=(
+        "A container with public access Blob or Container serves its blobs anonymously as soon "
+        "as the account allows it; private containers keep a second lock shut."
+    ),
+    remediation="remove `publicAccess` or set it to None on each BlobContainer",
+    facets=frozenset({Facet.CONTAINERS}),
+    check=_check_private,
+    references=("https://learn.microsoft.com/azure/storage/blobs/anonymous-read-access-configure",),
+)

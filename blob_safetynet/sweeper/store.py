@@ -1,0 +1,946 @@
+"""The documents table: SQLAlchemy Core over any SQLAlchemy URL, with names the application owns.
+
+Every state change is a single conditional statement (`... WHERE status = 'Pending'`), so two
+actors racing on one row can never both win, and a retry of a finished step changes nothing.
+Beside the documents table live two small tables of the toolkit's own: the blobs a replace or
+delete leaves behind (so the sweeper finds every crash window by an indexed query) and the
+database's identity (so a container can be bound to the database it belongs to).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from azure.core.credentials import TokenCredential
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from blob_safetynet.sweeper.appsettings import TableNames, qualified_name
+from blob_safetynet.sweeper.redaction import display_db_url, printable
+from blob_safetynet.sweeper.settings import SettingsError, check_entra_url
+
+_DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
+SUPPORTED_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+CONNECT_TIMEOUT_S = 10
+"""A database that does not answer fails a timer run in seconds, not at the OS's TCP timeout."""
+ENTRA_DATABASE_SCOPE = "https://ossrdbms-aad.database.windows.net/.default"
+"""The audience of Microsoft Entra tokens for Azure Database for PostgreSQL; the token is sent as
+the password: https://learn.microsoft.com/en-us/azure/postgresql/flexible-server/
+how-to-configure-sign-in-azure-ad-authentication (same scope in Microsoft.Azure.PostgreSQL.Auth,
+https://learn.microsoft.com/en-us/dotnet/api/overview/azure/Microsoft.Azure.PostgreSQL.Auth-readme).
+"""
+DATABASE_ID_KEY = "database_id"
+CONTAINER_KEY = "container"
+
+
+class Status(enum.StrEnum):
+    PENDING = "Pending"
+    READY = "Ready"
+
+
+class BlobRecordKind(enum.StrEnum):
+    INTENT = "intent"
+    """A replace's new blob, recorded before its upload; the switch removes the record."""
+    RETIRED = "retired"
+    """A blob no row references any more, deleted by the sweeper after the grace period."""
+
+
+class StoreError(RuntimeError):
+    """The database URL, the connection or the table is not usable."""
+
+
+class DatabaseTokenError(StoreError):
+    """No usable Microsoft Entra token for the database: the connection was not even tried."""
+
+
+def is_unreachable(error: StoreError) -> bool:
+    """True when the database could not be looked at (down, refused, no token), not misused."""
+    return isinstance(error, DatabaseTokenError) or isinstance(
+        error.__cause__, sa.exc.OperationalError
+    )
+
+
+class NameConflictError(RuntimeError):
+    """Another document already holds this name; the unique constraint decided, not a lookup."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a document named {name!r} already exists or is being uploaded")
+        self.name = name
+
+
+class SwitchResult(enum.Enum):
+    SWITCHED = "switched"
+    ROW_CHANGED = "row changed"
+    """The row no longer points at the old blob (a concurrent replace or delete won)."""
+    INTENT_LOST = "intent lost"
+    """The sweeper claimed the new blob's intent: the replace was judged abandoned."""
+
+
+@dataclass(frozen=True)
+class DocumentTable:
+    """Where the documents live; every name is configurable because applications own the table."""
+
+    table: str = "documents"
+    id: str = "id"
+    name: str = "name"
+    blob_name: str = "blob_name"
+    status: str = "status"
+    created_utc: str = "created_utc"
+    schema: str | None = None
+    claimed_by: str = "claimed_by"
+    claimed_utc: str = "claimed_utc"
+    content_length: str = "content_length"
+    content_sha256: str = "content_sha256"
+    blobs_table: str | None = None
+    """The crash-window records; `<table>_blobs` unless named."""
+    meta_table: str | None = None
+    """The database's identity; `<table>_meta` unless named."""
+
+    @classmethod
+    def from_names(cls, names: TableNames) -> DocumentTable:
+        """The layout SAFETYNET_TABLE and SAFETYNET_COLUMNS (or the CLI's --table, --columns)
+        name."""
+        return cls(table=names.table, schema=names.schema, **dict(names.columns))
+
+    @property
+    def qualified_name(self) -> str:
+        """`schema.table` or `table`: how commands and the heartbeat name the table."""
+        return qualified_name(self.schema, self.table)
+
+    @property
+    def blobs_table_name(self) -> str:
+        return self.blobs_table or f"{self.table}_blobs"
+
+    @property
+    def meta_table_name(self) -> str:
+        return self.meta_table or f"{self.table}_meta"
+
+    def build(self, metadata: sa.MetaData) -> sa.Table:
+        return sa.Table(
+            self.table,
+            metadata,
+            sa.Column(self.id, sa.String(36), primary_key=True, key="id"),
+            sa.Column(self.name, sa.String(1024), nullable=False, unique=True, key="name"),
+            sa.Column(
+                self.blob_name, sa.String(1024), nullable=False, unique=True, key="blob_name"
+            ),
+            sa.Column(self.status, sa.String(16), nullable=False, key="status"),
+            sa.Column(self.created_utc, sa.DateTime(timezone=True), nullable=False, key="created"),
+            *self.added_columns(),
+            # Serves the sweeper's claim: Pending rows older than the cutoff, in keyset order.
+            sa.Index(f"ix_{self.table}_status_created", "status", "created", "id"),
+            schema=self.schema,
+        )
+
+    def added_columns(self) -> list[sa.Column[object]]:
+        """Columns added after the first release; `db upgrade` adds them to older tables."""
+        return [
+            sa.Column(self.claimed_by, sa.String(36), nullable=True, key="claim_token"),
+            sa.Column(self.claimed_utc, sa.DateTime(timezone=True), nullable=True, key="claimed"),
+            sa.Column(self.content_length, sa.BigInteger, nullable=True, key="content_length"),
+            sa.Column(self.content_sha256, sa.String(64), nullable=True, key="content_sha256"),
+        ]
+
+    def build_blobs(self, metadata: sa.MetaData) -> sa.Table:
+        name = self.blobs_table_name
+        return sa.Table(
+            name,
+            metadata,
+            sa.Column("blob_name", sa.String(1024), primary_key=True),
+            sa.Column("document_id", sa.String(36), nullable=False),
+            sa.Column("kind", sa.String(16), nullable=False),
+            sa.Column("recorded_utc", sa.DateTime(timezone=True), nullable=False),
+            sa.Column("claimed_by", sa.String(36), nullable=True, key="claim_token"),
+            sa.Column("claimed_utc", sa.DateTime(timezone=True), nullable=True),
+            sa.Index(f"ix_{name}_kind_recorded", "kind", "recorded_utc", "blob_name"),
+            schema=self.schema,
+        )
+
+    def build_meta(self, metadata: sa.MetaData) -> sa.Table:
+        return sa.Table(
+            self.meta_table_name,
+            metadata,
+            sa.Column("key", sa.String(64), primary_key=True),
+            sa.Column("value", sa.String(256), nullable=False),
+            schema=self.schema,
+        )
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    name: str
+    blob_name: str
+    status: Status
+    created_utc: datetime
+
+
+@dataclass(frozen=True)
+class BlobRecord:
+    blob_name: str
+    document_id: str
+    kind: BlobRecordKind
+    recorded_utc: datetime
+
+
+@dataclass(frozen=True)
+class Content:
+    """What the first upload of a document held: a retry must send the same bytes."""
+
+    length: int
+    sha256: str
+
+
+def new_document_id() -> str:
+    return str(uuid.uuid4())
+
+
+def create_engine(url: str, token_credential: TokenCredential | None = None) -> Engine:
+    """An engine for `url`, or a StoreError that says which schemes are supported.
+
+    With `token_credential` (created once by the caller; DefaultAzureCredential on Azure) every
+    new connection authenticates with a Microsoft Entra token instead of a password: PostgreSQL
+    only, no password in the URL, TLS unless the server is on loopback (`check_entra_url`).
+    """
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        # The URL may carry a password: never echo it back.
+        raise StoreError(
+            "malformed database URL; expected scheme://[user[:password]@]host[:port]/database "
+            "or sqlite:///path"
+        ) from None
+    backend = parsed.get_backend_name()
+    if parsed.drivername in _DRIVERS:
+        parsed = parsed.set(drivername=_DRIVERS[parsed.drivername])
+    if backend not in ("sqlite", "postgresql"):
+        raise StoreError(
+            f"unsupported database URL scheme {parsed.drivername!r}; "
+            f"use one of {', '.join(SUPPORTED_SCHEMES)} (e.g. sqlite:///documents.db)"
+        )
+    if token_credential is not None:
+        try:
+            parsed = check_entra_url(parsed)
+        except SettingsError as error:
+            raise StoreError(str(error)) from None
+    connect_args = {"connect_timeout": CONNECT_TIMEOUT_S} if backend == "postgresql" else {}
+    try:
+        engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    except (ValueError, TypeError):
+        # The driver's words quote the value (e.g. `?timeout=`), which may be anything: name
+        # the keys only.
+        keys = ", ".join(printable(key) for key in parsed.query) or "none"
+        raise StoreError(
+            f"cannot use database URL {display_db_url(url)}: the driver refused a value of "
+            f"its query (keys: {keys}); values are not shown"
+        ) from None
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as error:
+        # ImportError: the URL names a driver that is not installed (postgresql+pg8000://).
+        reason = (
+            f"driver {error.name!r} is not installed"
+            if isinstance(error, ImportError)
+            else type(error).__name__
+        )
+        raise StoreError(f"cannot use database URL {display_db_url(url)}: {reason}") from None
+    if token_credential is not None:
+        _send_token_as_password(engine, token_credential)
+    return engine
+
+
+def _send_token_as_password(engine: Engine, credential: TokenCredential) -> None:
+    """Asks `credential` for a token on every new connection and hands it to the driver.
+
+    A token is valid for 5 to 60 minutes and is checked only when a connection is opened; an
+    open connection outlives it (https://learn.microsoft.com/en-us/azure/postgresql/
+    flexible-server/concepts-azure-ad-authentication). So each new connection asks again, never
+    a token cached here: the credential keeps its own cache and refreshes before expiry.
+    """
+
+    def token_as_password(
+        dialect: Dialect, record: ConnectionPoolEntry, cargs: object, cparams: dict[str, Any]
+    ) -> None:
+        try:
+            token = credential.get_token(ENTRA_DATABASE_SCOPE).token
+        except Exception as error:
+            # The credential's own message names its sources; it never holds the token.
+            raise DatabaseTokenError(
+                f"no Microsoft Entra token for the database: {type(error).__name__}"
+            ) from None
+        if not token or not token.isprintable() or token != token.strip():
+            raise DatabaseTokenError(
+                "the credential returned a malformed Microsoft Entra token (not shown)"
+            )
+        cparams["password"] = token
+
+    sa.event.listen(engine, "do_connect", token_as_password)
+
+
+def to_utc(value: datetime) -> datetime:
+    """Aware UTC for the database. SQLite stores the wall-clock digits and drops the offset, so
+    an aware local time written as-is reads back hours off; a naive value is local time."""
+    return value.astimezone(UTC)
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; every timestamp this module writes is UTC.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+class DocumentStore:
+    """Conditional operations on the documents table. One instance per process, passed in."""
+
+    def __init__(self, engine: Engine, layout: DocumentTable | None = None) -> None:
+        self.engine = engine
+        self.layout = layout or DocumentTable()
+        metadata = sa.MetaData()
+        self.table = self.layout.build(metadata)
+        self.blobs = self.layout.build_blobs(metadata)
+        self.meta = self.layout.build_meta(metadata)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        layout: DocumentTable | None = None,
+        token_credential: TokenCredential | None = None,
+    ) -> DocumentStore:
+        return cls(create_engine(url, token_credential), layout)
+
+    def _server_now(self) -> sa.ColumnElement[datetime]:
+        """The database server's current UTC time, as SQL: the one clock every timestamp that
+        decides staleness comes from, whatever the clocks of the writers say.
+
+        SQLite's `'now'` is UTC; its text is padded to the microseconds SQLAlchemy writes, so
+        stored values compare as text in the right order.
+        """
+        if self.engine.dialect.name == "sqlite":
+            text = sa.func.strftime("%Y-%m-%d %H:%M:%f", "now").concat("000")
+            return sa.type_coerce(text, sa.DateTime(timezone=True))
+        return sa.func.now()
+
+    def now(self) -> datetime:
+        """The database server's clock, read now (a sweeper's default clock)."""
+        with self._connect() as conn:
+            value = conn.execute(sa.select(self._server_now())).scalar_one()
+        return _utc(value)
+
+    @property
+    def supports_skip_locked(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    @contextmanager
+    def _connect(self) -> Iterator[Connection]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except sa.exc.IntegrityError:
+            raise
+        except sa.exc.DBAPIError as error:
+            # Every driver error (operational, programming, internal, data, a session killed by
+            # idle_in_transaction_session_timeout, ...) becomes one error type callers handle.
+            raise StoreError(self._describe(error)) from error
+        except sa.exc.SQLAlchemyError as error:
+            raise StoreError(f"{self._where()}: {error}") from error
+
+    def _where(self) -> str:
+        """The database as messages may show it: scheme, host, port and name only."""
+        return f"database {display_db_url(self.engine.url.render_as_string(hide_password=False))}"
+
+    def _describe(self, error: sa.exc.DBAPIError) -> str:
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        return f"{self._where()}: {reason}"
+
+    # Schema: create, check, upgrade.
+
+    def init_schema(self) -> None:
+        """Create the tables and their indexes if missing; running it twice is harmless."""
+        with self._connect() as conn:
+            self.table.metadata.create_all(conn, checkfirst=True)
+            self._ensure_database_id(conn)
+
+    def _ensure_database_id(self, conn: Connection) -> None:
+        if conn.execute(
+            sa.select(self.meta.c.value).where(self.meta.c.key == DATABASE_ID_KEY)
+        ).first():
+            return
+        conn.execute(self.meta.insert().values(key=DATABASE_ID_KEY, value=new_document_id()))
+
+    def database_id(self) -> str:
+        """This database's identity, written once by `db init` or `db upgrade`."""
+        with self._connect() as conn:
+            value = conn.execute(
+                sa.select(self.meta.c.value).where(self.meta.c.key == DATABASE_ID_KEY)
+            ).scalar_one_or_none()
+        if value is None:
+            raise StoreError(f"{self._where()} has no identity; run `safetynet db upgrade`")
+        return str(value)
+
+    def _meta_value(self, key: str) -> str | None:
+        with self._connect() as conn:
+            value = conn.execute(
+                sa.select(self.meta.c.value).where(self.meta.c.key == key)
+            ).scalar_one_or_none()
+        return None if value is None else str(value)
+
+    def bound_container(self) -> str | None:
+        """The container (`account/container`) the first sweep bound this database to."""
+        return self._meta_value(CONTAINER_KEY)
+
+    def bind_container(self, identity: str) -> str:
+        """Bind this database to `identity` unless it is bound already; the one it is bound to."""
+        try:
+            with self._connect() as conn:
+                conn.execute(self.meta.insert().values(key=CONTAINER_KEY, value=identity))
+        except sa.exc.IntegrityError:
+            pass  # bound already, perhaps by a sweep racing this one: the stored value decides
+        return self.bound_container() or identity
+
+    def unbind_container(self, identity: str) -> bool:
+        """Forget the binding to `identity` (only that one); True when it was recorded."""
+        m = self.meta.c
+        with self._connect() as conn:
+            removed = conn.execute(
+                self.meta.delete().where(m.key == CONTAINER_KEY, m.value == identity)
+            ).rowcount
+        return removed == 1
+
+    def sample_blobs(self, limit: int) -> list[tuple[str, bool]]:
+        """Up to `limit` blob names the newest rows and records name, each with whether a
+        Ready row names it (its blob must exist): the evidence a first sweep checks."""
+        c, b = self.table.c, self.blobs.c
+        with self._connect() as conn:
+            rows = conn.execute(
+                sa.select(c.blob_name, c.status).order_by(c.created.desc(), c.id).limit(limit)
+            ).all()
+            records = conn.execute(
+                sa.select(b.blob_name).order_by(b.recorded_utc.desc(), b.blob_name).limit(limit)
+            ).all()
+        named = [(str(r[0]), r[1] == Status.READY.value) for r in rows]
+        return named + [(str(r[0]), False) for r in records]
+
+    def _missing(self) -> tuple[bool, list[str]]:
+        """(documents table present, what `db upgrade` would add)."""
+        with self._connect() as conn:
+            inspector = sa.inspect(conn)
+            schema = self.layout.schema
+            if not inspector.has_table(self.layout.table, schema=schema):
+                return False, []
+            present = {c["name"] for c in inspector.get_columns(self.layout.table, schema)}
+            missing = [
+                f"column {c.name}" for c in self.layout.added_columns() if c.name not in present
+            ]
+            missing += [
+                f"table {t.name}"
+                for t in (self.blobs, self.meta)
+                if not inspector.has_table(t.name, schema=schema)
+            ]
+        return True, missing
+
+    def check_schema(self) -> None:
+        """Fail with a precise message when a table or one of its columns is missing."""
+        with self._connect() as conn:
+            inspector = sa.inspect(conn)
+            if not inspector.has_table(self.layout.table, schema=self.layout.schema):
+                raise StoreError(
+                    f"table {self.layout.table!r} does not exist in {self._where()}; "
+                    "create it with `safetynet db init --db URL`"
+                )
+            present = {
+                c["name"] for c in inspector.get_columns(self.layout.table, self.layout.schema)
+            }
+        original = [c.name for c in self.table.columns if c.name not in present]
+        added = {c.name for c in self.layout.added_columns()}
+        missing = [c for c in original if c not in added]
+        if missing:
+            raise StoreError(f"table {self.layout.table!r} lacks column(s): {', '.join(missing)}")
+        _, upgrade = self._missing()
+        if upgrade:
+            raise StoreError(
+                f"table {self.layout.table!r} predates this version (missing "
+                f"{', '.join(upgrade)}); run `safetynet db upgrade --db URL`"
+            )
+
+    def upgrade_schema(self) -> list[str]:
+        """Add what older versions lack (columns, tables, identity); the changes made, in order."""
+        exists, missing = self._missing()
+        if not exists:
+            raise StoreError(
+                f"table {self.layout.table!r} does not exist; create it with `safetynet db init`"
+            )
+        preparer = self.engine.dialect.identifier_preparer
+        table = preparer.format_table(self.table)
+        with self._connect() as conn:
+            for column in self.layout.added_columns():
+                if f"column {column.name}" not in missing:
+                    continue
+                kind = column.type.compile(dialect=self.engine.dialect)
+                conn.execute(
+                    sa.text(f"ALTER TABLE {table} ADD COLUMN {preparer.quote(column.name)} {kind}")
+                )
+            self.table.metadata.create_all(conn, tables=[self.blobs, self.meta], checkfirst=True)
+            self._ensure_database_id(conn)
+        return missing
+
+    # Documents.
+
+    def _to_document(self, row: sa.Row[str, str, str, str, datetime]) -> Document:
+        return Document(row[0], row[1], row[2], Status(row[3]), _utc(row[4]))
+
+    def _select(self) -> sa.Select[str, str, str, str, datetime]:
+        c = self.table.c
+        return sa.select(c.id, c.name, c.blob_name, c.status, c.created)
+
+    def reserve(self, document: Document, content: Content | None = None) -> Document:
+        """Insert a Pending row created at the server's time (not `document.created_utc`: a
+        writer's clock may be hours off); a retry with the same id returns the row already there.
+
+        `content`, when the caller knows the bytes up front, is recorded in the same INSERT
+        (one round trip instead of an INSERT and an UPDATE after the upload); it is ours only
+        when the row is new: a retry's caller compares it with the row's own record.
+        """
+        try:
+            with self._connect() as conn:
+                created = conn.execute(
+                    self.table.insert()
+                    .values(
+                        id=document.id,
+                        name=document.name,
+                        blob_name=document.blob_name,
+                        status=document.status.value,
+                        created=self._server_now(),
+                        content_length=None if content is None else content.length,
+                        content_sha256=None if content is None else content.sha256,
+                    )
+                    .returning(self.table.c.created)
+                ).scalar_one()
+            return replace(document, created_utc=_utc(created))
+        except sa.exc.IntegrityError:
+            existing = self.get(document.id)
+            if existing is not None and existing.name == document.name:
+                return existing
+            raise NameConflictError(document.name) from None
+
+    def get(self, document_id: str) -> Document | None:
+        with self._connect() as conn:
+            row = conn.execute(self._select().where(self.table.c.id == document_id)).first()
+        return None if row is None else self._to_document(row)
+
+    def get_by_name(self, name: str) -> Document | None:
+        with self._connect() as conn:
+            row = conn.execute(self._select().where(self.table.c.name == name)).first()
+        return None if row is None else self._to_document(row)
+
+    def all(self) -> list[Document]:
+        with self._connect() as conn:
+            return [self._to_document(r) for r in conn.execute(self._select())]
+
+    def count(self, status: Status | None = None) -> int:
+        query = sa.select(sa.func.count()).select_from(self.table)
+        if status is not None:
+            query = query.where(self.table.c.status == status.value)
+        with self._connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def content(self, document_id: str) -> Content | None:
+        c = self.table.c
+        with self._connect() as conn:
+            row = conn.execute(
+                sa.select(c.content_length, c.content_sha256).where(c.id == document_id)
+            ).first()
+        if row is None or row[0] is None or row[1] is None:
+            return None
+        return Content(int(row[0]), str(row[1]))
+
+    def record_content(self, document_id: str, content: Content) -> Content:
+        """Keep the first upload's length and hash; returns what the row holds afterwards."""
+        c = self.table.c
+        with self._connect() as conn:
+            conn.execute(
+                self.table.update()
+                .where(c.id == document_id, c.content_sha256.is_(None))
+                .values(content_length=content.length, content_sha256=content.sha256)
+            )
+        return self.content(document_id) or content
+
+    def publish(
+        self, document_id: str, conn: Connection | None = None, blob_name: str | None = None
+    ) -> bool:
+        """Pending -> Ready; False when the row is not Pending (already Ready, or swept), or,
+        with `blob_name`, names another blob (swept, then reserved again under the same id)."""
+        c = self.table.c
+        pending = [c.id == document_id, c.status == Status.PENDING.value]
+        if blob_name is not None:
+            pending.append(c.blob_name == blob_name)
+        statement = (
+            self.table.update()
+            .where(*pending)
+            .values(status=Status.READY.value, claim_token=None, claimed=None)
+        )
+        if conn is not None:
+            return conn.execute(statement).rowcount == 1
+        with self._connect() as own:
+            return own.execute(statement).rowcount == 1
+
+    def abandon(self, document_id: str) -> bool:
+        """Remove a Pending row at once (its blob already gone); False when not Pending."""
+        c = self.table.c
+        with self._connect() as conn:
+            result = conn.execute(
+                self.table.delete().where(c.id == document_id, c.status == Status.PENDING.value)
+            )
+        return result.rowcount == 1
+
+    def is_referenced(self, blob_name: str) -> bool:
+        """Whether a row or a crash-window record names the blob, read now (not from a list)."""
+        with self._connect() as conn:
+            in_rows = conn.execute(
+                sa.select(self.table.c.id).where(self.table.c.blob_name == blob_name)
+            ).first()
+            in_records = conn.execute(
+                sa.select(self.blobs.c.blob_name).where(self.blobs.c.blob_name == blob_name)
+            ).first()
+        return in_rows is not None or in_records is not None
+
+    def document_for_blob(self, blob_name: str) -> Document | None:
+        with self._connect() as conn:
+            row = conn.execute(self._select().where(self.table.c.blob_name == blob_name)).first()
+        return None if row is None else self._to_document(row)
+
+    # Replace and delete: every blob left behind is recorded in the same transaction.
+
+    def record_intent(self, document_id: str, blob_name: str) -> None:
+        """Before a replace uploads its new blob, so a crash leaves a record the sweeper finds."""
+        with self._connect() as conn:
+            conn.execute(
+                self.blobs.insert().values(
+                    blob_name=blob_name,
+                    document_id=document_id,
+                    kind=BlobRecordKind.INTENT.value,
+                    recorded_utc=self._server_now(),
+                )
+            )
+
+    def switch_blob(
+        self,
+        document_id: str,
+        old_blob: str,
+        new_blob: str,
+        content: Content | None = None,
+    ) -> SwitchResult:
+        """One transaction: take back the unclaimed intent, point the Ready row at `new_blob`
+        only if it still points at `old_blob`, and record `old_blob` as retired."""
+        c, b = self.table.c, self.blobs.c
+        with self._connect() as conn:
+            taken = conn.execute(
+                self.blobs.delete().where(
+                    b.blob_name == new_blob,
+                    b.kind == BlobRecordKind.INTENT.value,
+                    b.claim_token.is_(None),
+                )
+            ).rowcount
+            if taken != 1:
+                conn.rollback()
+                return SwitchResult.INTENT_LOST
+            switched = conn.execute(
+                self.table.update()
+                .where(c.id == document_id, c.blob_name == old_blob, c.status == Status.READY.value)
+                .values(
+                    blob_name=new_blob,
+                    content_length=content.length if content else None,
+                    content_sha256=content.sha256 if content else None,
+                )
+            ).rowcount
+            if switched != 1:
+                conn.rollback()
+                return SwitchResult.ROW_CHANGED
+            self._record_retired(conn, document_id, old_blob)
+        return SwitchResult.SWITCHED
+
+    def retire_intent(self, blob_name: str) -> None:
+        """A replace that lost its switch: its sealed new blob becomes a retired record."""
+        b = self.blobs.c
+        with self._connect() as conn:
+            conn.execute(
+                self.blobs.update()
+                .where(b.blob_name == blob_name, b.kind == BlobRecordKind.INTENT.value)
+                .values(kind=BlobRecordKind.RETIRED.value, recorded_utc=self._server_now())
+            )
+
+    def drop_retired_record(self, blob_name: str) -> bool:
+        """Forget a retired record (the blob is live again); deletes no blob. True if dropped."""
+        b = self.blobs.c
+        with self._connect() as conn:
+            dropped = conn.execute(
+                self.blobs.delete().where(
+                    b.blob_name == blob_name, b.kind == BlobRecordKind.RETIRED.value
+                )
+            ).rowcount
+        return dropped == 1
+
+    def delete_row(self, document_id: str, blob_name: str) -> bool:
+        """Remove a row only if it still points at `blob_name`, recording the blob as retired."""
+        c = self.table.c
+        with self._connect() as conn:
+            removed = conn.execute(
+                self.table.delete().where(c.id == document_id, c.blob_name == blob_name)
+            ).rowcount
+            if removed != 1:
+                return False
+            self._record_retired(conn, document_id, blob_name)
+        return True
+
+    def _record_retired(self, conn: Connection, document_id: str, blob_name: str) -> None:
+        conn.execute(
+            self.blobs.insert().values(
+                blob_name=blob_name,
+                document_id=document_id,
+                kind=BlobRecordKind.RETIRED.value,
+                recorded_utc=self._server_now(),
+            )
+        )
+
+    def record_orphan(self, document_id: str, blob_name: str) -> None:
+        """A sealed blob whose reservation vanished before publish: retired, so the sweeper
+        deletes it after the grace period; recorded once however often it is called."""
+        try:
+            with self._connect() as conn:
+                self._record_retired(conn, document_id, blob_name)
+        except sa.exc.IntegrityError:
+            pass  # recorded already (a retry of the same failed publish)
+
+    def records(self, kind: BlobRecordKind | None = None) -> list[BlobRecord]:
+        b = self.blobs.c
+        query = sa.select(b.blob_name, b.document_id, b.kind, b.recorded_utc)
+        if kind is not None:
+            query = query.where(b.kind == kind.value)
+        with self._connect() as conn:
+            return [
+                BlobRecord(r[0], r[1], BlobRecordKind(r[2]), _utc(r[3]))
+                for r in conn.execute(query)
+            ]
+
+    # The sweeper's side: claim in a short transaction, work on blobs outside any transaction,
+    # finish with conditional statements that only touch rows this claim still holds.
+
+    def claim_stale(
+        self,
+        cutoff: datetime,
+        limit: int,
+        token: str,
+        now: datetime,
+        claim_expired: datetime,
+        after: Document | None = None,
+    ) -> list[Document]:
+        """Stamp up to `limit` stale Pending rows after `after` with `token`; those rows.
+
+        A row is claimable when unclaimed or claimed before `claim_expired` (its sweeper died).
+        On PostgreSQL the candidates are read FOR UPDATE SKIP LOCKED, so concurrent claims
+        partition the rows; elsewhere the stamp's own condition decides who holds a row.
+        """
+        c = self.table.c
+        claimable = sa.or_(c.claim_token.is_(None), c.claimed < to_utc(claim_expired))
+        candidates = self._stale_query(cutoff, after).with_only_columns(c.id).limit(limit)
+        candidates = candidates.where(claimable)
+        if self.supports_skip_locked:
+            candidates = candidates.with_for_update(skip_locked=True)
+        with self._connect() as conn:
+            ids = list(conn.execute(candidates).scalars())
+            if not ids:
+                return []
+            conn.execute(
+                self.table.update()
+                .where(
+                    c.id.in_(ids),
+                    c.status == Status.PENDING.value,
+                    claimable,
+                )
+                .values(claim_token=token, claimed=to_utc(now))
+            )
+            rows = conn.execute(
+                self._select()
+                .where(c.claim_token == token, c.id.in_(ids))
+                .order_by(c.created, c.id)
+            )
+            return [self._to_document(r) for r in rows]
+
+    def peek_stale(
+        self, cutoff: datetime, limit: int, after: Document | None = None
+    ) -> list[Document]:
+        """What a claim would take, read without locking or stamping anything (dry runs)."""
+        with self._connect() as conn:
+            return [
+                self._to_document(r)
+                for r in conn.execute(self._stale_query(cutoff, after).limit(limit))
+            ]
+
+    def _stale_query(
+        self, cutoff: datetime, after: Document | None
+    ) -> sa.Select[str, str, str, str, datetime]:
+        c = self.table.c
+        query = self._select().where(c.status == Status.PENDING.value, c.created < to_utc(cutoff))
+        if after is not None:
+            query = query.where(
+                sa.or_(
+                    c.created > after.created_utc,
+                    sa.and_(c.created == after.created_utc, c.id > after.id),
+                )
+            )
+        return query.order_by(c.created, c.id)
+
+    def finish_claim(
+        self,
+        token: str,
+        claimed_ids: Sequence[str],
+        delete_ids: Sequence[str],
+        publish_ids: Sequence[str],
+    ) -> tuple[int, int]:
+        """(rows deleted, rows rolled forward); each statement acts only on rows still ours.
+
+        Every statement names its rows by primary key: a condition on the claim token alone
+        would scan the whole table (no index serves it)."""
+        c = self.table.c
+        deleted = published = 0
+        with self._connect() as conn:
+            if delete_ids:
+                deleted = conn.execute(
+                    self.table.delete().where(
+                        c.id.in_(list(delete_ids)),
+                        c.status == Status.PENDING.value,
+                        c.claim_token == token,
+                    )
+                ).rowcount
+            if publish_ids:
+                published = conn.execute(
+                    self.table.update()
+                    .where(
+                        c.id.in_(list(publish_ids)),
+                        c.status == Status.PENDING.value,
+                        c.claim_token == token,
+                    )
+                    .values(status=Status.READY.value, claim_token=None, claimed=None)
+                ).rowcount
+            # Rows this run could not finish are handed back for the next run at once.
+            conn.execute(
+                self.table.update()
+                .where(c.id.in_(list(claimed_ids)), c.claim_token == token)
+                .values(claim_token=None, claimed=None)
+            )
+        return deleted, published
+
+    def claims_held(self, claim_expired: datetime, ours: str) -> tuple[int, datetime | None]:
+        """Pending rows and records another run (not `ours`) holds a live claim on (a sweeper
+        running now, or one that died holding them): how many, and the oldest claim's stamp."""
+        c, b = self.table.c, self.blobs.c
+        with self._connect() as conn:
+            rows = conn.execute(
+                sa.select(sa.func.count(), sa.func.min(c.claimed)).where(
+                    c.status == Status.PENDING.value,
+                    c.claim_token != ours,
+                    c.claimed >= to_utc(claim_expired),
+                )
+            ).one()
+            records = conn.execute(
+                sa.select(sa.func.count(), sa.func.min(b.claimed_utc)).where(
+                    b.claim_token != ours, b.claimed_utc >= to_utc(claim_expired)
+                )
+            ).one()
+        stamps = [_utc(t) for t in (rows[1], records[1]) if t is not None]
+        return int(rows[0]) + int(records[0]), min(stamps, default=None)
+
+    def claim_records(
+        self,
+        kind: BlobRecordKind,
+        recorded_before: datetime,
+        limit: int,
+        token: str,
+        now: datetime,
+        claim_expired: datetime,
+        after: BlobRecord | None = None,
+    ) -> list[BlobRecord]:
+        """Stamp up to `limit` records of `kind` older than `recorded_before` with `token`."""
+        b = self.blobs.c
+        claimable = sa.or_(b.claim_token.is_(None), b.claimed_utc < to_utc(claim_expired))
+        candidates = (
+            self._records_query(kind, recorded_before, after)
+            .with_only_columns(b.blob_name)
+            .where(claimable)
+            .limit(limit)
+        )
+        if self.supports_skip_locked:
+            candidates = candidates.with_for_update(skip_locked=True)
+        with self._connect() as conn:
+            names = list(conn.execute(candidates).scalars())
+            if not names:
+                return []
+            conn.execute(
+                self.blobs.update()
+                .where(b.blob_name.in_(names), b.kind == kind.value, claimable)
+                .values(claim_token=token, claimed_utc=to_utc(now))
+            )
+            rows = conn.execute(
+                sa.select(b.blob_name, b.document_id, b.kind, b.recorded_utc)
+                .where(b.claim_token == token, b.blob_name.in_(names))
+                .order_by(b.recorded_utc, b.blob_name)
+            )
+            return [BlobRecord(r[0], r[1], BlobRecordKind(r[2]), _utc(r[3])) for r in rows]
+
+    def peek_records(
+        self,
+        kind: BlobRecordKind,
+        recorded_before: datetime,
+        limit: int,
+        after: BlobRecord | None = None,
+    ) -> list[BlobRecord]:
+        """What a record claim would take, read without stamping anything (dry runs)."""
+        query = self._records_query(kind, recorded_before, after).limit(limit)
+        with self._connect() as conn:
+            return [
+                BlobRecord(r[0], r[1], BlobRecordKind(r[2]), _utc(r[3]))
+                for r in conn.execute(query)
+            ]
+
+    def _records_query(
+        self, kind: BlobRecordKind, recorded_before: datetime, after: BlobRecord | None
+    ) -> sa.Select[str, str, str, datetime]:
+        b = self.blobs.c
+        query = sa.select(b.blob_name, b.document_id, b.kind, b.recorded_utc).where(
+            b.kind == kind.value, b.recorded_utc < to_utc(recorded_before)
+        )
+        if after is not None:
+            query = query.where(
+                sa.or_(
+                    b.recorded_utc > after.recorded_utc,
+                    sa.and_(b.recorded_utc == after.recorded_utc, b.blob_name > after.blob_name),
+                )
+            )
+        return query.order_by(b.recorded_utc, b.blob_name)
+
+    def finish_records(self, token: str, claimed: Sequence[str], done: Sequence[str]) -> int:
+        """Drop the records whose blobs are gone; hand the others back. Records dropped."""
+        b = self.blobs.c
+        with self._connect() as conn:
+            removed = 0
+            if done:
+                removed = conn.execute(
+                    self.blobs.delete().where(b.blob_name.in_(list(done)), b.claim_token == token)
+                ).rowcount
+            # Retired records go back for the next run at once. A claimed intent is never handed
+            # back: the claim is what makes the stalled replace's switch fail.
+            conn.execute(
+                self.blobs.update()
+                .where(
+                    b.blob_name.in_(list(claimed)),
+                    b.claim_token == token,
+                    b.kind == BlobRecordKind.RETIRED.value,
+                )
+                .values(claim_token=None, claimed_utc=None)
+            )
+        return removed

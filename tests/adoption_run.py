@@ -1,0 +1,303 @@
+"""`make adoption`: the wheel as a platform team uses it, from a project of its own.
+
+Builds the wheel, checks what it holds (one top-level package, no test doubles), installs it with
+`[infra]` into a fresh venv in a temporary folder (its dependencies held to uv.lock's versions),
+writes a user project with its OWN `infra/__main__.py` and `policies/` package, and runs there,
+with nothing of this repository on sys.path: the protocol's put and read against the embedded
+Azurite, and the user's Pulumi program instantiating `SafetyNetStorage` under mocks, every resource
+it registers passed through the CrossGuard policies. Exit 0 when every check holds, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from blob_safetynet.policies.pack import POLICIES
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "blob_safetynet"
+DOUBLES = (
+    "arm_fake",
+    "fault_proxy",
+    "token_trap",
+    "service_doubles",
+    "pg_proxy",
+    "kql",
+    "telemetry",
+    "etag_double",
+    "scratch_db",
+    "testkit",
+    "tests/",
+)
+"""Names of the test doubles and test code: none may appear in the wheel."""
+UV = ROOT / ".venv" / "bin" / "uv"
+
+USER_POLICIES = '''"""The team's own policies package: the wheel must not shadow it."""
+
+OWNER = "platform-team"
+'''
+
+USER_CHECK = '''"""Run in the user project: the protocol library from the installed wheel, a put and a read."""
+
+import io
+import sys
+from pathlib import Path
+
+import blob_safetynet
+import policies
+from azure.storage.blob import BlobServiceClient
+from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.sweeper.protocol import UploadProtocol
+from blob_safetynet.sweeper.store import DocumentStore
+
+here = Path(__file__).resolve().parent
+assert policies.OWNER == "platform-team", policies.__file__
+assert Path(blob_safetynet.__file__).is_relative_to(sys.prefix), blob_safetynet.__file__
+assert not [p for p in sys.path if p and Path(p).resolve() == Path(REPO).resolve()], sys.path
+with Azurite() as azurite:
+    service = BlobServiceClient.from_connection_string(azurite.connection_string)
+    container = service.create_container("documents")
+    store = DocumentStore.from_url(f"sqlite:///{here / 'documents.db'}")
+    store.init_schema()
+    protocol = UploadProtocol(store, container)
+    protocol.put("hello.txt", io.BytesIO(b"hello from the wheel"), ".txt", length=20)
+    assert protocol.read("hello.txt") == b"hello from the wheel"
+print("protocol: put and read against the embedded Azurite from the installed wheel")
+'''
+
+
+USER_PROGRAM = '''"""The team's own Pulumi program: one SafetyNetStorage in its own resource group."""
+
+import pulumi
+from pulumi_azure_native import resources
+
+from blob_safetynet.infra.component import Assignee, SafetyNetStorage, SafetyNetStorageArgs
+
+group = resources.ResourceGroup("rg-docs", location="westeurope")
+storage = SafetyNetStorage(
+    "documents",
+    SafetyNetStorageArgs(
+        account_name="snddocs01",
+        resource_group_name=group.name,
+        location="westeurope",
+        uploaders=[Assignee("11111111-2222-3333-4444-555555555555", "ServicePrincipal")],
+        tags={"team": "platform"},
+    ),
+)
+pulumi.export("blobEndpoint", storage.blob_endpoint)
+'''
+
+USER_PROGRAM_CHECK = '''"""Run in the user project: its infra/__main__.py under Pulumi mocks, then the pack's policies."""
+
+import runpy
+import sys
+from pathlib import Path
+
+import pulumi
+from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
+from pulumi_policy import ResourceValidationPolicy
+from pulumi_policy.proxy import unknown_checking_proxy
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+import blob_safetynet
+from blob_safetynet.policies.pack import POLICIES
+
+assert Path(blob_safetynet.__file__).is_relative_to(sys.prefix), blob_safetynet.__file__
+registered = []
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        registered.append((args.typ, args.name, dict(args.inputs)))
+        outputs = {"name": args.name, **args.inputs}
+        if args.typ == "azure-native:storage:StorageAccount":
+            outputs["name"] = args.inputs["accountName"]
+            outputs["primaryEndpoints"] = {"blob": f"https://{args.inputs['accountName']}.blob.core.windows.net/"}
+        return f"{args.name}-id", outputs
+
+    def call(self, args):
+        return {"subscriptionId": "00000000-0000-0000-0000-0000000000aa", "tenantId": "t", "objectId": "o", "clientId": "c"}
+
+
+pulumi.runtime.set_mocks(Mocks(), project="team-docs", stack="dev", preview=False)
+
+
+async def program():
+    runpy.run_path(str(Path("infra") / "__main__.py"), run_name="__main__")
+
+
+_sync_await(run_pulumi_func(program))
+
+types = {typ for typ, _, _ in registered}
+(account,) = [i for t, _, i in registered if t == "azure-native:storage:StorageAccount"]
+assert account["allowSharedKeyAccess"] is False and account["tags"] == {"team": "platform"}, account
+(service,) = [i for t, _, i in registered if t == "azure-native:storage:BlobServiceProperties"]
+assert service["deleteRetentionPolicy"]["enabled"] is True, service
+(policy,) = [i for t, _, i in registered if t == "azure-native:storage:ManagementPolicy"]
+assert any(r["name"] == "delete-abandoned-uploads" for r in policy["policy"]["rules"]), policy
+tag_write = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags/write"
+assert any(
+    tag_write in i["permissions"][0]["dataActions"]
+    for t, _, i in registered if t == "azure-native:authorization:RoleDefinition"
+)
+options = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+failing = {}
+for rule in POLICIES:
+    if not isinstance(rule, ResourceValidationPolicy):
+        continue
+    for typ, name, inputs in registered:
+        args = ResourceValidationArgs(typ, unknown_checking_proxy(inputs), f"urn:{name}", name, options, None, None)
+        rule.validate(args, lambda message, urn=None: failing.setdefault(rule.name, []).append(message))
+gaps = {"SN-PUBLIC-NETWORK-ACCESS", "SN-PRIVATE-ENDPOINT", "SN-CMK-ENCRYPTION"}
+assert set(failing) <= gaps, failing
+print(f"program: {len(registered)} resources registered by SafetyNetStorage; "
+      f"{sum(isinstance(p, ResourceValidationPolicy) for p in POLICIES)} resource policies, "
+      f"failing only the documented gaps {sorted(failing)}")
+'''
+
+
+class AdoptionError(Exception):
+    """A check of the adoption run failed; the message says which and why."""
+
+
+def run(command: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise AdoptionError(f"{' '.join(command)} exited {result.returncode}:\n{result.stderr}")
+    return result.stdout
+
+
+def build_wheel(out: Path) -> Path:
+    run([str(UV), "build", "--wheel", "--quiet", "--out-dir", str(out), str(ROOT)], cwd=ROOT)
+    wheels = sorted(out.glob("blob_safetynet-*.whl"))
+    if len(wheels) != 1:
+        raise AdoptionError(f"expected one wheel in {out}, found {wheels}")
+    return wheels[0]
+
+
+def check_wheel(wheel: Path) -> list[str]:
+    """The wheel's one top-level package and no test doubles; returns its top-level names."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    tops = sorted(
+        {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    )
+    if tops != [PACKAGE]:
+        raise AdoptionError(f"the wheel claims top-level names {tops}, not only {PACKAGE}")
+    leaked = [name for name in names if any(double in name for double in DOUBLES)]
+    if leaked:
+        raise AdoptionError(f"test doubles in the wheel: {leaked}")
+    return tops
+
+
+def make_venv(folder: Path, wheel: Path) -> Path:
+    """A fresh venv with the wheel and `[infra]`, held to uv.lock's versions."""
+    run([sys.executable, "-m", "venv", str(folder)], cwd=folder.parent)
+    constraints = folder.parent / "lock-constraints.txt"
+    run(
+        [
+            str(UV),
+            "export",
+            "--frozen",
+            "--quiet",
+            "--no-hashes",
+            "--no-emit-project",
+            "--extra",
+            "infra",
+            "--output-file",
+            str(constraints),
+        ],
+        cwd=ROOT,
+    )
+    python = folder / "bin" / "python"
+    run(
+        [
+            str(UV),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(python),
+            "--constraints",
+            str(constraints),
+            f"{wheel}[infra]",
+        ],
+        cwd=folder.parent,
+    )
+    return python
+
+
+def user_project(folder: Path) -> Path:
+    (folder / "policies").mkdir(parents=True)
+    (folder / "policies" / "__init__.py").write_text(USER_POLICIES)
+    (folder / "infra").mkdir()
+    (folder / "infra" / "__main__.py").write_text(USER_PROGRAM)
+    (folder / "check_protocol.py").write_text(f"REPO = {str(ROOT)!r}\n" + USER_CHECK)
+    (folder / "check_program.py").write_text(f"REPO = {str(ROOT)!r}\n" + USER_PROGRAM_CHECK)
+    return folder
+
+
+def pack_venv(project: Path, wheels: Path) -> Path:
+    """The pack copied into the project, its venv made as the Pulumi CLI makes it: `python -m
+    venv venv`, then `venv/bin/pip install -r requirements.txt`, the wheel found by version in
+    `--find-links`."""
+    pack = project / "safetynet-pack"
+    pack.mkdir()
+    for name in ("__main__.py", "PulumiPolicy.yaml", "requirements.txt"):
+        shutil.copy2(ROOT / "policy-pack" / name, pack / name)
+    run([sys.executable, "-m", "venv", "venv"], cwd=pack)
+    pip = [str(pack / "venv" / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+    run([*pip, "-r", "requirements.txt", "--find-links", str(wheels)], cwd=pack, env=user_env())
+    return pack
+
+
+def listed_policies(pack: Path) -> list[str]:
+    """The policies the pack registers, asked over the analyzer's gRPC (GetAnalyzerInfo)."""
+    from tests.policies.pulumi_cli import start_pack
+
+    with start_pack(pack, python=pack / "venv" / "bin" / "python", env=user_env()) as running:
+        return sorted(policy.name for policy in running.info().policies)
+
+
+def user_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    azurite = ROOT / "node_modules" / ".bin" / "azurite-blob"
+    env.setdefault("SAFETYNET_AZURITE_BIN", str(azurite))
+    return env
+
+
+def adopt(scratch: Path) -> list[str]:
+    wheel = build_wheel(scratch / "dist")
+    lines = [f"wheel: {wheel.name}, top-level {check_wheel(wheel)}, no test doubles"]
+    python = make_venv(scratch / "venv", wheel)
+    project = user_project(scratch / "project")
+    for script in ("check_protocol.py", "check_program.py"):
+        lines.append(run([str(python), script], cwd=project, env=user_env()).strip())
+    policies = listed_policies(pack_venv(project, wheel.parent))
+    expected = sorted(policy.name for policy in POLICIES)
+    if policies != expected:
+        raise AdoptionError(f"the pack lists {policies}, not the library's {expected}")
+    lines.append(f"pack: its own venv from requirements.txt, {len(policies)} policies over gRPC")
+    return lines
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="safetynet-adoption-") as scratch:
+        try:
+            lines = adopt(Path(scratch))
+        except AdoptionError as error:
+            print(f"adoption: FAIL: {error}", file=sys.stderr)
+            return 1
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

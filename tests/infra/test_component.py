@@ -1,0 +1,143 @@
+"""`SafetyNetStorage` as a team's own program uses it, under Pulumi mocks and the CrossGuard pack."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from blob_safetynet.infra.component import (
+    COMPONENT_TYPE,
+    Assignee,
+    SafetyNetStorage,
+    SafetyNetStorageArgs,
+    SweeperOptions,
+)
+from blob_safetynet.infra.config import ConfigError
+from blob_safetynet.infra.storage import PENDING_RULE
+from tests.infra.harness import RAW_DEFAULTS, SWEEPER_SUBNET_ID, StackRun, _run
+from tests.policies.test_pack import INFRA_UNKNOWN, run_pack
+
+UPLOADER = Assignee("11111111-2222-3333-4444-555555555555", "ServicePrincipal")
+READER = Assignee("66666666-2222-3333-4444-555555555555", "Group")
+ACCOUNT = "azure-native:storage:StorageAccount"
+ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+TAG_WRITE = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags/write"
+
+
+def user_program(args: SafetyNetStorageArgs) -> StackRun:
+    """A one-component program, as a team writes it in its own infra/__main__.py."""
+
+    def program() -> Mapping[str, pulumi.Output[str]]:
+        storage = SafetyNetStorage("safetynet", args)
+        return {
+            "accountName": storage.account_name,
+            "blobEndpoint": storage.blob_endpoint,
+            **{
+                f"{key}RoleDefinitionId": value
+                for key, value in storage.role_definition_ids.items()
+            },
+        }
+
+    return _run(program, None)
+
+
+def defaults(**overrides: object) -> SafetyNetStorageArgs:
+    fields: dict[str, object] = {
+        "account_name": "snddocs01",
+        "resource_group_name": "rg-docs",
+        "location": "westeurope",
+        "uploaders": [UPLOADER],
+        "readers": [READER],
+        **overrides,
+    }
+    return SafetyNetStorageArgs(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def plain() -> StackRun:
+    return user_program(defaults())
+
+
+def test_every_child_is_parented_to_the_component(plain: StackRun) -> None:
+    """Nothing the component creates sits at the stack root: every resource has a parent below it."""
+    top = [r for r in plain.resources if r.parent_type == "pulumi:pulumi:Stack"]
+    assert [(r.type, r.name) for r in top] == [(COMPONENT_TYPE, "safetynet")]
+
+
+def test_defaults_are_the_hardened_account(plain: StackRun) -> None:
+    """With only the required args, the account is Entra-only, TLS 1.2, HTTPS, no public blobs,
+    firewall Deny, and protected from replacement."""
+    (account,) = plain.of_type(ACCOUNT)
+    assert account.inputs["allowSharedKeyAccess"] is False
+    assert account.inputs["minimumTlsVersion"] == "TLS1_2"
+    assert account.inputs["enableHttpsTrafficOnly"] is True
+    assert account.inputs["allowBlobPublicAccess"] is False
+    assert account.inputs["networkRuleSet"]["defaultAction"] == "Deny"
+    assert account.protect
+
+
+def test_soft_delete_and_the_pending_lifecycle_rule_follow_the_args() -> None:
+    """Soft-delete days and the pending blobs' lifecycle days reach the blob service and rule."""
+    run = user_program(defaults(blob_soft_delete_days=21, pending_lifecycle_days=3))
+    (service,) = run.of_type("azure-native:storage:BlobServiceProperties")
+    assert service.inputs["deleteRetentionPolicy"]["days"] == 21
+    (policy,) = run.of_type("azure-native:storage:ManagementPolicy")
+    days = [
+        rule["definition"]["actions"]["baseBlob"]["delete"]["daysAfterCreationGreaterThan"]
+        for rule in policy.inputs["policy"]["rules"]
+        if rule["name"] == PENDING_RULE
+    ]
+    assert days == [3]
+
+
+def test_roles_carry_tag_write_and_name_the_principal_type(plain: StackRun) -> None:
+    """The uploader's role writes tags; each assignment names its principal's type."""
+    uploader = plain.one("azure-native:authorization:RoleDefinition", "safetynet-access-uploader")
+    assert TAG_WRITE in uploader.inputs["permissions"][0]["dataActions"]
+    types = {r.inputs["principalId"]: r.inputs["principalType"] for r in plain.of_type(ASSIGNMENT)}
+    assert types == {UPLOADER.principal_id: "ServicePrincipal", READER.principal_id: "Group"}
+
+
+def test_tags_reach_the_tracked_resources_only() -> None:
+    """`tags` land on the account and the workspace, not on sub-resources such as the container."""
+    run = user_program(defaults(tags={"costCenter": "42"}))
+    (account,) = run.of_type(ACCOUNT)
+    assert account.inputs["tags"] == {"costCenter": "42"}
+    (container,) = run.of_type("azure-native:storage:BlobContainer")
+    assert "tags" not in container.inputs
+
+
+def test_the_sweeper_app_is_optional_and_gets_the_sweeper_role() -> None:
+    """With `sweeper`, the component builds the Function app and assigns it the sweeper role."""
+    run = user_program(
+        defaults(
+            sweeper=SweeperOptions(
+                package_path=Path(str(RAW_DEFAULTS["sweeperPackagePath"])),
+                database_url="postgresql://app@db.example/documents",
+                app_name="func-docs",
+                runtime_account_name="stdocsrt01",
+                key_vault_name="kv-docs",
+                subnet_id=SWEEPER_SUBNET_ID,
+            ),
+        )
+    )
+    assert run.of_type("azure-native:web:WebApp")
+    names = {r.name for r in run.of_type(ASSIGNMENT)}
+    assert "safetynet-access-sweeper-app" in names
+
+
+def test_invalid_args_are_refused_at_construction() -> None:
+    """A value the stack config refuses (soft delete of 0 days) fails before anything registers."""
+    with pytest.raises(ConfigError, match="blobSoftDeleteDays"):
+        SafetyNetStorage("bad", defaults(blob_soft_delete_days=0))
+
+
+def test_the_pack_passes_every_resource_the_defaults_register(plain: StackRun) -> None:
+    """The CrossGuard pack passes what the component registers with its defaults, but for the
+    repository stack's own listed gaps (CMK, private endpoint, public network access)."""
+    result = run_pack(plain, roles="safetynet-access")
+    assert result.failing == set()
+    assert set(result.unknown) <= INFRA_UNKNOWN
