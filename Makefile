@@ -44,15 +44,15 @@ bench: $(PY_STAMP) $(NODE_STAMP)
 
 # The CrossGuard pack's own virtualenv (PulumiPolicy.yaml: virtualenv: venv), with this working
 # copy as the library its requirements name.
-policy-pack: policy-pack/venv/.installed
+policy-pack: policies/venv/.installed
 
 # The pack's dependencies are held to uv.lock's versions too (exported as constraints).
-policy-pack/venv/.installed: $(PY_STAMP) policy-pack/requirements.txt
-	$(PYTHON) -m venv policy-pack/venv
+policies/venv/.installed: $(PY_STAMP) policies/requirements.txt
+	$(PYTHON) -m venv policies/venv
 	$(UV) export --frozen --quiet --no-hashes --no-emit-project --extra infra \
-		--output-file policy-pack/venv/lock-constraints.txt
-	$(UV) pip install --quiet --python policy-pack/venv/bin/python \
-		--constraints policy-pack/venv/lock-constraints.txt -e . -r policy-pack/requirements.txt
+		--output-file policies/venv/lock-constraints.txt
+	$(UV) pip install --quiet --python policies/venv/bin/python \
+		--constraints policies/venv/lock-constraints.txt -e . -r policies/requirements.txt
 	@touch $@
 
 # Long runs of the proofs: 2,000 interleavings, the fault tests five times; figures go to
@@ -88,4 +88,4 @@ function-zip: $(PY_STAMP)
 	$(BIN)/safetynet build-function --output build/sweeper-function.zip
 
 clean:
-	rm -rf $(VENV) node_modules build dist policy-pack/venv mutants *.egg-info .hypothesis .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) node_modules build dist policies/venv mutants *.egg-info .hypothesis .pytest_cache .mypy_cache .ruff_cache

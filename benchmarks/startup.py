@@ -149,7 +149,7 @@ def _startups(connection_string: str, workdir: Path) -> dict[str, tuple[float, f
             ]
         ),
         "import function_app (the Function's cold start)": _interpreter(
-            ["-c", "import sys; sys.path.insert(0, 'function'); import function_app"]
+            ["-c", "import sys; sys.path.insert(0, 'sweeper'); import function_app"]
         ),
     }
 
@@ -210,7 +210,7 @@ def run() -> str:
             "",
             f"Start-up, median of {STARTUP_REPEATS} fresh interpreters (the sweep is stopped at "
             "its first blob request; the Function's figure is the import of "
-            "`function/function_app.py`, what the host pays before the first timer tick):",
+            "`sweeper/function_app.py`, what the host pays before the first timer tick):",
             "",
             "| start | wall seconds | CPU seconds (user + system) |",
             "| --- | ---: | ---: |",

@@ -251,7 +251,7 @@ def pack_venv(project: Path, wheels: Path) -> Path:
     pack = project / "safetynet-pack"
     pack.mkdir()
     for name in ("__main__.py", "PulumiPolicy.yaml", "requirements.txt"):
-        shutil.copy2(ROOT / "policy-pack" / name, pack / name)
+        shutil.copy2(ROOT / "policies" / name, pack / name)
     run([sys.executable, "-m", "venv", "venv"], cwd=pack)
     pip = [str(pack / "venv" / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
     run([*pip, "-r", "requirements.txt", "--find-links", str(wheels)], cwd=pack, env=user_env())

@@ -27,7 +27,7 @@ REQUIRE_POSTGRES = os.environ.get("SAFETYNET_REQUIRE_POSTGRES") == "1"
 
 
 REPO = Path(__file__).resolve().parents[1]
-FUNCTION_APP_PATH = REPO / "function" / "function_app.py"
+FUNCTION_APP_PATH = REPO / "sweeper" / "function_app.py"
 """The Function's entry module: at the zip root, so it is a file, not part of a package."""
 
 RUNNING_AZURITE_PORT = os.environ.get("SAFETYNET_TEST_AZURITE_PORT")
@@ -131,7 +131,7 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
 
 
 def load_function_app() -> ModuleType:
-    """function/function_app.py imported under the name the Functions host gives it."""
+    """sweeper/function_app.py imported under the name the Functions host gives it."""
     loaded = sys.modules.get("function_app")
     if loaded is not None and loaded.__file__ == str(FUNCTION_APP_PATH):
         return loaded
@@ -146,5 +146,5 @@ def load_function_app() -> ModuleType:
 
 @pytest.fixture(scope="session")
 def function_app() -> ModuleType:
-    """The Function's entry module, loaded once per session from function/function_app.py."""
+    """The Function's entry module, loaded once per session from sweeper/function_app.py."""
     return load_function_app()

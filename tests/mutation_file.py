@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             print(f"in the run: {dict(Counter(in_run.values()))}", flush=True)
             changed = changed_tests(copy, tests) if options.copy else []
-            for unmutated in ("tests", "safetynet", "testkit", "function", "benchmarks"):
+            for unmutated in ("tests", "safetynet", "testkit", "sweeper", "benchmarks"):
                 shutil.copytree(copy / unmutated, copy / "mutants" / unmutated, dirs_exist_ok=True)
             clean = judge(copy, env, "", tests, 900)
             if clean != "survived":

@@ -118,7 +118,7 @@ def main(argv: list[str]) -> int:
     deadline = time.monotonic() + float(options.get("--budget", "inf"))
     cache_file = ROOT / "mutants" / "rejudged.json"
     cache: dict[str, str] = json.loads(cache_file.read_text()) if cache_file.exists() else {}
-    for unmutated in ("tests", "safetynet", "testkit", "function", "benchmarks"):
+    for unmutated in ("tests", "safetynet", "testkit", "sweeper", "benchmarks"):
         shutil.copytree(ROOT / unmutated, ROOT / "mutants" / unmutated, dirs_exist_ok=True)
     if "--policy-tests-from" in options:
         restore_policy_tests(options["--policy-tests-from"])

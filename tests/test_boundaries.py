@@ -35,9 +35,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bottom", BOTTOM),
 )
 """Top to bottom. A module may import its own layer (within its own package) or a lower one."""
-OUTSIDE = ("tests", "benchmarks", "function_app", "function")
-"""Project code that sits above every layer: no layer may import it (`function` too, since
-function/ without an __init__ is still importable as a namespace package from the checkout)."""
+OUTSIDE = ("tests", "benchmarks", "function_app")
+"""Project code that sits above every layer: no layer may import it."""
+TOP_FOLDERS = ("sweeper", "policies", "infra")
+"""The repository's user-facing folders (the Function's zip root, the CrossGuard pack, the
+Pulumi program): each is importable from the checkout as a top-level namespace package, and no
+layer may import one."""
 GENERATED = ("node_modules", ".venv", "mutants", "build")
 """Folders of installed or generated copies, not project sources."""
 SDKS = ("azure", "pulumi", "pulumi_azure_native", "pulumi_policy", "sqlalchemy")
@@ -156,6 +159,8 @@ def layer_violations(module: str, imported: str) -> str | None:
     inside one package."""
     if any(within(imported, outside) for outside in OUTSIDE):
         return "imports code that sits above every layer"
+    if imported.split(".")[0] in TOP_FOLDERS:
+        return "imports a top-level folder (the Function, the pack or the program)"
     here, there = place(module), place(imported)
     if here is None or there is None:
         return None  # a third-party or standard-library module: the SDK rules judge those
@@ -170,7 +175,9 @@ def layer_violations(module: str, imported: str) -> str | None:
 
 def project_imports(path: Path) -> set[str]:
     roots = {prefix.split(".")[0] for _, prefixes in LAYERS for prefix in prefixes}
-    return {m for m in imported_modules(path) if m.split(".")[0] in {*roots, *OUTSIDE}}
+    return {
+        m for m in imported_modules(path) if m.split(".")[0] in {*roots, *OUTSIDE, *TOP_FOLDERS}
+    }
 
 
 def test_every_import_goes_down_the_layers() -> None:
@@ -187,7 +194,7 @@ def test_every_import_goes_down_the_layers() -> None:
 def test_dynamic_imports_are_string_literals_the_graph_can_see() -> None:
     """A layer file or the function entry that imports by a computed name would hide an edge
     from the graph, so every `import_module`/`__import__` there names a literal module."""
-    paths = [*(path for path, _ in layer_files()), ROOT / "function" / "function_app.py"]
+    paths = [*(path for path, _ in layer_files()), ROOT / "sweeper" / "function_app.py"]
     offenders = [
         f"{path.relative_to(ROOT)}:{argument.lineno}"
         for path in paths
@@ -235,7 +242,7 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
         layer_violations("blob_safetynet.infra.storage", "blob_safetynet.sweeper.store") is not None
     )
     assert layer_violations("blob_safetynet.embedded.crash", "tests.conftest") is not None
-    assert layer_violations("blob_safetynet.embedded.crash", "function.function_app") is not None
+    assert layer_violations("blob_safetynet.embedded.crash", "sweeper.function_app") is not None
     assert layer_violations("blob_safetynet.cli.demo", "blob_safetynet.embedded.crash") is None
     assert (
         layer_violations("blob_safetynet.policies.audit", "blob_safetynet.sweeper.redaction")
@@ -272,9 +279,9 @@ def test_only_the_tests_import_the_cli() -> None:
 
 
 def test_the_function_entry_imports_only_the_runtime_packages() -> None:
-    """function/function_app.py, the zip root, takes the sweeper package (and the bottom) and,
+    """sweeper/function_app.py, the zip root, takes the sweeper package (and the bottom) and,
     for its verification timer, the policies package; never the CLI, the test kit or infra."""
-    roots = imported_roots(ROOT / "function" / "function_app.py")
+    roots = imported_roots(ROOT / "sweeper" / "function_app.py")
     assert {"sweeper", "policies"} <= roots
     assert roots & {"safetynet", "testkit", "tests", "benchmarks", "infra"} == set()
 

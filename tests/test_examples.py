@@ -53,7 +53,7 @@ def test_every_safetynet_line_parses_with_the_real_cli(recipe: Path) -> None:
     formats = {(args.command, getattr(args, "format", None)) for args in parsed}
     assert {("build-function", None), ("audit", "sarif"), ("verify", "junit")} <= formats
     text = recipe.read_text()
-    assert "--policy-pack policy-pack" in text
+    assert "--policy-pack policies" in text
     assert "pulumi up" in text
 
 

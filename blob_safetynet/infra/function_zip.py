@@ -1,10 +1,10 @@
 """Builds the sweeper function's deployment zip: code at the root, Linux wheels pre-installed.
 
-The zip is `function/` (function_app.py and host.json, at the root where the Functions host
+The zip is `sweeper/` (function_app.py and host.json, at the root where the Functions host
 looks for them), the whole runtime `blob_safetynet/sweeper/` package beside them, the `blob_safetynet/policies/` package (the
 probes, rules and audit of the verification timer), a requirements.txt, and the dependencies.
 Nothing else of the project: no CLI, no test kit, no tests. It is built from a
-source checkout, because `function/` is a folder, not an installed package.
+source checkout, because `sweeper/` is a folder, not an installed package.
 
 The infra program uploads the zip as is (Flex Consumption's blob-container deployment, no remote
 build), so the dependencies must already be inside it, built for the platform the app runs on
@@ -52,7 +52,7 @@ RUNTIME_REQUIREMENTS: Final = (
 )
 """What `sweeper`, `policies` and function_app.py import at run time; not pulumi."""
 PROJECT_ROOT: Final = Path(__file__).resolve().parents[2]
-FUNCTION_DIR: Final = PROJECT_ROOT / "function"
+FUNCTION_DIR: Final = PROJECT_ROOT / "sweeper"
 """Exactly what sits at the zip root: the entry module and the host configuration."""
 PACKAGE_DIR: Final = PROJECT_ROOT / "blob_safetynet"
 """The import package; the zip holds its `__init__` and the two parts below, nothing else."""

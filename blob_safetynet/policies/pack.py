@@ -1,6 +1,6 @@
 """The CrossGuard policies, built from the rules. Importing this module starts nothing.
 
-`policy-pack/__main__.py` is the only place that constructs `PolicyPack(...)` (which starts a gRPC
+`policies/__main__.py` is the only place that constructs `PolicyPack(...)` (which starts a gRPC
 server and blocks). Tests call the validate functions of `POLICIES` directly.
 
 Rules that judge one resource on its own become resource policies (account settings on each

@@ -8,7 +8,7 @@ only `policyConfig[<its name>]`, `pulumi_policy.policy._get_policy_config`). Thr
 therefore be repeated per policy, which this module writes:
 
     python -m blob_safetynet.policies.pack_config --max-pending-days 3 > policy-config.json
-    pulumi up --policy-pack policy-pack --policy-pack-config policy-config.json
+    pulumi up --policy-pack policies --policy-pack-config policy-config.json
 
 What it writes is first checked against the pack's own config schema (`blob_safetynet.policies.pack.
 CONFIG_SCHEMA`, a JSON Schema the Pulumi CLI validates a config file with:

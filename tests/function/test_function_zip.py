@@ -312,7 +312,7 @@ def test_command_defaults_match_the_infra_program() -> None:
 
 def test_host_json_targets_functions_v4_with_a_bounded_timeout() -> None:
     """host.json is schema 2.0, uses the v4 extension bundle, caps runs and never samples requests."""
-    host = json.loads((REPO / "function" / "host.json").read_text())
+    host = json.loads((REPO / "sweeper" / "host.json").read_text())
 
     assert host["version"] == "2.0"
     assert host["extensionBundle"]["version"] == "[4.*, 5.0.0)"

@@ -46,7 +46,7 @@ VAULT = "azure-native:keyvault:Vault"
 SECRET = "azure-native:keyvault:Secret"
 PACKAGE = "pulumi-python:dynamic/safetynet:FunctionPackage"
 KEY_MARKERS = ("AccountKey=", "SharedAccessSignature", "sig=", "DefaultEndpointsProtocol")
-HOST_JSON = Path(__file__).resolve().parents[2] / "function" / "host.json"
+HOST_JSON = Path(__file__).resolve().parents[2] / "sweeper" / "host.json"
 
 
 def app_settings(run: StackRun) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The installable pack (`policy-pack/`) loaded the way the Pulumi CLI loads it.
+"""The installable pack (`policies/`) loaded the way the Pulumi CLI loads it.
 
 Its `__main__.py` runs in a fresh process through `python -m pulumi.policy <engine> .`, as the
 CLI's Python shim runs it; the tests speak the Analyzer gRPC protocol to it: GetAnalyzerInfo,
@@ -31,7 +31,7 @@ from tests.policies.stack_view import stack_outputs
 from tests.policies.test_pack import INFRA_UNKNOWN, infra_gap
 
 ROOT = Path(__file__).resolve().parents[2]
-PACK = ROOT / "policy-pack"
+PACK = ROOT / "policies"
 UPLOADER = "11111111-2222-3333-4444-555555555555"
 STRING_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 

@@ -1,4 +1,4 @@
-"""The CrossGuard pack's entry point: `pulumi preview --policy-pack policy-pack`.
+"""The CrossGuard pack's entry point: `pulumi preview --policy-pack policies`.
 
 The Pulumi CLI runs `python -u -m pulumi.policy <engine address> .` in this folder (inside the
 virtualenv PulumiPolicy.yaml names), which executes this file as `__main__`. Constructing
