@@ -260,9 +260,10 @@ def publish(
         headers={**headers, "Content-Type": "application/zip"},
     )
     answer = _call_retrying(request, context, retry)
-    named = _named_deployment(answer.body)
+    published = _json_or_none(answer.body)
+    named = _named_deployment(published)
     if answer.status == HTTPStatus.OK:
-        status = _status_or_none(answer.body)
+        status = _status_or_none(published)
         if status is None or deployment_finished(status):
             return str((status or {}).get("id") or named or "latest")
     status_url = f"https://{scm_host}{STATUS_PATH}"
@@ -271,7 +272,7 @@ def publish(
         polled = _call_retrying(
             urllib.request.Request(status_url, headers=headers), context, retry, NOT_YET
         )
-        status = _status_or_none(polled.body)
+        status = _status_or_none(_json_or_none(polled.body))
         if status is None and polled.status not in NOT_YET:
             raise RuntimeError(f"{STATUS_PATH} answered with a body that is not a JSON status")
         # Until the new deployment is the latest, `latest` may be missing (a first deployment)
@@ -284,30 +285,24 @@ def publish(
         retry.sleep(poll_seconds)
 
 
-def _named_deployment(body: bytes) -> str | None:
-    """The deployment id a 202 may carry (a JSON string or a status object), if any."""
+def _json_or_none(body: bytes) -> Any:
+    """The answer's JSON value (bounded, as every outside document), None when empty or not JSON."""
+    if not body.strip():
+        return None
     try:
-        parsed = (
-            untrusted.load_json(body, STATUS_PATH, max_bytes=MAX_JSON_BYTES)
-            if body.strip()
-            else None
-        )
+        return untrusted.load_json(body, STATUS_PATH, max_bytes=MAX_JSON_BYTES)
     except ValueError:
         return None
+
+
+def _named_deployment(parsed: Any) -> str | None:
+    """The deployment id a 202 may carry (a JSON string or a status object), if any."""
     if isinstance(parsed, dict):
         parsed = parsed.get("id")
     return parsed if isinstance(parsed, str) and parsed else None
 
 
-def _status_or_none(body: bytes) -> dict[str, Any] | None:
-    try:
-        parsed = (
-            untrusted.load_json(body, STATUS_PATH, max_bytes=MAX_JSON_BYTES)
-            if body.strip()
-            else None
-        )
-    except ValueError:
-        return None
+def _status_or_none(parsed: Any) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) and "status" in parsed else None
 
 
