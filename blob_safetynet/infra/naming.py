@@ -23,6 +23,14 @@ from typing import Final
 
 _ALNUM_HYPHEN_ENDS: Final = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 
+
+def _printable_name(forbidden: str) -> re.Pattern[str]:
+    """1-260 characters, none of `forbidden` nor a control character, not ending in a space or
+    period: the rule Azure Monitor and Application Insights names share."""
+    excluded = f"[^{forbidden}\\x00-\\x1f"
+    return re.compile(rf"(?=.{{1,260}}$){excluded}]*{excluded} .]")
+
+
 NAME_RULES: Final[dict[str, tuple[str, re.Pattern[str]]]] = {
     "azure-native:resources:ResourceGroup": (
         "1-90 letters, digits, underscores, hyphens, periods and parentheses; not ending in a "
@@ -70,7 +78,7 @@ NAME_RULES: Final[dict[str, tuple[str, re.Pattern[str]]]] = {
     "azure-native:applicationinsights:Component": (
         "1-260 characters without % & \\ ? / or control characters, not ending in a space or "
         "period",
-        re.compile(r"(?=.{1,260}$)[^%&\\?/\x00-\x1f]*[^%&\\?/\x00-\x1f .]"),
+        _printable_name(r"%&\\?/"),
     ),
     "azure-native:monitor:DiagnosticSetting": (
         "1-260 characters without * < > % & : \\ ? + /",
@@ -79,12 +87,12 @@ NAME_RULES: Final[dict[str, tuple[str, re.Pattern[str]]]] = {
     "azure-native:monitor:ActionGroup": (
         "1-260 characters without : < > + / & % \\ ? or control characters, not ending in a "
         "space or period",
-        re.compile(r"(?=.{1,260}$)[^:<>+/&%\\?\x00-\x1f]*[^:<>+/&%\\?\x00-\x1f .]"),
+        _printable_name(r":<>+/&%\\?"),
     ),
     "azure-native:monitor:ScheduledQueryRule": (
         "1-260 characters without * < > % { } & : \\ ? / # | or control characters, not ending "
         "in a space or period",
-        re.compile(r"(?=.{1,260}$)[^*<>%{}&:\\?/#|\x00-\x1f]*[^*<>%{}&:\\?/#|\x00-\x1f .]"),
+        _printable_name(r"*<>%{}&:\\?/#|"),
     ),
 }
 """Registered type -> (rule in words, pattern the whole name must match)."""
