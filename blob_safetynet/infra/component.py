@@ -10,7 +10,7 @@
     ))
     pulumi.export("blobEndpoint", storage.blob_endpoint)
 
-Every default is the hardened choice (docs/infra.md, Use the component in your own program):
+Every default is the hardened choice (docs/deployment.md, Use the component in your own program):
 Entra ID only (no shared keys), HTTPS and TLS 1.2, no anonymous access, blob and container soft
 delete, the pending-blob lifecycle backstop, network default Deny, blob audit logs to a Log
 Analytics workspace of its own. Validation is the stack config's (`config.parse`), so the
@@ -27,11 +27,18 @@ import pulumi
 from pulumi_azure_native import authorization
 
 from blob_safetynet.infra.access import AccessRoles
-from blob_safetynet.infra.config import DATABASE_URL_KEY, DEFAULTS, StackConfig, parse
+from blob_safetynet.infra.config import (
+    DATABASE_AUTH_KEY,
+    DATABASE_URL_KEY,
+    DEFAULTS,
+    StackConfig,
+    parse,
+)
 from blob_safetynet.infra.monitoring import Monitoring
-from blob_safetynet.infra.package import read_package
+from blob_safetynet.infra.package import PackageFile, read_package
 from blob_safetynet.infra.storage import DataAccount
 from blob_safetynet.infra.sweeper_app import SweeperApp
+from blob_safetynet.sweeper import appsettings
 
 COMPONENT_TYPE = "blob-safetynet:index:SafetyNetStorage"
 
@@ -63,13 +70,26 @@ class SweeperOptions:
 
     package_path: Path
     database_url: str = field(repr=False)
-    app_name: str
-    runtime_account_name: str
-    key_vault_name: str
+    app_name: pulumi.Input[str]
+    runtime_account_name: pulumi.Input[str]
+    key_vault_name: pulumi.Input[str]
     subnet_id: str | None = None
     """The subnet the app joins; required behind the default firewall (Deny)."""
     cutoff: str = str(DEFAULTS["sweeperCutoff"])
     schedule: str = str(DEFAULTS["sweeperSchedule"])
+    verify_schedule: str = str(DEFAULTS["verifySchedule"])
+    """When the app's second timer verifies the account's nets, as its own identity."""
+    database_auth: str = appsettings.DB_AUTH_PASSWORD
+    """`password` (the URL carries it) or `entra` (the app's identity gets a token)."""
+    table: str = str(DEFAULTS["sweeperTable"])
+    """The documents table, `name` or `schema.name`."""
+    columns: Mapping[str, str] = field(default_factory=dict)
+    """Columns named otherwise than their key, e.g. `{"id": "file_id"}`."""
+    lease: bool = False
+    """Hold the sweeper lease, so sweepers outside this app never overlap it."""
+    deployer_principal_type: str = "User"
+    """The kind of identity running `pulumi up` (User or ServicePrincipal): it gets Key Vault
+    Secrets Officer on the app's vault to write the database URL."""
 
 
 @dataclass(frozen=True)
@@ -83,9 +103,16 @@ class SafetyNetStorageArgs:
     resource_group_id: pulumi.Input[str] | None = None
     """Scope of the custom roles; defaults to the resource group the account is in."""
     container_name: str = str(DEFAULTS["containerName"])
+    storage_sku: str = str(DEFAULTS["storageSku"])
     blob_soft_delete_days: int = int(str(DEFAULTS["blobSoftDeleteDays"]))
     container_soft_delete_days: int = int(str(DEFAULTS["containerSoftDeleteDays"]))
     pending_lifecycle_days: int = int(str(DEFAULTS["pendingExpiryDays"]))
+    retired_blob_days: int = int(str(DEFAULTS["retiredBlobDays"]))
+    """Blobs tagged `state=retired` are deleted this many days after they were last read."""
+    versioning: bool = False
+    version_expiry_days: int = int(str(DEFAULTS["versionExpiryDays"]))
+    infrastructure_encryption: bool = True
+    """A second layer of encryption; false only for accounts created without it."""
     uploaders: Sequence[Assignee] = ()
     readers: Sequence[Assignee] = ()
     verifiers: Sequence[Assignee] = ()
@@ -98,10 +125,15 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
     """The args as the stack config the parts are built from, validated by `config.parse`."""
     raw: dict[str, object] = {
         "location": args.location,
+        "storageSku": args.storage_sku,
         "containerName": args.container_name,
         "blobSoftDeleteDays": args.blob_soft_delete_days,
         "containerSoftDeleteDays": args.container_soft_delete_days,
         "pendingExpiryDays": args.pending_lifecycle_days,
+        "retiredBlobDays": args.retired_blob_days,
+        "versioning": args.versioning,
+        "versionExpiryDays": args.version_expiry_days,
+        "infrastructureEncryption": args.infrastructure_encryption,
         "uploaderPrincipalIds": _principals(args.uploaders),
         "readerPrincipalIds": _principals(args.readers),
         "verifierPrincipalIds": _principals(args.verifiers),
@@ -118,6 +150,12 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
             "sweeperCutoff": args.sweeper.cutoff,
             "sweeperSchedule": args.sweeper.schedule,
             "sweeperSubnetId": args.sweeper.subnet_id or "",
+            "verifySchedule": args.sweeper.verify_schedule,
+            DATABASE_AUTH_KEY: args.sweeper.database_auth,
+            "sweeperTable": args.sweeper.table,
+            "sweeperColumns": dict(args.sweeper.columns),
+            "sweeperLease": args.sweeper.lease,
+            "deployerPrincipalType": args.sweeper.deployer_principal_type,
         }
     return parse(raw, with_sweeper=args.sweeper is not None)
 
@@ -165,12 +203,22 @@ class SafetyNetStorage(pulumi.ComponentResource):
     blob_endpoint: pulumi.Output[str]
     container_name: pulumi.Output[str]
     role_definition_ids: Mapping[str, pulumi.Output[str]]
+    workspace_id: pulumi.Output[str]
+    """The Log Analytics workspace the blob audit logs go to."""
+    insights_id: pulumi.Output[str]
+    """The Application Insights component the sweeper reports to (for alert rules)."""
+    sweeper_app_name: pulumi.Output[str] | None
     sweeper_principal_id: pulumi.Output[str] | None
+    verifier_principal_id: pulumi.Output[str] | None
+    key_vault_name: pulumi.Output[str] | None
 
     def __init__(
         self, name: str, args: SafetyNetStorageArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         config = stack_config(args)
+        # Read before anything is declared: the engine creates resources as they are registered,
+        # so a missing zip found later would leave a half-created stack.
+        package = None if args.sweeper is None else read_package(config.sweeper_package_path)
         tagging = [tag_tracked_resources(args.tags)] if args.tags else []
         super().__init__(
             COMPONENT_TYPE,
@@ -201,10 +249,11 @@ class SafetyNetStorage(pulumi.ComponentResource):
         )
         sweeper = (
             None
-            if args.sweeper is None
+            if args.sweeper is None or package is None
             else self._sweeper(
                 f"{name}-sweeper",
                 args.sweeper,
+                package,
                 args.resource_group_name,
                 config,
                 data,
@@ -213,7 +262,10 @@ class SafetyNetStorage(pulumi.ComponentResource):
                 group_id,
             )
         )
+        self.sweeper_app_name = None if sweeper is None else sweeper.app.name
         self.sweeper_principal_id = None if sweeper is None else sweeper.principal_id
+        self.verifier_principal_id = None if sweeper is None else sweeper.verifier_principal_id
+        self.key_vault_name = None if sweeper is None else sweeper.vault.name
         access = AccessRoles(
             f"{name}-access",
             resource_group_id=group_id,
@@ -224,7 +276,7 @@ class SafetyNetStorage(pulumi.ComponentResource):
             reader_principals=config.reader_principals,
             verifier_principals=config.verifier_principals,
             sweeper_principal_id=self.sweeper_principal_id,
-            verifier_app_principal_id=None if sweeper is None else sweeper.verifier_principal_id,
+            verifier_app_principal_id=self.verifier_principal_id,
             opts=child,
         )
         self.account_name = data.account.name
@@ -232,13 +284,24 @@ class SafetyNetStorage(pulumi.ComponentResource):
         self.blob_endpoint = data.blob_endpoint
         self.container_name = data.container.name
         self.role_definition_ids = access.role_definition_ids
+        self.workspace_id = monitoring.workspace.id
+        self.insights_id = monitoring.insights.id
+        sweeper_outputs = {
+            "sweeperAppName": self.sweeper_app_name,
+            "sweeperPrincipalId": self.sweeper_principal_id,
+            "verifierPrincipalId": self.verifier_principal_id,
+            "keyVaultName": self.key_vault_name,
+        }
         self.register_outputs(
             {
                 "accountName": self.account_name,
                 "accountId": self.account_id,
                 "blobEndpoint": self.blob_endpoint,
                 "containerName": self.container_name,
+                "workspaceId": self.workspace_id,
+                "insightsId": self.insights_id,
                 **{f"{key}RoleDefinitionId": v for key, v in self.role_definition_ids.items()},
+                **{key: value for key, value in sweeper_outputs.items() if value is not None},
             }
         )
 
@@ -246,6 +309,7 @@ class SafetyNetStorage(pulumi.ComponentResource):
         self,
         name: str,
         options: SweeperOptions,
+        package: PackageFile,
         resource_group_name: pulumi.Input[str],
         config: StackConfig,
         data: DataAccount,
@@ -256,7 +320,7 @@ class SafetyNetStorage(pulumi.ComponentResource):
         return SweeperApp(
             name,
             config,
-            package=read_package(config.sweeper_package_path),
+            package=package,
             resource_group_name=resource_group_name,
             runtime_account_name=options.runtime_account_name,
             key_vault_name=options.key_vault_name,

@@ -93,6 +93,11 @@ class RegisteredResource:
     `depends_on` and those whose outputs its inputs use (the dependency graph the engine orders
     creation and deletion by)."""
     protect: bool = False
+    urn: str = ""
+    """The URN the engine would give it: the parents' type chain (the root stack's type left
+    out) and its name."""
+    aliases: frozenset[str] = frozenset()
+    """The URNs it declares it had before (the `aliases` option, given as URNs)."""
 
 
 @dataclass
@@ -274,7 +279,8 @@ class _Mocks(pulumi.runtime.Mocks):
 
 
 class _Monitor(pulumi_mocks.MockMonitor):
-    """Records each registration's parent, which MockResourceArgs does not carry."""
+    """Records each registration's parent and aliases, which MockResourceArgs does not carry,
+    and names resources by the engine's URN rule."""
 
     def __init__(self, mocks: _Mocks) -> None:
         super().__init__(mocks)
@@ -283,9 +289,30 @@ class _Monitor(pulumi_mocks.MockMonitor):
         self.parents: dict[str, str] = {}
         self.dependencies: dict[str, list[str]] = {}
         self.protected: dict[str, bool] = {}
+        self.aliases: dict[str, frozenset[str]] = {}
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        # The engine's rule (pulumi/pulumi sdk/go/common/resource/urn.go, NewURN): the parent's
+        # whole qualified type, unless the parent is the root stack. The mock monitor keeps only
+        # the parent's last type, so a resource moved under a component would keep its URN.
+        parent_type = parent.split("::")[2] if parent else ""
+        if parent_type and parent_type != STACK_TYPE:
+            type_ = f"{parent_type}${type_}"
+        return f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{type_}::{name}"
+
+    def _spec_urn(self, spec: Any, request: Any) -> str:
+        """An alias spec as the URN it stands for: each field given replaces the resource's own,
+        `noParent` meaning the root stack (what the engine resolves; azure-native gives each
+        resource specs for its earlier API-version types)."""
+        parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+        return self.make_urn(parent, spec.type or request.type, spec.name or request.name)
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
+        self.aliases[response.urn] = frozenset(
+            alias.urn if alias.HasField("urn") else self._spec_urn(alias.spec, request)
+            for alias in request.aliases
+        )
         self.by_urn[response.urn] = (request.type, request.name)
         self.parents[response.urn] = request.parent
         self.dependencies[response.urn] = list(request.dependencies)
@@ -399,6 +426,8 @@ def _run(
                 custom=custom,
                 depends_on=depends_on,
                 protect=monitor.protected.get(urn, False),
+                urn=urn,
+                aliases=monitor.aliases.get(urn, frozenset()),
             )
         )
     return StackRun(resources=registered, outputs=outputs)

@@ -48,7 +48,7 @@ ROLES_COMPONENT = "safetynet:access:Roles"
 
 
 def definition(stack: StackRun, spec: RoleSpec) -> RegisteredResource:
-    return stack.one(DEFINITION, f"access-{spec.key}")
+    return stack.one(DEFINITION, f"safetynet-access-{spec.key}")
 
 
 def data_assignments(stack: StackRun) -> list[RegisteredResource]:
@@ -57,7 +57,9 @@ def data_assignments(stack: StackRun) -> list[RegisteredResource]:
 
 def verifier_app_principal(stack: StackRun) -> str:
     """The principal of the app's verifier identity (continuous verification)."""
-    [assignment] = [res for res in data_assignments(stack) if res.name == "access-verifier-app"]
+    [assignment] = [
+        res for res in data_assignments(stack) if res.name == "safetynet-access-verifier-app"
+    ]
     return str(assignment.inputs["principalId"])
 
 

@@ -110,23 +110,62 @@ def test_tags_reach_the_tracked_resources_only() -> None:
     assert "tags" not in container.inputs
 
 
-def test_the_sweeper_app_is_optional_and_gets_the_sweeper_role() -> None:
+def sweeper(**overrides: object) -> SweeperOptions:
+    fields: dict[str, object] = {
+        "package_path": Path(str(RAW_DEFAULTS["sweeperPackagePath"])),
+        "database_url": "postgresql://app@db.example/documents",
+        "app_name": "func-docs",
+        "runtime_account_name": "stdocsrt01",
+        "key_vault_name": "kv-docs",
+        "subnet_id": SWEEPER_SUBNET_ID,
+        **overrides,
+    }
+    return SweeperOptions(**fields)  # type: ignore[arg-type]
+
+
+def test_the_sweeper_app_is_optional_and_gets_the_sweeper_role(plain: StackRun) -> None:
     """With `sweeper`, the component builds the Function app and assigns it the sweeper role."""
-    run = user_program(
-        defaults(
-            sweeper=SweeperOptions(
-                package_path=Path(str(RAW_DEFAULTS["sweeperPackagePath"])),
-                database_url="postgresql://app@db.example/documents",
-                app_name="func-docs",
-                runtime_account_name="stdocsrt01",
-                key_vault_name="kv-docs",
-                subnet_id=SWEEPER_SUBNET_ID,
-            ),
-        )
-    )
+    assert not plain.of_type("azure-native:web:WebApp")
+    run = user_program(defaults(sweeper=sweeper()))
     assert run.of_type("azure-native:web:WebApp")
     names = {r.name for r in run.of_type(ASSIGNMENT)}
     assert "safetynet-access-sweeper-app" in names
+
+
+def test_the_sweeper_options_reach_the_app_settings() -> None:
+    """Table, renamed columns, lease, schedules and database auth are the app's settings."""
+    options = sweeper(
+        database_url="postgresql://app@db.example/documents",
+        table="docs.files",
+        columns={"id": "file_id"},
+        lease=True,
+        database_auth="entra",
+        verify_schedule="0 0 */6 * * *",
+    )
+    run = user_program(defaults(sweeper=options))
+    (settings,) = run.of_type("azure-native:web:WebAppApplicationSettings")
+    got = settings.inputs["properties"]
+    assert (got["SAFETYNET_TABLE"], got["SAFETYNET_COLUMNS"]) == ("docs.files", "id=file_id")
+    assert (got["SAFETYNET_LEASE"], got["SAFETYNET_DB_AUTH"]) == ("true", "entra")
+    assert got["SAFETYNET_VERIFY_SCHEDULE"] == "0 0 */6 * * *"
+
+
+def test_a_missing_sweeper_zip_is_refused_before_anything_registers(tmp_path: Path) -> None:
+    """The zip is read first: a missing one names the make target, and nothing was declared that
+    the engine could already be creating."""
+    refusals: list[str] = []
+
+    def program() -> Mapping[str, pulumi.Output[str]]:
+        try:
+            SafetyNetStorage("docs", defaults(sweeper=sweeper(package_path=tmp_path / "no.zip")))
+        except ConfigError as error:
+            refusals.append(str(error))
+        return {}
+
+    run = _run(program, None)
+    assert run.resources == []
+    [refusal] = refusals
+    assert "make function-zip" in refusal
 
 
 def test_invalid_args_are_refused_at_construction() -> None:

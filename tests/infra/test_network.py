@@ -86,7 +86,7 @@ def test_the_sweepers_app_joins_its_subnet_and_its_runtime_account_allows_only_t
     subnet and no application range."""
     result = run(FIREWALL)
     assert result.one(APP).inputs["virtualNetworkSubnetId"] == SWEEPER_SUBNET_ID
-    runtime = result.one(ACCOUNT, "sweeper-runtime").inputs
+    runtime = result.one(ACCOUNT, "safetynet-sweeper-runtime").inputs
     assert runtime["networkRuleSet"]["defaultAction"] == "Deny"
     assert runtime["networkRuleSet"]["ipRules"] == []
     assert firewall_subnets(runtime) == [SWEEPER_SUBNET_ID]

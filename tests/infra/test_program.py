@@ -4,23 +4,36 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
+import pulumi
 import pytest
 import yaml
 
 from blob_safetynet.infra.access import ROLES
-from blob_safetynet.infra.config import ALLOWED, DATABASE_URL_KEY, DEFAULTS, KEYS, NAMESPACE
-from blob_safetynet.infra.program import OUTPUT_NAMES
+from blob_safetynet.infra.component import COMPONENT_TYPE, stack_config
+from blob_safetynet.infra.config import (
+    ALLOWED,
+    DATABASE_URL_KEY,
+    DEFAULTS,
+    KEYS,
+    NAMESPACE,
+    parse,
+)
+from blob_safetynet.infra.naming import stack_names
+from blob_safetynet.infra.program import OUTPUT_NAMES, storage_args
 from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
 from tests.infra.harness import (
     DATA_BLOB_SERVICE,
     DELETE,
+    NETWORK_GROUP,
     RAW_DEFAULTS,
     STACK_TYPE,
     StackRun,
     run_main,
     set_input,
+    typed_principals,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,11 +69,14 @@ def test_the_documented_resources_are_what_the_program_registers(stack: StackRun
 
 
 def test_every_custom_resource_lives_inside_a_component(stack: StackRun) -> None:
-    """Only the resource group and the components sit at the top; the rest are parented."""
+    """Only the resource group, SafetyNetStorage and the stack's own components (alerts and
+    inventory) sit at the top; the rest are parented."""
     top = {res.type for res in stack.resources if res.parent_type == STACK_TYPE}
-    assert {res.type for res in stack.resources if not res.custom} <= top
-    assert {type_ for type_ in top if type_.startswith("azure-native:")} == {
-        "azure-native:resources:ResourceGroup"
+    assert top == {
+        "azure-native:resources:ResourceGroup",
+        COMPONENT_TYPE,
+        "safetynet:alerts:Alerts",
+        "safetynet:storage:Inventory",
     }
 
 
@@ -106,7 +122,7 @@ def test_set_input_breaks_exactly_one_setting(run: RunFactory) -> None:
     account = "azure-native:storage:StorageAccount"
     broken = run(mutate=set_input(account, "allowSharedKeyAccess", True, name="safetynet"))
     assert broken.one(account, "safetynet").inputs["allowSharedKeyAccess"] is True
-    assert broken.one(account, "sweeper-runtime").inputs["allowSharedKeyAccess"] is False
+    assert broken.one(account, "safetynet-sweeper-runtime").inputs["allowSharedKeyAccess"] is False
 
 
 def test_set_input_reaches_into_lists_and_can_delete(run: RunFactory) -> None:
@@ -144,3 +160,48 @@ def test_the_entry_point_reads_the_stack_config_and_exports_the_outputs(
         (res.type, res.name) for res in stack.resources
     )
     assert result.outputs == stack.outputs
+
+
+def test_every_stack_key_reaches_the_component_unchanged() -> None:
+    """The program hands the component every key it was configured with (all but the alerts',
+    which are the program's own): the args, validated again, give back the same config."""
+    subnets = f"{NETWORK_GROUP}/providers/Microsoft.Network/virtualNetworks/other-vnet/subnets"
+    changed: dict[str, object] = {
+        "location": "northeurope",
+        "storageSku": "Standard_GZRS",
+        "containerName": "papers",
+        "blobSoftDeleteDays": 30,
+        "containerSoftDeleteDays": 21,
+        "versioning": True,
+        "versionExpiryDays": 60,
+        "pendingExpiryDays": 3,
+        "retiredBlobDays": 9,
+        "uploaderPrincipalIds": [UPLOADER_ID],
+        "readerPrincipalIds": [{"id": READER_ID, "type": "Group"}],
+        "verifierPrincipalIds": [{"id": UPLOADER_ID, "type": "User"}],
+        "deployerPrincipalType": "ServicePrincipal",
+        "publicNetworkAccess": "Disabled",
+        "networkDefaultAction": "Allow",
+        "allowedIpRanges": ["203.0.113.0/24"],
+        "allowedSubnetIds": [f"{subnets}/apps"],
+        "sweeperSubnetId": f"{subnets}/sweeper",
+        "privateEndpointSubnetId": f"{subnets}/endpoints",
+        "infrastructureEncryption": False,
+        "sweeperSchedule": "0 */10 * * * *",
+        "sweeperCutoff": "2h",
+        "sweeperLease": True,
+        "sweeperPackagePath": "/elsewhere/sweeper.zip",
+        "sweeperTable": "docs.files",
+        "sweeperColumns": {"id": "file_id"},
+        "sweeperDatabaseAuth": "entra",
+        "verifySchedule": "0 0 */6 * * *",
+        "alertEmails": ["oncall@example.com"],
+        "alertWebhooks": ["https://hooks.example.com/x"],
+        DATABASE_URL_KEY: "postgresql+psycopg://sweeper@db2.example.test:5432/docs",
+    }
+    assert set(changed) == set(KEYS)
+    assert [key for key in DEFAULTS if changed[key] == DEFAULTS[key]] == []
+    config = parse(typed_principals(changed))
+    names = pulumi.Output.from_input(stack_names(NAMESPACE, "test", "sub"))
+    args = storage_args(config, names=names, resource_group_name="rg", resource_group_id="/rg")
+    assert stack_config(args) == replace(config, alert_emails=(), alert_webhooks=())

@@ -126,7 +126,7 @@ def test_a_second_rule_collects_retired_blobs_days_after_their_last_read(
 def test_the_data_account_is_protected_from_replacement(stack: StackRun) -> None:
     """The documents' account carries `protect`, so a rename fails instead of deleting it."""
     assert data_account(stack).protect is True
-    assert stack.one(ACCOUNT, "sweeper-runtime").protect is False
+    assert stack.one(ACCOUNT, "safetynet-sweeper-runtime").protect is False
 
 
 def test_versioning_on_adds_a_rule_that_expires_old_versions(run: RunFactory) -> None:
@@ -169,7 +169,7 @@ def test_the_lifecycle_policy_waits_for_last_access_time_tracking(stack: StackRu
     assert properties.name in stack.one("azure-native:storage:ManagementPolicy").depends_on
 
 
-@pytest.mark.parametrize("name", ["safetynet", "sweeper-runtime"])
+@pytest.mark.parametrize("name", ["safetynet", "safetynet-sweeper-runtime"])
 def test_new_accounts_require_infrastructure_encryption(stack: StackRun, name: str) -> None:
     """Both accounts ask for the second encryption layer, which only creation can turn on."""
     encryption = stack.one(ACCOUNT, name).inputs["encryption"]
@@ -198,7 +198,7 @@ def test_the_runtime_account_keeps_deleted_blobs_and_containers_too(run: RunFact
     """The function host's account has blob and container soft delete for the configured days,
     without permanent delete: the baseline rules judge every account of the stack."""
     props = run({"blobSoftDeleteDays": 21, "containerSoftDeleteDays": 9}).one(
-        "azure-native:storage:BlobServiceProperties", "sweeper-runtime-blob-service"
+        "azure-native:storage:BlobServiceProperties", "safetynet-sweeper-runtime-blob-service"
     )
     assert props.inputs["deleteRetentionPolicy"] == {
         "enabled": True,
@@ -208,7 +208,7 @@ def test_the_runtime_account_keeps_deleted_blobs_and_containers_too(run: RunFact
     assert props.inputs["containerDeleteRetentionPolicy"] == {"enabled": True, "days": 9}
 
 
-@pytest.mark.parametrize("account", ["safetynet", "sweeper-runtime"])
+@pytest.mark.parametrize("account", ["safetynet", "safetynet-sweeper-runtime"])
 def test_keys_and_sas_have_expiration_policies(run: RunFactory, account: str) -> None:
     """Every account bounds a key's life to 90 days and blocks a SAS of more than an hour,
     should shared keys ever be turned back on."""

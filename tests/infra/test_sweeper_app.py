@@ -54,13 +54,13 @@ def app_settings(run: StackRun) -> dict[str, str]:
 
 
 def runtime_account(run: StackRun) -> RegisteredResource:
-    return run.one(ACCOUNT, "sweeper-runtime")
+    return run.one(ACCOUNT, "safetynet-sweeper-runtime")
 
 
 def identity_id(run: StackRun) -> str:
     return (
         f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/safetynet-rg/providers/"
-        "Microsoft.ManagedIdentity/userAssignedIdentities/sweeper-identity"
+        "Microsoft.ManagedIdentity/userAssignedIdentities/safetynet-sweeper-identity"
     )
 
 
@@ -104,7 +104,7 @@ def test_the_app_uses_its_own_identity_for_everything_but_verification(stack: St
     identity; the verifier identity beside it is only named by the verification setting."""
     app = stack.one(APP).inputs
     uai = identity_id(stack)
-    verifier = uai.replace("/sweeper-identity", "/sweeper-verifier-identity")
+    verifier = uai.replace("/safetynet-sweeper-identity", "/safetynet-sweeper-verifier-identity")
     assert app["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [uai, verifier]}
     assert app["keyVaultReferenceIdentity"] == uai
     storage = app["functionAppConfig"]["deployment"]["storage"]
@@ -123,7 +123,11 @@ def test_the_app_uses_its_own_identity_for_everything_but_verification(stack: St
 
 def test_the_identitys_roles_exist_before_the_site(stack: StackRun) -> None:
     """The site depends on its host-storage, telemetry and secret grants (Microsoft's Flex samples)."""
-    grants = {"sweeper-host-storage", "sweeper-insights-publisher", "sweeper-database-url-reader"}
+    grants = {
+        "safetynet-sweeper-host-storage",
+        "safetynet-sweeper-insights-publisher",
+        "safetynet-sweeper-database-url-reader",
+    }
     assert grants <= stack.one(APP).depends_on
     principal = stack.outputs["sweeperPrincipalId"]
     assert {role_guid(res) for res in assignments_of(stack, principal)} >= {
@@ -222,7 +226,7 @@ def test_the_package_is_published_to_the_app_after_its_last_site_write(stack: St
     assert package["scmHost"] == f"{app_name}.scm.azurewebsites.net"
     assert package["appId"].endswith(f"/Microsoft.Web/sites/{app_name}")
     assert package["deployerObjectId"] == DEPLOYER_OBJECT_ID
-    assert "sweeper-no-basic-auth-scm" in stack.one(PACKAGE).depends_on
+    assert "safetynet-sweeper-no-basic-auth-scm" in stack.one(PACKAGE).depends_on
 
 
 def test_the_sites_settings_and_basic_auth_policies_are_written_one_after_another(
@@ -232,7 +236,7 @@ def test_the_sites_settings_and_basic_auth_policies_are_written_one_after_anothe
     writes to one site with 409 (pulumi-azure-native issue 3411)."""
     ftp = stack.one("azure-native:web:WebAppFtpAllowed")
     scm = stack.one("azure-native:web:WebAppScmAllowed")
-    assert "sweeper-settings" in ftp.depends_on
+    assert "safetynet-sweeper-settings" in ftp.depends_on
     assert ftp.name in scm.depends_on
 
 
@@ -251,7 +255,7 @@ def test_the_secret_is_created_after_the_deployers_grant_and_so_deleted_before_i
     stack: StackRun,
 ) -> None:
     """Destroy deletes dependants first: the secret goes while the deployer still holds the role."""
-    assert "sweeper-deployer-secrets-officer" in stack.one(SECRET).depends_on
+    assert "safetynet-sweeper-deployer-secrets-officer" in stack.one(SECRET).depends_on
 
 
 def test_a_service_principal_deployer_is_granted_as_one(run: RunFactory) -> None:

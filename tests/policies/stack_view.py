@@ -41,7 +41,9 @@ def urn(type_: str, name: str) -> str:
     return f"urn:pulumi:test::{PROJECT}::{type_}::{name}"
 
 
-def stack_outputs(run: StackRun, *, with_ids: bool, roles: str = "access") -> list[StackResource]:
+def stack_outputs(
+    run: StackRun, *, with_ids: bool, roles: str = "safetynet-access"
+) -> list[StackResource]:
     """The run's resources as the engine hands them to AnalyzeStack: outputs, not inputs."""
     accounts: dict[str, tuple[str, str]] = {}
     for res in run.resources:

@@ -105,7 +105,7 @@ def _urn(type_: str, name: str) -> str:
     return f"urn:pulumi:test::blob-safetynet::{type_}::{name}"
 
 
-def policy_resources(run: StackRun, roles: str = "access") -> list[PolicyResource]:
+def policy_resources(run: StackRun, roles: str = "safetynet-access") -> list[PolicyResource]:
     """The run's resources as CrossGuard's stack view; role definitions (the children of the
     `roles` component) carry their id."""
     ids = {
@@ -145,7 +145,7 @@ def policy_resources(run: StackRun, roles: str = "access") -> list[PolicyResourc
 
 
 def run_pack(
-    run: StackRun, config: Mapping[str, Any] | None = None, roles: str = "access"
+    run: StackRun, config: Mapping[str, Any] | None = None, roles: str = "safetynet-access"
 ) -> PackResult:
     """Every policy of the pack over the run, as the CLI would feed them: resource policies get
     each resource's inputs, stack policies every resource's outputs (no ids: the fallbacks)."""
@@ -257,7 +257,7 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
             "azure-native:authorization:RoleAssignment",
             "roleDefinitionId",
             f"/subscriptions/s{OWNER_ROLE}",
-            "sweeper-host-storage",
+            "safetynet-sweeper-host-storage",
         ),
         set(),
     ),
@@ -267,7 +267,7 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
             "azure-native:authorization:RoleAssignment",
             "roleDefinitionId",
             f"/subscriptions/s{BLOB_OWNER_ROLE}",
-            "access-sweeper-app",
+            "safetynet-access-sweeper-app",
         ),
         set(),
     ),
