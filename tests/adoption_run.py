@@ -2,15 +2,18 @@
 
 Builds the wheel, checks what it holds (one top-level package, no test doubles), installs it with
 `[infra]` into a fresh venv in a temporary folder (its dependencies held to uv.lock's versions),
-writes a user project with its OWN `infra/__main__.py` and `policies/` package, and runs there,
-with nothing of this repository on sys.path: the protocol's put and read against the embedded
-Azurite, and the user's Pulumi program instantiating `SafetyNetStorage` under mocks, every resource
-it registers passed through the CrossGuard policies. Exit 0 when every check holds, 1 otherwise.
+writes a user project with its OWN `infra/__main__.py` (the README's program, as it stands) and
+`policies/` package, and runs there, with nothing of this repository on sys.path: the protocol's
+put and read against the embedded Azurite, and the user's Pulumi program instantiating
+`SafetyNetStorage` with its sweeper app under mocks, every resource it registers passed through the
+CrossGuard policies; then the pack from its own venv, over gRPC. Exit 0 when every check holds, 1
+otherwise.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +40,10 @@ DOUBLES = (
 )
 """Names of the test doubles and test code: none may appear in the wheel."""
 UV = ROOT / ".venv" / "bin" / "uv"
+SUBNET = (
+    "/subscriptions/00000000-0000-0000-0000-0000000000aa/resourceGroups/network-rg/providers/"
+    "Microsoft.Network/virtualNetworks/apps-vnet/subnets/sweeper"
+)
 
 USER_POLICIES = '''"""The team's own policies package: the wheel must not shadow it."""
 
@@ -72,26 +79,20 @@ print("protocol: put and read against the embedded Azurite from the installed wh
 '''
 
 
-USER_PROGRAM = '''"""The team's own Pulumi program: one SafetyNetStorage in its own resource group."""
+README = ROOT / "README.md"
+README_SECTION = "## Use it in your own repository"
 
-import pulumi
-from pulumi_azure_native import resources
 
-from blob_safetynet.infra.component import Assignee, SafetyNetStorage, SafetyNetStorageArgs
+def readme_program() -> str:
+    """The first python block of the README's "Use it in your own repository" section, as it
+    stands: the user project's infra/__main__.py."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index(README_SECTION) :]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    if match is None:
+        raise AdoptionError(f"README.md's {README_SECTION!r} section has no python block")
+    return match.group(1)
 
-group = resources.ResourceGroup("rg-docs", location="westeurope")
-storage = SafetyNetStorage(
-    "documents",
-    SafetyNetStorageArgs(
-        account_name="snddocs01",
-        resource_group_name=group.name,
-        location="westeurope",
-        uploaders=[Assignee("11111111-2222-3333-4444-555555555555", "ServicePrincipal")],
-        tags={"team": "platform"},
-    ),
-)
-pulumi.export("blobEndpoint", storage.blob_endpoint)
-'''
 
 USER_PROGRAM_CHECK = '''"""Run in the user project: its infra/__main__.py under Pulumi mocks, then the pack's policies."""
 
@@ -117,9 +118,22 @@ class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args):
         registered.append((args.typ, args.name, dict(args.inputs)))
         outputs = {"name": args.name, **args.inputs}
+        # Answered as ARM answers: the outputs the component reads back.
         if args.typ == "azure-native:storage:StorageAccount":
             outputs["name"] = args.inputs["accountName"]
             outputs["primaryEndpoints"] = {"blob": f"https://{args.inputs['accountName']}.blob.core.windows.net/"}
+        elif args.typ == "azure-native:managedidentity:UserAssignedIdentity":
+            outputs.update(principalId=f"{args.name}-principal", clientId=f"{args.name}-client")
+        elif args.typ == "azure-native:web:WebApp":
+            identity = dict(args.inputs.get("identity") or {})
+            identity["userAssignedIdentities"] = {k: {} for k in identity.get("userAssignedIdentities", [])}
+            outputs["identity"] = identity
+        elif args.typ == "azure-native:keyvault:Vault":
+            outputs["properties"] = {**args.inputs["properties"], "vaultUri": "https://kv.vault.azure.net/"}
+        elif args.typ == "azure-native:keyvault:Secret":
+            outputs["properties"] = {"secretUri": "https://kv.vault.azure.net/secrets/db"}
+        elif args.typ == "azure-native:applicationinsights:Component":
+            outputs["connectionString"] = "InstrumentationKey=k;IngestionEndpoint=https://in.example/"
         return f"{args.name}-id", outputs
 
     def call(self, args):
@@ -127,6 +141,13 @@ class Mocks(pulumi.runtime.Mocks):
 
 
 pulumi.runtime.set_mocks(Mocks(), project="team-docs", stack="dev", preview=False)
+pulumi.runtime.set_all_config(
+    {
+        "team-docs:sweeperDatabaseUrl": "postgresql+psycopg://sweeper@db.example.test/docs",
+        "team-docs:sweeperSubnetId": SUBNET,
+    },
+    ["team-docs:sweeperDatabaseUrl"],
+)
 
 
 async def program():
@@ -136,17 +157,22 @@ async def program():
 _sync_await(run_pulumi_func(program))
 
 types = {typ for typ, _, _ in registered}
-(account,) = [i for t, _, i in registered if t == "azure-native:storage:StorageAccount"]
+(account,) = [i for t, n, i in registered if (t, n) == ("azure-native:storage:StorageAccount", "documents")]
 assert account["allowSharedKeyAccess"] is False and account["tags"] == {"team": "platform"}, account
-(service,) = [i for t, _, i in registered if t == "azure-native:storage:BlobServiceProperties"]
+(service,) = [i for t, n, i in registered if n == "documents-blob-service"]
 assert service["deleteRetentionPolicy"]["enabled"] is True, service
-(policy,) = [i for t, _, i in registered if t == "azure-native:storage:ManagementPolicy"]
+(policy,) = [i for t, n, i in registered if n == "documents-lifecycle"]
 assert any(r["name"] == "delete-abandoned-uploads" for r in policy["policy"]["rules"]), policy
 tag_write = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags/write"
 assert any(
     tag_write in i["permissions"][0]["dataActions"]
     for t, _, i in registered if t == "azure-native:authorization:RoleDefinition"
 )
+(app,) = [i for t, _, i in registered if t == "azure-native:web:WebApp"]
+assert app["virtualNetworkSubnetId"] == SUBNET, app
+assert ("azure-native:authorization:RoleAssignment", "documents-access-sweeper-app") in {
+    (t, n) for t, n, _ in registered
+}
 options = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
 failing = {}
 for rule in POLICIES:
@@ -157,7 +183,8 @@ for rule in POLICIES:
         rule.validate(args, lambda message, urn=None: failing.setdefault(rule.name, []).append(message))
 gaps = {"SN-PUBLIC-NETWORK-ACCESS", "SN-PRIVATE-ENDPOINT", "SN-CMK-ENCRYPTION"}
 assert set(failing) <= gaps, failing
-print(f"program: {len(registered)} resources registered by SafetyNetStorage; "
+print(f"program: the README's, {len(registered)} resources registered by SafetyNetStorage "
+      "with its sweeper app; "
       f"{sum(isinstance(p, ResourceValidationPolicy) for p in POLICIES)} resource policies, "
       f"failing only the documented gaps {sorted(failing)}")
 '''
@@ -238,9 +265,13 @@ def user_project(folder: Path) -> Path:
     (folder / "policies").mkdir(parents=True)
     (folder / "policies" / "__init__.py").write_text(USER_POLICIES)
     (folder / "infra").mkdir()
-    (folder / "infra" / "__main__.py").write_text(USER_PROGRAM)
+    (folder / "infra" / "__main__.py").write_text(readme_program())
+    # Stands in for the release's sweeper-function.zip: under mocks only its hash is read.
+    with zipfile.ZipFile(folder / "sweeper-function.zip", "w") as archive:
+        archive.writestr("function_app.py", "# the release's zip holds the sweeper here\n")
     (folder / "check_protocol.py").write_text(f"REPO = {str(ROOT)!r}\n" + USER_CHECK)
-    (folder / "check_program.py").write_text(f"REPO = {str(ROOT)!r}\n" + USER_PROGRAM_CHECK)
+    subnet = f"SUBNET = {SUBNET!r}\n"
+    (folder / "check_program.py").write_text(f"REPO = {str(ROOT)!r}\n{subnet}" + USER_PROGRAM_CHECK)
     return folder
 
 

@@ -133,3 +133,27 @@ def test_the_release_recipe_builds_once_and_publishes_with_trusted_publishing() 
     uses = [step.get("uses", "") for step in publish["steps"]]
     assert "pypa/gh-action-pypi-publish@release/v1" in uses
     assert "password" not in RELEASE.read_text()
+
+
+def test_the_release_attaches_the_sweeper_zip_built_from_the_tagged_checkout() -> None:
+    """The zip a team passes as SweeperOptions.package_path is built by `make function-zip` in the
+    build job, kept out of what goes to the package index, and attached to the GitHub release
+    with its SHA-256 by the one job that may write the repository's contents."""
+    recipe = yaml.safe_load(RELEASE.read_text())
+    jobs = recipe["jobs"]
+    build_scripts = "\n".join(scripts(step) for step in jobs["build"]["steps"])
+    assert "make function-zip" in build_scripts
+    assert "sha256sum sweeper-function.zip" in build_scripts
+    uploads = {
+        step["with"]["name"]: step["with"]["path"]
+        for step in jobs["build"]["steps"]
+        if step.get("uses", "").startswith("actions/upload-artifact")
+    }
+    assert uploads == {"dist": "dist/", "function-zip": "build/sweeper-function.zip*"}
+    downloads = [s for s in jobs["publish"]["steps"] if "download-artifact" in s.get("uses", "")]
+    assert [step["with"]["name"] for step in downloads] == ["dist"]
+    release = jobs["github-release"]
+    assert release["permissions"] == {"contents": "write"}
+    assert "gh release create" in "\n".join(scripts(step) for step in release["steps"])
+    writers = [name for name, job in jobs.items() if "write" in job.get("permissions", {}).values()]
+    assert sorted(writers) == ["github-release", "publish"]
