@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import requests
 from azure.core.credentials import AccessToken, TokenCredential
@@ -32,8 +32,6 @@ from azure.core.exceptions import (
 )
 from azure.core.pipeline.transport import RequestsTransport
 from azure.core.rest import HttpRequest
-from azure.mgmt.authorization import AuthorizationManagementClient
-from azure.mgmt.storage import StorageManagementClient
 
 from blob_safetynet.policies.adapters import arm
 from blob_safetynet.policies.model import Account, Facet, Thresholds
@@ -43,6 +41,10 @@ from blob_safetynet.sweeper import appsettings
 from blob_safetynet.sweeper.appsettings import SettingsError
 from blob_safetynet.sweeper.endpoints import parse_endpoint
 from blob_safetynet.sweeper.redaction import Redactor, display_url, printable
+
+if TYPE_CHECKING:
+    from azure.mgmt.authorization import AuthorizationManagementClient
+    from azure.mgmt.storage import StorageManagementClient
 
 DEFAULT_CONCURRENCY = 8
 STORAGE_API_VERSION = arm.STORAGE_API_VERSION
@@ -254,10 +256,17 @@ class ArmReader:
         if arm_endpoint:
             options["base_url"] = arm_endpoint.rstrip("/")
             options["credential_scopes"] = [arm_endpoint.rstrip("/") + "/.default"]
-        self.storage = StorageManagementClient(
+        # Imported here, not at the top: they take most of a second, and `audit --from-file`,
+        # `verify` without an ARM scope and the rule catalogue never read ARM.
+        from azure.mgmt.authorization import AuthorizationManagementClient
+        from azure.mgmt.storage import StorageManagementClient
+
+        self.storage: StorageManagementClient = StorageManagementClient(
             credential, subscription_id, api_version=storage_api_version, **options
         )
-        self.authorization = AuthorizationManagementClient(credential, subscription_id, **options)
+        self.authorization: AuthorizationManagementClient = AuthorizationManagementClient(
+            credential, subscription_id, **options
+        )
         self._definitions: dict[str, dict[str, Any] | None] = {}
         self._plans: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()

@@ -16,7 +16,6 @@ from blob_safetynet import package_version
 from blob_safetynet.policies import escaping
 from blob_safetynet.policies.audit import AuditReport, ReadError
 from blob_safetynet.policies.probes import Probe, ProbeOutcome, ProbeResult, VerificationRun
-from blob_safetynet.policies.report_html import render_html
 from blob_safetynet.policies.report_text import render_csv, render_markdown
 from blob_safetynet.policies.report_view import (
     ReportContext,
@@ -390,6 +389,14 @@ def _set_counts(suite: ET.Element, counts: Counts, totals: Counts) -> None:
 
 
 AuditRenderer = Callable[[AuditReport, ReportContext], str]
+
+
+def render_html(report: AuditReport, context: ReportContext) -> str:
+    """The HTML report; Jinja2 is imported only when one is asked for."""
+    from blob_safetynet.policies import report_html
+
+    return report_html.render_html(report, context)
+
 
 RENDERERS: Final[dict[str, AuditRenderer]] = {
     "table": render_table,

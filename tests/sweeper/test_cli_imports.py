@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,8 +13,12 @@ from blob_safetynet.cli import main as cli
 
 HEAVY = ("azure.mgmt", "blob_safetynet.policies.audit", "pulumi", "jinja2")
 """The audit's ARM clients, the Pulumi SDK, the HTML report's templates."""
-NEEDS_HEAVY = {"audit", "verify"}
-"""They read ARM (audit always, verify with an ARM scope) and render HTML reports."""
+NEEDS_AUDIT = {"audit", "verify"}
+"""Their parsers list the audit's rules and formats (blob_safetynet.policies.audit), but load
+neither an ARM client nor Jinja2 until a run reads ARM or renders HTML."""
+SAVED_ACCOUNT = (
+    Path(__file__).resolve().parents[1] / "policies" / "data" / "az-storage-account-show.json"
+)
 
 
 def loaded_by(*arguments: str) -> list[str]:
@@ -31,11 +36,38 @@ def loaded_by(*arguments: str) -> list[str]:
     return modules
 
 
-@pytest.mark.parametrize("command", sorted(set(cli.COMMANDS) - NEEDS_HEAVY))
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 def test_a_command_loads_none_of_the_heavy_modules(command: str) -> None:
-    """Building the parser for one command imports no ARM client, Pulumi or Jinja2."""
+    """Building the parser for one command imports no ARM client, Pulumi or Jinja2 (and, but for
+    audit and verify, not the audit either)."""
     heavy = [m for m in loaded_by(command, "--help") if m.startswith(HEAVY)]
+    if command in NEEDS_AUDIT:
+        heavy = [m for m in heavy if not m.startswith("blob_safetynet.policies.audit")]
     assert heavy == []
+
+
+@pytest.mark.parametrize(("output", "loads_jinja"), [("table", False), ("html", True)])
+def test_an_offline_audit_reads_no_arm_client_and_jinja2_only_for_html(
+    output: str, loads_jinja: bool
+) -> None:
+    """`audit --from-file` judges saved JSON without importing azure-mgmt; Jinja2 comes in only
+    for the HTML report."""
+    program = (
+        "import json, sys\n"
+        "from blob_safetynet.cli.main import main\n"
+        "try:\n"
+        f"    main(['audit', '--from-file', {str(SAVED_ACCOUNT)!r}, '--format', {output!r}])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    modules = json.loads(done.stderr.strip().splitlines()[-1])
+    assert "<" in done.stdout or "SN-" in done.stdout
+    assert [m for m in modules if m.startswith("azure.mgmt")] == []
+    assert any(m.startswith("jinja2") for m in modules) is loads_jinja
 
 
 def test_the_command_list_alone_loads_no_command_module() -> None:
