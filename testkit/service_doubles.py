@@ -627,14 +627,15 @@ class DoubleServer(LatencyProxyServer):
         self.deleted_snapshots: set[tuple[str, str, str]] = set()
         self.lost = False
         self.one_at_a_time = threading.Lock()
-        self._blob_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._blob_locks: dict[tuple[str, str], threading.RLock] = {}
         self._blob_locks_guard = threading.Lock()
 
-    def blob_lock(self, container: str, blob: str) -> threading.Lock:
+    def blob_lock(self, container: str, blob: str) -> threading.RLock:
         """One lock per blob: its tag condition is checked and written as one step, while
-        writes to other blobs go on in parallel, as on Azure."""
+        writes to other blobs go on in parallel, as on Azure. Re-entrant, so a handler that checks
+        two conditions (an ETag, then x-ms-if-tags) holds it across both and the write."""
         with self._blob_locks_guard:
-            return self._blob_locks.setdefault((container, blob), threading.Lock())
+            return self._blob_locks.setdefault((container, blob), threading.RLock())
 
 
 class ServiceDouble(LatencyProxy):
