@@ -91,6 +91,10 @@ def render_json(report: AuditReport, context: ReportContext) -> str:
         "suppressions": {
             "expired": [s.as_dict() for s in context.applied.expired],
             "unused": [s.as_dict() for s in context.applied.unused],
+            "baseline_no_longer_failing": [
+                {"rule": rule, "account": account, "resource_id": resource_id}
+                for rule, account, resource_id in context.applied.no_longer_failing
+            ],
         },
     }
     return json.dumps(document, indent=2) + "\n"
@@ -199,9 +203,7 @@ def _sarif_suppression(suppression: Suppression) -> dict[str, str]:
     return {
         "kind": "external",
         "status": "accepted",
-        "justification": escaping.markdown(
-            f"{suppression.justification} (until {suppression.expires.isoformat()})"
-        ),
+        "justification": escaping.markdown(f"{suppression.justification} ({suppression.term})"),
     }
 
 
@@ -370,7 +372,7 @@ def _finding_case(
     suppression = context.applied.of(finding)
     if suppression is not None:
         counts["skipped"] += 1
-        reason = f"suppressed until {suppression.expires.isoformat()}: {suppression.justification}"
+        reason = f"suppressed {suppression.term}: {suppression.justification}"
         _outcome_node(case, "skipped", f"{reason}; {finding.message}")
     elif finding.outcome is Outcome.FAIL:
         counts["failures"] += 1

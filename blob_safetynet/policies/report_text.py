@@ -54,7 +54,7 @@ def render_csv(report: AuditReport, context: ReportContext) -> str:
             finding.outcome.value,
             finding.message,
             suppression.justification if suppression else "",
-            suppression.expires.isoformat() if suppression else "",
+            suppression.expires.isoformat() if suppression and suppression.expires else "",
             report.scope.label,
         ]
         writer.writerow([escaping.csv_cell(cell) for cell in row])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +9,8 @@ from typing import Final
 
 from blob_safetynet.policies.audit import AuditReport, ReadError
 from blob_safetynet.policies.rules import Finding, Outcome
-from blob_safetynet.policies.suppressions import Applied, read_capped
+from blob_safetynet.policies.suppressions import Applied, Baseline, Key
+from blob_safetynet.sweeper import untrusted
 
 SUPPRESSED: Final = "SUPPRESSED"
 STATES: Final = (*(outcome.value for outcome in Outcome), SUPPRESSED)
@@ -74,25 +74,47 @@ def counts_by_rule(findings: Sequence[tuple[str, str]]) -> dict[str, dict[str, i
     return counts
 
 
-def load_history(path: Path) -> HistoryRun:
-    """An earlier `--format json` report as a history run."""
+def _report_findings(path: Path) -> list[dict[str, object]]:
+    """The findings of an earlier `--format json` report, each an object with a rule id and a
+    known state; HistoryError says what the file is not."""
     try:
-        raw = read_capped(path, MAX_HISTORY_BYTES)
-    except ValueError as error:
+        document = untrusted.read_json_file(path, "the file", max_bytes=MAX_HISTORY_BYTES)
+    except untrusted.UntrustedInputError as error:
         raise HistoryError(str(error)) from None
-    try:
-        document = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise HistoryError("not JSON") from None
     findings = document.get("findings") if isinstance(document, dict) else None
     if not isinstance(findings, list):
         raise HistoryError("not a safetynet audit JSON report (no 'findings' list)")
-    pairs = []
     for item in findings:
         if not isinstance(item, dict):
             raise HistoryError("a finding is not an object")
         rule, name = item.get("rule"), item.get("state", item.get("outcome"))
         if not isinstance(rule, str) or name not in STATES:
             raise HistoryError("a finding has no rule id or no known outcome")
-        pairs.append((rule, str(name)))
+    return findings
+
+
+def load_history(path: Path) -> HistoryRun:
+    """An earlier `--format json` report as a history run."""
+    pairs = [
+        (str(item["rule"]), str(item.get("state", item.get("outcome"))))
+        for item in _report_findings(path)
+    ]
     return HistoryRun(path.name, counts_by_rule(pairs))
+
+
+def load_baseline(path: Path) -> Baseline:
+    """An earlier `--format json` report as a baseline: the (rule, account, resource id) of each
+    finding whose outcome was FAIL, suppressed there or not."""
+    failing: set[Key] = set()
+    for item in _report_findings(path):
+        if item.get("outcome") != Outcome.FAIL.value:
+            continue
+        account, resource_id = item.get("account"), item.get("resource_id")
+        if not isinstance(account, str) or not (
+            resource_id is None or isinstance(resource_id, str)
+        ):
+            raise HistoryError(
+                "a FAIL finding has no account name or a resource id that is no text"
+            )
+        failing.add((str(item["rule"]), account, resource_id))
+    return Baseline(path.name, frozenset(failing))

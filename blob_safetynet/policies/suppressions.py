@@ -12,6 +12,11 @@ pack (its `suppressionsFile` config):
 A suppressed FAIL stays in every report and does not count towards the exit code; UNKNOWN is
 never suppressed (not knowing is not an accepted risk). A suppression past its expiry no longer
 applies, and one that matched no FAIL is reported, so stale exceptions do not pile up.
+
+A baseline (`safetynet audit --baseline FILE`, an earlier JSON report) accepts the FAILs it
+already held, rule and resource alike, the way Checkov's `--baseline` does: they are reported as
+suppressed, with the baseline named and no expiry, and only new failures fail the run. A baseline
+FAIL that no longer fails is reported, so the baseline is refreshed rather than kept as a blanket.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ class Suppression:
     rule: str
     resource: str
     justification: str
-    expires: dt.date
+    expires: dt.date | None
+    """None for a baseline's: it lasts while the finding stays in the baseline."""
 
     def matches(self, finding: Finding) -> bool:
         """Same rule, and the pattern matches the account name or its resource id."""
@@ -53,39 +59,63 @@ class Suppression:
         names = [finding.account, finding.resource_id or ""]
         return any(name and fnmatch.fnmatchcase(name.lower(), pattern) for name in names)
 
-    def as_dict(self) -> dict[str, str]:
+    @property
+    def term(self) -> str:
+        """How long it lasts, in words: `until 2027-03-31`, or while it stays in the baseline."""
+        return "while it stays in the baseline" if self.expires is None else f"until {self.expires}"
+
+    def as_dict(self) -> dict[str, str | None]:
         return {
             "rule": self.rule,
             "resource": self.resource,
             "justification": self.justification,
-            "expires": self.expires.isoformat(),
+            "expires": None if self.expires is None else self.expires.isoformat(),
         }
 
     def describe(self) -> str:
-        return f"{self.rule} {self.resource} (until {self.expires.isoformat()})"
+        return f"{self.rule} {self.resource} ({self.term})"
 
 
-def key(finding: Finding) -> tuple[str, str, str | None]:
+Key = tuple[str, str, str | None]
+"""(rule id, account, resource id): what a finding is about."""
+
+
+def key(finding: Finding) -> Key:
     return (finding.rule.id, finding.account, finding.resource_id)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The FAILs of an earlier report, by `key`; `label` names the file."""
+
+    label: str
+    failing: frozenset[Key]
 
 
 @dataclass
 class Applied:
     """What the suppressions did to one report's findings."""
 
-    suppressed: dict[tuple[str, str, str | None], Suppression] = field(default_factory=dict)
+    suppressed: dict[Key, Suppression] = field(default_factory=dict)
     """Each suppressed finding's `key`, and the suppression that covers it."""
     expired: list[Suppression] = field(default_factory=list)
     unused: list[Suppression] = field(default_factory=list)
+    no_longer_failing: list[Key] = field(default_factory=list)
+    """The baseline's FAILs this run did not find failing."""
 
     def of(self, finding: Finding) -> Suppression | None:
         return self.suppressed.get(key(finding))
 
     def notes(self) -> list[str]:
         """One line per expired or unused suppression, for every format to report."""
-        return [f"suppression expired: {s.describe()}" for s in self.expired] + [
-            f"suppression matched no FAIL: {s.describe()}" for s in self.unused
-        ]
+        return (
+            [f"suppression expired: {s.describe()}" for s in self.expired]
+            + [f"suppression matched no FAIL: {s.describe()}" for s in self.unused]
+            + [
+                f"baseline FAIL no longer failing: {rule} {resource_id or account}"
+                for rule, account, resource_id in self.no_longer_failing
+            ]
+        )
 
 
 def _entry(number: int, raw: object) -> Suppression:
@@ -163,12 +193,16 @@ def load(path: Path, known_rules: Iterable[str]) -> list[Suppression]:
 
 
 def apply(
-    findings: Sequence[Finding], suppressions: Sequence[Suppression], today: dt.date
+    findings: Sequence[Finding],
+    suppressions: Sequence[Suppression],
+    today: dt.date,
+    baseline: Baseline | None = None,
 ) -> Applied:
-    """Which FAIL findings each live suppression covers; expired and unused ones listed."""
+    """Which FAIL findings each live suppression covers, then which the baseline accepts;
+    expired and unused suppressions and the baseline's fixed FAILs listed."""
     applied = Applied()
     for suppression in suppressions:
-        if suppression.expires < today:
+        if suppression.expires is not None and suppression.expires < today:
             applied.expired.append(suppression)
             continue
         covered = [f for f in findings if f.outcome is Outcome.FAIL and suppression.matches(f)]
@@ -176,4 +210,21 @@ def apply(
             applied.unused.append(suppression)
         for finding in covered:
             applied.suppressed.setdefault(key(finding), suppression)
+    if baseline is not None:
+        _accept_baseline(applied, findings, baseline)
     return applied
+
+
+def _accept_baseline(applied: Applied, findings: Sequence[Finding], baseline: Baseline) -> None:
+    failing = {key(f): f for f in findings if f.outcome is Outcome.FAIL}
+    for finding_key, finding in failing.items():
+        if finding_key in baseline.failing and finding_key not in applied.suppressed:
+            applied.suppressed[finding_key] = Suppression(
+                finding.rule.id,
+                finding.resource_id or finding.account,
+                f"failing already in the baseline {baseline.label}",
+                None,
+            )
+    applied.no_longer_failing = sorted(
+        baseline.failing - set(failing), key=lambda k: (k[0], k[1], k[2] or "")
+    )

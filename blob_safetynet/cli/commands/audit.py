@@ -43,9 +43,11 @@ from blob_safetynet.policies.report_view import (
     HistoryError,
     HistoryRun,
     ReportContext,
+    load_baseline,
     load_history,
 )
 from blob_safetynet.policies.rules import RULES, Outcome, Severity
+from blob_safetynet.policies.suppressions import Baseline
 from blob_safetynet.sweeper import appsettings
 from blob_safetynet.sweeper.redaction import Redactor, printable
 from blob_safetynet.sweeper.settings import SettingsError, check_container_name
@@ -112,6 +114,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="YAML or JSON file of (rule, resource pattern, justification, expiry): a FAIL it "
         "covers is reported as SUPPRESSED and does not fail the run",
+    )
+    out.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="an earlier --format json report: a FAIL it already held (same rule and resource) "
+        "is reported as SUPPRESSED and does not fail the run, so only new failures do; its FAILs "
+        "that no longer fail are listed",
     )
     out.add_argument(
         "--history",
@@ -267,6 +277,15 @@ def _suppressions(path: Path | None) -> list[suppressions.Suppression]:
         raise UsageError(f"--suppressions '{printable(str(path))}': {error}") from None
 
 
+def _baseline(path: Path | None) -> Baseline | None:
+    if path is None:
+        return None
+    try:
+        return load_baseline(path)
+    except HistoryError as error:
+        raise UsageError(f"--baseline '{printable(str(path))}': {error}") from None
+
+
 def _history(paths: list[Path]) -> list[HistoryRun]:
     runs = []
     for path in paths:
@@ -280,7 +299,8 @@ def _history(paths: list[Path]) -> list[HistoryRun]:
 def _outputs(args: argparse.Namespace) -> list[Output]:
     """The report files, checked before ARM is read; none may be one of the input files."""
     outputs = parse_outputs(args.output, args.format, RENDERERS)
-    check_outputs(outputs, [args.suppressions, *args.history, *(args.from_file or ())])
+    inputs = [args.suppressions, args.baseline, *args.history, *(args.from_file or ())]
+    check_outputs(outputs, inputs)
     return outputs
 
 
@@ -368,6 +388,7 @@ def run(args: argparse.Namespace) -> int:
         judge = _offline_report(args, limits) if args.from_file else _live_report(args, limits)
         outputs = _outputs(args)
         accepted = _suppressions(args.suppressions)
+        baseline = _baseline(args.baseline)
         history = _history(args.history)
     except UsageError as error:
         return fail("audit", error.code, str(error), as_json)
@@ -376,7 +397,8 @@ def run(args: argparse.Namespace) -> int:
     report = judge()
     scope = report.scope
     today = dt.datetime.now(dt.UTC).date()
-    context = ReportContext(suppressions.apply(report.findings, accepted, today), history)
+    applied = suppressions.apply(report.findings, accepted, today, baseline)
+    context = ReportContext(applied, history)
     # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.
     texts = {o.format: RENDERERS[o.format](report, context) for o in outputs}
     if not write_outputs(outputs, texts, redactor, "audit"):
