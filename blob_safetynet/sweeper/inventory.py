@@ -52,6 +52,7 @@ from blob_safetynet.sweeper.reconcile import (
     ListedBlob,
     Reconciliation,
     check_binding,
+    row_judged,
 )
 from blob_safetynet.sweeper.store import DocumentStore, Status
 from blob_safetynet.sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
@@ -663,7 +664,7 @@ def reconcile_inventory(
         for name in _orphan_suspects(blobs, rows, cutoff_ms):
             _unreferenced(judge, name)
         for name in _row_suspects(blobs, rows, cutoff_ms):
-            _recheck_row(judge, store, container, name)
+            _recheck_row(judge, store, name)
     return result
 
 
@@ -728,10 +729,12 @@ def _unreferenced(judge: Judge, name: str) -> None:
         judge.blob(live, referenced=judge.store.is_referenced(name))
 
 
-def _recheck_row(judge: Judge, store: DocumentStore, container: ContainerClient, name: str) -> None:
+def _recheck_row(judge: Judge, store: DocumentStore, name: str) -> None:
+    # The report made it a suspect; the judge reads the blob's state and the row again, so a
+    # live read of the blob here would only repeat that read.
     document = store.document_for_blob(name)
-    if document is not None:
-        judge.row(document, live_blob(container, name))
+    if document is not None and row_judged(document, judge.older_than):
+        judge.confirm(document)
 
 
 def live_blob(container: ContainerClient, name: str) -> ListedBlob | None:

@@ -157,11 +157,14 @@ def _recheck(
     return None  # replaced again and again while read: in use, not broken
 
 
+def row_judged(document: Document, older_than: datetime) -> bool:
+    """Whether the row is one a finding can be about: Ready and older than the cutoff."""
+    return document.status is Status.READY and document.created_utc < older_than
+
+
 def row_suspect(document: Document, blob: ListedBlob | None, older_than: datetime) -> bool:
     """Whether this row and its blob (None: missing) make a finding: dangling or unsealed."""
-    if document.status is not Status.READY or document.created_utc >= older_than:
-        return False
-    return blob is None or blob.state in (PENDING, RETIRED)
+    return row_judged(document, older_than) and (blob is None or blob.state in (PENDING, RETIRED))
 
 
 def blob_suspect(blob: ListedBlob, referenced: bool, older_than: datetime) -> bool:
@@ -181,8 +184,11 @@ class Judge:
     result: Reconciliation
 
     def row(self, document: Document, blob: ListedBlob | None) -> None:
-        if not row_suspect(document, blob, self.older_than):
-            return
+        if row_suspect(document, blob, self.older_than):
+            self.confirm(document)
+
+    def confirm(self, document: Document) -> None:
+        """Judges a suspect row on the row and its blob's state read now (`_recheck`)."""
         finding = _recheck(self.store, self.container, document)
         if finding is None:
             return

@@ -31,6 +31,7 @@ from blob_safetynet.sweeper.protocol import UploadProtocol
 from blob_safetynet.sweeper.reconcile import Reconciliation, plan_orphan_deletion, reconcile
 from blob_safetynet.sweeper.store import DocumentStore
 from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from testkit.fault_proxy import LatencyProxy
 from testkit.inventory import RunSpec, write_run
 from tests.conftest import RunCli
 
@@ -154,6 +155,29 @@ def test_changes_after_the_run_are_judged_live(
     now = findings(inventoried)
     now.pop("blob_count")
     assert now == listed
+
+
+def test_each_suspect_is_read_once_live(
+    azurite: Azurite,
+    protocol: UploadProtocol,
+    store: DocumentStore,
+    container: ContainerClient,
+    destination: ContainerClient,
+) -> None:
+    """A suspect orphan costs one read of its properties and tags; a suspect row one read of its
+    blob's state (the judge's, with the row read again), not a live read before that one."""
+    every_finding(protocol, store, container)
+    write_run(container, destination)
+    with LatencyProxy(azurite.port, delay_s=0.0) as proxy:
+        through = ContainerClient.from_connection_string(
+            proxy.connection_string, container.container_name
+        )
+        result = reconcile_from_inventory(store, through, destination, RULE, FUTURE, DAY)
+        counts = proxy.counts()
+    orphans, rows = len(result.orphans), len(result.dangling) + len(result.unsealed)
+    assert (orphans, rows) == (4, 3)
+    assert counts["HEAD"] == orphans
+    assert counts["GET comp=tags"] == orphans + rows
 
 
 def test_repair_acts_on_the_live_state(
