@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from blob_safetynet.embedded.azurite import PROJECT_ROOT, Azurite
+from blob_safetynet.embedded.azurite import PROJECT_ROOT, Azurite, create_unique_container
 from blob_safetynet.sweeper import blobs
 from blob_safetynet.sweeper.protocol import UploadProtocol
 from blob_safetynet.sweeper.settings import SweepSettings
@@ -94,7 +93,7 @@ def observe(service: BlobServiceClient, folder: Path) -> list[Observation]:
     """Run put, replace, delete, an abandoned upload and a sweep a day later; every state."""
     store = DocumentStore.from_url(f"sqlite:///{folder / 'states.db'}")
     store.init_schema()
-    container = service.create_container(f"states{uuid.uuid4().hex[:16]}")
+    container = create_unique_container(service, "states")
     try:
         return _scenario(store, container, "invoice") + _abandoned(store, container)
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -14,7 +13,7 @@ import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.cli.main import main
-from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.embedded.azurite import Azurite, create_unique_container
 from testkit.scratch_db import (
     admin_url_from_environment,
     scratch_database,
@@ -71,7 +70,7 @@ def container_factory(service_client: BlobServiceClient) -> Iterator[Callable[[]
     made: list[ContainerClient] = []
 
     def make() -> ContainerClient:
-        container = service_client.create_container(f"t{uuid.uuid4().hex}")
+        container = create_unique_container(service_client, "t")
         made.append(container)
         return container
 

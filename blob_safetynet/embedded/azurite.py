@@ -11,11 +11,16 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from blob_safetynet.sweeper import appsettings
+
+if TYPE_CHECKING:
+    from azure.storage.blob import BlobServiceClient, ContainerClient
 
 # Azurite's published development account; it exists only inside the emulator.
 DEV_ACCOUNT = "devstoreaccount1"
@@ -216,3 +221,19 @@ class Azurite:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def create_unique_container(service: BlobServiceClient, prefix: str) -> ContainerClient:
+    """A new container named `prefix` and 16 random hex digits.
+
+    The client retries a create whose answer was lost (a timeout on a loaded machine); the
+    retry then meets the container its first attempt made and gets 409. With a random name no one
+    else can have made it, so 409 means created.
+    """
+    from azure.core.exceptions import ResourceExistsError
+
+    name = f"{prefix}{uuid.uuid4().hex[:16]}"
+    try:
+        return service.create_container(name)
+    except ResourceExistsError:
+        return service.get_container_client(name)

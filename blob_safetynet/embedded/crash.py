@@ -19,6 +19,7 @@ from pathlib import Path
 
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
+from blob_safetynet.embedded.azurite import create_unique_container
 from blob_safetynet.embedded.invariants import (
     DeleteLog,
     InvariantResult,
@@ -64,8 +65,8 @@ class Lab:
 
     @contextmanager
     def fresh_workspace(self) -> Iterator[tuple[DocumentStore, ContainerClient]]:
-        tag = uuid.uuid4().hex[:10]
-        container = self.service.create_container(f"demo{tag}")
+        container = create_unique_container(self.service, "demo")
+        tag = container.container_name
         store = DocumentStore.from_url(f"sqlite:///{self.workdir / f'{tag}.db'}")
         store.init_schema()
         try:

@@ -30,6 +30,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from blob_safetynet.embedded.azurite import create_unique_container
 from blob_safetynet.embedded.crash import (
     DELETE_STEPS,
     PUT_STEPS,
@@ -72,7 +73,7 @@ def make_machine(service: BlobServiceClient, workdir: Path) -> type[RuleBasedSta
     class Interleavings(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.container = service.create_container(f"i{uuid.uuid4().hex}")
+            self.container = create_unique_container(service, "i")
             self.store = DocumentStore.from_url(f"sqlite:///{workdir / uuid.uuid4().hex}.db")
             self.store.init_schema()
             self.clock = Clock()

@@ -6,8 +6,15 @@ import os
 from pathlib import Path
 
 import pytest
+from azure.storage.blob import BlobServiceClient
 
-from blob_safetynet.embedded.azurite import AZURITE_BIN_ENV, Azurite, AzuriteError
+from blob_safetynet.embedded.azurite import (
+    AZURITE_BIN_ENV,
+    Azurite,
+    AzuriteError,
+    create_unique_container,
+)
+from testkit.fault_proxy import Fault, LatencyProxy
 
 
 def test_missing_override_binary_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -45,3 +52,15 @@ def test_stop_leaves_no_process() -> None:
     assert emulator.pid is None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_container_create_whose_answer_was_lost_is_created(azurite: Azurite) -> None:
+    """The client's retry of a create it never heard back from meets 409: the container (a
+    random name only this call uses) is made, and is what the helper returns."""
+    with LatencyProxy(azurite.port, delay_s=0.0) as proxy:
+        proxy.inject("PUT", Fault(reset="after"))
+        service = BlobServiceClient.from_connection_string(proxy.connection_string)
+        container = create_unique_container(service, "lost")
+        assert proxy.counts()["PUT"] == 2
+    assert container.container_name.startswith("lost")
+    assert container.exists()

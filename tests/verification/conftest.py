@@ -3,7 +3,6 @@ HTTPS with `--oauth basic`), or a live account with `pytest -m verification --ac
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from blob_safetynet.embedded.azurite import Azurite, AzuriteTls
+from blob_safetynet.embedded.azurite import Azurite, AzuriteTls, create_unique_container
 from blob_safetynet.policies.probes import Probe, ProbeOutcome, Target, run_probes
 from blob_safetynet.policies.probes.runner import ProbeResult, VerificationRun
 from testkit.service_doubles import EmulatorTokenCredential
@@ -56,9 +55,7 @@ def oauth_azurite(tls_files: TlsFiles) -> Iterator[Azurite]:
 
 
 def _fresh_container(service: BlobServiceClient) -> str:
-    name = f"verify{uuid.uuid4().hex[:12]}"
-    service.create_container(name)
-    return name
+    return create_unique_container(service, "verify").container_name
 
 
 @pytest.fixture(scope="session")
