@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from azure.storage.blob import BlobServiceClient
+from azure.storage.blob import BlobServiceClient, LinearRetry
 
 from blob_safetynet.embedded.azurite import (
     AZURITE_BIN_ENV,
@@ -59,7 +59,11 @@ def test_a_container_create_whose_answer_was_lost_is_created(azurite: Azurite) -
     random name only this call uses) is made, and is what the helper returns."""
     with LatencyProxy(azurite.port, delay_s=0.0) as proxy:
         proxy.inject("PUT", Fault(reset="after"))
-        service = BlobServiceClient.from_connection_string(proxy.connection_string)
+        # The SDK's own retry, without its 15 s back-off.
+        retry = LinearRetry(backoff=0, random_jitter_range=0)
+        service = BlobServiceClient.from_connection_string(
+            proxy.connection_string, retry_policy=retry
+        )
         container = create_unique_container(service, "lost")
         assert proxy.counts()["PUT"] == 2
     assert container.container_name.startswith("lost")
