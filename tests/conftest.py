@@ -1,4 +1,4 @@
-"""Shared fixtures: one Azurite per session, a fresh container per test, SQLite and PostgreSQL."""
+"""Shared fixtures: one Azurite per test folder, a fresh container per test, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -48,18 +48,57 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.fixture(scope="session")
-def azurite() -> Iterator[Azurite]:
-    if RUNNING_AZURITE_PORT:
-        running = Azurite()
-        running.port = int(RUNNING_AZURITE_PORT)
-        yield running
-        return
-    with Azurite() as emulator:
-        yield emulator
+class AzuritePerFolder:
+    """One embedded Azurite per top-level test folder (tests/sweeper, tests/verification, ...),
+    the previous folder's stopped when the next one's starts.
+
+    Azurite's blob garbage collector runs every 10 minutes (DEFAULT_GC_INTERVAL_MS in its
+    blob/utils/constants.js), and in an emulator that has held a whole suite's blobs one pass
+    stalled every request for about 80 s (measured with `--debug`, 2026-12-01): the SDK's
+    retries then turned a create into 409 and a teardown into 80 s. No folder's tests run for
+    10 minutes, so no emulator here lives to see that pass.
+    """
+
+    def __init__(self) -> None:
+        self._folder: str | None = None
+        self._emulator: Azurite | None = None
+
+    def get(self, folder: str) -> Azurite:
+        if RUNNING_AZURITE_PORT:
+            running = Azurite()
+            running.port = int(RUNNING_AZURITE_PORT)
+            return running
+        if self._emulator is None or self._folder != folder:
+            self.close()
+            self._emulator, self._folder = Azurite().start(), folder
+        return self._emulator
+
+    def close(self) -> None:
+        if self._emulator is not None:
+            self._emulator.stop()
+        self._emulator = self._folder = None
+
+
+def _test_folder(path: Path) -> str:
+    """`sweeper` for tests/sweeper/..., the empty name for the modules directly in tests/."""
+    parts = path.resolve().relative_to(REPO / "tests").parts
+    return parts[0] if len(parts) > 1 else ""
 
 
 @pytest.fixture(scope="session")
+def azurites() -> Iterator[AzuritePerFolder]:
+    emulators = AzuritePerFolder()
+    yield emulators
+    emulators.close()
+
+
+@pytest.fixture(scope="module")
+def azurite(azurites: AzuritePerFolder, request: pytest.FixtureRequest) -> Azurite:
+    """The emulator of the requesting module's test folder."""
+    return azurites.get(_test_folder(request.path))
+
+
+@pytest.fixture(scope="module")
 def service_client(azurite: Azurite) -> BlobServiceClient:
     return BlobServiceClient.from_connection_string(azurite.connection_string)
 

@@ -58,7 +58,7 @@ def _fresh_container(service: BlobServiceClient) -> str:
     return create_unique_container(service, "verify").container_name
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def key_target(azurite: Azurite) -> ProbeTarget:
     service = BlobServiceClient.from_connection_string(azurite.connection_string)
     return ProbeTarget("azurite-shared-key", service, _fresh_container(service), {})
