@@ -53,10 +53,10 @@ class AzuritePerFolder:
     the previous folder's stopped when the next one's starts.
 
     Azurite's blob garbage collector runs every 10 minutes (DEFAULT_GC_INTERVAL_MS in its
-    blob/utils/constants.js), and in an emulator that has held a whole suite's blobs one pass
-    stalled every request for about 80 s (measured with `--debug`, 2026-12-01): the SDK's
-    retries then turned a create into 409 and a teardown into 80 s. No folder's tests run for
-    10 minutes, so no emulator here lives to see that pass.
+    blob/utils/constants.js). In an emulator that had held a whole suite's blobs, the second
+    pass took 74 s (its `--debug` log, 2026-12-01) while requests waited: the SDK's retries then
+    turned a create into 409 and a setup or teardown into 75-80 s. No folder's tests run for 10
+    minutes, so no emulator here lives to see that pass.
     """
 
     def __init__(self) -> None:
