@@ -61,6 +61,7 @@ ARM_HOSTS = ("management.azure.com", "management.usgovcloudapi.net", "management
 """Resource Manager of the public, US Government and China clouds (the same documents as the
 blob endpoint suffixes in blob_safetynet/sweeper/settings.py)."""
 T = TypeVar("T")
+_Cached = TypeVar("_Cached")
 Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
 """Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""
 
@@ -270,6 +271,7 @@ class ArmReader:
         self._definitions: dict[str, dict[str, Any] | None] = {}
         self._plans: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
 
     def list_accounts(self, scope: Scope) -> list[dict[str, Any]]:
         if scope.account:
@@ -395,16 +397,27 @@ class ArmReader:
         """The subscription's Defender for Storage plan (Pricings_Get, pricing name
         StorageAccounts: https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get),
         read once per subscription and run."""
-        with self._lock:
-            if subscription in self._plans:
-                return self._plans[subscription]
-        body = self._security_get(
-            f"/subscriptions/{subscription}/providers/Microsoft.Security/pricings/StorageAccounts",
-            PRICINGS_API_VERSION,
+        return self._once(
+            self._plans,
+            ("plans", subscription),
+            lambda: self._security_get(
+                f"/subscriptions/{subscription}/providers/Microsoft.Security/pricings/"
+                "StorageAccounts",
+                PRICINGS_API_VERSION,
+            ),
         )
+
+    def _once(
+        self, cache: dict[str, _Cached], key: tuple[str, str], fetch: Callable[[], _Cached]
+    ) -> _Cached:
+        """`cache[key[1]]`, fetched by the first worker that asks while the others wait for it:
+        a check, then a fetch outside any lock, let two workers read the same thing twice."""
         with self._lock:
-            self._plans[subscription] = body
-        return body
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            if key[1] not in cache:
+                cache[key[1]] = fetch()
+            return cache[key[1]]
 
     def _security_get(self, path: str, api_version: str) -> dict[str, Any]:
         """A Microsoft.Security GET through the storage client's pipeline (azure-mgmt-security is
@@ -425,14 +438,11 @@ class ArmReader:
             return {}
 
     def _definition(self, definition_id: str) -> dict[str, Any] | None:
-        key = definition_id.lower()
-        with self._lock:
-            if key in self._definitions:
-                return self._definitions[key]
-        body = _as_dict(self.authorization.role_definitions.get_by_id(definition_id))
-        with self._lock:
-            self._definitions[key] = body
-        return body
+        return self._once(
+            self._definitions,
+            ("definitions", definition_id.lower()),
+            lambda: _as_dict(self.authorization.role_definitions.get_by_id(definition_id)),
+        )
 
 
 def _definition_id(assignment: Mapping[str, Any]) -> str:

@@ -7,8 +7,11 @@ through REQUESTS_CA_BUNDLE. Every output format is parsed back.
 from __future__ import annotations
 
 import json
+import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,12 @@ import pytest
 
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
-from blob_safetynet.policies.audit import STORAGE_API_VERSION, ErrorKind
+from blob_safetynet.policies.audit import (
+    STORAGE_API_VERSION,
+    ArmReader,
+    ErrorKind,
+    StaticTokenCredential,
+)
 from blob_safetynet.policies.rules import RULES, Outcome
 from testkit.arm_fake import (
     BLOB_OWNER,
@@ -572,3 +580,25 @@ def test_an_unreadable_plan_leaves_defender_unknown(audit: Audit, fake: FakeArm)
     assert findings(text)[("good", "SN-DEFENDER-FOR-STORAGE")] == Outcome.UNKNOWN.value
     assert [e["operation"] for e in json.loads(text)["errors"]] == ["pricings/get"]
     assert code == ExitCode.INCOMPLETE
+
+
+def test_what_every_account_shares_is_read_once_however_many_workers_ask() -> None:
+    """A role definition (or a subscription's Defender plan) asked for by eight workers at once is
+    fetched by one of them; the others wait for it instead of reading it again."""
+    reader = ArmReader(StaticTokenCredential("unused"), "00000000-0000-0000-0000-000000000000")
+    fetched: list[int] = []
+    started = threading.Barrier(8)
+
+    def fetch() -> dict[str, Any]:
+        fetched.append(1)
+        time.sleep(0.05)
+        return {"id": "owner"}
+
+    def ask() -> dict[str, Any] | None:
+        started.wait()
+        return reader._once(reader._definitions, ("definitions", "owner"), fetch)
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: ask(), range(8)))
+    assert answers == [{"id": "owner"}] * 8
+    assert len(fetched) == 1
