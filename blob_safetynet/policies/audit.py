@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import requests
 from azure.core.credentials import AccessToken, TokenCredential
@@ -61,7 +61,6 @@ ARM_HOSTS = ("management.azure.com", "management.usgovcloudapi.net", "management
 """Resource Manager of the public, US Government and China clouds (the same documents as the
 blob endpoint suffixes in blob_safetynet/sweeper/settings.py)."""
 T = TypeVar("T")
-_Cached = TypeVar("_Cached")
 Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
 """Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""
 
@@ -225,6 +224,24 @@ def _as_dict(model: Any) -> dict[str, Any]:
     return serialized
 
 
+class _FetchedOnce(Generic[T]):
+    """Values by key, each fetched by the first worker that asks while the others wait for it:
+    a check, then a fetch outside any lock, would let two workers read the same thing twice."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, T] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def get(self, key: str, fetch: Callable[[], T]) -> T:
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._values:
+                self._values[key] = fetch()
+            return self._values[key]
+
+
 class ArmReader:
     """The azure-mgmt clients for one subscription, shared by the worker threads."""
 
@@ -268,10 +285,8 @@ class ArmReader:
         self.authorization: AuthorizationManagementClient = AuthorizationManagementClient(
             credential, subscription_id, **options
         )
-        self._definitions: dict[str, dict[str, Any] | None] = {}
-        self._plans: dict[str, dict[str, Any]] = {}
-        self._lock = threading.Lock()
-        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._definitions: _FetchedOnce[dict[str, Any] | None] = _FetchedOnce()
+        self._plans: _FetchedOnce[dict[str, Any]] = _FetchedOnce()
 
     def list_accounts(self, scope: Scope) -> list[dict[str, Any]]:
         if scope.account:
@@ -397,27 +412,14 @@ class ArmReader:
         """The subscription's Defender for Storage plan (Pricings_Get, pricing name
         StorageAccounts: https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get),
         read once per subscription and run."""
-        return self._once(
-            self._plans,
-            ("plans", subscription),
+        return self._plans.get(
+            subscription,
             lambda: self._security_get(
                 f"/subscriptions/{subscription}/providers/Microsoft.Security/pricings/"
                 "StorageAccounts",
                 PRICINGS_API_VERSION,
             ),
         )
-
-    def _once(
-        self, cache: dict[str, _Cached], key: tuple[str, str], fetch: Callable[[], _Cached]
-    ) -> _Cached:
-        """`cache[key[1]]`, fetched by the first worker that asks while the others wait for it:
-        a check, then a fetch outside any lock, let two workers read the same thing twice."""
-        with self._lock:
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:
-            if key[1] not in cache:
-                cache[key[1]] = fetch()
-            return cache[key[1]]
 
     def _security_get(self, path: str, api_version: str) -> dict[str, Any]:
         """A Microsoft.Security GET through the storage client's pipeline (azure-mgmt-security is
@@ -438,9 +440,8 @@ class ArmReader:
             return {}
 
     def _definition(self, definition_id: str) -> dict[str, Any] | None:
-        return self._once(
-            self._definitions,
-            ("definitions", definition_id.lower()),
+        return self._definitions.get(
+            definition_id.lower(),
             lambda: _as_dict(self.authorization.role_definitions.get_by_id(definition_id)),
         )
 
