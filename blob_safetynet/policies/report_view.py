@@ -74,9 +74,9 @@ def counts_by_rule(findings: Sequence[tuple[str, str]]) -> dict[str, dict[str, i
     return counts
 
 
-def _report_findings(path: Path) -> list[dict[str, object]]:
-    """The findings of an earlier `--format json` report, each an object with a rule id and a
-    known state; HistoryError says what the file is not."""
+def _report_findings(path: Path) -> list[tuple[str, str, dict[str, object]]]:
+    """(rule id, state, the finding) for each finding of an earlier `--format json` report;
+    HistoryError says what the file is not."""
     try:
         document = untrusted.read_json_file(path, "the file", max_bytes=MAX_HISTORY_BYTES)
     except untrusted.UntrustedInputError as error:
@@ -84,21 +84,20 @@ def _report_findings(path: Path) -> list[dict[str, object]]:
     findings = document.get("findings") if isinstance(document, dict) else None
     if not isinstance(findings, list):
         raise HistoryError("not a safetynet audit JSON report (no 'findings' list)")
+    read = []
     for item in findings:
         if not isinstance(item, dict):
             raise HistoryError("a finding is not an object")
         rule, name = item.get("rule"), item.get("state", item.get("outcome"))
         if not isinstance(rule, str) or name not in STATES:
             raise HistoryError("a finding has no rule id or no known outcome")
-    return findings
+        read.append((rule, str(name), item))
+    return read
 
 
 def load_history(path: Path) -> HistoryRun:
     """An earlier `--format json` report as a history run."""
-    pairs = [
-        (str(item["rule"]), str(item.get("state", item.get("outcome"))))
-        for item in _report_findings(path)
-    ]
+    pairs = [(rule, name) for rule, name, _ in _report_findings(path)]
     return HistoryRun(path.name, counts_by_rule(pairs))
 
 
@@ -106,7 +105,7 @@ def load_baseline(path: Path) -> Baseline:
     """An earlier `--format json` report as a baseline: the (rule, account, resource id) of each
     finding whose outcome was FAIL, suppressed there or not."""
     failing: set[Key] = set()
-    for item in _report_findings(path):
+    for rule, _, item in _report_findings(path):
         if item.get("outcome") != Outcome.FAIL.value:
             continue
         account, resource_id = item.get("account"), item.get("resource_id")
@@ -116,5 +115,5 @@ def load_baseline(path: Path) -> Baseline:
             raise HistoryError(
                 "a FAIL finding has no account name or a resource id that is no text"
             )
-        failing.add((str(item["rule"]), account, resource_id))
+        failing.add((rule, account, resource_id))
     return Baseline(path.name, frozenset(failing))
