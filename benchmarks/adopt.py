@@ -1,6 +1,6 @@
 """`safetynet adopt` at 10,000 blobs through the 10 ms proxy, against a sequential loop.
 
-Both sides do the same work per blob, `blob_safetynet.sweeper.adopt.tag_committed` (Set Blob Tags under
+Both sides do the same work per blob, `blob_safetynet.reconcile.adopt.tag_committed` (Set Blob Tags under
 If-Match on the listed ETag, then the tag read back), then mark the rows Ready, through the
 loopback proxy that adds 10 ms per request (testkit/fault_proxy.py). The candidate is
 `adopt.plan` + `adopt.apply` with its default thread pool over 10,000 rows and blobs; the
@@ -28,8 +28,8 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from benchmarks import machine
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper import adopt
-from blob_safetynet.sweeper.store import Document, DocumentStore, Status, new_document_id
+from blob_safetynet.reconcile import adopt
+from blob_safetynet.store.documents import Document, DocumentStore, Status, new_document_id
 from testkit.fault_proxy import LatencyProxy
 
 BLOBS = 10_000

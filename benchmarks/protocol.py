@@ -26,9 +26,9 @@ from sqlalchemy.engine import Engine
 
 from benchmarks import machine
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.store.documents import DocumentStore
 from testkit.fault_proxy import LatencyProxy
 from testkit.scratch_db import admin_url_from_environment, scratch_database
 from testkit.service_doubles import tag_guarding_service

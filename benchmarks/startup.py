@@ -36,7 +36,7 @@ from benchmarks.sweep import (
     raw_batch_delete,
 )
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.store.documents import DocumentStore
 from testkit.fault_proxy import LatencyProxy
 
 CEILING_SHARE = 0.80

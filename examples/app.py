@@ -22,11 +22,11 @@ from pathlib import Path
 
 from azure.core.exceptions import AzureError
 
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.clients import blob_service_client
-from blob_safetynet.sweeper.protocol import ProtocolError, UploadProtocol
-from blob_safetynet.sweeper.settings import SettingsError
-from blob_safetynet.sweeper.store import (
+from blob_safetynet.protocol.clients import blob_service_client
+from blob_safetynet.protocol.upload import ProtocolError, UploadProtocol
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import SettingsError
+from blob_safetynet.store.documents import (
     Document,
     DocumentStore,
     NameConflictError,

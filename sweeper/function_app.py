@@ -28,19 +28,19 @@ import azure.functions as func
 from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient
 
-from blob_safetynet.sweeper import appsettings, signals
-from blob_safetynet.sweeper.binding import ContainerBindingError
-from blob_safetynet.sweeper.clients import blob_service_client, database_credential
-from blob_safetynet.sweeper.heartbeat import write_heartbeat
-from blob_safetynet.sweeper.lease import SweepLeaseHeldError, SweepLeaseStuckError
-from blob_safetynet.sweeper.redaction import RedactingFilter, Redactor, printable, secrets_in
-from blob_safetynet.sweeper.settings import (
+from blob_safetynet.protocol.clients import blob_service_client, database_credential
+from blob_safetynet.settings import appsettings, signals
+from blob_safetynet.settings.parsed import (
     FunctionSettings,
     SettingsError,
     check_blob_endpoint,
     check_container_name,
 )
-from blob_safetynet.sweeper.store import DocumentStore, DocumentTable, StoreError
+from blob_safetynet.settings.redaction import RedactingFilter, Redactor, printable, secrets_in
+from blob_safetynet.store.documents import DocumentStore, DocumentTable, StoreError
+from blob_safetynet.sweeper.binding import ContainerBindingError
+from blob_safetynet.sweeper.heartbeat import write_heartbeat
+from blob_safetynet.sweeper.lease import SweepLeaseHeldError, SweepLeaseStuckError
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 
 if TYPE_CHECKING:  # imported per invocation: the sweep timer never loads the verifier's code

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
 from testkit.tls import make_tls_files
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000a0d1"

@@ -22,7 +22,7 @@ from typing import Any
 
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.sweeper.vocabulary import INVENTORY_SCHEMA_FIELDS
+from blob_safetynet.settings.vocabulary import INVENTORY_SCHEMA_FIELDS
 
 
 @dataclass(frozen=True)

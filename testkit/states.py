@@ -19,10 +19,10 @@ from pathlib import Path
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.azurite import PROJECT_ROOT, Azurite, create_unique_container
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.sweep import Sweeper
 
 GLOSSARY = PROJECT_ROOT / "docs" / "glossary.md"

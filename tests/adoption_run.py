@@ -60,8 +60,8 @@ import blob_safetynet
 import policies
 from azure.storage.blob import BlobServiceClient
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.store.documents import DocumentStore
 
 here = Path(__file__).resolve().parent
 assert policies.OWNER == "platform-team", policies.__file__

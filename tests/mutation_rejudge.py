@@ -26,8 +26,8 @@ from tests.mutation_run import DOCS, ROOT, mutmut
 PER_MUTANT_S = 45
 ORDER = (
     "policies.",
-    "blob_safetynet.sweeper.blobs.",
-    "blob_safetynet.sweeper.protocol.",
+    "blob_safetynet.protocol.blobs.",
+    "blob_safetynet.protocol.upload.",
     "blob_safetynet.sweeper.sweep.",
 )
 """Fast mutants first, so a budget that runs out leaves the slow ones unjudged."""

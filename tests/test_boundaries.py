@@ -11,28 +11,41 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "blob_safetynet"
-PARTS = ("blob_safetynet.infra", "blob_safetynet.policies", "blob_safetynet.sweeper")
-"""The runtime parts: one layer, and none of them imports another (only the bottom)."""
+PARTS = ("blob_safetynet.infra", "blob_safetynet.policies", "blob_safetynet.reconcile")
+"""The runtime parts at the top of the run time: none of them imports another."""
+BLOB_SIDE = (
+    "blob_safetynet.sweeper",
+    "blob_safetynet.protocol",
+    "blob_safetynet.store",
+    "blob_safetynet.settings",
+)
+"""Below the parts, one package a layer, as their imports were measured: the sweeper (sweep,
+lease, heartbeat, binding) uses the protocol, the protocol the documents store, the store the
+settings."""
 BOTTOM = (
-    "blob_safetynet.sweeper.vocabulary",
-    "blob_safetynet.sweeper.redaction",
-    "blob_safetynet.sweeper.appsettings",
-    "blob_safetynet.sweeper.atomicfile",
-    "blob_safetynet.sweeper.endpoints",
-    "blob_safetynet.sweeper.untrusted",
-    "blob_safetynet.sweeper.signals",
+    "blob_safetynet.settings.vocabulary",
+    "blob_safetynet.settings.redaction",
+    "blob_safetynet.settings.appsettings",
+    "blob_safetynet.settings.atomicfile",
+    "blob_safetynet.settings.endpoints",
+    "blob_safetynet.settings.untrusted",
+    "blob_safetynet.settings.signals",
 )
 """The protocol's names, the one redaction path (the Function, the audit and the CLI hide
 secrets the same way), the one endpoint parser (a token goes where the rule looked), the
 settings' vocabulary (the names the infra program writes are the names the Function reads), the
 one way a file is written (checked, never onto an input, atomic) and the one reader of outside
-JSON and times (size, depth, UTC offset): standard library only, importable by all."""
+JSON and times (size, depth, UTC offset): standard library only, importable by all. The rest of
+the settings package (`parsed`) reads database URLs with SQLAlchemy."""
+STANDALONE = ("blob_safetynet.infra", "blob_safetynet.policies")
+"""Parts that take only the standard-library bottom of the blob side: the infra program and
+the audit never load the store, the protocol or the sweeper."""
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("blob_safetynet.cli",)),
     ("testkit", ("testkit",)),
     ("embedded", ("blob_safetynet.embedded",)),
     ("runtime", PARTS),
-    ("bottom", BOTTOM),
+    *((prefix.rsplit(".", 1)[1], (prefix,)) for prefix in BLOB_SIDE),
 )
 """Top to bottom. A module may import its own layer (within its own package) or a lower one."""
 OUTSIDE = ("tests", "benchmarks", "function_app")
@@ -127,7 +140,7 @@ def within(module: str, prefix: str) -> bool:
 
 def place(module: str) -> tuple[int, str] | None:
     """(layer index, package) of a project module; the most specific prefix wins, so
-    blob_safetynet.sweeper.vocabulary is the bottom while blob_safetynet.sweeper.sweep is the runtime part sweeper."""
+    blob_safetynet.settings.vocabulary is the bottom while blob_safetynet.sweeper.sweep is the runtime part sweeper."""
     matches = [
         (len(prefix), index, prefix)
         for index, (_, prefixes) in enumerate(LAYERS)
@@ -165,10 +178,11 @@ def layer_violations(module: str, imported: str) -> str | None:
     if here is None or there is None:
         return None  # a third-party or standard-library module: the SDK rules judge those
     (layer, package), (other_layer, other_package) = here, there
+    if package in STANDALONE and other_package in BLOB_SIDE and imported not in BOTTOM:
+        return f"imports {other_package} beyond the standard-library bottom"
     if other_layer < layer:
         return f"imports upward, from {LAYERS[layer][0]} into {LAYERS[other_layer][0]}"
-    # The bottom's modules are one vocabulary and may use each other; the parts may not.
-    if other_layer == layer and package != other_package and LAYERS[layer][0] != "bottom":
+    if other_layer == layer and package != other_package:
         return f"imports {other_package}, another package of the {LAYERS[layer][0]} layer"
     return None
 
@@ -234,28 +248,33 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
         is not None
     )
     assert (
-        layer_violations("blob_safetynet.sweeper.vocabulary", "blob_safetynet.sweeper.sweep")
+        layer_violations("blob_safetynet.settings.vocabulary", "blob_safetynet.sweeper.sweep")
         is not None
     )
     assert layer_violations("blob_safetynet.policies.audit", "blob_safetynet.cli.main") is not None
     assert (
-        layer_violations("blob_safetynet.infra.storage", "blob_safetynet.sweeper.store") is not None
+        layer_violations("blob_safetynet.infra.storage", "blob_safetynet.store.documents")
+        is not None
     )
     assert layer_violations("blob_safetynet.embedded.crash", "tests.conftest") is not None
     assert layer_violations("blob_safetynet.embedded.crash", "sweeper.function_app") is not None
     assert layer_violations("blob_safetynet.cli.demo", "blob_safetynet.embedded.crash") is None
     assert (
-        layer_violations("blob_safetynet.policies.audit", "blob_safetynet.sweeper.redaction")
+        layer_violations("blob_safetynet.policies.audit", "blob_safetynet.settings.redaction")
         is None
     )
-    assert layer_violations("blob_safetynet.sweeper.sweep", "blob_safetynet.sweeper.store") is None
     assert (
-        layer_violations("blob_safetynet.sweeper.appsettings", "blob_safetynet.sweeper.vocabulary")
+        layer_violations("blob_safetynet.sweeper.sweep", "blob_safetynet.store.documents") is None
+    )
+    assert (
+        layer_violations(
+            "blob_safetynet.settings.appsettings", "blob_safetynet.settings.vocabulary"
+        )
         is None
     )
 
 
-@pytest.mark.parametrize("package", [*PARTS, "testkit", "blob_safetynet.embedded"])
+@pytest.mark.parametrize("package", [*PARTS, *BLOB_SIDE, "testkit", "blob_safetynet.embedded"])
 def test_runtime_parts_and_testkit_never_import_the_cli_tests_or_benchmarks(package: str) -> None:
     """Nothing the function or the demo runs can depend on the CLI, the tests or the benchmarks."""
     offenders = {
@@ -322,7 +341,7 @@ def test_probes_may_use_the_blob_sdk_but_no_other_part() -> None:
         module
         for path in paths
         for module in imported_modules(path)
-        if within(module, "blob_safetynet.sweeper") and module not in BOTTOM
+        if any(within(module, package) for package in BLOB_SIDE) and module not in BOTTOM
     ]
 
 

@@ -7,8 +7,8 @@ from types import ModuleType
 
 import pytest
 
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.appsettings import SettingsError
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.appsettings import SettingsError
 from tests.conftest import RunCli
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000a0d1"

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from blob_safetynet.cli.commands.common import CREDENTIAL_LINE_LIMIT, install_logging
-from blob_safetynet.sweeper.redaction import Redactor
+from blob_safetynet.settings.redaction import Redactor
 
 CHAIN_FAILURE = (
     "DefaultAzureCredential failed to retrieve a token from the included credentials.\n"

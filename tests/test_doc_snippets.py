@@ -193,7 +193,7 @@ def test_the_protocol_page_runs_as_written(tmp_path: Path, azurite: Azurite) -> 
     reader.run(
         Snippet(
             "python",
-            "import os\nfrom blob_safetynet.sweeper.clients import blob_service_client\n"
+            "import os\nfrom blob_safetynet.protocol.clients import blob_service_client\n"
             "blob_service_client(connection_string=os.environ['SAFETYNET_CONNECTION_STRING'])"
             ".create_container(os.environ['SAFETYNET_CONTAINER'])\n",
             None,

@@ -18,10 +18,10 @@ import pytest
 from urllib3.util import parse_url
 
 from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.appsettings import SettingsError
-from blob_safetynet.sweeper.clients import blob_service_client
-from blob_safetynet.sweeper.endpoints import parse_endpoint
+from blob_safetynet.protocol.clients import blob_service_client
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.appsettings import SettingsError
+from blob_safetynet.settings.endpoints import parse_endpoint
 from testkit.token_trap import TokenTrap
 from tests.conftest import RunCli
 

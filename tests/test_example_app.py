@@ -11,7 +11,7 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
+from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from tests.conftest import RunCli
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "app.py"

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.store.documents import DocumentStore
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
 
 PASSWORD = "Plant3dPassw0rd"

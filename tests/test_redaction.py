@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from blob_safetynet.sweeper.redaction import (
+from blob_safetynet.settings.redaction import (
     HIDDEN,
     RedactingFilter,
     Redactor,

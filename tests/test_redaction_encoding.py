@@ -15,8 +15,8 @@ from types import ModuleType
 
 import pytest
 
-from blob_safetynet.sweeper.appsettings import SettingsError
-from blob_safetynet.sweeper.redaction import Redactor, secrets_in
+from blob_safetynet.settings.appsettings import SettingsError
+from blob_safetynet.settings.redaction import Redactor, secrets_in
 from tests.conftest import RunCli
 
 POSTGRES = "postgresql+psycopg://127.0.0.1:5432/safetynet_no_such_database"

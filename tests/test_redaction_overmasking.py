@@ -6,7 +6,7 @@ import secrets
 
 import pytest
 
-from blob_safetynet.sweeper.redaction import HIDDEN, Redactor, secrets_in
+from blob_safetynet.settings.redaction import HIDDEN, Redactor, secrets_in
 from tests.conftest import RunCli
 
 

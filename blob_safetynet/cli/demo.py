@@ -29,11 +29,11 @@ from blob_safetynet.embedded.crash import (
     run_crash_case,
     sweep_later,
 )
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.pooling import pooled_blob
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.store import Document, DocumentStore, NameConflictError, Status
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG, tag_condition
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.pooling import pooled_blob
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG, tag_condition
+from blob_safetynet.store.documents import Document, DocumentStore, NameConflictError, Status
 
 
 @dataclass(frozen=True)

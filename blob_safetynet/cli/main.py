@@ -24,7 +24,7 @@ from blob_safetynet.cli.commands.common import (
     wants_json,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.sweeper.redaction import Redactor, ScrubbingStream, printable
+from blob_safetynet.settings.redaction import Redactor, ScrubbingStream, printable
 
 COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
     "demo": (

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from blob_safetynet.sweeper import appsettings
+from blob_safetynet.settings import appsettings
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient, ContainerClient

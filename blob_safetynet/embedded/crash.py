@@ -27,11 +27,11 @@ from blob_safetynet.embedded.invariants import (
     check_invariants,
     unreachable_blobs,
 )
+from blob_safetynet.protocol.upload import ReservationExpiredError, UploadProtocol, no_checkpoint
+from blob_safetynet.reconcile.listing import ListedBlob, list_blobs, reconcile
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.store.documents import DocumentStore, Status
 from blob_safetynet.sweeper import binding
-from blob_safetynet.sweeper.protocol import ReservationExpiredError, UploadProtocol, no_checkpoint
-from blob_safetynet.sweeper.reconcile import ListedBlob, list_blobs, reconcile
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import DocumentStore, Status
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 
 CUTOFF = timedelta(minutes=15)

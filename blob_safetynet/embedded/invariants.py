@@ -20,10 +20,10 @@ from urllib.parse import unquote, urlsplit
 
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.sweeper.reconcile import ListedBlob, list_blobs
-from blob_safetynet.sweeper.store import BlobRecord, Document, DocumentStore, Status
+from blob_safetynet.reconcile.listing import ListedBlob, list_blobs
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, tag_condition
+from blob_safetynet.store.documents import BlobRecord, Document, DocumentStore, Status
 from blob_safetynet.sweeper.sweep import SweepReport
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, tag_condition
 
 DESCRIPTIONS = {
     "I1": "no Ready row points to a missing blob",

@@ -31,7 +31,7 @@ import pulumi
 from pulumi_azure_native import authorization
 
 from blob_safetynet.infra.config import Principal
-from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, VERIFY_PREFIX
+from blob_safetynet.settings.vocabulary import HEARTBEAT_BLOB, VERIFY_PREFIX
 
 _BLOBS: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 READ: Final = f"{_BLOBS}/read"

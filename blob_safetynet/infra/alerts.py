@@ -5,7 +5,7 @@ Each rule is a KQL query over the Application Insights component's tables (`cust
 `customMetrics`, `traces`), scoped to the component ("Create or edit a log search alert rule",
 https://learn.microsoft.com/azure/azure-monitor/alerts/alerts-create-log-alert-rule; resource:
 https://learn.microsoft.com/azure/templates/microsoft.insights/scheduledqueryrules). Every name
-a query filters on comes from `blob_safetynet/sweeper/signals.py`, the module the emitters use too, and a test
+a query filters on comes from `blob_safetynet/settings/signals.py`, the module the emitters use too, and a test
 runs each query's filter against the telemetry the code really emits. docs/operations.md has
 each rule's query, threshold and runbook.
 
@@ -26,7 +26,7 @@ from typing import Final
 import pulumi
 from pulumi_azure_native import monitor
 
-from blob_safetynet.sweeper import signals
+from blob_safetynet.settings import signals
 
 MIN_WINDOW: Final = timedelta(minutes=5)
 MAX_FREQUENCY: Final = timedelta(hours=1)
@@ -44,7 +44,7 @@ class AlertRule:
     window: timedelta
     severity: int
     signal: str
-    """The event or metric name the query counts (the one source of truth, blob_safetynet/sweeper/signals.py)."""
+    """The event or metric name the query counts (the one source of truth, blob_safetynet/settings/signals.py)."""
 
     @property
     def absence(self) -> bool:

@@ -38,7 +38,7 @@ from blob_safetynet.infra.monitoring import Monitoring
 from blob_safetynet.infra.package import PackageFile, read_package
 from blob_safetynet.infra.storage import DataAccount
 from blob_safetynet.infra.sweeper_app import SweeperApp
-from blob_safetynet.sweeper import appsettings
+from blob_safetynet.settings import appsettings
 
 COMPONENT_TYPE = "blob-safetynet:index:SafetyNetStorage"
 

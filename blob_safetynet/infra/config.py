@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
-from blob_safetynet.sweeper import appsettings, untrusted
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER
+from blob_safetynet.settings import appsettings, untrusted
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER
 
 NAMESPACE: Final = "blob-safetynet"
 """The Pulumi project name, and so the namespace of every key (`blob-safetynet:<key>`)."""

@@ -1,7 +1,7 @@
 """Builds the sweeper function's deployment zip: code at the root, Linux wheels pre-installed.
 
 The zip is `sweeper/` (function_app.py and host.json, at the root where the Functions host
-looks for them), the whole runtime `blob_safetynet/sweeper/` package beside them, the `blob_safetynet/policies/` package (the
+looks for them), the runtime packages (`settings`, `store`, `protocol`, `sweeper`, `reconcile` of `blob_safetynet/`) beside them, the `blob_safetynet/policies/` package (the
 probes, rules and audit of the verification timer), a requirements.txt, and the dependencies.
 Nothing else of the project: no CLI, no test kit, no tests. It is built from a
 source checkout, because `sweeper/` is a folder, not an installed package.
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from blob_safetynet.infra.lockfile import LockError, TargetPlatform, locked_requirements
-from blob_safetynet.sweeper import atomicfile
+from blob_safetynet.settings import atomicfile
 
 DEFAULT_PYTHON_VERSION: Final = "3.11"
 """Must equal the runtime version the infra program sets (a test compares the two)."""
@@ -56,8 +56,8 @@ FUNCTION_DIR: Final = PROJECT_ROOT / "sweeper"
 """Exactly what sits at the zip root: the entry module and the host configuration."""
 PACKAGE_DIR: Final = PROJECT_ROOT / "blob_safetynet"
 """The import package; the zip holds its `__init__` and the two parts below, nothing else."""
-RUNTIME_PACKAGE_DIR: Final = PACKAGE_DIR / "sweeper"
-"""The runtime package, shipped whole (it holds no build or test code)."""
+RUNTIME_PACKAGES: Final = ("settings", "store", "protocol", "sweeper", "reconcile")
+"""The runtime packages, each shipped whole (they hold no build or test code)."""
 VERIFICATION_PACKAGE_DIR: Final = PACKAGE_DIR / "policies"
 """The probes, rules and audit the verification timer runs, shipped whole with its subpackages;
 function_app imports it per invocation only, so the sweep timer never loads it."""
@@ -137,7 +137,8 @@ def build_zip(
     """
     if not _PYTHON_VERSION.fullmatch(python_version):
         raise BuildError(f"--python-version {python_version!r} is not of the form 3.N (e.g. 3.11)")
-    for folder in (FUNCTION_DIR, RUNTIME_PACKAGE_DIR, VERIFICATION_PACKAGE_DIR):
+    runtime = [PACKAGE_DIR / name for name in RUNTIME_PACKAGES]
+    for folder in (FUNCTION_DIR, *runtime, VERIFICATION_PACKAGE_DIR):
         if not folder.is_dir():
             raise BuildError(f"{folder} is missing: build the function zip from a source checkout")
     check_output(output)
@@ -147,7 +148,8 @@ def build_zip(
         for name in ROOT_FILES:
             shutil.copy2(FUNCTION_DIR / name, stage / name)
         package = stage / PACKAGE_DIR.name
-        _copy_modules(RUNTIME_PACKAGE_DIR, package / "sweeper")
+        for name in RUNTIME_PACKAGES:
+            _copy_package(PACKAGE_DIR / name, package / name)
         shutil.copy2(PACKAGE_DIR / "__init__.py", package / "__init__.py")
         _copy_package(VERIFICATION_PACKAGE_DIR, package / "policies")
         requirements = stage / "requirements.txt"
@@ -182,7 +184,7 @@ def check_output(output: Path) -> None:
 
 def zip_inputs() -> list[Path]:
     """The source files the zip is built from (and the lock file its pins come from)."""
-    modules = sorted(RUNTIME_PACKAGE_DIR.glob("*.py"))
+    modules = sorted(module for name in RUNTIME_PACKAGES for module in _package_modules(name))
     return [*(FUNCTION_DIR / name for name in ROOT_FILES), *modules, PROJECT_ROOT / "uv.lock"]
 
 
@@ -202,10 +204,13 @@ def write_requirements(path: Path, python_version: str) -> None:
     )
 
 
-def _copy_modules(source: Path, target: Path) -> None:
-    target.mkdir(parents=True)
-    for module in sorted(source.glob("*.py")):
-        shutil.copy2(module, target / module.name)
+def _package_modules(name: str) -> list[Path]:
+    source = PACKAGE_DIR / name
+    return [
+        path
+        for path in source.rglob("*.py")
+        if not _SKIPPED_PARTS.intersection(path.relative_to(source).parts)
+    ]
 
 
 def _copy_package(source: Path, target: Path) -> None:

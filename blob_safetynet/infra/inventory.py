@@ -20,8 +20,8 @@ import pulumi
 from pulumi_azure_native import authorization, storage
 
 from blob_safetynet.infra.config import Principal
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
 
 RULE_NAME: Final = appsettings.INVENTORY_RULE.default or "safetynet"
 

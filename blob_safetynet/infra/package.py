@@ -40,7 +40,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
 from blob_safetynet.infra.config import ConfigError
-from blob_safetynet.sweeper import untrusted
+from blob_safetynet.settings import untrusted
 
 ARM_SCOPE: Final = "https://management.azure.com/.default"
 """Kudu on the SCM host accepts ARM-audience tokens (public cloud; sovereign clouds differ)."""

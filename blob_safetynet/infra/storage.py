@@ -10,7 +10,7 @@ from pulumi_azure_native import monitor, storage
 
 from blob_safetynet.infra.config import StackConfig
 from blob_safetynet.infra.network import BlobPrivateEndpoint
-from blob_safetynet.sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
+from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
 
 PENDING_RULE: Final = "delete-abandoned-uploads"
 RETIRED_RULE: Final = "delete-retired-blobs"

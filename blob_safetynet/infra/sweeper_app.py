@@ -38,7 +38,7 @@ from blob_safetynet.infra.storage import (
     hardened_account,
     network_rules,
 )
-from blob_safetynet.sweeper import appsettings
+from blob_safetynet.settings import appsettings
 
 PYTHON_VERSION: Final = "3.11"
 DEPLOYMENT_CONTAINER: Final = "deployments"

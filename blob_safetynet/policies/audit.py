@@ -37,10 +37,10 @@ from blob_safetynet.policies.adapters import arm
 from blob_safetynet.policies.model import Account, Facet, Thresholds
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.appsettings import SettingsError
-from blob_safetynet.sweeper.endpoints import parse_endpoint
-from blob_safetynet.sweeper.redaction import Redactor, display_url, printable
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.appsettings import SettingsError
+from blob_safetynet.settings.endpoints import parse_endpoint
+from blob_safetynet.settings.redaction import Redactor, display_url, printable
 
 if TYPE_CHECKING:
     from azure.mgmt.authorization import AuthorizationManagementClient
@@ -59,7 +59,7 @@ PRICINGS_API_VERSION = "2024-01-01"
 """The Microsoft.Security api-version of the subscription's Defender plans (pricings)."""
 ARM_HOSTS = ("management.azure.com", "management.usgovcloudapi.net", "management.chinacloudapi.cn")
 """Resource Manager of the public, US Government and China clouds (the same documents as the
-blob endpoint suffixes in blob_safetynet/sweeper/settings.py)."""
+blob endpoint suffixes in blob_safetynet/settings/parsed.py)."""
 T = TypeVar("T")
 Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
 """Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""

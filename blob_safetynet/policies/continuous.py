@@ -4,7 +4,7 @@ One run = every probe against the target (with the identity in use, the deployed
 identity, limited by ABAC to `.safetynet/verify/`), the settings rules on the account when an
 audit is given, and a census of every lifecycle canary ever planted. The result becomes one JSON
 history record (blob_safetynet/policies/history.py) and one custom event per check plus per-run metrics in
-Application Insights (names: blob_safetynet/sweeper/signals.py, which the alert rules query as well). The
+Application Insights (names: blob_safetynet/settings/signals.py, which the alert rules query as well). The
 Function's timer and the tests call `verify_continuously` alike; only the clock, the telemetry
 providers and the audit are handed in.
 """
@@ -24,7 +24,7 @@ from blob_safetynet.policies.probes import PROBES, Probe, Target, run_probes
 from blob_safetynet.policies.probes.liveness import canary_census
 from blob_safetynet.policies.probes.runner import VerificationRun
 from blob_safetynet.policies.rules import Finding
-from blob_safetynet.sweeper import signals
+from blob_safetynet.settings import signals
 
 INSTRUMENTATION_SCOPE: Final = "safetynet.verify"
 MAX_DETAIL: Final = 1000

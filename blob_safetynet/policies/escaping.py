@@ -12,7 +12,7 @@ import string
 import unicodedata
 from typing import Final
 
-from blob_safetynet.sweeper.redaction import printable
+from blob_safetynet.settings.redaction import printable
 
 _XML_ALLOWED_CONTROLS: Final = frozenset("\t\n\r")
 _MARKDOWN_SPECIAL: Final = frozenset(string.punctuation)

@@ -19,7 +19,7 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobType, ContainerClient
 
 from blob_safetynet.policies.probes.base import describe_refusal
-from blob_safetynet.sweeper.vocabulary import HISTORY_PREFIX
+from blob_safetynet.settings.vocabulary import HISTORY_PREFIX
 
 SCHEMA: Final = "safetynet.verify.history/1"
 MAX_RECORD_BYTES: Final = 1024 * 1024

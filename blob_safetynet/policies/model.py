@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias, TypeGuard, TypeVar
 
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER
 
 T = TypeVar("T")
 

@@ -39,7 +39,7 @@ from blob_safetynet.policies.model import UNKNOWN, Facet, Thresholds
 from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
 from blob_safetynet.policies.suppressions import read_capped
-from blob_safetynet.sweeper.redaction import printable
+from blob_safetynet.settings.redaction import printable
 
 MAX_FILES: Final = 256
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024

@@ -10,7 +10,7 @@ from typing import Final
 from blob_safetynet.policies.audit import AuditReport, ReadError
 from blob_safetynet.policies.rules import Finding, Outcome
 from blob_safetynet.policies.suppressions import Applied, Baseline, Key
-from blob_safetynet.sweeper import untrusted
+from blob_safetynet.settings import untrusted
 
 SUPPRESSED: Final = "SUPPRESSED"
 STATES: Final = (*(outcome.value for outcome in Outcome), SUPPRESSED)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.protocol import blobs
+from blob_safetynet.store.documents import DocumentStore
 
 EVIDENCE_SAMPLE = 16
 """Rows and records whose blobs a first sweep looks up: a few reads, whatever the table's size."""

@@ -24,7 +24,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.sweeper.vocabulary import (
+from blob_safetynet.settings.vocabulary import (
     HEARTBEAT_BLOB,
     HEARTBEAT_FINISHED_FIELD,
     HEARTBEAT_TABLE_FIELD,

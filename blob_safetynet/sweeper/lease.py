@@ -21,7 +21,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import BlobLeaseClient, ContainerClient
 
-from blob_safetynet.sweeper import untrusted
+from blob_safetynet.settings import untrusted
 
 LEASE_BLOB = ".safetynet/sweeper.lease"
 LEASE_SECONDS = 60

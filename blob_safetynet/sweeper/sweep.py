@@ -29,12 +29,11 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.sweeper import binding, blobs
-from blob_safetynet.sweeper.binding import ContainerBindingError as ContainerBindingError
-from blob_safetynet.sweeper.lease import SweepLease, SweepLeaseLostError
-from blob_safetynet.sweeper.protocol import MAX_NAME_LENGTH, Clock
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import (
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import MAX_NAME_LENGTH, Clock
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
+from blob_safetynet.store.documents import (
     BlobRecord,
     BlobRecordKind,
     Document,
@@ -42,7 +41,9 @@ from blob_safetynet.sweeper.store import (
     Status,
     StoreError,
 )
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
+from blob_safetynet.sweeper import binding
+from blob_safetynet.sweeper.binding import ContainerBindingError as ContainerBindingError
+from blob_safetynet.sweeper.lease import SweepLease, SweepLeaseLostError
 
 log = logging.getLogger("safetynet.sweeper")
 

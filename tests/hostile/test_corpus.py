@@ -25,9 +25,9 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.settings.vocabulary import HEARTBEAT_BLOB, PENDING, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.lease import ACQUIRED, HOLDER, LEASE_BLOB
-from blob_safetynet.sweeper.store import DocumentStore
-from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, PENDING, STATE_TAG
 from testkit.arm_fake import SUBSCRIPTION, FakeArm, compliant_account
 from tests.hostile.corpus import UNICODE, Case, cases
 

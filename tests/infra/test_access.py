@@ -24,7 +24,7 @@ from blob_safetynet.infra.access import (
     WRITE,
     RoleSpec,
 )
-from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, VERIFY_PREFIX
+from blob_safetynet.settings.vocabulary import HEARTBEAT_BLOB, VERIFY_PREFIX
 from tests.infra.conftest import READER_ID, UPLOADER_ID, RunFactory
 from tests.infra.harness import SUBSCRIPTION_ID, RegisteredResource, StackRun
 

@@ -20,7 +20,7 @@ from blob_safetynet.infra.config import (
     load,
     parse,
 )
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER
 from tests.infra.harness import RAW_DEFAULTS, SWEEPER_SUBNET_ID, TEST_DATABASE_URL
 
 GUID = "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"

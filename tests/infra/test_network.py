@@ -10,8 +10,8 @@ import pytest
 
 from blob_safetynet.infra.config import ConfigError, parse
 from blob_safetynet.infra.network import BLOB_ZONE
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.settings import FunctionSettings
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import FunctionSettings
 from tests.infra.conftest import RunFactory
 from tests.infra.harness import (
     NETWORK_GROUP,

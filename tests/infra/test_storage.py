@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from blob_safetynet.infra.storage import AUDITED_LOGS, PENDING_RULE, RETIRED_RULE, VERSIONS_RULE
-from blob_safetynet.sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
+from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
 from tests.infra.conftest import RunFactory
 from tests.infra.harness import DATA_BLOB_SERVICE, RAW_DEFAULTS, RegisteredResource, StackRun
 

@@ -23,9 +23,9 @@ from blob_safetynet.infra.sweeper_app import (
     PYTHON_VERSION,
     STORAGE_BLOB_DATA_OWNER,
 )
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.settings import FunctionSettings, SweepSettings
-from blob_safetynet.sweeper.store import DocumentTable
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import FunctionSettings, SweepSettings
+from blob_safetynet.store.documents import DocumentTable
 from tests.infra.conftest import WITH_PRINCIPALS, RunFactory
 from tests.infra.harness import (
     DEPLOYER_OBJECT_ID,
@@ -376,7 +376,7 @@ def test_the_app_settings_are_what_the_sweepers_loader_accepts(
 
 
 def test_the_program_writes_only_settings_of_the_vocabulary(stack: StackRun) -> None:
-    """Every app setting the program writes is defined in blob_safetynet/sweeper/appsettings.py, and every
+    """Every app setting the program writes is defined in blob_safetynet/settings/appsettings.py, and every
     setting the Function needs without a default (the schedule, the target) is written."""
     written = set(app_settings(stack))
     assert written <= {setting.name for setting in appsettings.SETTINGS}

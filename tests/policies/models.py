@@ -19,7 +19,7 @@ from blob_safetynet.policies.model import (
     TagFilter,
 )
 from blob_safetynet.policies.roles import BUILT_IN_ROLES, RoleDefinition
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
 
 ACCOUNT_ID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/docs"
 BLOB_OWNER = BUILT_IN_ROLES["b7e6dc6d-f1e8-4753-8033-0f276bb0955b"]

@@ -17,11 +17,11 @@ from typing import Any
 
 from azure.storage.blob import BlobClient, ContainerClient
 
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.store import Document, DocumentStore, Status
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
+from blob_safetynet.store.documents import Document, DocumentStore, Status
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
-from blob_safetynet.sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
 
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 

@@ -10,11 +10,11 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper.protocol import Checkpoint, UploadProtocol, no_checkpoint
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import Document, DocumentStore, Status, new_document_id
+from blob_safetynet.protocol.upload import Checkpoint, UploadProtocol, no_checkpoint
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG
+from blob_safetynet.store.documents import Document, DocumentStore, Status, new_document_id
 from blob_safetynet.sweeper.sweep import Sweeper
-from blob_safetynet.sweeper.vocabulary import PENDING, STATE_TAG
 from testkit.fault_proxy import LatencyProxy
 
 CUTOFF = timedelta(minutes=15)

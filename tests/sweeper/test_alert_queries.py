@@ -13,9 +13,9 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.infra.alerts import AlertRule, alert_rules
-from blob_safetynet.sweeper import signals
+from blob_safetynet.settings import signals
+from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.lease import LEASE_BLOB, SweepLeaseStuckError
-from blob_safetynet.sweeper.store import DocumentStore
 from blob_safetynet.sweeper.sweep import SweepReport
 from testkit.kql import run_query
 from tests.sweeper.test_function_app import app_settings

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.appsettings import SettingsError, parse_bool, parse_duration
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.appsettings import SettingsError, parse_bool, parse_duration
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("blob_safetynet", "infra")
@@ -184,13 +184,13 @@ def strings_naming_settings(paths: list[Path]) -> list[str]:
 
 
 def test_the_product_spells_no_setting_name_outside_the_vocabulary() -> None:
-    """Outside blob_safetynet/sweeper/appsettings.py no string literal (a help text or message included) holds a
+    """Outside blob_safetynet/settings/appsettings.py no string literal (a help text or message included) holds a
     setting's name: code says `appsettings.CUTOFF.name`, so a rename cannot leave one behind."""
     paths = [
         path
         for part in PRODUCT
         for path in sorted((ROOT / part).rglob("*.py"))
-        if path != ROOT / "blob_safetynet" / "sweeper" / "appsettings.py"
+        if path != ROOT / "blob_safetynet" / "settings" / "appsettings.py"
     ]
     assert strings_naming_settings(paths) == []
 

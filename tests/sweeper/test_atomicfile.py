@@ -1,4 +1,4 @@
-"""blob_safetynet.sweeper.atomicfile: outputs checked before any work, never onto an input, written atomically."""
+"""blob_safetynet.settings.atomicfile: outputs checked before any work, never onto an input, written atomically."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from blob_safetynet.sweeper import atomicfile
-from blob_safetynet.sweeper.atomicfile import OutputPathError
+from blob_safetynet.settings import atomicfile
+from blob_safetynet.settings.atomicfile import OutputPathError
 
 
 def test_write_text_creates_the_file_with_owner_only_mode(tmp_path: Path) -> None:

@@ -17,10 +17,11 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.embedded.crash import SimulatedCrash, crash_after
-from blob_safetynet.sweeper import binding, blobs
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.reconcile import RepairRefusedError, reconcile
-from blob_safetynet.sweeper.store import Document, DocumentStore, Status
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.reconcile.listing import RepairRefusedError, reconcile
+from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.sweeper import binding
 from tests.conftest import RunCli
 from tests.sweeper.conftest import age_row, stale_rows_in
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from blob_safetynet.protocol import blobs
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 
 
 def test_second_create_only_upload_reports_false_and_keeps_the_first_bytes(

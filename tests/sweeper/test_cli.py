@@ -12,9 +12,9 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.reconcile import list_blobs
-from blob_safetynet.sweeper.store import Document, DocumentStore
+from blob_safetynet.protocol import blobs
+from blob_safetynet.reconcile.listing import list_blobs
+from blob_safetynet.store.documents import Document, DocumentStore
 
 Run = Callable[..., tuple[int, str, str]]
 

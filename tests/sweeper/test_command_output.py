@@ -14,9 +14,9 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.reconcile import (
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.reconcile.listing import (
     SHARE_FLOOR,
     RepairRefusedError,
     apply_plan,
@@ -24,8 +24,8 @@ from blob_safetynet.sweeper.reconcile import (
     plan_orphan_deletion,
     reconcile,
 )
-from blob_safetynet.sweeper.store import DocumentStore
-from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore
 from tests.conftest import RunCli
 from tests.sweeper.conftest import stale_rows_in
 

@@ -15,12 +15,12 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.embedded.invariants import instant_invariants, snapshot
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.protocol import ReservationExpiredError, UploadProtocol
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import DocumentStore, Status
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import ReservationExpiredError, UploadProtocol
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore, Status
 from blob_safetynet.sweeper.sweep import Sweeper
-from blob_safetynet.sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from testkit.fault_proxy import LatencyProxy
 from testkit.service_doubles import ServiceDouble, tag_guarding_service
 from tests.sweeper.conftest import CUTOFF

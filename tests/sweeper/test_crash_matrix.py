@@ -6,8 +6,8 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.crash import CRASH_STEPS, RACES, Race, run_crash_case, run_race_case
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.store import Document, DocumentStore
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.store.documents import Document, DocumentStore
 
 
 @pytest.mark.parametrize("step", CRASH_STEPS)

@@ -15,13 +15,13 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.policies.probes import ProbeOutcome, ProbeSettings, Target, run_probes
 from blob_safetynet.policies.probes.liveness import SWEEPER_HEARTBEAT
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.appsettings import SettingsError, TableNames, table_names
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.appsettings import SettingsError, TableNames, table_names
+from blob_safetynet.settings.parsed import FunctionSettings
+from blob_safetynet.settings.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_TABLE_FIELD
+from blob_safetynet.store.documents import DocumentStore, DocumentTable, Status
 from blob_safetynet.sweeper.heartbeat import write_heartbeat
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.settings import FunctionSettings
-from blob_safetynet.sweeper.store import DocumentStore, DocumentTable, Status
-from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_TABLE_FIELD
 from tests.conftest import RunCli
 from tests.sweeper.conftest import stale_rows_in
 

@@ -14,18 +14,18 @@ from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.crash import SimulatedCrash, crash_after
-from blob_safetynet.sweeper.protocol import (
+from blob_safetynet.protocol.upload import (
     ContentMismatchError,
     ProtocolError,
     ReservationExpiredError,
     UploadFailedError,
     UploadProtocol,
 )
-from blob_safetynet.sweeper.reconcile import list_blobs
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import BlobRecordKind, Document, DocumentStore, Status
+from blob_safetynet.reconcile.listing import list_blobs
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from blob_safetynet.store.documents import BlobRecordKind, Document, DocumentStore, Status
 from blob_safetynet.sweeper.sweep import Sweeper
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 from tests.sweeper.conftest import CUTOFF, later, stale_rows_in
 
 StaleRows = Callable[..., list[Document]]

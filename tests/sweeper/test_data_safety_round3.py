@@ -23,20 +23,21 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.embedded.crash import BLOCK, RacingStream
-from blob_safetynet.sweeper import appsettings, binding
-from blob_safetynet.sweeper.appsettings import SettingsError
-from blob_safetynet.sweeper.protocol import (
+from blob_safetynet.protocol.upload import (
     ContentMismatchError,
     OperationFailedError,
     ReservationExpiredError,
     UploadFailedError,
     UploadProtocol,
 )
-from blob_safetynet.sweeper.reconcile import list_blobs
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import BlobRecordKind, DocumentStore, Status
+from blob_safetynet.reconcile.listing import list_blobs
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.appsettings import SettingsError
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
+from blob_safetynet.store.documents import BlobRecordKind, DocumentStore, Status
+from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.sweep import Sweeper
-from blob_safetynet.sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from testkit.fault_proxy import Fault, LatencyProxy
 from testkit.pg_proxy import postgres_proxy
 from tests.conftest import RunCli

@@ -16,8 +16,8 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.sweeper.settings import FunctionSettings, SettingsError
-from blob_safetynet.sweeper.store import (
+from blob_safetynet.settings.parsed import FunctionSettings, SettingsError
+from blob_safetynet.store.documents import (
     ENTRA_DATABASE_SCOPE,
     DatabaseTokenError,
     DocumentStore,

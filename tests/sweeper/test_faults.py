@@ -26,10 +26,10 @@ from blob_safetynet.embedded.invariants import (
     InvariantWatch,
     check_invariants,
 )
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.store.documents import DocumentStore, Status, StoreError
 from blob_safetynet.sweeper.lease import LEASE_BLOB
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import DocumentStore, Status, StoreError
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from testkit.fault_proxy import INTERNAL_ERROR, SERVER_BUSY, Fault, LatencyProxy, throttled
 from tests.sweeper.conftest import CUTOFF, later, stale_rows_in

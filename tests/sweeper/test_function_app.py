@@ -17,12 +17,12 @@ from azure.functions.timer import TimerRequest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.settings.parsed import SettingsError
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG
+from blob_safetynet.store.documents import Document, DocumentStore, Status
 from blob_safetynet.sweeper.lease import LEASE_BLOB, SweepLease, SweepLeaseStuckError
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.settings import SettingsError
-from blob_safetynet.sweeper.store import Document, DocumentStore, Status
 from blob_safetynet.sweeper.sweep import SweepReport
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
 from tests.sweeper.conftest import age_row
 
 StaleRows = Callable[..., list[Document]]

@@ -14,8 +14,8 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.settings.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
 from blob_safetynet.sweeper.heartbeat import write_heartbeat
-from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD, STATE_TAG
 
 
 def heartbeat(container: ContainerClient) -> dict[str, object]:

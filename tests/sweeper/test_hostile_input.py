@@ -23,10 +23,10 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite, dev_connection_string
 from blob_safetynet.infra.function_zip import BuildError, build_zip
+from blob_safetynet.settings.parsed import SettingsError, check_blob_endpoint
+from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.store.documents import Document, DocumentStore
 from blob_safetynet.sweeper.lease import SweepLease
-from blob_safetynet.sweeper.settings import SettingsError, check_blob_endpoint
-from blob_safetynet.sweeper.store import Document, DocumentStore
-from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.conftest import POSTGRES_ADMIN_URL, RunCli
 from tests.sweeper.conftest import stale_rows_in
 

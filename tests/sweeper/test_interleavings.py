@@ -39,11 +39,11 @@ from blob_safetynet.embedded.crash import (
     crash_after,
 )
 from blob_safetynet.embedded.invariants import DeleteLog, InvariantWatch, check_invariants
+from blob_safetynet.protocol.upload import ProtocolError, UploadProtocol, no_checkpoint
+from blob_safetynet.reconcile.listing import reconcile
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.store.documents import DocumentStore, NameConflictError, Status
 from blob_safetynet.sweeper.lease import SweepLeaseHeldError
-from blob_safetynet.sweeper.protocol import ProtocolError, UploadProtocol, no_checkpoint
-from blob_safetynet.sweeper.reconcile import reconcile
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import DocumentStore, NameConflictError, Status
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from tests.sweeper.conftest import CUTOFF
 

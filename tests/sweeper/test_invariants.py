@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.invariants import InvariantResult, check_invariants, snapshot
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.sweep import SweepReport
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
 
 NOW_PLUS = datetime.now(UTC) + timedelta(days=1)
 

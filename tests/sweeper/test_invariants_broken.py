@@ -9,12 +9,12 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.crash import SimulatedCrash, crash_after, run_crash_case
 from blob_safetynet.embedded.invariants import DeleteLog, InvariantWatch, check_invariants
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import DocumentStore, Status
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore, Status
 from blob_safetynet.sweeper.sweep import Sweeper
-from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.sweeper import broken
 from tests.sweeper.conftest import CUTOFF, age_row, stale_rows_in
 

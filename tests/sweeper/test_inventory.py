@@ -15,8 +15,9 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.inventory import (
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.reconcile.inventory import (
     InventoryConfigError,
     InventoryError,
     download,
@@ -26,11 +27,10 @@ from blob_safetynet.sweeper.inventory import (
     reconcile_inventory,
     sorted_chunks,
 )
+from blob_safetynet.reconcile.listing import Reconciliation, plan_orphan_deletion, reconcile
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.lease import LEASE_BLOB
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.reconcile import Reconciliation, plan_orphan_deletion, reconcile
-from blob_safetynet.sweeper.store import DocumentStore
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 from testkit.fault_proxy import LatencyProxy
 from testkit.inventory import RunSpec, write_run
 from tests.conftest import RunCli

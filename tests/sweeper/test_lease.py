@@ -11,6 +11,8 @@ from azure.storage.blob import BlobLeaseClient, ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.store.documents import Document, DocumentStore
 from blob_safetynet.sweeper.lease import (
     ACQUIRED,
     HEARTBEAT,
@@ -20,8 +22,6 @@ from blob_safetynet.sweeper.lease import (
     SweepLeaseHeldError,
     SweepLeaseStuckError,
 )
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import Document, DocumentStore
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from tests.sweeper.conftest import CUTOFF
 

@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.clients import blob_service_client
-from blob_safetynet.sweeper.reconcile import apply_plan, plan_orphan_deletion, reconcile
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.clients import blob_service_client
+from blob_safetynet.reconcile.listing import apply_plan, plan_orphan_deletion, reconcile
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.sweep import Sweeper
-from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from testkit.fault_proxy import Fault, LatencyProxy
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 

@@ -14,10 +14,10 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.infra import function_zip
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.reconcile import list_blobs
-from blob_safetynet.sweeper.store import DocumentStore
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
+from blob_safetynet.protocol import blobs
+from blob_safetynet.reconcile.listing import list_blobs
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore
 from tests.conftest import RunCli
 
 

@@ -11,15 +11,15 @@ from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.crash import PUT_STEPS, SimulatedCrash, crash_after
-from blob_safetynet.sweeper.protocol import (
+from blob_safetynet.protocol.upload import (
     InvalidNameError,
     ProtocolError,
     ReservationExpiredError,
     UploadProtocol,
 )
-from blob_safetynet.sweeper.reconcile import list_blobs
-from blob_safetynet.sweeper.store import BlobRecordKind, DocumentStore, NameConflictError, Status
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from blob_safetynet.reconcile.listing import list_blobs
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from blob_safetynet.store.documents import BlobRecordKind, DocumentStore, NameConflictError, Status
 
 
 def blob_state(container: ContainerClient, name: str) -> str:

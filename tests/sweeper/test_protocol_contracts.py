@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.sweeper.protocol import (
+from blob_safetynet.protocol.upload import (
     ConcurrentReplaceError,
     InvalidNameError,
     ProtocolError,
     ReservationExpiredError,
     UploadProtocol,
 )
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import DocumentStore, Status
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore, Status
 from blob_safetynet.sweeper.sweep import Sweeper
-from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
 

@@ -14,17 +14,17 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.reconcile import (
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.reconcile.listing import (
     RepairRefusedError,
     apply_plan,
     list_blobs,
     plan_orphan_deletion,
     reconcile,
 )
-from blob_safetynet.sweeper.store import Document, DocumentStore, Status, new_document_id
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG
+from blob_safetynet.store.documents import Document, DocumentStore, Status, new_document_id
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 

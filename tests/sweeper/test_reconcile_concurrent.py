@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.reconcile import reconcile
-from blob_safetynet.sweeper.store import Document, DocumentStore
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.reconcile.listing import reconcile
+from blob_safetynet.store.documents import Document, DocumentStore
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 

@@ -10,19 +10,20 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.crash import SimulatedCrash, crash_after
-from blob_safetynet.sweeper import binding, blobs
-from blob_safetynet.sweeper.protocol import ProtocolError, ReservationExpiredError, UploadProtocol
-from blob_safetynet.sweeper.reconcile import (
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import ProtocolError, ReservationExpiredError, UploadProtocol
+from blob_safetynet.reconcile.listing import (
     RepairRefusedError,
     apply_plan,
     list_blobs,
     plan_orphan_deletion,
     reconcile,
 )
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import Document, DocumentStore, DocumentTable, Status
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
+from blob_safetynet.store.documents import Document, DocumentStore, DocumentTable, Status
+from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.sweep import ContainerBindingError, Sweeper
-from blob_safetynet.sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from tests.sweeper.conftest import CUTOFF
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from blob_safetynet.sweeper.settings import SettingsError, SweepSettings
+from blob_safetynet.settings.parsed import SettingsError, SweepSettings
 
 
 @pytest.mark.parametrize(

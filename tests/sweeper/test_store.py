@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from blob_safetynet.cli.main import main
-from blob_safetynet.sweeper.store import (
+from blob_safetynet.store.documents import (
     Document,
     DocumentStore,
     DocumentTable,

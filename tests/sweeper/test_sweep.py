@@ -10,13 +10,13 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.reconcile.listing import list_blobs
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.store.documents import Document, DocumentStore, Status
 from blob_safetynet.sweeper.lease import SweepLease, SweepLeaseHeldError
-from blob_safetynet.sweeper.protocol import UploadProtocol
-from blob_safetynet.sweeper.reconcile import list_blobs
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import Document, DocumentStore, Status
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
-from blob_safetynet.sweeper.vocabulary import COMMITTED, STATE_TAG
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
 StaleRows = Callable[..., list[Document]]

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from testkit.fault_proxy import LatencyProxy
 from tests.sweeper.conftest import CUTOFF, later, stale_rows_in

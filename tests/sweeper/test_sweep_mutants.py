@@ -20,17 +20,19 @@ from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.sweeper import binding, blobs
-from blob_safetynet.sweeper.blobs import BINDING_BLOB
-from blob_safetynet.sweeper.lease import ACQUIRED, LEASE_BLOB, LEASE_SECONDS, SweepLease
-from blob_safetynet.sweeper.settings import SweepSettings
-from blob_safetynet.sweeper.store import (
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.blobs import BINDING_BLOB
+from blob_safetynet.settings.parsed import SweepSettings
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
+from blob_safetynet.store.documents import (
     BlobRecordKind,
     Document,
     DocumentStore,
     Status,
     new_document_id,
 )
+from blob_safetynet.sweeper import binding
+from blob_safetynet.sweeper.lease import ACQUIRED, LEASE_BLOB, LEASE_SECONDS, SweepLease
 from blob_safetynet.sweeper.sweep import (
     BlobOutcome,
     ContainerBindingError,
@@ -39,7 +41,6 @@ from blob_safetynet.sweeper.sweep import (
     Verdict,
     _code,
 )
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 from testkit.fault_proxy import Fault, LatencyProxy
 from tests.sweeper.conftest import CUTOFF
 

@@ -15,10 +15,10 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.reconcile import plan_orphan_deletion, reconcile
-from blob_safetynet.sweeper.store import DocumentStore
-from blob_safetynet.sweeper.vocabulary import COMMITTED, HEARTBEAT_BLOB, STATE_TAG
+from blob_safetynet.protocol import blobs
+from blob_safetynet.reconcile.listing import plan_orphan_deletion, reconcile
+from blob_safetynet.settings.vocabulary import COMMITTED, HEARTBEAT_BLOB, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore
 from testkit.fault_proxy import LatencyProxy
 from tests.conftest import REPO, RunCli
 from tests.sweeper.conftest import stale_rows_in

@@ -17,7 +17,9 @@ from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.infra.config import ConfigError, parse
 from blob_safetynet.infra.package import DeployerIdentityError, token_object_id
-from blob_safetynet.sweeper import untrusted
+from blob_safetynet.settings import untrusted
+from blob_safetynet.settings.untrusted import UntrustedInputError
+from blob_safetynet.store.documents import Document, DocumentStore
 from blob_safetynet.sweeper.lease import (
     ACQUIRED,
     HOLDER,
@@ -25,8 +27,6 @@ from blob_safetynet.sweeper.lease import (
     SweepLease,
     SweepLeaseHeldError,
 )
-from blob_safetynet.sweeper.store import Document, DocumentStore
-from blob_safetynet.sweeper.untrusted import UntrustedInputError
 from tests.conftest import RunCli
 from tests.infra.harness import RAW_DEFAULTS
 

@@ -15,8 +15,8 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.policies.history import read_history
 from blob_safetynet.policies.probes import PROBES
-from blob_safetynet.sweeper import appsettings, signals
-from blob_safetynet.sweeper.settings import SettingsError
+from blob_safetynet.settings import appsettings, signals
+from blob_safetynet.settings.parsed import SettingsError
 from testkit.arm_fake import TOKEN, FakeArm, compliant_account, set_path
 from testkit.telemetry import RecordedTelemetry
 from tests.sweeper.test_function_app import indexed_functions

@@ -35,8 +35,8 @@ from blob_safetynet.policies.probes.writes import (
     CREATE_ONLY,
     TAG_GUARDED_DELETE,
 )
+from blob_safetynet.settings.vocabulary import HEARTBEAT_BLOB
 from blob_safetynet.sweeper.heartbeat import heartbeat_body, write_heartbeat
-from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB
 from testkit.service_doubles import (
     Misbehaviour,
     Refusal,

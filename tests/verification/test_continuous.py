@@ -16,8 +16,8 @@ from blob_safetynet.policies.history import HistoryError, read_history, write_re
 from blob_safetynet.policies.probes import PROBES, ProbeSettings, Target
 from blob_safetynet.policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
 from blob_safetynet.policies.rules import RULES, Finding, Outcome
-from blob_safetynet.sweeper import signals
-from blob_safetynet.sweeper.vocabulary import HISTORY_PREFIX
+from blob_safetynet.settings import signals
+from blob_safetynet.settings.vocabulary import HISTORY_PREFIX
 from testkit.service_doubles import soft_deleting_service
 from testkit.telemetry import RecordedTelemetry
 

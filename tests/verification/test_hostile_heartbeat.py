@@ -7,7 +7,7 @@ import pytest
 
 from blob_safetynet.policies.probes import ProbeOutcome
 from blob_safetynet.policies.probes.liveness import SWEEPER_HEARTBEAT
-from blob_safetynet.sweeper.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD
+from blob_safetynet.settings.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_FINISHED_FIELD
 from tests.verification.conftest import ProbeTarget, _fresh_container
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]

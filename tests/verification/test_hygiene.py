@@ -20,7 +20,7 @@ from blob_safetynet.policies.probes import (
     run_probes,
 )
 from blob_safetynet.policies.probes.liveness import CANARY
-from blob_safetynet.sweeper.vocabulary import (
+from blob_safetynet.settings.vocabulary import (
     COMMITTED,
     HEARTBEAT_BLOB,
     PENDING,

@@ -26,8 +26,8 @@ from blob_safetynet.cli.commands.target import (
     open_target,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.sweeper import adopt
-from blob_safetynet.sweeper.redaction import printable
+from blob_safetynet.reconcile import adopt
+from blob_safetynet.settings.redaction import printable
 
 LOG = logging.getLogger("safetynet.adopt")
 

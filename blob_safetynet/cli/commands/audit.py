@@ -48,9 +48,9 @@ from blob_safetynet.policies.report_view import (
 )
 from blob_safetynet.policies.rules import RULES, Outcome, Severity
 from blob_safetynet.policies.suppressions import Baseline
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.redaction import Redactor, printable
-from blob_safetynet.sweeper.settings import SettingsError, check_container_name
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import SettingsError, check_container_name
+from blob_safetynet.settings.redaction import Redactor, printable
 
 TOKEN_ENV = appsettings.ARM_TOKEN.name
 NO_FAIL = "none"

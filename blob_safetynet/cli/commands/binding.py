@@ -24,10 +24,10 @@ from blob_safetynet.cli.commands.target import (
     open_target,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.settings.redaction import printable
+from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.binding import Binding, ContainerBindingError
-from blob_safetynet.sweeper.redaction import printable
-from blob_safetynet.sweeper.store import DocumentStore
 
 Action = Callable[[DocumentStore, ContainerClient], Binding]
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from blob_safetynet.cli.exitcodes import ExitCode, help_epilog
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.redaction import RedactingFilter, Redactor, printable, secrets_in
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.redaction import RedactingFilter, Redactor, printable, secrets_in
 
 SECRET_ENV = appsettings.SECRET_NAMES
 MAX_LISTED_ERRORS = 20

@@ -14,10 +14,9 @@ from collections.abc import Callable
 
 from blob_safetynet.cli.commands.common import fail
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.clients import database_credential
-from blob_safetynet.sweeper.redaction import display_db_url
-from blob_safetynet.sweeper.settings import (
+from blob_safetynet.protocol.clients import database_credential
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import (
     DB_AUTH_ENTRA,
     DB_AUTH_MODES,
     DB_AUTH_PASSWORD,
@@ -26,7 +25,8 @@ from blob_safetynet.sweeper.settings import (
     check_database_url,
     parse_db_auth,
 )
-from blob_safetynet.sweeper.store import DocumentStore, DocumentTable, StoreError, is_unreachable
+from blob_safetynet.settings.redaction import display_db_url
+from blob_safetynet.store.documents import DocumentStore, DocumentTable, StoreError, is_unreachable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

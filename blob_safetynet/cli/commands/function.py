@@ -14,7 +14,7 @@ from blob_safetynet.infra.function_zip import (
     BuildError,
     build_zip,
 )
-from blob_safetynet.sweeper.redaction import printable
+from blob_safetynet.settings.redaction import printable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

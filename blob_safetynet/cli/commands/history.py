@@ -34,8 +34,8 @@ from blob_safetynet.policies.history import (
     HistoryError,
     read_history,
 )
-from blob_safetynet.sweeper import signals
-from blob_safetynet.sweeper.redaction import printable
+from blob_safetynet.settings import signals
+from blob_safetynet.settings.redaction import printable
 
 SYMBOLS: Final = {"PASS": "P", "FAIL": "F", "NOT_VERIFIABLE": "N", "UNKNOWN": "U"}
 ABSENT: Final = "-"

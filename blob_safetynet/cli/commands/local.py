@@ -21,7 +21,7 @@ from typing import Any
 from blob_safetynet.cli.commands.common import ascii_int, fail
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import DEV_ACCOUNT, Azurite, AzuriteError
-from blob_safetynet.sweeper import appsettings
+from blob_safetynet.settings import appsettings
 
 DEFAULT_PORT = 10000
 """Azurite's own default blob port, the one `UseDevelopmentStorage=true` names."""

@@ -4,7 +4,7 @@
 `--output PATH` takes `--format`'s format (the old form keeps working). Every path is checked
 (its folder exists and is writable, it is no folder, no two outputs are the same file, none is
 one of the command's inputs) before the command reads or acts on anything, and each file is
-written atomically through `blob_safetynet.sweeper.atomicfile`.
+written atomically through `blob_safetynet.settings.atomicfile`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blob_safetynet.cli.commands.common import UsageError
-from blob_safetynet.sweeper import atomicfile
-from blob_safetynet.sweeper.redaction import Redactor, printable
+from blob_safetynet.settings import atomicfile
+from blob_safetynet.settings.redaction import Redactor, printable
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,7 @@ from blob_safetynet.cli.commands.target import (
     open_target,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.sweeper import appsettings, atomicfile, untrusted
-from blob_safetynet.sweeper.reconcile import (
+from blob_safetynet.reconcile.listing import (
     MAX_ORPHAN_SHARE,
     SHARE_FLOOR,
     Reconciliation,
@@ -49,9 +48,10 @@ from blob_safetynet.sweeper.reconcile import (
     plan_orphan_deletion,
     reconcile,
 )
-from blob_safetynet.sweeper.redaction import printable
-from blob_safetynet.sweeper.settings import SettingsError
-from blob_safetynet.sweeper.store import DocumentStore
+from blob_safetynet.settings import appsettings, atomicfile, untrusted
+from blob_safetynet.settings.parsed import SettingsError
+from blob_safetynet.settings.redaction import printable
+from blob_safetynet.store.documents import DocumentStore
 
 MAX_PLAN_BYTES = 64 * 2**20
 """A plan lists one blob per ~150 bytes: this is several hundred thousand deletions."""

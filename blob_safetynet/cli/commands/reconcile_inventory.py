@@ -1,6 +1,6 @@
 """`safetynet reconcile --inventory`: judge from Blob Inventory's newest run instead of a listing.
 
-The reader (blob_safetynet/sweeper/inventory.py, pyarrow) is imported only when the option is given, so the
+The reader (blob_safetynet/reconcile/inventory.py, pyarrow) is imported only when the option is given, so the
 listing path runs without the `inventory` extra.
 """
 
@@ -16,11 +16,11 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.cli.commands.common import CommandError, UsageError
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.reconcile import Reconciliation
-from blob_safetynet.sweeper.settings import SettingsError, check_container_name
-from blob_safetynet.sweeper.store import DocumentStore
-from blob_safetynet.sweeper.vocabulary import DEFAULT_INVENTORY_CONTAINER
+from blob_safetynet.reconcile.listing import Reconciliation
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import SettingsError, check_container_name
+from blob_safetynet.settings.vocabulary import DEFAULT_INVENTORY_CONTAINER
+from blob_safetynet.store.documents import DocumentStore
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def reconcile_by_inventory(
     repair: bool,
 ) -> Reconciliation:
     """Reconcile from the inventory; an unusable run is exit 3, a wrong rule or setup exit 2."""
-    from blob_safetynet.sweeper import inventory
+    from blob_safetynet.reconcile import inventory
 
     destination = container._get_blob_service_client().get_container_client(options.container)
     try:

@@ -30,7 +30,9 @@ from blob_safetynet.cli.commands.target import (
     open_target,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.sweeper import appsettings
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import SettingsError, SweepSettings
+from blob_safetynet.settings.redaction import printable
 from blob_safetynet.sweeper.binding import ContainerBindingError
 from blob_safetynet.sweeper.heartbeat import write_heartbeat
 from blob_safetynet.sweeper.lease import (
@@ -38,8 +40,6 @@ from blob_safetynet.sweeper.lease import (
     SweepLeaseLostError,
     SweepLeaseStuckError,
 )
-from blob_safetynet.sweeper.redaction import printable
-from blob_safetynet.sweeper.settings import SettingsError, SweepSettings
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 
 

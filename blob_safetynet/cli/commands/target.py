@@ -27,12 +27,12 @@ from blob_safetynet.cli.commands.db import (
     table_layout,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.clients import blob_service_client
-from blob_safetynet.sweeper.redaction import printable
-from blob_safetynet.sweeper.settings import SettingsError, check_container_name
-from blob_safetynet.sweeper.store import DocumentStore, StoreError, is_unreachable
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER
+from blob_safetynet.protocol.clients import blob_service_client
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import SettingsError, check_container_name
+from blob_safetynet.settings.redaction import printable
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER
+from blob_safetynet.store.documents import DocumentStore, StoreError, is_unreachable
 
 TARGET_ERRORS = (SettingsError, StoreError, AzureError)
 """What opening a target or running on it may raise; `classify` gives each its exit code."""

@@ -50,11 +50,11 @@ from blob_safetynet.policies.probes.runner import VerificationRun, describe_targ
 from blob_safetynet.policies.probes.writes import CONCURRENT_WRITERS
 from blob_safetynet.policies.report import VERIFY_RENDERERS
 from blob_safetynet.policies.rules import Finding, Outcome
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.pooling import pooled_transport
-from blob_safetynet.sweeper.redaction import Redactor, printable
-from blob_safetynet.sweeper.settings import SettingsError
-from blob_safetynet.sweeper.vocabulary import PENDING, STATE_TAG
+from blob_safetynet.protocol.pooling import pooled_transport
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import SettingsError
+from blob_safetynet.settings.redaction import Redactor, printable
+from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG
 
 DEFAULTS = Thresholds()
 SECOND_FIELDS = ("CLIENT_ID", "TENANT_ID", "CLIENT_SECRET", "FEDERATED_TOKEN_FILE")

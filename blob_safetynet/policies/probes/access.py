@@ -39,7 +39,7 @@ from blob_safetynet.policies.probes.base import (
     payload,
     status_and_code,
 )
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG, tag_condition
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG, tag_condition
 
 SHARED_KEY_DOC = "https://learn.microsoft.com/azure/storage/common/shared-key-authorization-prevent"
 ERROR_CODES_DOC = "https://learn.microsoft.com/rest/api/storageservices/common-rest-api-error-codes"

@@ -33,8 +33,8 @@ from azure.storage.blob import (
 )
 
 from blob_safetynet.policies.model import Thresholds
-from blob_safetynet.sweeper.endpoints import is_loopback_host
-from blob_safetynet.sweeper.vocabulary import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
+from blob_safetynet.settings.endpoints import is_loopback_host
+from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
 
 EXISTS_REFUSALS = frozenset({(409, "BlobAlreadyExists"), (412, "ConditionNotMet")})
 """A create-only write refused because the blob exists. Azurite answers 409 BlobAlreadyExists;

@@ -33,9 +33,9 @@ from blob_safetynet.policies.probes.base import (
     passed,
     payload,
 )
-from blob_safetynet.sweeper import untrusted
-from blob_safetynet.sweeper.redaction import printable
-from blob_safetynet.sweeper.vocabulary import (
+from blob_safetynet.settings import untrusted
+from blob_safetynet.settings.redaction import printable
+from blob_safetynet.settings.vocabulary import (
     DEFAULT_TABLE,
     HEARTBEAT_BLOB,
     HEARTBEAT_FINISHED_FIELD,

@@ -30,7 +30,7 @@ from blob_safetynet.policies.probes.base import (
     payload,
     status_and_code,
 )
-from blob_safetynet.sweeper.vocabulary import PENDING, tag_condition
+from blob_safetynet.settings.vocabulary import PENDING, tag_condition
 
 NOT_IMPLEMENTED = 501
 

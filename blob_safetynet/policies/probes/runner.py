@@ -24,7 +24,7 @@ from blob_safetynet.policies.probes.base import (
     status_and_code,
 )
 from blob_safetynet.policies.rules import Finding
-from blob_safetynet.sweeper.vocabulary import PENDING, RETIRED, STATE_TAG, tag_condition
+from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG, tag_condition
 
 DELETABLE_STATES = (PENDING, RETIRED)
 """The states this project deletes blobs in (invariant I3)."""

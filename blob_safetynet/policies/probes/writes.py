@@ -32,7 +32,7 @@ from blob_safetynet.policies.probes.base import (
     put_pending_if_missing,
     status_and_code,
 )
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 
 CONCURRENT_WRITERS = 20
 CONDITIONAL_HEADERS_DOC = "https://learn.microsoft.com/rest/api/storageservices/specifying-conditional-headers-for-blob-service-operations"

@@ -12,7 +12,7 @@ from blob_safetynet.policies.rules.base import (
     passed,
     unknown,
 )
-from blob_safetynet.sweeper.vocabulary import PENDING, STATE_TAG
+from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG
 
 BLOCK_BLOB = "blockBlob"
 

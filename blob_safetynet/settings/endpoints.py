@@ -19,8 +19,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from blob_safetynet.sweeper.appsettings import SettingsError
-from blob_safetynet.sweeper.redaction import display_url
+from blob_safetynet.settings.appsettings import SettingsError
+from blob_safetynet.settings.redaction import display_url
 
 _URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://(?P<authority>[^/?#]*)(?P<rest>.*)")
 _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9\-]{0,61}[a-z0-9])?", re.ASCII)

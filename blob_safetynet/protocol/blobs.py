@@ -19,8 +19,8 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobClient, BlobType, ContainerClient
 
-from blob_safetynet.sweeper.endpoints import is_loopback_host
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
+from blob_safetynet.settings.endpoints import is_loopback_host
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 
 EXISTS_STATUSES = frozenset({409, 412})
 """Azurite answers 409 BlobAlreadyExists to a failed create-only write; the REST docs say 412."""

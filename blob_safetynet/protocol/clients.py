@@ -8,8 +8,8 @@ import os
 from azure.core.credentials import TokenCredential
 from azure.storage.blob import BlobServiceClient, ExponentialRetry
 
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.settings import DB_AUTH_ENTRA, SettingsError, check_blob_endpoint
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.parsed import DB_AUTH_ENTRA, SettingsError, check_blob_endpoint
 
 CONNECTION_TIMEOUT_S = 10
 READ_TIMEOUT_S = 20

@@ -22,7 +22,7 @@ ordered query through `COPY (...) TO STDOUT` as CSV, parsed by pyarrow in 8 MiB 
 is buffered on either side, and it moves rows about 1.7 times as fast as a server-side cursor
 (`fetchmany`) did here; SQLite streams with `stream_results`/`yield_per`. A pair the report makes look wrong is never reported
 from the report: the blob is read live (its properties and tags) and its row again, and the
-listing path's own rules (`blob_safetynet.sweeper.reconcile.Judge`) decide on what is there now. So a blob
+listing path's own rules (`blob_safetynet.reconcile.listing.Judge`) decide on what is there now. So a blob
 changed or deleted since the run, or a row whose blob came after it, is judged as it is now.
 """
 
@@ -46,7 +46,7 @@ import sqlalchemy as sa
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.sweeper.reconcile import (
+from blob_safetynet.reconcile.listing import (
     INTERNAL_PREFIX,
     Judge,
     ListedBlob,
@@ -54,8 +54,8 @@ from blob_safetynet.sweeper.reconcile import (
     check_binding,
     row_judged,
 )
-from blob_safetynet.sweeper.store import DocumentStore, Status
-from blob_safetynet.sweeper.vocabulary import PENDING, RETIRED, STATE_TAG
+from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore, Status
 
 NAME: Final = "Name"
 LAST_MODIFIED: Final = "Last-Modified"
@@ -649,7 +649,7 @@ def reconcile_inventory(
 
     Both are joined a window at a time with vectorized tests for the few suspects; every
     suspect is judged on the blob read now and the row read again, never on the report alone;
-    with `repair`, as `blob_safetynet.sweeper.reconcile.reconcile` repairs.
+    with `repair`, as `blob_safetynet.reconcile.listing.reconcile` repairs.
     """
     if repair:
         check_binding(store, container)

@@ -12,14 +12,14 @@ from urllib.parse import unquote, urlsplit
 
 import sqlalchemy as sa
 
-from blob_safetynet.sweeper import appsettings
-from blob_safetynet.sweeper.appsettings import DB_AUTH_ENTRA as DB_AUTH_ENTRA
-from blob_safetynet.sweeper.appsettings import DB_AUTH_MODES as DB_AUTH_MODES
-from blob_safetynet.sweeper.appsettings import DB_AUTH_PASSWORD as DB_AUTH_PASSWORD
-from blob_safetynet.sweeper.appsettings import SettingsError as SettingsError
-from blob_safetynet.sweeper.endpoints import is_loopback_host, parse_endpoint
-from blob_safetynet.sweeper.redaction import display_db_url, display_url, printable
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER
+from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.appsettings import DB_AUTH_ENTRA as DB_AUTH_ENTRA
+from blob_safetynet.settings.appsettings import DB_AUTH_MODES as DB_AUTH_MODES
+from blob_safetynet.settings.appsettings import DB_AUTH_PASSWORD as DB_AUTH_PASSWORD
+from blob_safetynet.settings.appsettings import SettingsError as SettingsError
+from blob_safetynet.settings.endpoints import is_loopback_host, parse_endpoint
+from blob_safetynet.settings.redaction import display_db_url, display_url, printable
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER
 
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}", re.ASCII)
 """3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit:
@@ -249,7 +249,7 @@ def check_database_url(
 
 @dataclass(frozen=True)
 class FunctionSettings:
-    """The Azure Function's app settings (names in blob_safetynet/sweeper/appsettings.py, documented in docs/configuration.md)."""
+    """The Azure Function's app settings (names in blob_safetynet/settings/appsettings.py, documented in docs/configuration.md)."""
 
     db_url: str
     account_url: str | None

@@ -21,10 +21,11 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import BlobClient, ContainerClient
 
-from blob_safetynet.sweeper import binding, blobs
+from blob_safetynet.protocol import blobs
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
+from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.lease import LEASE_BLOB
-from blob_safetynet.sweeper.store import Document, DocumentStore, Status
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 
 INTERNAL_PREFIX = LEASE_BLOB.split("/", 1)[0] + "/"
 MAX_ORPHAN_SHARE = 0.05

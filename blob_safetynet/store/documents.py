@@ -23,9 +23,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from blob_safetynet.sweeper.appsettings import TableNames, qualified_name
-from blob_safetynet.sweeper.redaction import display_db_url, printable
-from blob_safetynet.sweeper.settings import SettingsError, check_entra_url
+from blob_safetynet.settings.appsettings import TableNames, qualified_name
+from blob_safetynet.settings.parsed import SettingsError, check_entra_url
+from blob_safetynet.settings.redaction import display_db_url, printable
 
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
 SUPPORTED_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")

@@ -31,10 +31,10 @@ from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoun
 from azure.storage.blob import ContainerClient
 from sqlalchemy.engine import Connection
 
-from blob_safetynet.sweeper.pooling import pooled_container
-from blob_safetynet.sweeper.redaction import display_db_url
-from blob_safetynet.sweeper.store import DocumentStore, Status, StoreError
-from blob_safetynet.sweeper.vocabulary import COMMITTED, PENDING, STATE_TAG
+from blob_safetynet.protocol.pooling import pooled_container
+from blob_safetynet.settings.redaction import display_db_url
+from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore, Status, StoreError
 
 INTERNAL_PREFIX = ".safetynet/"
 """The toolkit's own blobs (binding, heartbeat, verify probes): never a document."""

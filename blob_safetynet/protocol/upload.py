@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import BlobClient, ContainerClient
 
-from blob_safetynet.sweeper import blobs
-from blob_safetynet.sweeper.store import (
+from blob_safetynet.protocol import blobs
+from blob_safetynet.settings.vocabulary import PENDING
+from blob_safetynet.store.documents import (
     Content,
     Document,
     DocumentStore,
@@ -28,7 +29,6 @@ from blob_safetynet.sweeper.store import (
     SwitchResult,
     new_document_id,
 )
-from blob_safetynet.sweeper.vocabulary import PENDING
 
 MAX_NAME_LENGTH = 1024
 _EXTENSION = re.compile(r"(\.[A-Za-z0-9]{1,16})?")

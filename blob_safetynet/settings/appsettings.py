@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, NoReturn, TypeVar
 
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER, DEFAULT_TABLE
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, DEFAULT_TABLE
 
 
 class SettingsError(ValueError):
