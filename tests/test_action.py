@@ -277,3 +277,62 @@ def test_a_step_that_never_reported_fails_closed(workspace: Path, tmp_path: Path
     assert result.outcomes["run"] == "skipped"
     assert result.outputs["exit-code"] == ""
     assert result.outcomes["verdict"] == "failure"
+
+
+def test_verify_step_on_the_embedded_emulator_summarises_its_table(workspace: Path) -> None:
+    """`command: verify` with no target probes an embedded Azurite: the summary holds the
+    probes' table in a code block, the outputs hold the JSON report's counts, SARIF goes to
+    upload-sarif under safetynet-verify, and a clean run passes."""
+    result = run({"command": "verify", "python": sys.executable}, workspace)
+    summary = json.loads(Path(result.outputs["json"]).read_text())["summary"]
+    assert result.outputs["exit-code"] == "0", result.log
+    assert not result.failed
+    assert "SNV-CREATE-ONLY" in result.summary
+    assert "```text" in result.summary
+    assert int(result.outputs["pass"]) == summary["PASS"] > 0
+    assert int(result.outputs["unknown"]) == summary["NOT_VERIFIABLE"]
+    (given,) = [g for uses, g in result.uses if "upload-sarif" in uses]
+    assert given["category"] == "safetynet-verify"
+
+
+def test_a_code_block_cannot_be_closed_by_the_text_it_holds() -> None:
+    """The summary's code block uses a fence longer than any run of backticks in the text."""
+    from blob_safetynet.cli.ci import fenced
+
+    block = fenced("detail ```` still inside")
+    fence = block.splitlines()[0].removesuffix("text")
+    assert len(fence) == 5
+    assert block.rstrip().endswith(fence)
+
+
+def test_preview_maps_a_mandatory_violation_to_findings(workspace: Path, tmp_path: Path) -> None:
+    """`command: preview` runs `pulumi preview --stack S --policy-pack <the action's policies>`
+    and reads its "[mandatory]" violation lines as exit 1. The Pulumi CLI cannot be installed
+    here (it downloads from outside the package registries), so a stand-in on PATH prints what Pulumi prints
+    for a violation (https://www.pulumi.com/docs/iac/crossguard/get-started/) and records its
+    arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pulumi = bin_dir / "pulumi"
+    pulumi.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" > {tmp_path}/argv\n'
+        'echo "Policy Violations:"\n'
+        'echo "    [mandatory]  safetynet v0.1.0  sn-soft-delete (acct: azure-native:storage:StorageAccount)"\n'
+        "exit 255\n"
+    )
+    pulumi.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin"}
+    result = run({"command": "preview", "stack": "dev", "python": sys.executable}, workspace, env)
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv == [
+        "preview",
+        "--stack",
+        "dev",
+        "--policy-pack",
+        str(ROOT / "policies"),
+        "--non-interactive",
+    ]
+    assert result.outputs["exit-code"] == str(int(ExitCode.FINDINGS))
+    assert "[mandatory]" in result.summary
+    assert result.failed
