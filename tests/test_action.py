@@ -336,3 +336,25 @@ def test_preview_maps_a_mandatory_violation_to_findings(workspace: Path, tmp_pat
     assert result.outputs["exit-code"] == str(int(ExitCode.FINDINGS))
     assert "[mandatory]" in result.summary
     assert result.failed
+
+
+def test_a_report_of_an_earlier_run_is_not_read_as_this_ones(workspace: Path) -> None:
+    """A JSON report left by an earlier run in the reports folder is removed first: a run the
+    CLI refuses (exit 2) has empty counts, not the old ones."""
+    first = run(with_vars(action_steps()["files"]["with"]), workspace)
+    assert first.outputs["fail"] != ""
+    inputs = {**with_vars(action_steps()["files"]["with"]), "args": "--storage-api-version nope"}
+    second = run(inputs, workspace)
+    assert second.outputs["exit-code"] == str(int(ExitCode.USAGE))
+    assert second.outputs["fail"] == ""
+    assert second.outputs["json"] == ""
+
+
+def test_a_reports_dir_that_is_a_file_is_bad_usage(workspace: Path) -> None:
+    """reports-dir naming a file: exit 2 with the input named, no traceback."""
+    (workspace / "taken").write_text("x")
+    inputs = {**with_vars(action_steps()["files"]["with"]), "reports-dir": "taken"}
+    result = run(inputs, workspace)
+    assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
+    assert "input reports-dir" in result.summary
+    assert "Traceback" not in result.log

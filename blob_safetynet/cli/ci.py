@@ -184,9 +184,20 @@ def report_paths(step: Step) -> dict[str, Path]:
     return {f: step.reports / f"{step.command}.{EXTENSIONS[f]}" for f in step.formats}
 
 
+def prepare(step: Step) -> None:
+    """The reports folder made, and this command's reports of an earlier run removed, so no
+    count or path of a stale file is read as this run's."""
+    try:
+        step.reports.mkdir(parents=True, exist_ok=True)
+        for path in report_paths(step).values():
+            path.unlink(missing_ok=True)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise InputError(f"input reports-dir '{printable(str(step.reports))}': {reason}") from None
+
+
 def run_safetynet(step: Step, cli: Callable[[Sequence[str]], int]) -> int:
     """The CLI's exit code for the step, every report written to its path."""
-    step.reports.mkdir(parents=True, exist_ok=True)
     outputs = [w for f, p in report_paths(step).items() for w in ("--output", f"{f}={p}")]
     subcommand = ["audit"] if step.command == "audit-files" else [step.command]
     category = ["--sarif-category", step.category] if "sarif" in step.formats else []
@@ -317,9 +328,13 @@ class Azure(Runner):
         self.out(f"##vso[task.setvariable variable={plain}]{_vso(value)}")
 
     def summary(self, text: str, reports: Path, name: str) -> None:
-        reports.mkdir(parents=True, exist_ok=True)
         path = reports / f"{name}.summary.md"
-        path.write_text(text, encoding="utf-8")
+        try:
+            reports.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as error:
+            self.error(f"cannot write the summary {printable(str(path))}: {error.strerror}")
+            return
         self.out(f"##vso[task.uploadsummary]{_vso(str(path.resolve()))}")
 
     def error(self, text: str) -> None:
@@ -339,6 +354,7 @@ def step_main(
     runner = RUNNERS[system](env, out)
     try:
         step = read_step(env)
+        prepare(step)
     except InputError as error:
         runner.error(str(error))
         reports = workspace(env) / DEFAULT_REPORTS
