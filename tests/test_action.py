@@ -116,44 +116,35 @@ WORKFLOWS = {
 }
 
 
+def actionlint(tmp_path: Path, workflow: str) -> subprocess.CompletedProcess[str]:
+    """actionlint over `workflow` in a repository whose root action is this one (`uses: ./`)."""
+    repository = tmp_path / "repo"
+    (repository / ".git").mkdir(parents=True)
+    (repository / ".github" / "workflows").mkdir(parents=True)
+    shutil.copy(ROOT / "action.yml", repository / "action.yml")
+    local = re.sub(r"blob-safetynet/blob-safetynet@\S+", "./", workflow)
+    (repository / ".github" / "workflows" / "safetynet.yml").write_text(local)
+    return subprocess.run(
+        [BIN / "actionlint", "-no-color"],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize("source", WORKFLOWS)
 def test_the_workflows_pass_actionlint(tmp_path: Path, source: str) -> None:
     """actionlint checks each workflow with this action as a local action, so every `with:`
     key must be an input action.yml declares, every expression must type-check, and no action
     may be at a major that runs on a deprecated runtime."""
-    repository = tmp_path / "repo"
-    (repository / ".git").mkdir(parents=True)
-    (repository / ".github" / "workflows").mkdir(parents=True)
-    shutil.copy(ROOT / "action.yml", repository / "action.yml")
-    local = re.sub(r"blob-safetynet/blob-safetynet@\S+", "./", WORKFLOWS[source]())
-    (repository / ".github" / "workflows" / "safetynet.yml").write_text(local)
-    done = subprocess.run(
-        [BIN / "actionlint", "-no-color"],
-        cwd=repository,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = actionlint(tmp_path, WORKFLOWS[source]())
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_actionlint_refuses_an_input_the_action_does_not_declare(tmp_path: Path) -> None:
     """The actionlint check above can fail: a misspelt input is reported."""
-    repository = tmp_path / "repo"
-    (repository / ".git").mkdir(parents=True)
-    (repository / ".github" / "workflows").mkdir(parents=True)
-    shutil.copy(ROOT / "action.yml", repository / "action.yml")
-    local = re.sub(r"blob-safetynet/blob-safetynet@\S+", "./", doc_workflow())
-    (repository / ".github" / "workflows" / "safetynet.yml").write_text(
-        local.replace("fail-on: high", "fail_on: high")
-    )
-    done = subprocess.run(
-        [BIN / "actionlint", "-no-color"],
-        cwd=repository,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = actionlint(tmp_path, doc_workflow().replace("fail-on: high", "fail_on: high"))
     assert done.returncode == 1
     assert "fail_on" in done.stdout
 
