@@ -1,7 +1,9 @@
-"""The pipeline recipes in examples/ call the real CLI: every `safetynet` line parses."""
+"""The pipeline recipes in examples/ call the real CLI (every `safetynet` line parses) and this
+repository's action and template with inputs they declare; every action is at its current major."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +13,28 @@ import yaml
 
 from blob_safetynet.cli.main import build_parser
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
 RECIPES = sorted(EXAMPLES.glob("*.yml"))
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
+TEMPLATE = yaml.safe_load((ROOT / "templates" / "safetynet.yml").read_text())
+CURRENT_MAJORS = {
+    "actions/checkout": "v6",
+    "actions/setup-python": "v6",
+    "actions/setup-node": "v6",
+    "actions/cache": "v5",
+    "actions/upload-artifact": "v6",
+    "actions/download-artifact": "v7",
+    "azure/login": "v3",
+    "pulumi/actions": "v7",
+    "github/codeql-action/upload-sarif": "v4",
+    "mikepenz/action-junit-report": "v6",
+    "pypa/gh-action-pypi-publish": "release/v1",
+    "blob-safetynet/blob-safetynet": "v0.1.0",
+}
+"""The major each action is at, on Node 24: actionlint (tests/test_action.py) reports an action
+whose major still runs on the deprecated Node 20 (azure/login@v2, pulumi/actions@v6 and
+download-artifact@v6 were); action-junit-report is at v6, codeql-action at v4."""
 
 
 def strings(node: object) -> Iterator[str]:
@@ -47,14 +69,61 @@ def test_there_are_two_recipes() -> None:
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[p.name for p in RECIPES])
 def test_every_safetynet_line_parses_with_the_real_cli(recipe: Path) -> None:
-    """Each recipe builds the zip, audits as SARIF and verifies as JUnit with options the CLI has."""
+    """Each recipe builds the zip with options the CLI has, previews with the pack and deploys."""
     parser = build_parser()
     parsed = [parser.parse_args(args) for args in safetynet_commands(recipe)]
-    formats = {(args.command, getattr(args, "format", None)) for args in parsed}
-    assert {("build-function", None), ("audit", "sarif"), ("verify", "junit")} <= formats
+    assert "build-function" in {args.command for args in parsed}
     text = recipe.read_text()
     assert "--policy-pack policies" in text
     assert "pulumi up" in text
+
+
+def test_github_audits_and_verifies_with_the_action_and_declared_inputs() -> None:
+    """The workflow's audit and verify are one `uses:` of this repository's action each, with
+    inputs action.yml declares."""
+    steps = [
+        s for s in steps_of(load("github-actions.yml")) if "blob-safetynet/" in str(s.get("uses"))
+    ]
+    assert [s["with"]["command"] for s in steps] == ["audit", "verify"]
+    for step in steps:
+        assert set(step["with"]) <= set(ACTION["inputs"])
+
+
+def test_azure_audits_and_verifies_with_the_template_and_declared_parameters() -> None:
+    """The pipeline's audit and verify are one template step each, with parameters the
+    template declares and step names unique in the job."""
+    steps = [s for s in steps_of(load("azure-pipelines.yml")) if "template" in s]
+    declared = {p["name"] for p in TEMPLATE["parameters"]}
+    assert [s["template"] for s in steps] == ["templates/safetynet.yml"] * 2
+    assert [s["parameters"]["command"] for s in steps] == ["audit", "verify"]
+    assert all(set(s["parameters"]) <= declared for s in steps)
+    names = [s["parameters"].get("stepName", "safetynet") for s in steps]
+    assert len(set(names)) == len(names)
+
+
+def uses_everywhere() -> list[str]:
+    """Every `uses:` of the recipes, the docs' workflow and the action itself."""
+    doc = (ROOT / "docs" / "ci-github.md").read_text()
+    workflows = re.findall(r"```yaml\n(.*?)```", doc, re.DOTALL)
+    texts = [p.read_text() for p in [*RECIPES, RELEASE, ROOT / "action.yml"]] + workflows
+    return [m.group(1) for text in texts for m in re.finditer(r"uses:\s*(\S+@\S+)", text)]
+
+
+def test_every_action_is_at_its_current_major() -> None:
+    """No recipe, doc or the action itself uses an action behind its current major (e.g.
+    action-junit-report@v4, two majors behind)."""
+    found = uses_everywhere()
+    stale = [use for use in found if CURRENT_MAJORS.get(use.split("@")[0]) != use.split("@")[1]]
+    assert found
+    assert stale == []
+
+
+def test_no_script_exports_a_command_substitution() -> None:
+    """`export X="$(cmd)"` returns export's status and hides a failing cmd (ShellCheck
+    SC2155): no recipe or template script does it."""
+    files = [*RECIPES, RELEASE, ROOT / "action.yml", ROOT / "templates" / "safetynet.yml"]
+    scripts = "\n".join(s for path in files for s in strings(yaml.safe_load(path.read_text())))
+    assert not re.search(r"export\s+[^\n]*=\"?\$\(", scripts)
 
 
 def load(name: str) -> dict[str, object]:
@@ -85,11 +154,10 @@ def test_the_policy_packs_venv_is_prepared_before_the_first_preview(recipe: Path
     assert prepared < previewed
 
 
-def test_github_uses_codeql_action_v4_for_the_sarif_upload() -> None:
-    """upload-sarif is taken from codeql-action v4 (v3 is deprecated)."""
-    uses = [str(step.get("uses", "")) for step in steps_of(load("github-actions.yml"))]
+def test_the_action_uploads_sarif_with_codeql_action_v4() -> None:
+    """upload-sarif is taken from codeql-action v4 (v3 is deprecated), inside the action."""
+    uses = [str(step.get("uses", "")) for step in ACTION["runs"]["steps"]]
     assert "github/codeql-action/upload-sarif@v4" in uses
-    assert not [use for use in uses if use.startswith("github/codeql-action/") and "@v4" not in use]
 
 
 def test_github_explains_the_oidc_subject_the_environment_implies() -> None:

@@ -32,8 +32,10 @@ TOOL_URI: Final = "https://github.com/blob-safetynet/blob-safetynet"
 
 SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 
-REPORTED: Final = frozenset({Outcome.FAIL, Outcome.UNKNOWN})
-"""The outcomes SARIF lists (FAIL as kind fail, UNKNOWN as kind review); others are omitted."""
+FILES_SCOPE: Final = "files"
+"""The `automationDetails.id` scope of an audit of saved ARM JSON, whatever the paths or their
+order: code scanning keys its alerts by category, so an id that held the paths as typed opened a
+new category when a pipeline ran from another folder, and the old alerts never closed."""
 
 SARIF_LEVEL: Final = {
     Severity.CRITICAL: "error",
@@ -129,10 +131,18 @@ def render_table(report: AuditReport, context: ReportContext) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sarif_message(text: str) -> dict[str, str]:
+    """A SARIF message: `text` plain (control characters escaped, no Markdown backslashes), which
+    plain-text viewers show as is; `markdown` escaped for the viewers that render it (SARIF 2.1.0
+    section 3.11.3: `markdown` alongside `text`, which stays plain)."""
+    return {"text": escaping.terminal(text), "markdown": escaping.markdown(text)}
+
+
 def _sarif_log(
     *,
     rules: list[dict[str, Any]],
     automation_id: str,
+    described: str,
     succeeded: bool,
     notifications: list[dict[str, Any]],
     results: list[dict[str, Any]],
@@ -151,7 +161,10 @@ def _sarif_log(
                         "rules": rules,
                     }
                 },
-                "automationDetails": {"id": automation_id},
+                "automationDetails": {
+                    "id": automation_id,
+                    "description": sarif_message(described),
+                },
                 "invocations": [
                     {
                         "executionSuccessful": succeeded,
@@ -190,12 +203,17 @@ def _location_uri(finding: Finding) -> str:
     return "azure" + ("" if resource.startswith("/") else "/") + resource
 
 
-def automation_id(kind: str, where: str) -> str:
-    """`safetynet-<kind>/<where>/`: GitHub takes the part of `automationDetails.id` before its
-    last `/` as the analysis category (https://docs.github.com/en/code-security/code-scanning/
-    integrating-with-code-scanning/sarif-support-for-code-scanning#runautomationdetails-object),
-    so the id ends with `/` and holds the whole scope: audits of two resource groups are two
-    categories and never replace each other's alerts."""
+def automation_id(kind: str, where: str, category: str | None = None) -> str:
+    """`safetynet-<kind>/<where>/`, or `<category>/` when the caller names one. GitHub takes the
+    part of `automationDetails.id` before its last `/` as the analysis category
+    (https://docs.github.com/en/code-security/code-scanning/integrating-with-code-scanning/
+    sarif-support-for-code-scanning#runautomationdetails-object), so the id ends with `/` and
+    holds the whole scope: audits of two resource groups are two categories and never replace
+    each other's alerts. upload-sarif's `category` input applies only to a run without an id
+    (codeql-action src/upload-lib.ts, populateRunAutomationDetails), so a caller's category is
+    written into the file itself, with the `/` that action's getAutomationID appends."""
+    if category is not None:
+        return category if category.endswith("/") else f"{category}/"
     return f"safetynet-{kind}/{where.strip('/')}/"
 
 
@@ -203,7 +221,7 @@ def _sarif_suppression(suppression: Suppression) -> dict[str, str]:
     return {
         "kind": "external",
         "status": "accepted",
-        "justification": escaping.markdown(f"{suppression.justification} ({suppression.term})"),
+        "justification": escaping.terminal(f"{suppression.justification} ({suppression.term})"),
     }
 
 
@@ -220,7 +238,7 @@ def _sarif_result(
         "ruleIndex": index[finding.rule.id],
         "kind": "fail" if failed else "review",
         "level": SARIF_LEVEL[finding.severity] if failed else "none",
-        "message": {"text": escaping.markdown(f"{finding.account}: {finding.message}")},
+        "message": sarif_message(f"{finding.account}: {finding.message}"),
         "locations": [
             {
                 "physicalLocation": {
@@ -242,30 +260,56 @@ def _sarif_result(
     }
 
 
-def _notification(text: str, descriptor: str, level: str = "error") -> dict[str, Any]:
-    return {
+UNKNOWN_DESCRIPTOR: Final = "unknown"
+"""The notification descriptor of a verdict that could not be reached (UNKNOWN, NOT_VERIFIABLE)."""
+
+
+def _notification(
+    text: str, descriptor: str, level: str = "error", rule: tuple[str, int] | None = None
+) -> dict[str, Any]:
+    notification: dict[str, Any] = {
         "level": level,
-        "message": {"text": escaping.markdown(text)},
+        "message": sarif_message(text),
         "descriptor": {"id": descriptor},
     }
+    if rule is not None:
+        notification["associatedRule"] = {"id": rule[0], "index": rule[1]}
+    return notification
 
 
-def render_sarif(report: AuditReport, context: ReportContext) -> str:
-    """SARIF 2.1.0: FAIL results (kind fail, with `suppressions` when suppressed) and UNKNOWN
-    results (kind review); PASS omitted."""
+def _unknown(rule_id: str, index: dict[str, int], text: str) -> dict[str, Any]:
+    """A verdict that could not be reached: one warning notification naming its rule, never a
+    result. Code scanning shows results as alerts; "could not look" is not an alert per rule
+    (an audit without read permission gave 43 of its 67 results as such notes), and the run's
+    exit code 3 already says the audit is incomplete."""
+    return _notification(text, UNKNOWN_DESCRIPTOR, "warning", (rule_id, index[rule_id]))
+
+
+def render_sarif(report: AuditReport, context: ReportContext, category: str | None = None) -> str:
+    """SARIF 2.1.0: FAIL results (kind fail, with `suppressions` when suppressed); each UNKNOWN
+    verdict one warning notification (descriptor `unknown`, its rule associated), read errors
+    and suppression notes notifications too; PASS omitted."""
     rules = list(report.rules)
     index = {rule.id: number for number, rule in enumerate(rules)}
     results = [
         _sarif_result(finding, index, context)
         for finding in report.findings
-        if finding.outcome in REPORTED
+        if finding.outcome is Outcome.FAIL
     ]
-    notifications = [
-        _notification(error_line(e, report.scope.label), e.kind.value) for e in report.all_errors
-    ] + [_notification(note, "suppression", "warning") for note in context.applied.notes()]
+    notifications = (
+        [_notification(error_line(e, report.scope.label), e.kind.value) for e in report.all_errors]
+        + [
+            _unknown(f.rule.id, index, f"{f.account}: {f.message}")
+            for f in report.findings
+            if f.outcome is Outcome.UNKNOWN
+        ]
+        + [_notification(note, "suppression", "warning") for note in context.applied.notes()]
+    )
+    where = FILES_SCOPE if report.scope.files else report.scope.label
     return _sarif_log(
         rules=[_sarif_rule(rule) for rule in rules],
-        automation_id=automation_id("audit", report.scope.label),
+        automation_id=automation_id("audit", where, category),
+        described=f"safetynet audit: {report.scope.label}",
         succeeded=not report.all_errors,
         notifications=notifications,
         results=results,
@@ -570,14 +614,14 @@ def stable_target(target: str) -> str:
 
 
 def _verify_result(
-    rule_id: str, index: dict[str, int], failed: bool, level: str, text: str, where: str
+    rule_id: str, index: dict[str, int], level: str, text: str, where: str
 ) -> dict[str, Any]:
     return {
         "ruleId": rule_id,
         "ruleIndex": index[rule_id],
-        "kind": "fail" if failed else "review",
-        "level": level if failed else "none",
-        "message": {"text": escaping.markdown(text)},
+        "kind": "fail",
+        "level": level,
+        "message": sarif_message(text),
         "locations": [
             {
                 "physicalLocation": {
@@ -592,48 +636,41 @@ def _verify_result(
     }
 
 
-def render_verify_sarif(run: VerificationRun) -> str:
-    """SARIF 2.1.0: FAIL (kind fail) and NOT_VERIFIABLE (kind review) probes, and non-PASS
-    settings findings when read; PASS omitted, as in the audit. Locations and fingerprints
-    are the same on every run against the same container."""
+def render_verify_sarif(run: VerificationRun, category: str | None = None) -> str:
+    """SARIF 2.1.0: FAIL probes and FAIL settings findings (when read) as results (kind fail);
+    each NOT_VERIFIABLE probe and UNKNOWN setting one warning notification (descriptor
+    `unknown`), as in the audit; PASS omitted. Locations and fingerprints are the same on every
+    run against the same container."""
     probes = [r.probe for r in run.results]
     rules = [rule for rule in RULES if run.settings is not None]
     descriptors = [_sarif_probe(p) for p in probes] + [_sarif_rule(rule) for rule in rules]
     index = {d["id"]: number for number, d in enumerate(descriptors)}
     where = stable_target(run.target)
-    results = []
+    results, unknown = [], []
     for r in run.results:
-        if r.outcome is ProbeOutcome.PASS:
-            continue
-        level = SARIF_LEVEL[_probe_severity(r.probe)]
-        result = _verify_result(
-            r.probe.id,
-            index,
-            r.outcome is ProbeOutcome.FAIL,
-            level,
-            f"{r.probe.title}: {r.detail}",
-            where,
-        )
-        results.append({**result, "properties": {"outcome": r.outcome.value}})
+        text = f"{r.probe.title}: {r.detail}"
+        if r.outcome is ProbeOutcome.FAIL:
+            level = SARIF_LEVEL[_probe_severity(r.probe)]
+            result = _verify_result(r.probe.id, index, level, text, where)
+            results.append({**result, "properties": {"outcome": r.outcome.value}})
+        elif r.outcome is ProbeOutcome.NOT_VERIFIABLE:
+            unknown.append(_unknown(r.probe.id, index, text))
     for finding in run.settings or []:
-        if finding.outcome not in REPORTED:
-            continue
-        result = _verify_result(
-            finding.rule.id,
-            index,
-            finding.outcome is Outcome.FAIL,
-            SARIF_LEVEL[finding.severity],
-            f"{finding.account}: {finding.message}",
-            where,
-        )
-        results.append({**result, "properties": {"outcome": finding.outcome.value}})
+        text = f"{finding.account}: {finding.message}"
+        if finding.outcome is Outcome.FAIL:
+            level = SARIF_LEVEL[finding.severity]
+            result = _verify_result(finding.rule.id, index, level, text, where)
+            results.append({**result, "properties": {"outcome": finding.outcome.value}})
+        elif finding.outcome is Outcome.UNKNOWN:
+            unknown.append(_unknown(finding.rule.id, index, text))
     notifications = [
         _notification(text, "incomplete")
         for text in [*run.incomplete, *run.settings_errors, *_leftover_lines(run)]
-    ]
+    ] + unknown
     return _sarif_log(
         rules=descriptors,
-        automation_id=automation_id("verify", where),
+        automation_id=automation_id("verify", where, category),
+        described=f"safetynet verify: {run.target}",
         succeeded=not (run.incomplete or run.settings_errors or run.leftovers),
         notifications=notifications,
         results=results,

@@ -77,13 +77,14 @@ def check_sarif(text: str) -> None:
     document = json.loads(text)
     jsonschema.validate(document, SARIF_SCHEMA)
     run = document["runs"][0]
-    messages = [r["message"]["text"] for r in run["results"]] + [
-        n["message"]["text"] for n in run["invocations"][0]["toolExecutionNotifications"]
+    messages = [r["message"] for r in run["results"]] + [
+        n["message"] for n in run["invocations"][0]["toolExecutionNotifications"]
     ]
     assert messages
     for message in messages:
-        assert raw_controls(message, allowed="") == [], message
-        assert not UNESCAPED_LINK.search(message), message
+        assert raw_controls(message["text"], allowed="") == [], message
+        assert raw_controls(message["markdown"], allowed="") == [], message
+        assert not UNESCAPED_LINK.search(message["markdown"]), message
 
 
 def test_audit_table_shows_hostile_text_escaped(hostile_arm: FakeArm, tmp_path: Path) -> None:

@@ -58,14 +58,18 @@ def verify(
 
 
 def test_sarif_is_valid_and_lists_what_is_not_shown(verify: Verify) -> None:
-    """SARIF 2.1.0 validates; NOT_VERIFIABLE probes are review results, PASS ones are omitted."""
+    """SARIF 2.1.0 validates; NOT_VERIFIABLE probes are one `unknown` notification each, not
+    results; PASS ones are omitted."""
     code, text, _ = verify("--format", "sarif")
     document = json.loads(text)
     jsonschema.validate(document, SCHEMA)
-    results = document["runs"][0]["results"]
+    run = document["runs"][0]
+    notes = run["invocations"][0]["toolExecutionNotifications"]
+    unknown = {n["associatedRule"]["id"] for n in notes if n["descriptor"]["id"] == "unknown"}
     assert code == ExitCode.OK
-    assert {r["kind"] for r in results} == {"review"}
-    assert "SNV-CREATE-ONLY" not in {r["ruleId"] for r in results}
+    assert run["results"] == []
+    assert unknown
+    assert "SNV-CREATE-ONLY" not in unknown
 
 
 def test_junit_skips_what_is_not_verifiable(verify: Verify) -> None:
@@ -212,7 +216,7 @@ def test_leftovers_reach_every_pipeline_format() -> None:
     assert "create-only" in (junit.find(".//error").get("message") or "")  # type: ignore[union-attr]
     assert sarif["executionSuccessful"] is False
     notification = sarif["toolExecutionNotifications"][0]["message"]["text"]
-    assert "create-only" in notification.replace("\\", "")  # Markdown-escaped: create\-only
+    assert "create-only" in notification
 
 
 def embedded_sarif(tmp_path: Path, name: str) -> dict[str, Any]:
@@ -231,11 +235,12 @@ def test_verify_sarif_is_stable_across_runs(tmp_path: Path) -> None:
     def identity(document: dict[str, Any]) -> tuple[object, ...]:
         run = document["runs"][0]
         results = [(r["ruleId"], r["locations"], r["partialFingerprints"]) for r in run["results"]]
-        return run["automationDetails"]["id"], results
+        notes = run["invocations"][0]["toolExecutionNotifications"]
+        return run["automationDetails"]["id"], results, [n["associatedRule"] for n in notes]
 
     first, second = embedded_sarif(tmp_path, "1.sarif"), embedded_sarif(tmp_path, "2.sarif")
     assert identity(first) == identity(second)
-    assert first["runs"][0]["results"]
+    assert first["runs"][0]["invocations"][0]["toolExecutionNotifications"]
 
 
 def test_verify_sarif_rules_have_help_and_security_severity(verify: Verify) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import os
 import re
 import sys
@@ -20,8 +21,10 @@ from blob_safetynet.cli.commands.common import UsageError, ascii_int, fail, pars
 from blob_safetynet.cli.commands.outputs import (
     Output,
     add_output_options,
+    add_sarif_category,
     check_outputs,
     parse_outputs,
+    sarif_category,
     write_outputs,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
@@ -38,7 +41,7 @@ from blob_safetynet.policies.audit import (
 from blob_safetynet.policies.audit import check_arm_endpoint as arm_endpoint_rule
 from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.offline import OfflineError, run_offline_audit
-from blob_safetynet.policies.report import RENDERERS
+from blob_safetynet.policies.report import RENDERERS, AuditRenderer, render_sarif
 from blob_safetynet.policies.report_view import (
     HistoryError,
     HistoryRun,
@@ -108,6 +111,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "container-rm list` outputs or an ARM template export; no credential is used",
     )
     out = add_output_options(parser, RENDERERS, "audit")
+    add_sarif_category(out, "safetynet-audit/<scope>/, or safetynet-audit/files/ for --from-file")
     out.add_argument(
         "--suppressions",
         type=Path,
@@ -390,6 +394,7 @@ def run(args: argparse.Namespace) -> int:
         accepted = _suppressions(args.suppressions)
         baseline = _baseline(args.baseline)
         history = _history(args.history)
+        category = sarif_category(args.sarif_category)
     except UsageError as error:
         return fail("audit", error.code, str(error), as_json)
     except SettingsError as error:
@@ -400,7 +405,11 @@ def run(args: argparse.Namespace) -> int:
     applied = suppressions.apply(report.findings, accepted, today, baseline)
     context = ReportContext(applied, history)
     # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.
-    texts = {o.format: RENDERERS[o.format](report, context) for o in outputs}
+    renderers: dict[str, AuditRenderer] = {
+        **RENDERERS,
+        "sarif": functools.partial(render_sarif, category=category),
+    }
+    texts = {o.format: renderers[o.format](report, context) for o in outputs}
     if not write_outputs(outputs, texts, redactor, "audit"):
         return ExitCode.USAGE
     _warn(report, context, scope)

@@ -49,6 +49,33 @@ def add_output_options(
     return out
 
 
+MAX_CATEGORY = 200
+
+
+def add_sarif_category(group: argparse._ArgumentGroup, default: str) -> None:
+    """`--sarif-category NAME`: the code scanning category the SARIF file names itself."""
+    group.add_argument(
+        "--sarif-category",
+        metavar="NAME",
+        help="the code scanning category of the SARIF report (its automationDetails.id, with "
+        "the trailing / GitHub splits at); upload-sarif's `category` input cannot override an "
+        f"id the file holds (default {default})",
+    )
+
+
+def sarif_category(value: str | None) -> str | None:
+    """The --sarif-category asked for, or UsageError when it is blank, too long or holds a
+    character that is not printable."""
+    if value is None:
+        return None
+    if not value.strip("/ ") or len(value) > MAX_CATEGORY or printable(value) != value:
+        raise UsageError(
+            f"--sarif-category '{printable(value)}' must be 1-{MAX_CATEGORY} printable "
+            "characters, not only slashes or spaces"
+        )
+    return value
+
+
 def parse_outputs(
     specs: Sequence[str] | None, default_format: str, formats: Collection[str]
 ) -> list[Output]:

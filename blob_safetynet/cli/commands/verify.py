@@ -9,9 +9,10 @@ unreachable endpoint, probe blobs left behind), so "could not look" never passes
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 
@@ -23,8 +24,10 @@ from blob_safetynet.cli.commands.audit import check_arm_endpoint, scope_from, to
 from blob_safetynet.cli.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
 from blob_safetynet.cli.commands.outputs import (
     add_output_options,
+    add_sarif_category,
     check_outputs,
     parse_outputs,
+    sarif_category,
     write_outputs,
 )
 from blob_safetynet.cli.commands.target import (
@@ -48,7 +51,7 @@ from blob_safetynet.policies.probes import (
 from blob_safetynet.policies.probes.base import TargetMissingError
 from blob_safetynet.policies.probes.runner import VerificationRun, describe_target
 from blob_safetynet.policies.probes.writes import CONCURRENT_WRITERS
-from blob_safetynet.policies.report import VERIFY_RENDERERS
+from blob_safetynet.policies.report import VERIFY_RENDERERS, render_verify_sarif
 from blob_safetynet.policies.rules import Finding, Outcome
 from blob_safetynet.protocol.pooling import pooled_transport
 from blob_safetynet.settings import appsettings
@@ -105,7 +108,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--account", help="the account's name (with --resource-group) or resource id"
     )
     settings.add_argument("--arm-endpoint", default=env(appsettings.ARM_ENDPOINT.name))
-    add_output_options(parser, VERIFY_RENDERERS, "run")
+    add_sarif_category(
+        add_output_options(parser, VERIFY_RENDERERS, "run"), "safetynet-verify/<host/container>/"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -240,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
         settings = _validate(args)
         outputs = parse_outputs(args.output, args.format, VERIFY_RENDERERS)
         check_outputs(outputs)
+        category = sarif_category(args.sarif_category)
         if _wants_settings(args):
             token_from_environment()  # a malformed token is bad usage, found before acting
         second = second_credential(args.second_credential) if args.second_credential else None
@@ -286,7 +292,11 @@ def run(args: argparse.Namespace) -> int:
         return fail("verify", refused.code, str(refused), as_json)
     # The report quotes ARM's and the service's words, which may echo what was sent.
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
-    texts = {o.format: VERIFY_RENDERERS[o.format](result) for o in outputs}
+    renderers: dict[str, Callable[[VerificationRun], str]] = {
+        **VERIFY_RENDERERS,
+        "sarif": functools.partial(render_verify_sarif, category=category),
+    }
+    texts = {o.format: renderers[o.format](result) for o in outputs}
     if not write_outputs(outputs, texts, redactor, "verify"):
         return ExitCode.USAGE
     return exit_code(result)

@@ -1,0 +1,351 @@
+"""The GitHub Action (`action.yml`) as a runner runs it, on the workflow docs/ci-github.md shows:
+its metadata against SchemaStore's schema, the workflow through actionlint, and its `run:` steps
+executed with the files and variables a runner sets, against saved ARM JSON and the fake ARM."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from blob_safetynet.cli.exitcodes import ExitCode
+from testkit.arm_fake import SUBSCRIPTION, TOKEN, Failure, FakeArm, compliant_account
+from tests.ci_steps import ROOT, ActionRun, run_action
+from tests.policies.test_offline_audit import account_of, cli_files
+
+DOC = ROOT / "docs" / "ci-github.md"
+BIN = Path(sys.executable).parent
+ACTION_REFERENCE = re.compile(r"^blob-safetynet/blob-safetynet@")
+VARS = {
+    "AZURE_CLIENT_ID": "11111111-1111-1111-1111-111111111111",
+    "AZURE_TENANT_ID": "22222222-2222-2222-2222-222222222222",
+    "AZURE_SUBSCRIPTION_ID": SUBSCRIPTION,
+}
+
+
+def doc_workflow() -> str:
+    """The first YAML block of docs/ci-github.md: the workflow users copy."""
+    match = re.search(r"```yaml\n(.*?)```", DOC.read_text(), re.DOTALL)
+    assert match, "docs/ci-github.md shows no workflow"
+    return match.group(1)
+
+
+def action_steps() -> dict[str, dict[str, Any]]:
+    """The workflow's steps that use this action, by id or name."""
+    workflow = yaml.safe_load(doc_workflow())
+    steps = workflow["jobs"]["safetynet"]["steps"]
+    return {
+        step.get("id", step["name"]): step
+        for step in steps
+        if ACTION_REFERENCE.match(step.get("uses", ""))
+    }
+
+
+def with_vars(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The step's `with:`, `${{ vars.X }}` read from the repository variables above, and
+    `python` set to this checkout's environment (no package index here serves the package)."""
+    resolved = {
+        name: re.sub(r"\$\{\{\s*vars\.(\w+)\s*\}\}", lambda m: VARS[m.group(1)], str(value))
+        if isinstance(value, str)
+        else value
+        for name, value in inputs.items()
+    }
+    return {**resolved, "python": sys.executable}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A checkout with saved ARM JSON of a compliant and a broken account under arm/."""
+    root = tmp_path / "workspace"
+    (root / "arm").mkdir(parents=True)
+    for name, broken in (("acctgood", False), ("acctbad", True)):
+        cli_files(account_of(name, broken), root / "arm")
+    return root
+
+
+def run(inputs: dict[str, Any], workspace: Path, env: dict[str, str] | None = None) -> ActionRun:
+    temp = workspace.parent / "runner-temp"
+    temp.mkdir(exist_ok=True)
+    return run_action(ROOT, inputs, workspace, temp, env or {})
+
+
+def json_summary(result: ActionRun) -> dict[str, int]:
+    summary: dict[str, int] = json.loads(Path(result.outputs["json"]).read_text())["summary"]
+    return summary
+
+
+def test_action_metadata_validates_against_schemastores_schema() -> None:
+    """check-jsonschema's vendored github-action schema accepts action.yml."""
+    done = subprocess.run(
+        [
+            BIN / "check-jsonschema",
+            "--builtin-schema",
+            "vendor.github-actions",
+            ROOT / "action.yml",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_default_version_is_the_packages_own() -> None:
+    """The action installs the version it was tagged with: its `version` default is
+    pyproject.toml's version, so a tag (or its commit SHA) pins both."""
+    metadata = yaml.safe_load((ROOT / "action.yml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert metadata["inputs"]["version"]["default"] == project["version"]
+
+
+WORKFLOWS = {
+    "docs/ci-github.md": doc_workflow,
+    "examples/github-actions.yml": (ROOT / "examples" / "github-actions.yml").read_text,
+    "examples/release/github-release.yml": (
+        ROOT / "examples" / "release" / "github-release.yml"
+    ).read_text,
+}
+
+
+def actionlint(tmp_path: Path, workflow: str) -> subprocess.CompletedProcess[str]:
+    """actionlint over `workflow` in a repository whose root action is this one (`uses: ./`)."""
+    repository = tmp_path / "repo"
+    (repository / ".git").mkdir(parents=True)
+    (repository / ".github" / "workflows").mkdir(parents=True)
+    shutil.copy(ROOT / "action.yml", repository / "action.yml")
+    local = re.sub(r"blob-safetynet/blob-safetynet@\S+", "./", workflow)
+    (repository / ".github" / "workflows" / "safetynet.yml").write_text(local)
+    return subprocess.run(
+        [BIN / "actionlint", "-no-color"],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("source", WORKFLOWS)
+def test_the_workflows_pass_actionlint(tmp_path: Path, source: str) -> None:
+    """actionlint checks each workflow with this action as a local action, so every `with:`
+    key must be an input action.yml declares, every expression must type-check, and no action
+    may be at a major that runs on a deprecated runtime."""
+    done = actionlint(tmp_path, WORKFLOWS[source]())
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_actionlint_refuses_an_input_the_action_does_not_declare(tmp_path: Path) -> None:
+    """The actionlint check above can fail: a misspelt input is reported."""
+    done = actionlint(tmp_path, doc_workflow().replace("fail-on: high", "fail_on: high"))
+    assert done.returncode == 1
+    assert "fail_on" in done.stdout
+
+
+def test_audit_files_step_summarises_counts_uploads_and_fails_on_findings(workspace: Path) -> None:
+    """The docs' audit-files step: the summary holds the Markdown table, the outputs hold the
+    JSON report's counts, upload-sarif gets the file and the command's category, and the step
+    fails because a high rule fails (exit 1)."""
+    result = run(with_vars(action_steps()["files"]["with"]), workspace)
+    summary = json_summary(result)
+    assert result.outputs["exit-code"] == str(int(ExitCode.FINDINGS))
+    assert result.failed
+    assert result.outcomes["run"] == "success"  # reports first; the last step fails the job
+    assert "| Account | Rule | Severity | State | Message |" in result.summary
+    assert "acctbad" in result.summary
+    assert {name: int(result.outputs[name]) for name in ("fail", "pass", "unknown")} == {
+        "fail": summary["FAIL"],
+        "pass": summary["PASS"],
+        "unknown": summary["UNKNOWN"],
+    }
+    assert int(result.outputs["accounts"]) == summary["accounts"] == 2
+    (uses, given), *_ = [u for u in result.uses if "upload-sarif" in u[0]]
+    sarif = json.loads(Path(given["sarif_file"]).read_text())
+    assert uses == "github/codeql-action/upload-sarif@v4"
+    assert given["category"] == "safetynet-audit-files"
+    assert sarif["runs"][0]["automationDetails"]["id"] == "safetynet-audit-files/"
+
+
+def test_audit_files_with_fail_on_none_still_fails_on_unknown(workspace: Path) -> None:
+    """`fail-on: none` turns FAILs into no failure, but files leave the role and Defender rules
+    UNKNOWN: exit 3, and the step fails, because could not look never passes."""
+    inputs = {**with_vars(action_steps()["files"]["with"]), "fail-on": "none"}
+    result = run(inputs, workspace)
+    assert int(result.outputs["unknown"]) > 0
+    assert result.outputs["exit-code"] == str(int(ExitCode.INCOMPLETE))
+    assert result.failed
+
+
+@pytest.fixture
+def arm() -> Iterator[FakeArm]:
+    with FakeArm() as server:
+        server.add(compliant_account("acctone", "rg-docs"))
+        server.add(compliant_account("accttwo", "rg-docs"))
+        yield server
+
+
+def arm_env(server: FakeArm) -> dict[str, str]:
+    """What azure/login leaves for the CLI, here as the token route the CLI also reads."""
+    return {
+        "SAFETYNET_ARM_TOKEN": TOKEN,
+        "REQUESTS_CA_BUNDLE": server.ca_file,
+        "SAFETYNET_ARM_ENDPOINT": server.endpoint,
+    }
+
+
+def test_live_audit_step_of_a_compliant_group_passes(arm: FakeArm, workspace: Path) -> None:
+    """The docs' live audit step against the fake ARM: two compliant accounts, exit 0, the
+    step passes, azure/login is asked with the repository's client and tenant ids, and the
+    SARIF category is the step's own."""
+    result = run(
+        with_vars(action_steps()["Audit the live accounts"]["with"]), workspace, arm_env(arm)
+    )
+    assert result.outputs["exit-code"] == "0", result.log
+    assert not result.failed
+    assert result.outputs["accounts"] == "2"
+    assert result.outputs["fail"] == "0"
+    logins = [given for uses, given in result.uses if uses.startswith("azure/login@")]
+    assert logins == [
+        {
+            "client-id": VARS["AZURE_CLIENT_ID"],
+            "tenant-id": VARS["AZURE_TENANT_ID"],
+            "subscription-id": SUBSCRIPTION,
+        }
+    ]
+    sarif = json.loads(Path(result.outputs["sarif"]).read_text())
+    assert sarif["runs"][0]["automationDetails"]["id"] == "safetynet-audit-rg-docs/"
+
+
+def test_could_not_look_fails_the_step(arm: FakeArm, workspace: Path) -> None:
+    """An account whose role assignments answer 403: nothing fails, verdicts are UNKNOWN,
+    exit 3, and the action fails: could not look is never a pass."""
+    arm.add(compliant_account("locked", "rg-docs")).failures["roleAssignments"] = Failure(403)
+    inputs = {**with_vars(action_steps()["Audit the live accounts"]["with"]), "fail-on": "none"}
+    result = run(inputs, workspace, arm_env(arm))
+    assert result.outputs["exit-code"] == str(int(ExitCode.INCOMPLETE))
+    assert int(result.outputs["unknown"]) > 0
+    assert result.failed
+    assert "exit 3" in result.summary
+
+
+def test_management_group_is_passed_through_to_the_cli(workspace: Path) -> None:
+    """`management-group` becomes `--management-group`; the CLI decides (today it has no such
+    option: bad usage, exit 2, and the step fails)."""
+    inputs = {"command": "audit", "management-group": "mg-platform", "python": sys.executable}
+    result = run(inputs, workspace)
+    assert "--management-group" in result.log
+    assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
+    assert result.outputs["fail"] == ""
+    assert result.failed
+
+
+def test_an_unknown_command_is_bad_usage_said_in_the_summary(workspace: Path) -> None:
+    """`command: scan` is refused before anything runs: exit 2, the summary names the input,
+    an error annotation is printed, and upload-sarif is not asked (no SARIF was written)."""
+    result = run({"command": "scan", "python": sys.executable}, workspace)
+    assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
+    assert "input command 'scan'" in result.summary
+    assert "::error title=safetynet::" in result.log
+    assert not [u for u in result.uses if "upload-sarif" in u[0]]
+    assert result.failed
+
+
+def test_a_step_that_never_reported_fails_closed(workspace: Path, tmp_path: Path) -> None:
+    """A Python without the package: the install step fails, the run step is skipped, and the
+    last step still fails the job rather than passing on a missing exit code."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    result = run({"command": "audit-files", "files": "arm/*.json", "python": str(fake)}, workspace)
+    assert result.outcomes["install"] == "failure"
+    assert result.outcomes["run"] == "skipped"
+    assert result.outputs["exit-code"] == ""
+    assert result.outcomes["verdict"] == "failure"
+
+
+def test_verify_step_on_the_embedded_emulator_summarises_its_table(workspace: Path) -> None:
+    """`command: verify` with no target probes an embedded Azurite: the summary holds the
+    probes' table in a code block, the outputs hold the JSON report's counts, SARIF goes to
+    upload-sarif under safetynet-verify, and a clean run passes."""
+    result = run({"command": "verify", "python": sys.executable}, workspace)
+    summary = json.loads(Path(result.outputs["json"]).read_text())["summary"]
+    assert result.outputs["exit-code"] == "0", result.log
+    assert not result.failed
+    assert "SNV-CREATE-ONLY" in result.summary
+    assert "```text" in result.summary
+    assert int(result.outputs["pass"]) == summary["PASS"] > 0
+    assert int(result.outputs["unknown"]) == summary["NOT_VERIFIABLE"]
+    (given,) = [g for uses, g in result.uses if "upload-sarif" in uses]
+    assert given["category"] == "safetynet-verify"
+
+
+def test_a_code_block_cannot_be_closed_by_the_text_it_holds() -> None:
+    """The summary's code block uses a fence longer than any run of backticks in the text."""
+    from blob_safetynet.cli.ci import fenced
+
+    block = fenced("detail ```` still inside")
+    fence = block.splitlines()[0].removesuffix("text")
+    assert len(fence) == 5
+    assert block.rstrip().endswith(fence)
+
+
+def test_preview_maps_a_mandatory_violation_to_findings(workspace: Path, tmp_path: Path) -> None:
+    """`command: preview` runs `pulumi preview --stack S --policy-pack <the action's policies>`
+    and reads its "[mandatory]" violation lines as exit 1. The Pulumi CLI cannot be installed
+    here (it downloads from outside the package registries), so a stand-in on PATH prints what Pulumi prints
+    for a violation (https://www.pulumi.com/docs/iac/crossguard/get-started/) and records its
+    arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pulumi = bin_dir / "pulumi"
+    pulumi.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" > {tmp_path}/argv\n'
+        'echo "Policy Violations:"\n'
+        'echo "    [mandatory]  safetynet v0.1.0  sn-soft-delete (acct: azure-native:storage:StorageAccount)"\n'
+        "exit 255\n"
+    )
+    pulumi.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin"}
+    result = run({"command": "preview", "stack": "dev", "python": sys.executable}, workspace, env)
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv == [
+        "preview",
+        "--stack",
+        "dev",
+        "--policy-pack",
+        str(ROOT / "policies"),
+        "--non-interactive",
+    ]
+    assert result.outputs["exit-code"] == str(int(ExitCode.FINDINGS))
+    assert "[mandatory]" in result.summary
+    assert result.failed
+
+
+def test_a_report_of_an_earlier_run_is_not_read_as_this_ones(workspace: Path) -> None:
+    """A JSON report left by an earlier run in the reports folder is removed first: a run the
+    CLI refuses (exit 2) has empty counts, not the old ones."""
+    first = run(with_vars(action_steps()["files"]["with"]), workspace)
+    assert first.outputs["fail"] != ""
+    inputs = {**with_vars(action_steps()["files"]["with"]), "args": "--storage-api-version nope"}
+    second = run(inputs, workspace)
+    assert second.outputs["exit-code"] == str(int(ExitCode.USAGE))
+    assert second.outputs["fail"] == ""
+    assert second.outputs["json"] == ""
+
+
+def test_a_reports_dir_that_is_a_file_is_bad_usage(workspace: Path) -> None:
+    """reports-dir naming a file: exit 2 with the input named, no traceback."""
+    (workspace / "taken").write_text("x")
+    inputs = {**with_vars(action_steps()["files"]["with"]), "reports-dir": "taken"}
+    result = run(inputs, workspace)
+    assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
+    assert "input reports-dir" in result.summary
+    assert "Traceback" not in result.log

@@ -1,0 +1,120 @@
+"""The Azure Pipelines step template (`templates/safetynet.yml`) as the agent runs it: the
+parameters substituted, its bash steps executed in order with the variables the earlier steps
+set, its tasks given the report paths (JUnit to PublishTestResults@2, SARIF to the
+CodeAnalysisLogs artifact)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from blob_safetynet.cli.exitcodes import ExitCode
+from tests.ci_steps import ROOT, TemplateRun, expand_template, run_template
+from tests.policies.test_offline_audit import account_of, cli_files
+
+TEMPLATE = ROOT / "templates" / "safetynet.yml"
+DOC = ROOT / "docs" / "ci-azure-pipelines.md"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "s"
+    (root / "arm").mkdir(parents=True)
+    for name, broken in (("acctgood", False), ("acctbad", True)):
+        cli_files(account_of(name, broken), root / "arm")
+    return root
+
+
+def doc_parameters() -> dict[str, Any]:
+    """The parameters of the template reference in docs/ci-azure-pipelines.md's pipeline."""
+    match = re.search(r"```yaml\n(.*?)```", DOC.read_text(), re.DOTALL)
+    assert match, "docs/ci-azure-pipelines.md shows no pipeline"
+    pipeline = yaml.safe_load(match.group(1))
+    (reference,) = [
+        s
+        for s in pipeline["steps"]
+        if str(s.get("template", "")).startswith("templates/safetynet.yml@")
+    ]
+    parameters: dict[str, Any] = reference["parameters"]
+    return parameters
+
+
+def run(parameters: dict[str, Any], workspace: Path) -> TemplateRun:
+    temp = workspace.parent / "agent-temp"
+    temp.mkdir(exist_ok=True)
+    return run_template(TEMPLATE, {**parameters, "python": sys.executable}, workspace, temp)
+
+
+def tasks(result: TemplateRun, name: str) -> list[dict[str, str]]:
+    return [inputs for task, inputs in result.tasks if task == name]
+
+
+def test_the_documented_step_publishes_junit_sarif_and_fails_on_findings(workspace: Path) -> None:
+    """The docs' template step on saved ARM JSON: the outputs hold the JSON report's counts,
+    the summary file uploaded holds the Markdown table, JUnit goes to PublishTestResults@2,
+    SARIF to the CodeAnalysisLogs artifact, and the last step exits 1 (a high rule fails)."""
+    result = run(doc_parameters(), workspace)
+    summary = json.loads(Path(result.outputs["json"]).read_text())["summary"]
+    assert result.outputs["exit_code"] == str(int(ExitCode.FINDINGS))
+    assert result.codes[-1] == ExitCode.FINDINGS
+    assert result.codes[:-1] == [0, 0]  # install, run: reports before the verdict
+    assert int(result.outputs["fail"]) == summary["FAIL"] > 0
+    assert int(result.outputs["unknown"]) == summary["UNKNOWN"]
+    uploaded = re.search(r"##vso\[task\.uploadsummary\](.+)", result.stdout)
+    assert uploaded
+    assert "| Account | Rule | Severity | State | Message |" in Path(uploaded.group(1)).read_text()
+    (junit,) = tasks(result, "PublishTestResults@2")
+    assert junit["testResultsFormat"] == "JUnit"
+    assert Path(junit["testResultsFiles"]).is_file()
+    (artifact,) = tasks(result, "PublishBuildArtifacts@1")
+    assert artifact["ArtifactName"] == "CodeAnalysisLogs"
+    sarif = json.loads(Path(artifact["PathtoPublish"]).read_text())
+    assert sarif["runs"][0]["automationDetails"]["id"] == "safetynet-audit-files/"
+
+
+def test_could_not_look_fails_the_last_step(workspace: Path) -> None:
+    """failOn none: no FAIL counts, but files leave rules UNKNOWN, exit 3, the step fails."""
+    result = run({**doc_parameters(), "failOn": "none"}, workspace)
+    assert result.outputs["exit_code"] == str(int(ExitCode.INCOMPLETE))
+    assert result.codes[-1] == ExitCode.INCOMPLETE
+
+
+def test_a_service_connection_runs_the_same_script_inside_azure_cli(workspace: Path) -> None:
+    """With azureSubscription the step is AzureCLI@2 (signed in for DefaultAzureCredential)
+    running the very script of the plain bash step, under the same step name."""
+    plain = {s.get("name"): s for s in expand_template(TEMPLATE, {"command": "audit"})}
+    signed = {
+        s.get("name"): s
+        for s in expand_template(TEMPLATE, {"command": "audit", "azureSubscription": "azure-prod"})
+    }
+    assert signed["safetynet"]["task"] == "AzureCLI@2"
+    assert signed["safetynet"]["inputs"]["azureSubscription"] == "azure-prod"
+    assert signed["safetynet"]["inputs"]["inlineScript"] == plain["safetynet"]["bash"]
+    assert signed["safetynet"]["env"] == plain["safetynet"]["env"]
+
+
+def test_a_step_that_never_reported_fails_closed(workspace: Path) -> None:
+    """With a service connection the run happens inside AzureCLI@2, which this runner does not
+    execute: no exit code was set, and the last step fails rather than passing."""
+    result = run({"command": "audit", "azureSubscription": "azure-prod"}, workspace)
+    assert "AzureCLI@2" in [task for task, _ in result.tasks]
+    assert "exit_code" not in result.outputs
+    assert result.codes[-1] != 0
+
+
+def test_bad_input_is_exit_2_in_the_summary(workspace: Path) -> None:
+    """files given to verify: refused before anything runs, exit 2, said as a logged issue."""
+    result = run({"command": "verify", "files": "arm/*.json"}, workspace)
+    assert result.outputs["exit_code"] == str(int(ExitCode.USAGE))
+    assert (
+        "##vso[task.logissue type=error]input files is read only by command audit-files"
+        in result.stdout
+    )
+    assert result.codes[-1] == ExitCode.USAGE
+    assert not tasks(result, "PublishBuildArtifacts@1")
