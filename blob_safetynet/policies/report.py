@@ -172,8 +172,8 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
         "shortDescription": {"text": rule.title},
         "fullDescription": {"text": rule.rationale},
         "help": {
-            "text": f"Fix: {rule.remediation}",
-            "markdown": f"**Why:** {rule.rationale}\n\n**Fix:** {rule.remediation}",
+            "text": f"Fix: {rule.remediation.account}",
+            "markdown": f"**Why:** {rule.rationale}\n\n**Fix:** {rule.remediation.account}",
         },
         "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
         "properties": {
