@@ -22,6 +22,7 @@ from azure.storage.blob import BlobServiceClient
 from blob_safetynet.cli.commands.audit import check_arm_endpoint, scope_from, token_from_environment
 from blob_safetynet.cli.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
 from blob_safetynet.cli.commands.outputs import (
+    Output,
     add_output_options,
     check_outputs,
     parse_outputs,
@@ -276,20 +277,39 @@ def run(args: argparse.Namespace) -> int:
                 result.settings, result.settings_errors = verdicts.findings, verdicts.errors
     except TargetMissingError:
         message = f"container '{printable(args.container)}' does not exist"
-        return fail("verify", ExitCode.USAGE, message, as_json)
+        return _failed(args, outputs, ExitCode.USAGE, message)
     except AzuriteError as error:
-        return fail("verify", ExitCode.USAGE, str(error), as_json)
+        return _failed(args, outputs, ExitCode.USAGE, str(error))
     except CommandError as error:
-        return fail("verify", error.code, str(error), as_json)
+        return _failed(args, outputs, error.code, str(error))
     except TARGET_ERRORS as error:
         refused = classify(error, args, started=False)
-        return fail("verify", refused.code, str(refused), as_json)
+        return _failed(args, outputs, refused.code, str(refused))
+    if not _write(args, outputs, result):
+        return ExitCode.USAGE
+    return exit_code(result)
+
+
+def _write(args: argparse.Namespace, outputs: list[Output], result: VerificationRun) -> bool:
     # The report quotes ARM's and the service's words, which may echo what was sent.
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
     texts = {o.format: VERIFY_RENDERERS[o.format](result) for o in outputs}
-    if not write_outputs(outputs, texts, redactor, "verify"):
-        return ExitCode.USAGE
-    return exit_code(result)
+    return write_outputs(outputs, texts, redactor, "verify")
+
+
+def _failed(args: argparse.Namespace, outputs: list[Output], code: int, message: str) -> int:
+    """A run that stopped before its probes: every report file still says why (a pipeline's
+    upload step refuses an empty SARIF or JUnit file), stdout and stderr as before."""
+    where = (args.account_url or "").split("?", 1)[0] or (
+        "the --connection-string account" if args.connection_string else "embedded Azurite"
+    )
+    stopped = VerificationRun(
+        target=f"{where} container {args.container}",
+        run_id="-",
+        incomplete=[f"the run stopped before its probes: {message}"],
+    )
+    _write(args, [o for o in outputs if o.path is not None], stopped)
+    return fail("verify", ExitCode(code), message, args.format == "json")
 
 
 def exit_code(result: VerificationRun) -> int:
