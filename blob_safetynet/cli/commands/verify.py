@@ -53,7 +53,12 @@ from blob_safetynet.policies.report import VERIFY_RENDERERS
 from blob_safetynet.policies.rules import Finding, Outcome
 from blob_safetynet.sweeper import appsettings
 from blob_safetynet.sweeper.pooling import pooled_transport
-from blob_safetynet.sweeper.redaction import Redactor, printable
+from blob_safetynet.sweeper.redaction import (
+    Redactor,
+    display_connection_string,
+    display_url,
+    printable,
+)
 from blob_safetynet.sweeper.settings import SettingsError
 from blob_safetynet.sweeper.vocabulary import PENDING, STATE_TAG
 
@@ -300,9 +305,12 @@ def _write(args: argparse.Namespace, outputs: list[Output], result: Verification
 def _failed(args: argparse.Namespace, outputs: list[Output], code: int, message: str) -> int:
     """A run that stopped before its probes: every report file still says why (a pipeline's
     upload step refuses an empty SARIF or JUnit file), stdout and stderr as before."""
-    where = (args.account_url or "").split("?", 1)[0] or (
-        "the --connection-string account" if args.connection_string else "embedded Azurite"
-    )
+    if args.account_url:
+        where = display_url(args.account_url, "account URL")
+    elif args.connection_string:
+        where = display_connection_string(args.connection_string)
+    else:
+        where = "embedded Azurite"
     stopped = VerificationRun(
         target=f"{where} container {args.container}",
         run_id="-",
