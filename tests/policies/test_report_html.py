@@ -20,6 +20,9 @@ import pytest
 
 from blob_safetynet import package_version
 from blob_safetynet.cli.main import main
+from blob_safetynet.policies.probes import PROBES, ProbeOutcome, ProbeResult
+from blob_safetynet.policies.probes.runner import VerificationRun
+from blob_safetynet.policies.report import VERIFY_RENDERERS
 from blob_safetynet.policies.report_html import frameworks
 from blob_safetynet.policies.rules import RULES_BY_ID, ruleset_version
 from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
@@ -225,3 +228,23 @@ def test_cards_show_no_raw_markdown_and_say_each_thing_once(reports: dict[str, P
         title = re.search(r"expects: (.*?)</p>", card)
         assert title is not None
         assert title.group(1) not in card_texts(card)[0]
+
+
+def test_verify_html_loads_in_chromium_with_its_counts(tmp_path: Path) -> None:
+    """verify's HTML loads in Chromium with no console message (its style is allowed by its
+    own policy), says when it was made, and shows each outcome's count of the run."""
+    run = VerificationRun(target="http://127.0.0.1:10000/devstoreaccount1/documents", run_id="r1")
+    outcomes = list(ProbeOutcome)
+    for number, probe in enumerate(PROBES):
+        run.results.append(ProbeResult(probe, outcomes[number % 3], f"detail {number}", 1))
+    page = tmp_path / "verify.html"
+    page.write_text(VERIFY_RENDERERS["html"](run), encoding="utf-8")
+    loaded = headless(chromium(), tmp_path / "profile", "--dump-dom", page.as_uri())
+    console = [line for line in loaded.stderr.splitlines() if CONSOLE.search(line)]
+    assert console == []
+    assert '<time id="generated"' in loaded.stdout
+    assert shown_counts(loaded.stdout) == {
+        "checks": len(PROBES),
+        **{o.value: len(run.outcomes(o)) for o in ProbeOutcome},
+        "errors": 0,
+    }
