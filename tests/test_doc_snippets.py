@@ -1,4 +1,5 @@
-"""Every ```python and ```sh block of docs/quickstart.md and docs/protocol.md runs as written.
+"""Every ```python and ```sh block of docs/quickstart.md, docs/protocol.md and docs/adopt.md runs
+as written.
 
 Blocks run in page order, like a reader following the page: `sh` blocks in bash (what they
 export is seen by the blocks after them), `python` blocks in one namespace (a block continues
@@ -15,6 +16,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -25,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -162,7 +166,7 @@ def read_page(page: Path, reader: Reader) -> list[str]:
     return [out for _, out, _ in stopped]
 
 
-@pytest.mark.parametrize("page", ["quickstart.md", "protocol.md"])
+@pytest.mark.parametrize("page", ["quickstart.md", "protocol.md", "adopt.md"])
 def test_every_run_block_has_a_known_language_mode(page: str) -> None:
     """A mode comment other than the known ones would silently change how a block runs."""
     text = (DOCS / page).read_text(encoding="utf-8")
@@ -202,3 +206,32 @@ def test_the_protocol_page_runs_as_written(tmp_path: Path, azurite: Azurite) -> 
         "preparation",
     )
     read_page(DOCS / "protocol.md", reader)
+
+
+def test_the_adopt_walk_through_runs_as_written(tmp_path: Path, azurite: Azurite) -> None:
+    """An application's own table and untagged blobs: the page's schema changes, db upgrade,
+    adopt (dry run, apply), reconcile and the Python put all succeed, the three blobs end
+    tagged committed, and the application's own column is what the page says."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")}
+    env["SAFETYNET_CONNECTION_STRING"] = azurite.connection_string
+    reader = Reader(tmp_path, env)
+    try:
+        read_page(DOCS / "adopt.md", reader)
+        container = reader.namespace["container"]
+        assert isinstance(container, ContainerClient)
+        tags = {b.name: dict(b.tags or {}) for b in container.list_blobs(include=["tags"])}
+        assert {name: t.get(STATE_TAG) for name, t in tags.items() if name.startswith("pdf/")} == {
+            f"pdf/0{n}.pdf": COMMITTED for n in (1, 2, 3)
+        }
+        with sqlite3.connect(tmp_path / "invoices.db") as db:
+            rows = db.execute("SELECT file_name, status, amount_cents FROM invoices").fetchall()
+        assert sorted(rows) == [
+            ("2026/01.pdf", "Ready", 1000),
+            ("2026/02.pdf", "Ready", 2000),
+            ("2026/03.pdf", "Ready", 3000),
+            ("2026/04.pdf", "Ready", 4000),
+        ]
+    finally:
+        BlobServiceClient.from_connection_string(azurite.connection_string).delete_container(
+            "invoices"
+        )

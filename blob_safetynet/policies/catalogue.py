@@ -25,17 +25,19 @@ def _where(rule: Rule) -> str:
 
 def render(rules: Sequence[Rule] = RULES) -> str:
     """The table: id, severity and enforcement, scope, what it checks (and why), the framework
-    controls it maps to, how to fix."""
+    controls it maps to, how to fix an account and a Pulumi program."""
     lines = [
-        "| id | severity | scope | what it checks | controls | how to fix |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| id | severity | scope | what it checks | controls | fix on an account (audit, verify) "
+        "| fix in a Pulumi program (pack) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for rule in rules:
         severity = f"{rule.severity.value} ({rule.enforcement})"
         checks = f"**{rule.title}.** {rule.rationale}"
         lines.append(
             f"| `{rule.id}` | {severity} | {rule.scope.value} | {cell(checks)} | "
-            f"{cell(controls(rule)) or '-'} | {cell(rule.remediation)} |"
+            f"{cell(controls(rule)) or '-'} | {cell(rule.remediation.account)} | "
+            f"{cell(rule.remediation.pulumi)} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -35,7 +35,7 @@ from blob_safetynet.policies import suppressions
 from blob_safetynet.policies.adapters import pulumi_props
 from blob_safetynet.policies.adapters.pulumi_props import StackResource
 from blob_safetynet.policies.model import Account, Facet, Thresholds
-from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule
+from blob_safetynet.policies.rules import RULES, Finding, FixTarget, Outcome, Rule
 from blob_safetynet.policies.rules.base import failed
 
 PACK_NAME: Final = "blob-safetynet"
@@ -211,7 +211,7 @@ def _resource_policy(rule: Rule) -> ResourceValidationPolicy:
         resource = StackResource(type=args.resource_type, name=args.name, props=plain(args.props))
         account: Account = adapt(resource)
         config = args.get_config()
-        _report([rule.evaluate(account, thresholds(config))], report, {}, config)
+        _report([rule.evaluate(account, thresholds(config), FixTarget.PULUMI)], report, {}, config)
 
     return ResourceValidationPolicy(validate=validate, **_metadata(rule))
 
@@ -241,7 +241,9 @@ def judge_stack(
     silent would read as a pass.
     """
     accounts = pulumi_props.accounts_from_stack(resources)
-    judged = [rule.evaluate(a, limits) for a in accounts if rule.applies_to(a, limits)]
+    judged = [
+        rule.evaluate(a, limits, FixTarget.PULUMI) for a in accounts if rule.applies_to(a, limits)
+    ]
     if rule.protocol and accounts and not judged:
         names = ", ".join(a.name for a in accounts)
         verdict = failed(
@@ -249,7 +251,10 @@ def judge_stack(
             f"{limits.container!r}, so the protocol's nets cannot be checked (is the pack's "
             "containerName the program's container?)"
         )
-        judged.append(Finding(rule, STACK, None, verdict.outcome, rule.message(verdict)))
+        message = rule.message(verdict, FixTarget.PULUMI)
+        judged.append(
+            Finding(rule, STACK, None, verdict.outcome, message, verdict.detail, FixTarget.PULUMI)
+        )
     return judged
 
 
@@ -275,7 +280,7 @@ def _metadata(rule: Rule) -> dict[str, Any]:
         "config_schema": CONFIG_SCHEMA,
         "display_name": rule.title,
         "severity": Severity(rule.severity.value),
-        "remediation_steps": rule.remediation,
+        "remediation_steps": rule.remediation.pulumi,
         "tags": ["azure", "storage", "blob-safetynet"],
     }
 

@@ -16,13 +16,24 @@ from blob_safetynet import package_version
 from blob_safetynet.policies import escaping
 from blob_safetynet.policies.audit import AuditReport, ReadError
 from blob_safetynet.policies.probes import Probe, ProbeOutcome, ProbeResult, VerificationRun
-from blob_safetynet.policies.report_text import render_csv, render_markdown
+from blob_safetynet.policies.report_text import (
+    render_csv,
+    render_markdown,
+    render_verify_csv,
+    render_verify_markdown,
+)
 from blob_safetynet.policies.report_view import (
     ReportContext,
+    behaviour_by_rule,
+    could_not_act,
     counts_line,
     error_line,
+    leftover_lines,
+    settings_by_rule,
     state,
     summary,
+    verify_counts_line,
+    verify_summary,
 )
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule, Severity
 from blob_safetynet.policies.suppressions import Suppression
@@ -185,8 +196,8 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
         "shortDescription": {"text": rule.title},
         "fullDescription": {"text": rule.rationale},
         "help": {
-            "text": f"Fix: {rule.remediation}",
-            "markdown": f"**Why:** {rule.rationale}\n\n**Fix:** {rule.remediation}",
+            "text": f"Fix: {rule.remediation.account}",
+            "markdown": f"**Why:** {rule.rationale}\n\n**Fix:** {rule.remediation.account}",
         },
         "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
         "properties": {
@@ -462,34 +473,10 @@ def _proves(result: ProbeResult) -> str:
     return ",".join(result.probe.proves) or "(protocol)"
 
 
-def behaviour_by_rule(run: VerificationRun) -> dict[str, tuple[str, list[str]]]:
-    """Per catalogue rule: the combined probe outcome (any FAIL, else any PASS, else
-    NOT_VERIFIABLE) and the probes behind it; rules no probe proves are absent."""
-    combined: dict[str, tuple[str, list[str]]] = {}
-    for rule in RULES:
-        results = [r for r in run.results if rule.id in r.probe.proves]
-        if not results:
-            continue
-        outcomes = {r.outcome for r in results}
-        for candidate in (ProbeOutcome.FAIL, ProbeOutcome.PASS, ProbeOutcome.NOT_VERIFIABLE):
-            if candidate in outcomes:
-                combined[rule.id] = (candidate.value, [r.probe.id for r in results])
-                break
-    return combined
-
-
-def _settings_by_rule(run: VerificationRun) -> dict[str, str]:
-    return {f.rule.id: f.outcome.value for f in run.settings or []}
-
-
-def _verify_summary(run: VerificationRun) -> dict[str, int]:
-    return {o.value: len(run.outcomes(o)) for o in ProbeOutcome}
-
-
 def render_verify_json(run: VerificationRun) -> str:
     """One object: target, run id, summary, `checks` (check, proves, outcome, detail), and with
     settings read, `rules` (settings and behaviour verdict per rule)."""
-    settings = _settings_by_rule(run)
+    settings = settings_by_rule(run)
     behaviour = behaviour_by_rule(run)
     document: dict[str, Any] = {
         "tool": TOOL_NAME,
@@ -497,7 +484,7 @@ def render_verify_json(run: VerificationRun) -> str:
         "target": run.target,
         "run_id": run.run_id,
         "summary": {
-            **_verify_summary(run),
+            **verify_summary(run),
             "requests": run.requests,
             "seconds": round(run.seconds, 2),
         },
@@ -532,7 +519,7 @@ def render_verify_json(run: VerificationRun) -> str:
 def render_verify_table(run: VerificationRun) -> str:
     """A plain text table for people: one row per probe, then per rule when settings were read.
     Details quote the service and the heartbeat, so they are escaped: none can forge a row."""
-    settings = _settings_by_rule(run)
+    settings = settings_by_rule(run)
     with_settings = run.settings is not None
     header = ("CHECK", "PROVES", "OUTCOME", *(("SETTINGS",) if with_settings else ()), "DETAIL")
     rows = [header]
@@ -564,9 +551,8 @@ def render_verify_table(run: VerificationRun) -> str:
         lines.extend(f"ERROR settings: {escaping.terminal(e)}" for e in run.settings_errors)
     lines.extend(f"INCOMPLETE {escaping.terminal(reason)}" for reason in run.incomplete)
     lines.extend(f"LEFTOVER {escaping.terminal(name)}" for name in run.leftovers)
-    counts = ", ".join(f"{count} {outcome}" for outcome, count in _verify_summary(run).items())
     lines.append(
-        f"{len(run.results)} checks: {counts}; {run.requests} requests in {run.seconds:.1f} s; "
+        f"{verify_counts_line(run)}; "
         f"run {escaping.terminal(run.run_id)} on {escaping.terminal(run.target)}"
     )
     return "\n".join(lines) + "\n"
@@ -663,10 +649,7 @@ def render_verify_sarif(run: VerificationRun, category: str | None = None) -> st
             results.append({**result, "properties": {"outcome": finding.outcome.value}})
         elif finding.outcome is Outcome.UNKNOWN:
             unknown.append(_unknown(finding.rule.id, index, text))
-    notifications = [
-        _notification(text, "incomplete")
-        for text in [*run.incomplete, *run.settings_errors, *_leftover_lines(run)]
-    ] + unknown
+    notifications = [_notification(text, "incomplete") for text in could_not_act(run)] + unknown
     return _sarif_log(
         rules=descriptors,
         automation_id=automation_id("verify", where, category),
@@ -675,12 +658,6 @@ def render_verify_sarif(run: VerificationRun, category: str | None = None) -> st
         notifications=notifications,
         results=results,
     )
-
-
-def _leftover_lines(run: VerificationRun) -> list[str]:
-    """Probe blobs the clean-up could not delete: they make the run exit 3, so every format a
-    pipeline publishes names them."""
-    return [f"left behind, delete by hand: {name}" for name in run.leftovers]
 
 
 def render_verify_junit(run: VerificationRun) -> str:
@@ -700,7 +677,7 @@ def render_verify_junit(run: VerificationRun) -> str:
         elif r.outcome is ProbeOutcome.NOT_VERIFIABLE:
             counts["skipped"] += 1
             _outcome_node(case, "skipped", r.detail)
-    for reason in [*run.incomplete, *_leftover_lines(run)]:
+    for reason in [*run.incomplete, *leftover_lines(run)]:
         case = _case(suite, "safetynet.verify", "could not act", counts)
         _outcome_node(case, "error", reason, "incomplete")
         counts["errors"] += 1
@@ -718,9 +695,19 @@ def render_verify_junit(run: VerificationRun) -> str:
     return _junit_text(suites, totals, run.seconds)
 
 
+def render_verify_html(run: VerificationRun) -> str:
+    """The verification run as HTML; Jinja2 is imported only when one is asked for."""
+    from blob_safetynet.policies import report_html
+
+    return report_html.render_verify_html(run)
+
+
 VERIFY_RENDERERS: Final[dict[str, Callable[[VerificationRun], str]]] = {
     "table": render_verify_table,
     "json": render_verify_json,
     "sarif": render_verify_sarif,
     "junit": render_verify_junit,
+    "csv": render_verify_csv,
+    "markdown": render_verify_markdown,
+    "html": render_verify_html,
 }

@@ -10,27 +10,38 @@ escaping could neither run nor load anything.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
+import re
 from pathlib import Path
 from typing import Any, Final
 
 import jinja2
+import markupsafe
 
+from blob_safetynet import package_version
 from blob_safetynet.policies import escaping
 from blob_safetynet.policies.audit import AuditReport
+from blob_safetynet.policies.probes import ProbeOutcome, VerificationRun
 from blob_safetynet.policies.report_view import (
     ATTENTION,
     STATES,
     ReportContext,
+    behaviour_by_rule,
+    could_not_act,
     counts_by_rule,
     error_line,
+    settings_by_rule,
     state,
     summary,
+    verify_summary,
 )
-from blob_safetynet.policies.rules import Finding, Rule, Severity
+from blob_safetynet.policies.rules import RULES, Finding, Rule, Severity, ruleset_version
 
 TEMPLATES: Final = Path(__file__).parent / "templates"
 TEMPLATE: Final = "report.html.j2"
+VERIFY_TEMPLATE: Final = "verify.html.j2"
+CODE_SPAN: Final = re.compile(r"`([^`]+)`")
 ASSETS: Final = ("report.css", "report.js")
 
 
@@ -42,7 +53,26 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     environment.filters["printable"] = escaping.terminal
+    environment.filters["code_spans"] = code_spans
     return environment
+
+
+def code_spans(text: str) -> markupsafe.Markup:
+    """`text` escaped, its Markdown code spans (the rules' `property: value`) as <code>."""
+    escaped = str(markupsafe.escape(escaping.terminal(text)))
+    return markupsafe.Markup(CODE_SPAN.sub(r"<code>\1</code>", escaped))  # noqa: S704 (escaped above)
+
+
+def _about(scope: str, generated: dt.datetime) -> dict[str, str]:
+    """What the page's header says the report is: when (UTC), by which tool and rule set, of
+    what."""
+    return {
+        "generated": generated.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "generated_iso": generated.astimezone(dt.UTC).isoformat(timespec="seconds"),
+        "tool": f"safetynet {package_version()}",
+        "ruleset": ruleset_version(),
+        "scope": scope,
+    }
 
 
 def frameworks(rule: Rule) -> dict[str, tuple[str, ...]]:
@@ -73,11 +103,20 @@ def _finding(finding: Finding, context: ReportContext) -> dict[str, Any]:
         "rank": finding.severity.rank,
         "state": state(finding, context),
         "message": finding.message,
+        "heading": _heading(finding),
+        "fix": finding.fix,
         "resource_id": finding.resource_id or "",
         "suppression": suppression,
         "frameworks": _framework_list(finding.rule),
         "controls": frameworks(finding.rule),
     }
+
+
+def _heading(finding: Finding) -> str:
+    """The card's heading and its evidence: what was found (`blob soft delete is off`), not the
+    rule's ideal, which above a FAIL would read as the opposite."""
+    detail = finding.detail or finding.rule.title
+    return detail[:1].upper() + detail[1:]
 
 
 def _history(report: AuditReport, context: ReportContext) -> list[dict[str, Any]]:
@@ -101,6 +140,7 @@ def render_html(report: AuditReport, context: ReportContext) -> str:
     accounts = list(dict.fromkeys(f["account"] for f in findings))
     names = sorted({name for rule in report.rules for name in frameworks(rule)})
     return environment.get_template(TEMPLATE).render(
+        about=_about(report.scope.label, context.generated),
         scope=report.scope.label,
         rules=report.rules,
         accounts=accounts,
@@ -124,4 +164,26 @@ def render_html(report: AuditReport, context: ReportContext) -> str:
             f"style-src {_csp_hash(assets['report.css'])}; "
             f"script-src {_csp_hash(assets['report.js'])}"
         ),
+    )
+
+
+def render_verify_html(run: VerificationRun, generated: dt.datetime | None = None) -> str:
+    """The verification run as one self-contained page: the header as the audit's, a card per
+    probe that did not pass, the settings and behaviour verdict per rule when the settings were
+    read, and why the run could not act."""
+    environment = _environment()
+    css = (TEMPLATES / "report.css").read_text(encoding="utf-8")
+    order = (ProbeOutcome.FAIL, ProbeOutcome.NOT_VERIFIABLE, ProbeOutcome.PASS)
+    behaviour = behaviour_by_rule(run)
+    return environment.get_template(VERIFY_TEMPLATE).render(
+        about=_about(run.target, generated or dt.datetime.now(dt.UTC)),
+        run=run,
+        results=sorted(run.results, key=lambda r: order.index(r.outcome)),
+        counts=verify_summary(run),
+        settings=settings_by_rule(run),
+        behaviour={rule: outcome for rule, (outcome, _) in behaviour.items()},
+        rules=RULES if run.settings is not None else (),
+        errors=could_not_act(run),
+        css=css,
+        csp=f"default-src 'none'; img-src data:; style-src {_csp_hash(css)}",
     )

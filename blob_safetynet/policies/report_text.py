@@ -8,14 +8,19 @@ from typing import Final
 
 from blob_safetynet.policies import escaping
 from blob_safetynet.policies.audit import AuditReport
+from blob_safetynet.policies.probes import ProbeOutcome, VerificationRun
 from blob_safetynet.policies.report_view import (
     ATTENTION,
     ReportContext,
+    behaviour_by_rule,
+    could_not_act,
     counts_line,
     error_line,
+    settings_by_rule,
     state,
+    verify_counts_line,
 )
-from blob_safetynet.policies.rules import Finding
+from blob_safetynet.policies.rules import RULES, Finding
 
 CSV_COLUMNS: Final = (
     "account",
@@ -59,6 +64,65 @@ def render_csv(report: AuditReport, context: ReportContext) -> str:
         ]
         writer.writerow([escaping.csv_cell(cell) for cell in row])
     return out.getvalue()
+
+
+VERIFY_CSV_COLUMNS: Final = ("kind", "id", "proves", "outcome", "detail", "target", "run")
+
+
+def render_verify_csv(run: VerificationRun) -> str:
+    """One row per probe (kind `behaviour`), per settings rule when read (`settings`) and per
+    reason the run could not act (`error`), in `VERIFY_CSV_COLUMNS`; cells escaped as the
+    audit's."""
+    rows = [
+        ("behaviour", r.probe.id, " ".join(r.probe.proves), r.outcome.value, r.detail)
+        for r in run.results
+    ]
+    rows += [
+        ("settings", f.rule.id, f.rule.id, f.outcome.value, f.message) for f in run.settings or []
+    ]
+    rows += [("error", "", "", "", reason) for reason in could_not_act(run)]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(VERIFY_CSV_COLUMNS)
+    for row in rows:
+        writer.writerow([escaping.csv_cell(cell) for cell in (*row, run.target, run.run_id)])
+    return out.getvalue()
+
+
+def render_verify_markdown(run: VerificationRun) -> str:
+    """A heading, the counts, every probe that did not pass (FAIL first), the settings and
+    behaviour verdict per rule when the settings were read, and why the run could not act;
+    cut to `MARKDOWN_BUDGET` like the audit's."""
+    head = [
+        f"## safetynet verify: {escaping.markdown(run.target)}",
+        "",
+        f"{verify_counts_line(run)}; run {escaping.markdown(run.run_id) or '-'}",
+        "",
+    ]
+    order = (ProbeOutcome.FAIL, ProbeOutcome.NOT_VERIFIABLE)
+    shown = sorted(
+        (r for r in run.results if r.outcome in order), key=lambda r: order.index(r.outcome)
+    )
+    rows = [
+        f"| `{r.probe.id}` | {escaping.markdown(', '.join(r.probe.proves) or '(protocol)')} "
+        f"| **{r.outcome.value}** | {escaping.markdown(r.detail)} |"
+        for r in shown
+    ]
+    if rows:
+        head += ["| Check | Proves | Outcome | Detail |", "|---|---|---|---|"]
+    elif run.results:
+        head.append("Every check passed.")
+    tail: list[str] = []
+    if run.settings is not None:
+        settings, behaviour = settings_by_rule(run), behaviour_by_rule(run)
+        tail += ["", "| Rule | Settings | Behaviour |", "|---|---|---|"]
+        tail += [
+            f"| `{rule.id}` | {settings.get(rule.id, '-')} "
+            f"| {behaviour.get(rule.id, ('-', []))[0]} |"
+            for rule in RULES
+        ]
+    errors = [f"- error: {escaping.markdown(reason)}" for reason in could_not_act(run)]
+    return _fit(head, rows, tail + ([""] if errors else []) + errors)
 
 
 def _finding_row(finding: Finding, context: ReportContext) -> str:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from blob_safetynet.policies.audit import AuditReport, ReadError
-from blob_safetynet.policies.rules import Finding, Outcome
+from blob_safetynet.policies.probes import ProbeOutcome, VerificationRun
+from blob_safetynet.policies.rules import RULES, Finding, Outcome
 from blob_safetynet.policies.suppressions import Applied, Baseline, Key
 from blob_safetynet.settings import untrusted
 
@@ -36,6 +38,8 @@ class HistoryRun:
 class ReportContext:
     applied: Applied = field(default_factory=Applied)
     history: Sequence[HistoryRun] = ()
+    generated: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    """When the report was made (UTC): the "as of when" an auditor reads first."""
 
 
 def state(finding: Finding, context: ReportContext) -> str:
@@ -117,3 +121,46 @@ def load_baseline(path: Path) -> Baseline:
             )
         failing.add((rule, account, resource_id))
     return Baseline(path.name, frozenset(failing))
+
+
+def behaviour_by_rule(run: VerificationRun) -> dict[str, tuple[str, list[str]]]:
+    """Per catalogue rule: the combined probe outcome (any FAIL, else any PASS, else
+    NOT_VERIFIABLE) and the probes behind it; rules no probe proves are absent."""
+    combined: dict[str, tuple[str, list[str]]] = {}
+    for rule in RULES:
+        results = [r for r in run.results if rule.id in r.probe.proves]
+        if not results:
+            continue
+        outcomes = {r.outcome for r in results}
+        for candidate in (ProbeOutcome.FAIL, ProbeOutcome.PASS, ProbeOutcome.NOT_VERIFIABLE):
+            if candidate in outcomes:
+                combined[rule.id] = (candidate.value, [r.probe.id for r in results])
+                break
+    return combined
+
+
+def settings_by_rule(run: VerificationRun) -> dict[str, str]:
+    """Each settings rule's outcome on the probed account, when the settings were read."""
+    return {f.rule.id: f.outcome.value for f in run.settings or []}
+
+
+def verify_summary(run: VerificationRun) -> dict[str, int]:
+    """Probes per outcome: the counts every verify format shows."""
+    return {o.value: len(run.outcomes(o)) for o in ProbeOutcome}
+
+
+def verify_counts_line(run: VerificationRun) -> str:
+    """`N checks: a PASS, ...; R requests in S s`: the last line of the table and the Markdown."""
+    counts = ", ".join(f"{count} {outcome}" for outcome, count in verify_summary(run).items())
+    return f"{len(run.results)} checks: {counts}; {run.requests} requests in {run.seconds:.1f} s"
+
+
+def leftover_lines(run: VerificationRun) -> list[str]:
+    """Probe blobs the clean-up could not delete: they make the run exit 3, so every format a
+    pipeline publishes names them."""
+    return [f"left behind, delete by hand: {name}" for name in run.leftovers]
+
+
+def could_not_act(run: VerificationRun) -> list[str]:
+    """Every reason the run could not act or finish: each is an error in every format."""
+    return [*run.incomplete, *run.settings_errors, *leftover_lines(run)]

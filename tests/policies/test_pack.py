@@ -310,6 +310,17 @@ def test_breaking_one_setting_fails_that_rule_only(rule_id: str) -> None:
     assert result.failing <= {rule_id, *dependents}
 
 
+def test_a_pack_violation_gives_the_pulumi_fix_not_the_accounts() -> None:
+    """A program with too short a blob soft delete is told its Pulumi config key, not the az
+    command an audit of an account gives."""
+    rule = RULES_BY_ID["SN-BLOB-SOFT-DELETE"]
+    result = run_pack(run_stack({**BASE, "blobSoftDeleteDays": 3}))
+    messages = result.violations[rule.id]
+    assert messages
+    assert all(rule.remediation.pulumi in m for m in messages)
+    assert not any("az storage" in m for m in messages)
+
+
 def test_thresholds_come_from_policy_config() -> None:
     """A policy config raising minBlobSoftDeleteDays above the program's 14 makes it fail."""
     result = run_pack(run_stack(BASE), {"minBlobSoftDeleteDays": 30})

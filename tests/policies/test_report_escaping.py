@@ -87,6 +87,31 @@ def check_sarif(text: str) -> None:
         assert not UNESCAPED_LINK.search(message["markdown"]), message
 
 
+def check_csv(text: str) -> None:
+    rows = list(csv.reader(io.StringIO(text)))
+    cells = [cell for row in rows[1:] for cell in row]
+    assert len(rows) > 1
+    assert len({len(row) for row in rows}) == 1
+    assert [c for c in cells if c[:1] in ("=", "+", "-", "@")] == []
+    assert [c for c in cells if raw_controls(c, allowed="")] == []
+
+
+def check_markdown(text: str) -> None:
+    assert raw_controls(text) == []
+    assert not UNESCAPED_LINK.search(text)
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert rows
+    assert all(row.endswith("|") for row in rows)
+
+
+def check_html(text: str, scripts: int) -> None:
+    """Only the page's own scripts (`scripts` of them), no injected tag, no raw control."""
+    assert text.lower().count("<script") == scripts
+    assert "<img" not in text.lower()
+    assert "alert(1)</script>" not in text
+    assert raw_controls(text) == []
+
+
 def test_audit_table_shows_hostile_text_escaped(hostile_arm: FakeArm, tmp_path: Path) -> None:
     """The audit table has no raw control character and no forged row."""
     check_table(audit_as("table", tmp_path))
@@ -114,31 +139,19 @@ def test_audit_json_keeps_hostile_text_as_data(hostile_arm: FakeArm, tmp_path: P
 
 def test_audit_csv_cells_cannot_run_formulas(hostile_arm: FakeArm, tmp_path: Path) -> None:
     """Every CSV cell parses, holds no control character and none starts a formula."""
-    rows = list(csv.reader(io.StringIO(audit_as("csv", tmp_path))))
-    cells = [cell for row in rows[1:] for cell in row]
-    assert len({len(row) for row in rows}) == 1
-    assert [c for c in cells if c[:1] in ("=", "+", "-", "@")] == []
-    assert [c for c in cells if raw_controls(c, allowed="")] == []
+    check_csv(audit_as("csv", tmp_path))
 
 
 def test_audit_markdown_has_no_live_markup(hostile_arm: FakeArm, tmp_path: Path) -> None:
     """The Markdown has no raw control character, link, image or HTML tag from the data, and
     each table row is one line."""
-    text = audit_as("markdown", tmp_path)
-    assert raw_controls(text) == []
-    assert not UNESCAPED_LINK.search(text)
-    rows = [line for line in text.splitlines() if line.startswith("|")]
-    assert all(row.endswith("|") for row in rows)
+    check_markdown(audit_as("markdown", tmp_path))
 
 
 def test_audit_html_escapes_every_value(hostile_arm: FakeArm, tmp_path: Path) -> None:
     """The HTML holds exactly one script element (its own), no injected tag and no raw control
     character."""
-    text = audit_as("html", tmp_path)
-    assert text.lower().count("<script") == 1
-    assert "<img" not in text.lower()
-    assert "alert(1)</script>" not in text
-    assert raw_controls(text) == []
+    check_html(audit_as("html", tmp_path), scripts=1)
 
 
 def test_verify_table_shows_heartbeat_text_escaped() -> None:
@@ -154,3 +167,12 @@ def test_verify_junit_is_valid_xml_despite_heartbeat_text() -> None:
 def test_verify_sarif_messages_escape_markdown() -> None:
     """Verify's SARIF validates and its messages hold no raw link, tag or control character."""
     check_sarif(VERIFY_RENDERERS["sarif"](hostile_verify_run()))
+
+
+def test_verify_csv_markdown_and_html_escape_heartbeat_text() -> None:
+    """Verify's CSV cells run no formula, its Markdown has no live markup and its HTML no
+    injected tag (it has no script at all), with hostile probe details."""
+    run = hostile_verify_run()
+    check_csv(VERIFY_RENDERERS["csv"](run))
+    check_markdown(VERIFY_RENDERERS["markdown"](run))
+    check_html(VERIFY_RENDERERS["html"](run), scripts=0)

@@ -1,6 +1,7 @@
 """The HTML report: self-contained, and checked in a real headless Chromium (Debian package
 `chromium`): it loads with no console message, its script runs under its own Content Security
-Policy, and the counts it shows equal the JSON's. A screenshot is kept under build/.
+Policy, the counts it shows equal the JSON's, and the matrix header's labels and badges do not
+overlap (element boxes read over DevTools). A full-page screenshot is kept under build/.
 
 Without Chromium the browser test is skipped with the reason, unless
 SAFETYNET_REQUIRE_CHROMIUM=1 (CI), where its absence fails.
@@ -8,6 +9,7 @@ SAFETYNET_REQUIRE_CHROMIUM=1 (CI), where its absence fails.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -17,10 +19,15 @@ from pathlib import Path
 
 import pytest
 
+from blob_safetynet import package_version
 from blob_safetynet.cli.main import main
+from blob_safetynet.policies.probes import PROBES, ProbeOutcome, ProbeResult
+from blob_safetynet.policies.probes.runner import VerificationRun
+from blob_safetynet.policies.report import VERIFY_RENDERERS
 from blob_safetynet.policies.report_html import frameworks
-from blob_safetynet.policies.rules import RULES_BY_ID
+from blob_safetynet.policies.rules import RULES_BY_ID, ruleset_version
 from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
+from testkit.devtools import Browser
 from tests.policies.arm_env import use_fake_arm
 
 ROOT = Path(__file__).parents[2]
@@ -122,15 +129,6 @@ def test_report_loads_in_chromium_and_shows_the_json_counts(reports: dict[str, P
     summary = json.loads(reports["json"].read_text())["summary"]
     assert shown_counts(loaded.stdout) == summary
     assert re.search(r'id="shown">\d+ verdict', loaded.stdout), "the page's script did not run"
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    headless(
-        browser,
-        reports["folder"] / "profile",
-        f"--screenshot={SCREENSHOT}",
-        "--window-size=1400,1000",
-        url,
-    )
-    assert SCREENSHOT.stat().st_size > 0
 
 
 def test_the_framework_filter_groups_each_rules_controls() -> None:
@@ -142,4 +140,103 @@ def test_the_framework_filter_groups_each_rules_controls() -> None:
     assert {name for rule in RULES_BY_ID.values() for name in frameworks(rule)} == {
         "CIS 3.0.0",
         "MCSB v1",
+    }
+
+
+OVERLAPS = """(() => {
+  const boxes = (selector) => Array.from(document.querySelectorAll(selector)).map((e) => {
+    const r = e.getBoundingClientRect();
+    return {text: e.textContent.trim(), left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+  });
+  const meets = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  const labels = boxes("th.rule-name .label");
+  const badges = boxes("th.rule-sev .sev");
+  const all = labels.concat(badges);
+  const pairs = [];
+  all.forEach((a, i) => all.slice(i + 1).forEach((b) => { if (meets(a, b)) pairs.push([a.text, b.text]); }));
+  return {labels: labels.length, badges: badges.length, overlaps: pairs};
+})()"""
+"""Every rule label and severity badge of the matrix header as laid out, and each pair of them
+whose boxes intersect."""
+
+
+def test_matrix_header_labels_and_badges_do_not_overlap(reports: dict[str, Path]) -> None:
+    """In Chromium, no rule name and no severity badge of the matrix header overlaps another
+    (element geometry through DevTools), one of each per rule; a screenshot is kept."""
+    with Browser(chromium(), reports["folder"] / "devtools") as browser:
+        browser.open(reports["html"].as_uri())
+        geometry = browser.evaluate(OVERLAPS)
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        browser.screenshot(SCREENSHOT)
+    assert geometry["labels"] == geometry["badges"] == len(RULES_BY_ID)
+    assert geometry["overlaps"] == []
+    assert SCREENSHOT.stat().st_size > 0
+
+
+def visible_text(html: str) -> str:
+    """The page's text without tags, script and style."""
+    body = re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.DOTALL)
+    return re.sub(r"<[^>]+>", " ", body)
+
+
+def test_report_says_when_by_what_and_of_what(reports: dict[str, Path]) -> None:
+    """The header gives the generation time in UTC (within the test's minute), the tool's
+    version, the rule set's version and the audit's scope."""
+    html = reports["html"].read_text()
+    stamp = re.search(r'<time id="generated" datetime="([^"]+)"', html)
+    assert stamp is not None
+    generated = dt.datetime.fromisoformat(stamp.group(1))
+    assert generated.utcoffset() == dt.timedelta(0)
+    assert abs(dt.datetime.now(dt.UTC) - generated) < dt.timedelta(minutes=10)
+    assert f"safetynet {package_version()}" in html
+    assert ruleset_version() in html
+    assert json.loads(reports["json"].read_text())["scope"] in html
+
+
+def card_texts(card: str) -> list[str]:
+    """The heading's evidence and each definition of a finding card, as shown."""
+    evidence = re.findall(r'<span class="evidence">(.*?)</span> <span class="sev', card, re.DOTALL)
+    details = re.findall(r"<dd>(.*?)</dd>", card, re.DOTALL)
+    return [" ".join(visible_text(part).split()) for part in [*evidence, *details]]
+
+
+def test_cards_show_no_raw_markdown_and_say_each_thing_once(reports: dict[str, Path]) -> None:
+    """No backtick shows in the page's text (code spans become <code>); within a card no text
+    (evidence, why, remediation) holds another, so the Fix is given once; a FAIL card's
+    heading is what was found, not the rule's title."""
+    html = reports["html"].read_text()
+    assert "`" not in visible_text(html)
+    cards = re.findall(r'<article class="finding state-.*?</article>', html, re.DOTALL)
+    fails = [card for card in cards if 'class="finding state-FAIL"' in card]
+    assert fails
+    for card in cards:
+        texts = card_texts(card)
+        assert len(texts) >= 2
+        assert [
+            (a, b) for i, a in enumerate(texts) for b in texts[i + 1 :] if a in b or b in a
+        ] == []
+        assert not any("Fix:" in text for text in texts)
+    for card in fails:
+        title = re.search(r"expects: (.*?)</p>", card)
+        assert title is not None
+        assert title.group(1) not in card_texts(card)[0]
+
+
+def test_verify_html_loads_in_chromium_with_its_counts(tmp_path: Path) -> None:
+    """verify's HTML loads in Chromium with no console message (its style is allowed by its
+    own policy), says when it was made, and shows each outcome's count of the run."""
+    run = VerificationRun(target="http://127.0.0.1:10000/devstoreaccount1/documents", run_id="r1")
+    outcomes = list(ProbeOutcome)
+    for number, probe in enumerate(PROBES):
+        run.results.append(ProbeResult(probe, outcomes[number % 3], f"detail {number}", 1))
+    page = tmp_path / "verify.html"
+    page.write_text(VERIFY_RENDERERS["html"](run), encoding="utf-8")
+    loaded = headless(chromium(), tmp_path / "profile", "--dump-dom", page.as_uri())
+    console = [line for line in loaded.stderr.splitlines() if CONSOLE.search(line)]
+    assert console == []
+    assert '<time id="generated"' in loaded.stdout
+    assert shown_counts(loaded.stdout) == {
+        "checks": len(PROBES),
+        **{o.value: len(run.outcomes(o)) for o in ProbeOutcome},
+        "errors": 0,
     }

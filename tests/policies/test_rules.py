@@ -524,13 +524,13 @@ def test_compliant_account_passes_every_rule() -> None:
 
 
 def test_failure_message_is_built_from_rule_metadata() -> None:
-    """A FAIL message carries the rule's title and its remediation."""
+    """A FAIL message carries the rule's title and its remediation for an account."""
     rule = RULES_BY_ID["SN-SHARED-KEY-OFF"]
     finding = rule.evaluate(
         m.account(settings=m.settings(allow_shared_key_access=True)), THRESHOLDS
     )
     assert finding.message.startswith(rule.title)
-    assert rule.remediation in finding.message
+    assert rule.remediation.account in finding.message
 
 
 def test_unread_facet_names_the_reason() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -10,17 +12,18 @@ from typing import Any
 
 import jsonschema
 import pytest
+import xmlschema
 from azure.storage.blob import BlobServiceClient
 
 from blob_safetynet.cli.commands.common import UsageError
 from blob_safetynet.cli.commands.verify import exit_code, second_credential
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
-from blob_safetynet.embedded.azurite import DEV_KEY, Azurite
+from blob_safetynet.embedded.azurite import AZURITE_BIN_ENV, DEV_KEY, Azurite
 from blob_safetynet.policies.probes import ProbeOutcome, ProbeResult
 from blob_safetynet.policies.probes.runner import VerificationRun
 from blob_safetynet.policies.probes.writes import CREATE_ONLY
-from blob_safetynet.policies.report import VERIFY_RENDERERS
+from blob_safetynet.policies.report import RENDERERS, VERIFY_RENDERERS
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]
@@ -271,3 +274,65 @@ def test_verify_writes_several_formats_from_one_run(verify: Verify, tmp_path: Pa
     verify("--output", f"json={json_path}", "--output", f"junit={junit_path}")
     run_id = json.loads(json_path.read_text())["run_id"]
     assert run_id in junit_path.read_text()
+
+
+JUNIT_SCHEMA = xmlschema.XMLSchema10(
+    Path(__file__).parents[1] / "policies" / "data" / "junit-10.xsd"
+)
+
+
+def test_verify_has_every_format_audit_has(verify: Verify, tmp_path: Path) -> None:
+    """verify writes csv, markdown and html beside table/json/sarif/junit, as audit does, from
+    one run: the CSV has a row per probe, the Markdown names the target, the HTML the run id."""
+    assert set(VERIFY_RENDERERS) == set(RENDERERS)
+    paths = {name: tmp_path / f"v.{name}" for name in ("csv", "markdown", "html", "json")}
+    verify(*(arg for name, path in paths.items() for arg in ("--output", f"{name}={path}")))
+    run = json.loads(paths["json"].read_text())
+    rows = list(csv.DictReader(io.StringIO(paths["csv"].read_text())))
+    behaviour = {r["id"]: r["outcome"] for r in rows if r["kind"] == "behaviour"}
+    assert behaviour == {c["check"]: c["outcome"] for c in run["checks"]}
+    assert paths["markdown"].read_text().startswith("## safetynet verify: ")
+    assert run["run_id"] in paths["html"].read_text()
+
+
+def failed_run_reports(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    """`verify ARGS` with SARIF and JUnit files: (exit code, the SARIF, the JUnit text)."""
+    sarif, junit = tmp_path / "v.sarif", tmp_path / "v.xml"
+    code = main(["verify", *args, "--output", f"sarif={sarif}", "--output", f"junit={junit}"])
+    return code, json.loads(sarif.read_text()), junit.read_text()
+
+
+def test_a_missing_container_still_writes_sarif_and_junit_that_say_why(
+    azurite: Azurite, tmp_path: Path
+) -> None:
+    """A run stopped by a missing container exits 2 as before, and its SARIF and JUnit files
+    are valid against their schemas, not empty, and name the container as the reason."""
+    code, sarif, junit = failed_run_reports(
+        tmp_path, "--connection-string", azurite.connection_string, "--container", "nope"
+    )
+    jsonschema.validate(sarif, SCHEMA)
+    JUNIT_SCHEMA.validate(junit)
+    invocation = sarif["runs"][0]["invocations"][0]
+    error = ET.fromstring(junit).find(".//error")  # noqa: S314 (our own output)
+    assert code == ExitCode.USAGE
+    assert invocation["executionSuccessful"] is False
+    reason = invocation["toolExecutionNotifications"][0]["message"]["text"]
+    assert "nope" in reason
+    assert "does not exist" in reason
+    assert error is not None
+    assert "'nope' does not exist" in (error.get("message") or "")
+
+
+def test_an_emulator_that_cannot_start_still_writes_sarif_and_junit_that_say_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a target and with an emulator that cannot start, the SARIF and JUnit files are
+    valid and carry Azurite's refusal."""
+    monkeypatch.setenv(AZURITE_BIN_ENV, str(tmp_path / "no-such-azurite"))
+    code, sarif, junit = failed_run_reports(tmp_path)
+    jsonschema.validate(sarif, SCHEMA)
+    JUNIT_SCHEMA.validate(junit)
+    notes = sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+    assert code == ExitCode.USAGE
+    assert "does not name a file" in notes[0]["message"]["text"]
+    assert "does not name a file" in junit

@@ -23,6 +23,7 @@ from azure.storage.blob import BlobServiceClient
 from blob_safetynet.cli.commands.audit import check_arm_endpoint, scope_from, token_from_environment
 from blob_safetynet.cli.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
 from blob_safetynet.cli.commands.outputs import (
+    Output,
     add_output_options,
     add_sarif_category,
     check_outputs,
@@ -56,7 +57,12 @@ from blob_safetynet.policies.rules import Finding, Outcome
 from blob_safetynet.protocol.pooling import pooled_transport
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError
-from blob_safetynet.settings.redaction import Redactor, printable
+from blob_safetynet.settings.redaction import (
+    Redactor,
+    display_connection_string,
+    display_url,
+    printable,
+)
 from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG
 
 DEFAULTS = Thresholds()
@@ -245,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         settings = _validate(args)
         outputs = parse_outputs(args.output, args.format, VERIFY_RENDERERS)
         check_outputs(outputs)
-        category = sarif_category(args.sarif_category)
+        sarif_category(args.sarif_category)
         if _wants_settings(args):
             token_from_environment()  # a malformed token is bad usage, found before acting
         second = second_credential(args.second_credential) if args.second_credential else None
@@ -282,24 +288,48 @@ def run(args: argparse.Namespace) -> int:
                 result.settings, result.settings_errors = verdicts.findings, verdicts.errors
     except TargetMissingError:
         message = f"container '{printable(args.container)}' does not exist"
-        return fail("verify", ExitCode.USAGE, message, as_json)
+        return _failed(args, outputs, ExitCode.USAGE, message)
     except AzuriteError as error:
-        return fail("verify", ExitCode.USAGE, str(error), as_json)
+        return _failed(args, outputs, ExitCode.USAGE, str(error))
     except CommandError as error:
-        return fail("verify", error.code, str(error), as_json)
+        return _failed(args, outputs, error.code, str(error))
     except TARGET_ERRORS as error:
         refused = classify(error, args, started=False)
-        return fail("verify", refused.code, str(refused), as_json)
+        return _failed(args, outputs, refused.code, str(refused))
+    if not _write(args, outputs, result):
+        return ExitCode.USAGE
+    return exit_code(result)
+
+
+def _write(args: argparse.Namespace, outputs: list[Output], result: VerificationRun) -> bool:
     # The report quotes ARM's and the service's words, which may echo what was sent.
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
     renderers: dict[str, Callable[[VerificationRun], str]] = {
         **VERIFY_RENDERERS,
-        "sarif": functools.partial(render_verify_sarif, category=category),
+        "sarif": functools.partial(
+            render_verify_sarif, category=sarif_category(args.sarif_category)
+        ),
     }
     texts = {o.format: renderers[o.format](result) for o in outputs}
-    if not write_outputs(outputs, texts, redactor, "verify"):
-        return ExitCode.USAGE
-    return exit_code(result)
+    return write_outputs(outputs, texts, redactor, "verify")
+
+
+def _failed(args: argparse.Namespace, outputs: list[Output], code: int, message: str) -> int:
+    """A run that stopped before its probes: every report file still says why (a pipeline's
+    upload step refuses an empty SARIF or JUnit file), stdout and stderr as before."""
+    if args.account_url:
+        where = display_url(args.account_url, "account URL")
+    elif args.connection_string:
+        where = display_connection_string(args.connection_string)
+    else:
+        where = "embedded Azurite"
+    stopped = VerificationRun(
+        target=f"{where} container {args.container}",
+        run_id="-",
+        incomplete=[f"the run stopped before its probes: {message}"],
+    )
+    _write(args, [o for o in outputs if o.path is not None], stopped)
+    return fail("verify", ExitCode(code), message, args.format == "json")
 
 
 def exit_code(result: VerificationRun) -> int:

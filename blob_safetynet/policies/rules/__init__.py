@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final
 
 from blob_safetynet.policies.model import Account, Thresholds
@@ -17,7 +18,16 @@ from blob_safetynet.policies.rules.account import (
     NO_PUBLIC_ACCESS,
     SHARED_KEY_OFF,
 )
-from blob_safetynet.policies.rules.base import Finding, Outcome, Rule, RuleScope, Severity, Verdict
+from blob_safetynet.policies.rules.base import (
+    Finding,
+    FixTarget,
+    Outcome,
+    Remediation,
+    Rule,
+    RuleScope,
+    Severity,
+    Verdict,
+)
 from blob_safetynet.policies.rules.containers import CONTAINERS_PRIVATE
 from blob_safetynet.policies.rules.credentials import (
     KEY_EXPIRATION_POLICY,
@@ -71,6 +81,15 @@ RULES: Final[tuple[Rule, ...]] = (
 RULES_BY_ID: Final[dict[str, Rule]] = {rule.id: rule for rule in RULES}
 
 
+def ruleset_version(rules: tuple[Rule, ...] = RULES) -> str:
+    """`<n> rules, sha256:<12 hex>`: the digest covers each rule's id, severity, enforcement and
+    scope, so two reports with the same string judged by the same rules at the same weight."""
+    identity = "\n".join(
+        f"{r.id}|{r.severity.value}|{r.enforcement}|{r.scope.value}" for r in rules
+    )
+    return f"{len(rules)} rules, sha256:{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
 def evaluate(
     account: Account,
     thresholds: Thresholds,
@@ -90,10 +109,13 @@ __all__ = [
     "RULES",
     "RULES_BY_ID",
     "Finding",
+    "FixTarget",
     "Outcome",
+    "Remediation",
     "Rule",
     "RuleScope",
     "Severity",
     "Verdict",
     "evaluate",
+    "ruleset_version",
 ]

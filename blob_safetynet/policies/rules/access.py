@@ -18,6 +18,7 @@ from blob_safetynet.policies.roles import (
     scope_covers,
 )
 from blob_safetynet.policies.rules.base import (
+    Remediation,
     Rule,
     RuleScope,
     Severity,
@@ -103,11 +104,14 @@ TAG_WRITE_ROLE = Rule(
         "Blob Data Contributor has none) the application cannot, and every upload stays "
         "pending until the lifecycle rule deletes it."
     ),
-    remediation=(
-        "list the application identity in Pulumi config `uploaderPrincipalIds`: blob_safetynet/infra/access.py "
-        f"assigns it the uploader role, which holds {TAG_WRITE} on the container (Storage Blob "
-        "Data Owner holds it too, but fails SN-NEVER-GRANTED: its blobs/* includes permanent "
-        "delete); a tag write an ABAC condition fences to some paths does not count"
+    remediation=Remediation(
+        account="give the application identity a role that holds Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags/write on the container, with no ABAC condition fencing it to some paths (`az role assignment create --assignee <object id> --role <role> --scope <container id>`); Storage Blob Data Owner holds it too but fails SN-NEVER-GRANTED",
+        pulumi=(
+            "list the application identity in Pulumi config `uploaderPrincipalIds`: blob_safetynet/infra/access.py "
+            f"assigns it the uploader role, which holds {TAG_WRITE} on the container (Storage Blob "
+            "Data Owner holds it too, but fails SN-NEVER-GRANTED: its blobs/* includes permanent "
+            "delete); a tag write an ABAC condition fences to some paths does not count"
+        ),
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_tag_write,
@@ -176,11 +180,14 @@ NO_BROAD_APP_ROLES = Rule(
         "can turn off "
         "every net this project checks, read account keys, or grant itself anything."
     ),
-    remediation=(
-        "give the application only the project's data roles (Pulumi config "
-        "`uploaderPrincipalIds` / `readerPrincipalIds`, blob_safetynet/infra/access.py); keep Owner and "
-        "Contributor for people and the deployment identity, and name that identity in the "
-        "pack config `deploymentPrincipalIds` (audit: --deployment-principal)"
+    remediation=Remediation(
+        account="remove Owner, Contributor and Storage Account Contributor from application identities on the account (`az role assignment delete --assignee <object id> --role <role> --scope <account id>`) and grant a data role instead; name deployment identities with --deployment-principal",
+        pulumi=(
+            "give the application only the project's data roles (Pulumi config "
+            "`uploaderPrincipalIds` / `readerPrincipalIds`, blob_safetynet/infra/access.py); keep Owner and "
+            "Contributor for people and the deployment identity, and name that identity in the "
+            "pack config `deploymentPrincipalIds` (audit: --deployment-principal)"
+        ),
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_broad_roles,
@@ -279,11 +286,14 @@ NEVER_GRANTED_ACTIONS = Rule(
         "blobs/permanentDelete purges soft-deleted blobs, storageAccounts/write turns soft "
         "delete, shared key or public access back on, roleAssignments/write grants any of them."
     ),
-    remediation=(
-        "grant application identities only the project's custom data roles (blob_safetynet/infra/access.py); "
-        "never Owner, Contributor, Storage Account Contributor or Storage Blob Data Owner on "
-        "the data account. A grant an ABAC condition keeps under the reserved prefix "
-        f"{RESERVED_PREFIX} is allowed; deployment identities go in `deploymentPrincipalIds`"
+    remediation=Remediation(
+        account="remove the assignment whose role grants a never-granted action (listKeys, permanent delete, ...) from the application identity (`az role assignment delete --assignee <object id> --role <role> --scope <scope>`), or fence it with an ABAC condition to the reserved prefix; name deployment identities with --deployment-principal",
+        pulumi=(
+            "grant application identities only the project's custom data roles (blob_safetynet/infra/access.py); "
+            "never Owner, Contributor, Storage Account Contributor or Storage Blob Data Owner on "
+            "the data account. A grant an ABAC condition keeps under the reserved prefix "
+            f"{RESERVED_PREFIX} is allowed; deployment identities go in `deploymentPrincipalIds`"
+        ),
     ),
     facets=frozenset({Facet.ROLES}),
     check=_check_never_granted,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Thresholds
 from blob_safetynet.policies.rules.base import (
+    Remediation,
     Rule,
     RuleScope,
     Severity,
@@ -40,8 +41,11 @@ FLAT_NAMESPACE = Rule(
         "Blob index tags and lifecycle blobIndexMatch filters work only on a flat namespace: "
         "with a hierarchical namespace the tag guard and the pending backstop cannot exist."
     ),
-    remediation=(
-        "remove `isHnsEnabled` or set it to false on the StorageAccount (needs a new account)"
+    remediation=Remediation(
+        account="blob index tags need a flat namespace, which cannot be turned off on an existing account: create a new account with `isHnsEnabled: false` (`az storage account create ... --hns false`) and move the data",
+        pulumi=(
+            "remove `isHnsEnabled` or set it to false on the StorageAccount (needs a new account)"
+        ),
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_flat_namespace,
@@ -67,7 +71,10 @@ ACCOUNT_KIND = Rule(
         "Only general-purpose v2 and premium block blob accounts support blob index tags; on "
         "other kinds the protocol's state tag cannot be written."
     ),
-    remediation="set `kind` to StorageV2 (or BlockBlobStorage) on the StorageAccount",
+    remediation=Remediation(
+        account="blob index tags need a general-purpose v2 or premium block blob account: `kind: StorageV2` (`az storage account update -n <account> -g <group> --set kind=StorageV2` upgrades a v1 account) or a new BlockBlobStorage account",
+        pulumi="set `kind` to StorageV2 (or BlockBlobStorage) on the StorageAccount",
+    ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_kind,
     scope=RuleScope.PROTOCOL,
@@ -112,9 +119,12 @@ SHARED_KEY_OFF = Rule(
         "An account key bypasses RBAC: whoever holds it can write tags, delete and purge "
         "without any role; the permissions this project checks only mean something without it."
     ),
-    remediation=(
-        "set `allowSharedKeyAccess: false` on the StorageAccount and leave "
-        "`allowSharedKeyAccessForServices.blob` unset (or `enabled: false`)"
+    remediation=Remediation(
+        account="refuse shared key authorization: account `allowSharedKeyAccess: false` (`az storage account update -n <account> -g <group> --allow-shared-key-access false`), with no per-service exception for blob",
+        pulumi=(
+            "set `allowSharedKeyAccess: false` on the StorageAccount and leave "
+            "`allowSharedKeyAccessForServices.blob` unset (or `enabled: false`)"
+        ),
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_shared_key,
@@ -144,7 +154,10 @@ NO_PUBLIC_ACCESS = Rule(
         "Documents are private data: with public access allowed, one container setting away "
         "from private, anyone with a URL reads them."
     ),
-    remediation="set `allowBlobPublicAccess: false` on the StorageAccount",
+    remediation=Remediation(
+        account="forbid anonymous read access: account `allowBlobPublicAccess: false` (`az storage account update -n <account> -g <group> --allow-blob-public-access false`)",
+        pulumi="set `allowBlobPublicAccess: false` on the StorageAccount",
+    ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_public_access,
     blob_only=True,
@@ -175,8 +188,11 @@ HTTPS_TLS = Rule(
     rationale=(
         "Bearer tokens and SAS signatures travel with every request; HTTP or old TLS exposes them."
     ),
-    remediation=(
-        "set `enableHttpsTrafficOnly: true` and `minimumTlsVersion: TLS1_2` on the StorageAccount"
+    remediation=Remediation(
+        account="require HTTPS and TLS 1.2: account `supportsHttpsTrafficOnly: true` and `minimumTlsVersion: TLS1_2` (`az storage account update -n <account> -g <group> --https-only true --min-tls-version TLS1_2`)",
+        pulumi=(
+            "set `enableHttpsTrafficOnly: true` and `minimumTlsVersion: TLS1_2` on the StorageAccount"
+        ),
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_https_tls,

@@ -105,6 +105,29 @@ def not_applicable(detail: str) -> Verdict:
 Check = Callable[[Account, Thresholds], Verdict]
 
 
+class FixTarget(enum.StrEnum):
+    """What is being judged, and so in whose terms a remediation is written."""
+
+    ACCOUNT = "account"
+    """A live account read through ARM, or a saved one (`audit --from-file`): the Azure
+    setting, its value, and the `az` command or ARM property that sets it."""
+    PULUMI = "pulumi"
+    """A Pulumi program judged by the CrossGuard pack: the stack config key or the resource
+    property of the program."""
+
+
+@dataclass(frozen=True)
+class Remediation:
+    """How to fix a failing rule, once per kind of target (Prowler's Remediation.Code, PSRule's
+    examples per syntax)."""
+
+    account: str
+    pulumi: str
+
+    def text(self, target: FixTarget) -> str:
+        return {FixTarget.ACCOUNT: self.account, FixTarget.PULUMI: self.pulumi}[target]
+
+
 @dataclass(frozen=True)
 class Rule:
     """One rule: id, title, severity, rationale, remediation and a pure check."""
@@ -113,7 +136,7 @@ class Rule:
     title: str
     severity: Severity
     rationale: str
-    remediation: str
+    remediation: Remediation
     facets: frozenset[Facet]
     check: Check
     advisory: bool = False
@@ -147,15 +170,20 @@ class Rule:
             return True
         return is_protocol_account(account, thresholds.container) is not False
 
-    def evaluate(self, account: Account, thresholds: Thresholds) -> Finding:
-        """Judge one account; a facet that was not read makes the outcome UNKNOWN."""
+    def evaluate(
+        self, account: Account, thresholds: Thresholds, target: FixTarget = FixTarget.ACCOUNT
+    ) -> Finding:
+        """Judge one account; a facet that was not read makes the outcome UNKNOWN. A FAIL's
+        message gives the fix in `target`'s terms."""
         verdict = self._precondition(account, thresholds) or self.check(account, thresholds)
         return Finding(
             rule=self,
             account=account.name,
             resource_id=account.resource_id,
             outcome=verdict.outcome,
-            message=self.message(verdict),
+            message=self.message(verdict, target),
+            detail=verdict.detail,
+            target=target,
         )
 
     def _precondition(self, account: Account, thresholds: Thresholds) -> Verdict | None:
@@ -174,12 +202,12 @@ class Rule:
             return unknown(_why_unsure(account, thresholds.container))
         return None
 
-    def message(self, verdict: Verdict) -> str:
+    def message(self, verdict: Verdict, target: FixTarget = FixTarget.ACCOUNT) -> str:
         """The finding's message, built from this rule's own metadata and the verdict's fact."""
         if verdict.outcome is Outcome.PASS:
             return f"{self.title}: {verdict.detail}."
         if verdict.outcome is Outcome.FAIL:
-            return f"{self.title}: {verdict.detail}. Fix: {self.remediation}"
+            return f"{self.title}: {verdict.detail}. Fix: {self.remediation.text(target)}"
         if verdict.outcome is Outcome.NOT_APPLICABLE:
             return f"{self.title}: not applicable: {verdict.detail}."
         return f"{self.title}: cannot be judged: {verdict.detail}."
@@ -257,7 +285,15 @@ class Finding:
     resource_id: str | None
     outcome: Outcome
     message: str
+    detail: str = ""
+    """The verdict's fact alone, without the title and the fix the message wraps it in."""
+    target: FixTarget = FixTarget.ACCOUNT
 
     @property
     def severity(self) -> Severity:
         return self.rule.severity
+
+    @property
+    def fix(self) -> str:
+        """The rule's remediation in the terms of what was judged."""
+        return self.rule.remediation.text(self.target)

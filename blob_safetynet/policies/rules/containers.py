@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Thresholds
-from blob_safetynet.policies.rules.base import Rule, Severity, Verdict, failed, passed, unknown
+from blob_safetynet.policies.rules.base import (
+    Remediation,
+    Rule,
+    Severity,
+    Verdict,
+    failed,
+    passed,
+    unknown,
+)
 
 PRIVATE = (None, "None")
 
@@ -30,7 +38,10 @@ CONTAINERS_PRIVATE = Rule(
         "A container with public access Blob or Container serves its blobs anonymously as soon "
         "as the account allows it; private containers keep a second lock shut."
     ),
-    remediation="remove `publicAccess` or set it to None on each BlobContainer",
+    remediation=Remediation(
+        account="make each container private: container `publicAccess: None` (`az storage container-rm update --storage-account <account> -g <group> -n <container> --public-access off`)",
+        pulumi="remove `publicAccess` or set it to None on each BlobContainer",
+    ),
     facets=frozenset({Facet.CONTAINERS}),
     check=_check_private,
     references=("https://learn.microsoft.com/azure/storage/blobs/anonymous-read-access-configure",),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Maybe, Thresholds
 from blob_safetynet.policies.rules.base import (
+    Remediation,
     Rule,
     Severity,
     Verdict,
@@ -44,9 +45,12 @@ KEY_EXPIRATION_POLICY = Rule(
         "Account keys never expire on their own; with shared key access off they are still "
         "one setting away from working, and a key that is never rotated stays valid if leaked."
     ),
-    remediation=(
-        "set `keyPolicy.keyExpirationPeriodInDays` (at most maxKeyExpirationDays) on the "
-        "StorageAccount"
+    remediation=Remediation(
+        account="set a key expiration policy of at most the maximum key age (90 days by default): account `keyPolicy.keyExpirationPeriodInDays` (`az storage account update -n <account> -g <group> --key-exp-days 90`)",
+        pulumi=(
+            "set `keyPolicy.keyExpirationPeriodInDays` (at most maxKeyExpirationDays) on the "
+            "StorageAccount"
+        ),
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_key_expiration,
@@ -75,9 +79,12 @@ SAS_EXPIRATION_POLICY = Rule(
         "A SAS cannot be revoked one by one; the expiration policy flags (or blocks) every "
         "SAS signed for longer than the recommended interval."
     ),
-    remediation=(
-        "set `sasPolicy` with `sasExpirationPeriod` at most maxSasExpirationSeconds (CIS: "
-        "0.01:00:00) on the StorageAccount"
+    remediation=Remediation(
+        account="set a SAS expiration policy of at most the maximum SAS validity (one hour by default): account `sasPolicy.sasExpirationPeriod` with `expirationAction` (`az storage account update -n <account> -g <group> --sas-exp 0.01:00:00`)",
+        pulumi=(
+            "set `sasPolicy` with `sasExpirationPeriod` at most maxSasExpirationSeconds (CIS: "
+            "0.01:00:00) on the StorageAccount"
+        ),
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_sas_expiration,
@@ -109,9 +116,12 @@ NO_LOCAL_USERS = Rule(
         "Local users sign in with their own passwords, SSH keys or shared keys, outside Entra "
         "ID: Azure RBAC and ABAC conditions do not apply to them, exactly like account keys."
     ),
-    remediation=(
-        "set `isSftpEnabled: false` and `isLocalUserEnabled: false` on the StorageAccount and "
-        "delete its LocalUser resources"
+    remediation=Remediation(
+        account="turn SFTP and local users off: account `isSftpEnabled: false` and `isLocalUserEnabled: false` (`az storage account update -n <account> -g <group> --enable-sftp false --enable-local-user false`), and delete the local users (`az storage account local-user delete`)",
+        pulumi=(
+            "set `isSftpEnabled: false` and `isLocalUserEnabled: false` on the StorageAccount and "
+            "delete its LocalUser resources"
+        ),
     ),
     facets=frozenset({Facet.SETTINGS, Facet.LOCAL_USERS}),
     check=_check_local_users,

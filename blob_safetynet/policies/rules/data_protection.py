@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Thresholds
-from blob_safetynet.policies.rules.base import Rule, Severity, Verdict, cis, failed, passed, unknown
+from blob_safetynet.policies.rules.base import (
+    Remediation,
+    Rule,
+    Severity,
+    Verdict,
+    cis,
+    failed,
+    passed,
+    unknown,
+)
 
 SOFT_DELETE = "https://learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview"
 
@@ -32,9 +41,12 @@ BLOB_SOFT_DELETE = Rule(
         "deleted blob is retained; the CIS 'soft delete for blobs' control means this setting, "
         "not container soft delete."
     ),
-    remediation=(
-        "set Pulumi config `blobSoftDeleteDays` to at least minBlobSoftDeleteDays "
-        "(blob_safetynet/infra/storage.py: BlobServiceProperties.deleteRetentionPolicy enabled=true)"
+    remediation=Remediation(
+        account="turn blob soft delete on and keep deleted blobs at least the audit's --min-blob-soft-delete-days (default 7): blob service `deleteRetentionPolicy.enabled: true`, `deleteRetentionPolicy.days` >= that minimum (`az storage account blob-service-properties update --account-name <account> -g <group> --enable-delete-retention true --delete-retention-days 7`)",
+        pulumi=(
+            "set Pulumi config `blobSoftDeleteDays` to at least minBlobSoftDeleteDays "
+            "(blob_safetynet/infra/storage.py: BlobServiceProperties.deleteRetentionPolicy enabled=true)"
+        ),
     ),
     facets=frozenset({Facet.BLOB_SERVICE}),
     check=_check_blob_soft_delete,
@@ -61,9 +73,12 @@ CONTAINER_SOFT_DELETE = Rule(
         "Deleting the container deletes every blob in it at once; blob soft delete does not "
         "bring a deleted container back."
     ),
-    remediation=(
-        "set Pulumi config `containerSoftDeleteDays` (blob_safetynet/infra/storage.py: "
-        "BlobServiceProperties.containerDeleteRetentionPolicy enabled=true)"
+    remediation=Remediation(
+        account="turn container soft delete on: blob service `containerDeleteRetentionPolicy.enabled: true` with `days` 1-365 (`az storage account blob-service-properties update --account-name <account> -g <group> --enable-container-delete-retention true --container-delete-retention-days 7`)",
+        pulumi=(
+            "set Pulumi config `containerSoftDeleteDays` (blob_safetynet/infra/storage.py: "
+            "BlobServiceProperties.containerDeleteRetentionPolicy enabled=true)"
+        ),
     ),
     facets=frozenset({Facet.BLOB_SERVICE}),
     check=_check_container_soft_delete,
@@ -90,9 +105,12 @@ NO_PERMANENT_DELETE = Rule(
         "With permanent delete allowed, anyone who can delete can also purge the soft-deleted "
         "copy, and the undo net is gone."
     ),
-    remediation=(
-        "set `allowPermanentDelete: false` (or leave it out) in "
-        "BlobServiceProperties.deleteRetentionPolicy (blob_safetynet/infra/storage.py)"
+    remediation=Remediation(
+        account="stop permanent delete of soft-deleted blobs: blob service `deleteRetentionPolicy.allowPermanentDelete: false` (`az storage account blob-service-properties update --account-name <account> -g <group> --set deleteRetentionPolicy.allowPermanentDelete=false`)",
+        pulumi=(
+            "set `allowPermanentDelete: false` (or leave it out) in "
+            "BlobServiceProperties.deleteRetentionPolicy (blob_safetynet/infra/storage.py)"
+        ),
     ),
     facets=frozenset({Facet.BLOB_SERVICE}),
     check=_check_permanent_delete,
@@ -127,9 +145,12 @@ VERSION_EXPIRY = Rule(
         "With versioning every overwrite and delete keeps a version forever unless a lifecycle "
         "rule deletes old versions: cost grows without bound and deleted data never leaves."
     ),
-    remediation=(
-        "set Pulumi config `versionExpiryDays` (blob_safetynet/infra/storage.py adds a lifecycle rule with "
-        "actions.version.delete when `versioning` is true), or turn versioning off"
+    remediation=Remediation(
+        account="with versioning on, add a lifecycle rule that deletes old versions: `rules[].definition.actions.version.delete.daysAfterCreationGreaterThan` (`az storage account management-policy create --account-name <account> -g <group> --policy @policy.json`), or turn versioning off (`az storage account blob-service-properties update --account-name <account> -g <group> --enable-versioning false`)",
+        pulumi=(
+            "set Pulumi config `versionExpiryDays` (blob_safetynet/infra/storage.py adds a lifecycle rule with "
+            "actions.version.delete when `versioning` is true), or turn versioning off"
+        ),
     ),
     facets=frozenset({Facet.BLOB_SERVICE, Facet.LIFECYCLE}),
     check=_check_version_expiry,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from blob_safetynet.policies.model import UNKNOWN, Account, Encryption, Facet, Thresholds
 from blob_safetynet.policies.rules.base import (
+    Remediation,
     Rule,
     Severity,
     Verdict,
@@ -39,9 +40,12 @@ INFRA_ENCRYPTION = Rule(
         "A second AES-256 layer with a different key guards against a flaw in one algorithm "
         "or key; it can only be set when the account is created."
     ),
-    remediation=(
-        "set `encryption.requireInfrastructureEncryption: true` on the StorageAccount (needs a "
-        "new account)"
+    remediation=Remediation(
+        account="infrastructure encryption is set only when an account is created: create a new account with `encryption.requireInfrastructureEncryption: true` (`az storage account create ... --require-infrastructure-encryption`) and move the data",
+        pulumi=(
+            "set `encryption.requireInfrastructureEncryption: true` on the StorageAccount (needs a "
+            "new account)"
+        ),
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_infrastructure,
@@ -71,9 +75,12 @@ CMK_ENCRYPTION = Rule(
         "With a customer-managed key the owner can rotate it, audit its use and revoke it, "
         "which makes every blob unreadable at once."
     ),
-    remediation=(
-        "set `encryption.keySource: Microsoft.Keyvault` with `keyVaultProperties` and a "
-        "managed identity on the StorageAccount"
+    remediation=Remediation(
+        account="encrypt with a customer-managed key: account `encryption.keySource: Microsoft.Keyvault` with `encryption.keyvaultproperties` and an identity that may use the key (`az storage account update -n <account> -g <group> --encryption-key-source Microsoft.Keyvault --encryption-key-vault <vault uri> --encryption-key-name <key>`)",
+        pulumi=(
+            "set `encryption.keySource: Microsoft.Keyvault` with `keyVaultProperties` and a "
+            "managed identity on the StorageAccount"
+        ),
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_cmk,

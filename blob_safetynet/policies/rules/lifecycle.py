@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from blob_safetynet.policies.model import UNKNOWN, Account, Facet, LifecycleRule, Thresholds
 from blob_safetynet.policies.rules.base import (
+    Remediation,
     Rule,
     RuleScope,
     Severity,
@@ -106,10 +107,13 @@ PENDING_LIFECYCLE = Rule(
         f"enabled block-blob rule filtered on blob index tag {STATE_TAG} == {PENDING} over the "
         "container is the backstop. No other scanner checks a rule keyed on blob index tags."
     ),
-    remediation=(
-        "set Pulumi config `pendingExpiryDays` (blob_safetynet/infra/storage.py ManagementPolicy rule: "
-        "blobTypes [blockBlob], prefixMatch [container], blobIndexMatch state == pending, "
-        "baseBlob.delete.daysAfterCreationGreaterThan <= maxPendingDays)"
+    remediation=Remediation(
+        account="add a lifecycle management rule that deletes pending uploads: `rules[].definition` with `filters.blobTypes: [blockBlob]`, `filters.prefixMatch: [<container>]`, `filters.blobIndexMatch: [{name: state, op: ==, value: pending}]` and `actions.baseBlob.delete.daysAfterCreationGreaterThan` at most the audit's --max-pending-days (`az storage account management-policy create --account-name <account> -g <group> --policy @policy.json`)",
+        pulumi=(
+            "set Pulumi config `pendingExpiryDays` (blob_safetynet/infra/storage.py ManagementPolicy rule: "
+            "blobTypes [blockBlob], prefixMatch [container], blobIndexMatch state == pending, "
+            "baseBlob.delete.daysAfterCreationGreaterThan <= maxPendingDays)"
+        ),
     ),
     facets=frozenset({Facet.LIFECYCLE}),
     check=_check_pending_lifecycle,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Network, Thresholds
 from blob_safetynet.policies.rules.base import (
+    Remediation,
     Rule,
     Severity,
     Verdict,
@@ -42,9 +43,12 @@ PUBLIC_NETWORK_ACCESS = Rule(
         "With the public endpoint open, a leaked token or SAS works from any network; "
         "disabled (or a network security perimeter) leaves only private endpoints."
     ),
-    remediation=(
-        "set `publicNetworkAccess: Disabled` (or SecuredByPerimeter) on the StorageAccount and "
-        "reach it through a private endpoint"
+    remediation=Remediation(
+        account="close the public endpoint: account `publicNetworkAccess: Disabled` (`az storage account update -n <account> -g <group> --public-network-access Disabled`) and reach the account through a private endpoint",
+        pulumi=(
+            "set `publicNetworkAccess: Disabled` (or SecuredByPerimeter) on the StorageAccount and "
+            "reach it through a private endpoint"
+        ),
     ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_public_network,
@@ -73,7 +77,10 @@ NETWORK_DEFAULT_DENY = Rule(
         "By default an account accepts connections from any network; a Deny default admits "
         "only the networks and services named in its rules."
     ),
-    remediation="set `networkRuleSet.defaultAction: Deny` on the StorageAccount",
+    remediation=Remediation(
+        account="deny by default in the firewall: account `networkAcls.defaultAction: Deny` (`az storage account update -n <account> -g <group> --default-action Deny`)",
+        pulumi="set `networkRuleSet.defaultAction: Deny` on the StorageAccount",
+    ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_default_deny,
     controls=(*cis("4.7"), *mcsb("NS-2")),
@@ -99,7 +106,10 @@ TRUSTED_SERVICES = Rule(
         "Behind a Deny firewall, Azure services the account relies on (Defender, backup, "
         "diagnostics, Event Grid) reach it only through the trusted services exception."
     ),
-    remediation="set `networkRuleSet.bypass` to include AzureServices on the StorageAccount",
+    remediation=Remediation(
+        account="let trusted Azure services through the firewall: account `networkAcls.bypass` includes AzureServices (`az storage account update -n <account> -g <group> --bypass AzureServices`)",
+        pulumi="set `networkRuleSet.bypass` to include AzureServices on the StorageAccount",
+    ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_trusted_services,
     advisory=True,
@@ -127,9 +137,12 @@ PRIVATE_ENDPOINT = Rule(
         "A private endpoint gives the account an address in the application's virtual network, "
         "so traffic to it never crosses the internet and the public endpoint can close."
     ),
-    remediation=(
-        "add a network PrivateEndpoint whose privateLinkServiceConnections name the "
-        "StorageAccount's id with groupIds [blob]"
+    remediation=Remediation(
+        account="add a private endpoint for the blob service: a Microsoft.Network/privateEndpoints whose connection names the account's id with `groupIds: [blob]` (`az network private-endpoint create -g <group> -n <name> --vnet-name <vnet> --subnet <subnet> --private-connection-resource-id <account id> --group-id blob --connection-name <name>`)",
+        pulumi=(
+            "add a network PrivateEndpoint whose privateLinkServiceConnections name the "
+            "StorageAccount's id with groupIds [blob]"
+        ),
     ),
     facets=frozenset({Facet.PRIVATE_ENDPOINTS}),
     check=_check_private_endpoint,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Thresholds
 from blob_safetynet.policies.rules.base import (
+    Remediation,
     Rule,
     Severity,
     Verdict,
@@ -36,7 +37,10 @@ CROSS_TENANT_REPLICATION = Rule(
         "An object replication policy to an account in another Entra tenant copies every new "
         "blob out of the organisation's control."
     ),
-    remediation="set `allowCrossTenantReplication: false` on the StorageAccount",
+    remediation=Remediation(
+        account="forbid object replication to other tenants: account `allowCrossTenantReplication: false` (`az storage account update -n <account> -g <group> --allow-cross-tenant-replication false`)",
+        pulumi="set `allowCrossTenantReplication: false` on the StorageAccount",
+    ),
     facets=frozenset({Facet.SETTINGS}),
     check=_check_cross_tenant,
     blob_only=True,
@@ -61,10 +65,13 @@ DEFENDER_FOR_STORAGE = Rule(
         "Defender for Storage alerts on unusual access (a leaked SAS used from a new place, "
         "mass deletion, malware uploads), which no configuration rule can see."
     ),
-    remediation=(
-        "enable the Defender for Storage plan on the subscription (a security Pricing named "
-        "StorageAccounts with pricingTier Standard), or add a security DefenderForStorage "
-        "resource (settingName current, isEnabled true) for the account"
+    remediation=Remediation(
+        account="turn on Microsoft Defender for Storage: the subscription's pricing `StorageAccounts` at tier Standard (`az security pricing create -n StorageAccounts --tier standard`), or the account's `Microsoft.Security/defenderForStorageSettings/current` with `isEnabled: true`",
+        pulumi=(
+            "enable the Defender for Storage plan on the subscription (a security Pricing named "
+            "StorageAccounts with pricingTier Standard), or add a security DefenderForStorage "
+            "resource (settingName current, isEnabled true) for the account"
+        ),
     ),
     facets=frozenset({Facet.DEFENDER}),
     check=_check_defender,
