@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import asdict
 from typing import Final
 
 from blob_safetynet.policies.model import Account, Thresholds
@@ -71,6 +74,18 @@ RULES: Final[tuple[Rule, ...]] = (
 RULES_BY_ID: Final[dict[str, Rule]] = {rule.id: rule for rule in RULES}
 
 
+def ruleset_version(rules: tuple[Rule, ...] = RULES, thresholds: Thresholds | None = None) -> str:
+    """The rule set's fingerprint: 12 hex digits of a SHA-256 over each rule's id, severity,
+    scope and blocking, and the default thresholds. Prose (rationale, remediation) is left out:
+    a reworded text judges nothing differently."""
+    judged = [
+        (rule.id, rule.severity.value, rule.scope.value, rule.advisory, rule.blob_only)
+        for rule in rules
+    ]
+    text = json.dumps([judged, asdict(thresholds or Thresholds())], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def evaluate(
     account: Account,
     thresholds: Thresholds,
@@ -96,4 +111,5 @@ __all__ = [
     "Severity",
     "Verdict",
     "evaluate",
+    "ruleset_version",
 ]
