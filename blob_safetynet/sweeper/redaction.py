@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TextIO
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 from xml.sax.saxutils import escape as xml_escape
@@ -31,12 +31,27 @@ _SENSITIVE_KEYS = (
     r"sig|password|passwd|pwd|secret|client_secret|token|access_token|refresh_token|id_token|"
     r"apikey|api_key|accountkey|sharedaccesssignature|sharedaccesskey"
 )
-_PATTERNS = (
+PUBLISHED_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+"""The Azurite emulator's development account key (account `devstoreaccount1`), which Microsoft
+publishes and every emulator accepts: https://learn.microsoft.com/en-us/azure/storage/common/
+storage-connect-azurite#use-the-well-known-storage-account-and-key. It opens nothing but a
+local emulator, so it is shown wherever it appears; hiding it only hides how to reach one."""
+
+
+def _hide_value(match: re.Match[str]) -> str:
+    if match[3] == PUBLISHED_KEY:
+        return match[0]
+    return f"{match[1]}{match[2]}{HIDDEN}"
+
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # user info of any URL, up to the last '@' before the host (an unencoded '@' in a password
     # must not leave half of it behind)
     (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#\"'<>]*@"), r"\1"),
     # key=value pairs whose key names a credential: URL queries, connection strings, headers
-    (re.compile(rf"(?i)\b({_SENSITIVE_KEYS})(\s*[=:]\s*)[^\s&;,\"'<>]+"), rf"\1\2{HIDDEN}"),
+    (re.compile(rf"(?i)\b({_SENSITIVE_KEYS})(\s*[=:]\s*)([^\s&;,\"'<>]+)"), _hide_value),
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9\-._~+/]{16,}=*"), rf"\1 {HIDDEN}"),
     # a JSON Web Token wherever it appears (Microsoft Entra access tokens are JWTs)
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"), HIDDEN),
@@ -200,7 +215,7 @@ class Redactor:
     def add(self, *secrets: str | None) -> None:
         """Remember secrets, each in every spelling."""
         for secret in secrets:
-            if not secret:
+            if not secret or secret.strip() == PUBLISHED_KEY:
                 continue
             for variant in spellings(secret):
                 if len(variant) >= MIN_SECRET_LENGTH and variant not in self._secrets:
