@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from blob_safetynet.embedded.azurite import dev_connection_string
+from blob_safetynet.embedded.azurite import DEV_KEY, dev_connection_string
 
 SAFETYNET = Path(sys.executable).parent / "safetynet"
 START_TIMEOUT_S = 60
@@ -68,19 +69,53 @@ def test_local_serves_until_stopped_then_exits_0_and_stops_azurite(stop: signal.
         assert not pid_alive(info["pid"])
 
 
-def test_the_text_output_says_where_it_listens_and_how_to_stop_it() -> None:
-    """Without --json: the account URL, a connection string (or its template), how to stop."""
-    with local("--port", "0") as (process, line):
+@contextmanager
+def text_output(*options: str) -> Iterator[str]:
+    """What `safetynet local` prints up to its "running..." line, while it runs."""
+    with local(*options) as (process, line):
         rest = [line]
         assert process.stdout is not None
-        rest += [process.stdout.readline(), process.stdout.readline()]
+        while "running..." not in rest[-1] and rest[-1]:
+            rest.append(process.stdout.readline())
+        yield "".join(rest)
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=START_TIMEOUT_S)
-    text = "".join(rest)
-    assert "http://127.0.0.1:" in text
-    assert "connection string: DefaultEndpointsProtocol=http;AccountName=devstoreaccount1" in text
-    assert "Ctrl-C" in text
     assert process.returncode == 0
+
+
+def works(connection_string: str) -> bool:
+    """A container made, listed and deleted through `connection_string`."""
+    service = BlobServiceClient.from_connection_string(connection_string)
+    name = f"local{uuid.uuid4().hex[:8]}"
+    service.create_container(name)
+    listed = [c.name for c in service.list_containers()]
+    service.delete_container(name)
+    return name in listed
+
+
+def test_the_text_output_says_where_it_listens_and_how_to_stop_it() -> None:
+    """Without --json: the account URL, a connection string that works on this port, the
+    published key in full, how to stop."""
+    with text_output("--port", "0") as text:
+        [connection] = re.findall(r"^connection string: (\S+)$", text, re.MULTILINE)
+        assert works(connection)
+    assert "http://127.0.0.1:" in text
+    assert connection.startswith("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1")
+    assert f"key {DEV_KEY}" in text
+    assert "<key>" not in text
+    assert "***" not in text
+    assert "Ctrl-C" in text
+
+
+def test_json_gives_a_working_connection_string_on_any_port() -> None:
+    """--port 0 --json: `connection_string` works as printed and `account_key` is the key."""
+    with local("--port", "0", "--json") as (process, line):
+        info = json.loads(line)
+        assert works(info["connection_string"])
+        process.send_signal(signal.SIGINT)
+    assert info["account_key"] == DEV_KEY
+    assert info["connection_string_shortcut"] is None
+    assert f":{info['port']}/" in info["connection_string"]
 
 
 def test_a_port_in_use_is_refused_with_exit_2() -> None:

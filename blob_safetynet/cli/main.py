@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TextIO, cast
 
+from blob_safetynet.cli import conventions
 from blob_safetynet.cli.commands.common import (
     CommandError,
     Parser,
@@ -85,18 +86,22 @@ def build_parser(command: str | None = None) -> Parser:
         prog="safetynet",
         description="Keep a database row and an Azure blob in step: protocol, sweeper, policies.",
     )
+    conventions.add_common_options(parser, top=True)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_line) in COMMANDS.items():
         if command is None or command == name:
             module().register(subparsers)
         else:
             subparsers.add_parser(name, help=help_line, add_help=False)
+    conventions.add_to_every_command(parser)
     return parser
 
 
 def _named_command(arguments: Sequence[str]) -> str:
-    """The command the arguments name (their first word), '' when they name none."""
-    return arguments[0] if arguments and arguments[0] in COMMANDS else ""
+    """The command the arguments name (their first word after the shared options), '' when
+    they name none."""
+    word = conventions.first_word(arguments)
+    return word if word in COMMANDS else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -123,7 +128,8 @@ def _run(arguments: list[str], redactor: Redactor) -> int:
     try:
         args = build_parser(_named_command(arguments)).parse_args(arguments)
         args.redactor = redactor
-        return int(args.handler(args))
+        with conventions.applied(args):
+            return int(args.handler(args))
     except CommandError as error:
         print(f"safetynet: {error}", file=sys.stderr)
         if as_json:

@@ -18,13 +18,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from blob_safetynet.settings import appsettings
+from blob_safetynet.settings.redaction import PUBLISHED_KEY
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient, ContainerClient
 
 # Azurite's published development account; it exists only inside the emulator.
 DEV_ACCOUNT = "devstoreaccount1"
-DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+DEV_KEY = PUBLISHED_KEY
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AZURITE_BIN_ENV = appsettings.AZURITE_BIN.name

@@ -15,7 +15,8 @@ import json
 import logging
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TextIO
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 from xml.sax.saxutils import escape as xml_escape
@@ -31,12 +32,27 @@ _SENSITIVE_KEYS = (
     r"sig|password|passwd|pwd|secret|client_secret|token|access_token|refresh_token|id_token|"
     r"apikey|api_key|accountkey|sharedaccesssignature|sharedaccesskey"
 )
-_PATTERNS = (
+PUBLISHED_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+"""The Azurite emulator's development account key (account `devstoreaccount1`), which Microsoft
+publishes and every emulator accepts: https://learn.microsoft.com/en-us/azure/storage/common/
+storage-connect-azurite#use-the-well-known-storage-account-and-key. It opens nothing but a
+local emulator, so it is shown wherever it appears; hiding it only hides how to reach one."""
+
+
+def _hide_value(match: re.Match[str]) -> str:
+    if match[3] == PUBLISHED_KEY:
+        return match[0]
+    return f"{match[1]}{match[2]}{HIDDEN}"
+
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # user info of any URL, up to the last '@' before the host (an unencoded '@' in a password
     # must not leave half of it behind)
     (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#\"'<>]*@"), r"\1"),
     # key=value pairs whose key names a credential: URL queries, connection strings, headers
-    (re.compile(rf"(?i)\b({_SENSITIVE_KEYS})(\s*[=:]\s*)[^\s&;,\"'<>]+"), rf"\1\2{HIDDEN}"),
+    (re.compile(rf"(?i)\b({_SENSITIVE_KEYS})(\s*[=:]\s*)([^\s&;,\"'<>]+)"), _hide_value),
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9\-._~+/]{16,}=*"), rf"\1 {HIDDEN}"),
     # a JSON Web Token wherever it appears (Microsoft Entra access tokens are JWTs)
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"), HIDDEN),
@@ -84,16 +100,69 @@ def display_db_url(text: str) -> str:
 
 def display_connection_string(text: str) -> str:
     """Only the blob endpoint a connection string points at (never its key or SAS)."""
-    fields = _connection_string_fields(text)
-    endpoint = fields.get("blobendpoint")
-    if endpoint:
-        return f"connection string for {display_url(endpoint)}"
-    account = fields.get("accountname", "")
-    shown = account if re.fullmatch(r"[a-z0-9]{1,24}", account) else "<account hidden>"
-    return f"connection string for account {shown}"
+    reading = read_connection_string(text)
+    if reading is None:
+        return "<malformed connection string>"
+    return f"connection string for {display_url(reading.blob_endpoint)}"
+
+
+DEVELOPMENT_ENDPOINT = "http://127.0.0.1:10000/devstoreaccount1"
+"""What `UseDevelopmentStorage=true` names: Azurite's default blob port and account."""
+DEVELOPMENT_ACCOUNT = "devstoreaccount1"
+AZURE_BLOB_SUFFIX = "core.windows.net"
+
+
+@dataclass(frozen=True)
+class ConnectionString:
+    """A connection string as the Blob SDK reads it: the primary blob endpoint as written or
+    derived, and the credential it carries (name and key, or a SAS)."""
+
+    blob_endpoint: str
+    account_name: str | None
+    account_key: str | None
+    sas: str | None
+
+
+def read_connection_string(text: str) -> ConnectionString | None:
+    """`text` read as azure-storage-blob 12 reads it (`_shared/base_client.py`,
+    `parse_connection_str`), or None where the SDK refuses it.
+
+    Keys are matched upper-cased and exactly (a space is part of a key), the last of a
+    duplicate wins, values are kept as written, `UseDevelopmentStorage=true` names Azurite's
+    default account, and the endpoint is `BlobEndpoint` or made of `DefaultEndpointsProtocol`,
+    `AccountName` and `EndpointSuffix`. `tests/test_connection_string_reading.py` holds this
+    to the SDK on generated strings."""
+    pairs = [part.split("=", 1) for part in text.rstrip(";").split(";")]
+    if any(len(pair) != 2 for pair in pairs):
+        return None
+    fields = {key.upper(): value for key, value in pairs}
+    if fields.get("USEDEVELOPMENTSTORAGE") == "true":
+        return ConnectionString(DEVELOPMENT_ENDPOINT, DEVELOPMENT_ACCOUNT, PUBLISHED_KEY, None)
+    name = fields.get("ACCOUNTNAME")
+    keyed = name is not None and "ACCOUNTKEY" in fields
+    endpoint = fields.get("BLOBENDPOINT")
+    if endpoint is None:
+        if "BLOBSECONDARYENDPOINT" in fields:
+            return None
+        if name is not None and "DEFAULTENDPOINTSPROTOCOL" in fields and "ENDPOINTSUFFIX" in fields:
+            endpoint = (
+                f"{fields['DEFAULTENDPOINTSPROTOCOL']}://{name}.blob.{fields['ENDPOINTSUFFIX']}"
+            )
+    if not endpoint:
+        if name is None:
+            return None
+        endpoint = f"https://{name}.blob.{fields.get('ENDPOINTSUFFIX', AZURE_BLOB_SUFFIX)}"
+    return ConnectionString(
+        endpoint,
+        name if keyed else None,
+        fields["ACCOUNTKEY"] if keyed else None,
+        None if keyed else fields.get("SHAREDACCESSSIGNATURE"),
+    )
 
 
 def _connection_string_fields(text: str) -> dict[str, str]:
+    """Every `key=value` of `text`, keys lower-cased and stripped: a looser reading than the
+    SDK's, so that a key the SDK would not even use is still hidden."""
     fields = {}
     for part in text.split(";"):
         key, eq, value = part.partition("=")
@@ -138,11 +207,15 @@ def secrets_of_url(text: str) -> list[str]:
 
 
 def secrets_of_connection_string(text: str) -> list[str]:
-    """Account keys and SAS tokens of a connection string."""
+    """Account keys and SAS tokens of a connection string: what the SDK signs with and what the
+    looser reading finds (hiding more than the SDK uses is the safe side)."""
     fields = _connection_string_fields(text)
-    found = [fields.get("accountkey", ""), fields.get("sharedaccesssignature", "")]
-    for sas in filter(None, found[1:]):
-        found += [pair.partition("=")[2] for pair in sas.split("&")]
+    reading = read_connection_string(text)
+    keys = [fields.get("accountkey", ""), reading.account_key if reading else None]
+    signatures = [fields.get("sharedaccesssignature", ""), reading.sas if reading else None]
+    found = [key for key in keys if key]
+    for sas in filter(None, signatures):
+        found += [sas, *(pair.partition("=")[2] for pair in sas.split("&"))]
     return found
 
 
@@ -200,7 +273,7 @@ class Redactor:
     def add(self, *secrets: str | None) -> None:
         """Remember secrets, each in every spelling."""
         for secret in secrets:
-            if not secret:
+            if not secret or secret.strip() == PUBLISHED_KEY:
                 continue
             for variant in spellings(secret):
                 if len(variant) >= MIN_SECRET_LENGTH and variant not in self._secrets:

@@ -361,7 +361,20 @@ class DocumentStore:
     # Schema: create, check, upgrade.
 
     def init_schema(self) -> None:
-        """Create the tables and their indexes if missing; running it twice is harmless."""
+        """Create the tables and their indexes if missing; running it twice is harmless.
+
+        An existing documents table that lacks a column is refused before anything is created:
+        `db init` would otherwise leave new tables beside a table it then calls unusable."""
+        exists, missing = self._missing()
+        if exists:
+            self._check_original_columns()
+            upgrade = [item for item in missing if item.startswith("column ")]
+            if upgrade:
+                raise StoreError(
+                    f"table {self.layout.table!r} predates this version (missing "
+                    f"{', '.join(upgrade)}); run `safetynet db upgrade --db URL`; nothing was "
+                    "changed"
+                )
         with self._connect() as conn:
             self.table.metadata.create_all(conn, checkfirst=True)
             self._ensure_database_id(conn)
@@ -446,6 +459,17 @@ class DocumentStore:
 
     def check_schema(self) -> None:
         """Fail with a precise message when a table or one of its columns is missing."""
+        self._check_original_columns()
+        _, upgrade = self._missing()
+        if upgrade:
+            raise StoreError(
+                f"table {self.layout.table!r} predates this version (missing "
+                f"{', '.join(upgrade)}); run `safetynet db upgrade --db URL`"
+            )
+
+    def _check_original_columns(self) -> None:
+        """The documents table exists and has every column of the first release (the ones no
+        upgrade adds: they hold the application's data); a StoreError naming what is not."""
         with self._connect() as conn:
             inspector = sa.inspect(conn)
             if not inspector.has_table(self.layout.table, schema=self.layout.schema):
@@ -456,25 +480,25 @@ class DocumentStore:
             present = {
                 c["name"] for c in inspector.get_columns(self.layout.table, self.layout.schema)
             }
-        original = [c.name for c in self.table.columns if c.name not in present]
         added = {c.name for c in self.layout.added_columns()}
-        missing = [c for c in original if c not in added]
+        missing = [c.name for c in self.table.columns if c.name not in present | added]
         if missing:
-            raise StoreError(f"table {self.layout.table!r} lacks column(s): {', '.join(missing)}")
-        _, upgrade = self._missing()
-        if upgrade:
             raise StoreError(
-                f"table {self.layout.table!r} predates this version (missing "
-                f"{', '.join(upgrade)}); run `safetynet db upgrade --db URL`"
+                f"table {self.layout.table!r} lacks column(s): {', '.join(missing)} (name them "
+                "with --columns if they exist under other names); nothing was changed"
             )
 
     def upgrade_schema(self) -> list[str]:
-        """Add what older versions lack (columns, tables, identity); the changes made, in order."""
+        """Add what older versions lack (columns, tables, identity); the changes made, in order.
+
+        Everything is checked before the first change: a table lacking a column no upgrade adds
+        is refused with nothing changed, and the changes are made in one transaction."""
         exists, missing = self._missing()
         if not exists:
             raise StoreError(
                 f"table {self.layout.table!r} does not exist; create it with `safetynet db init`"
             )
+        self._check_original_columns()
         preparer = self.engine.dialect.identifier_preparer
         table = preparer.format_table(self.table)
         with self._connect() as conn:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import socket
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from blob_safetynet.cli.commands.common import UsageError
 from blob_safetynet.cli.commands.verify import exit_code, second_credential
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
-from blob_safetynet.embedded.azurite import AZURITE_BIN_ENV, DEV_KEY, Azurite
+from blob_safetynet.embedded.azurite import AZURITE_BIN_ENV, DEV_KEY, Azurite, dev_connection_string
 from blob_safetynet.policies.probes import ProbeOutcome, ProbeResult
 from blob_safetynet.policies.probes.runner import VerificationRun
 from blob_safetynet.policies.probes.writes import CREATE_ONLY
@@ -115,6 +117,51 @@ def test_a_refused_identity_exits_3_without_echoing_the_key(
     assert {c["outcome"] for c in document["checks"]} == {"NOT_VERIFIABLE"}
     assert wrong_key not in text + err
     assert DEV_KEY not in text + err
+
+
+def test_a_rejected_key_is_named_as_the_likely_cause(verify: Verify, azurite: Azurite) -> None:
+    """The emulator's 403 to a wrong AccountKey is reported once as a rejected shared key, and no
+    probe runs (one request, not one per probe); still exit 3."""
+    wrong = azurite.connection_string.replace(DEV_KEY, "d3Jvbmcga2V5IGZvciB0ZXN0cw==")
+    code, text, _ = verify("--format", "json", connection_string=wrong)
+    document = json.loads(text)
+    assert code == ExitCode.INCOMPLETE
+    [reason] = document["incomplete"]
+    assert "rejected the shared key" in reason
+    assert "AccountKey" in reason
+    assert document["summary"]["requests"] <= 3
+    assert all(c["detail"] == f"not run: {reason}" for c in document["checks"])
+
+
+def test_an_unreachable_endpoint_fails_fast_with_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A closed port: one connection check (with its retries) instead of every probe's, exit 3
+    as before, every probe NOT_VERIFIABLE saying the endpoint did not answer."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    output = tmp_path / "verify.json"
+    started = time.monotonic()
+    code = main(
+        [
+            "verify",
+            "--connection-string",
+            dev_connection_string(port),
+            "--format",
+            "json",
+            "--output",
+            str(output),
+        ]
+    )
+    elapsed = time.monotonic() - started
+    capsys.readouterr()
+    document = json.loads(output.read_text())
+    assert code == ExitCode.INCOMPLETE
+    assert document["summary"]["requests"] <= 3
+    assert elapsed < 60
+    assert {c["outcome"] for c in document["checks"]} == {"NOT_VERIFIABLE"}
+    assert all("did not answer" in c["detail"] for c in document["checks"])
 
 
 def test_missing_container_is_a_usage_error(verify: Verify, azurite: Azurite) -> None:

@@ -66,6 +66,9 @@ def test_a_run_stays_in_its_prefix_within_budget(azurite: Azurite) -> None:
             continue
         if name == HEARTBEAT_BLOB:
             assert method == "GET"
+        elif not name and query.get("comp") is None:
+            # The connection check before the probes: Get Container Properties, a read.
+            assert (method, query.get("restype")) == ("GET", ["container"]), url
         else:
             assert (method, query.get("comp")) == ("GET", ["list"]), url
             assert query["prefix"][0].startswith(VERIFY_PREFIX)

@@ -151,9 +151,14 @@ class ShortCredentialChain(logging.Filter):
         return True
 
 
+CLI_HANDLER = "safetynet-cli"
+"""The name of the handler `install_logging` adds (`--log-format`, `-q` and `-v` adjust it)."""
+
+
 def install_logging(redactor: Redactor) -> logging.Handler:
     """Every log record (ours and the Azure SDK's) to stderr, scrubbed; JSON lines off a tty."""
     handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(CLI_HANDLER)
     if not sys.stderr.isatty():
         handler.setFormatter(JsonLogFormatter())
     handler.addFilter(ShortCredentialChain())
@@ -163,9 +168,11 @@ def install_logging(redactor: Redactor) -> logging.Handler:
 
 
 def log_progress() -> None:
-    """Commands that run long report their progress as INFO records when not on a terminal."""
-    level = logging.INFO if not sys.stderr.isatty() else logging.WARNING
-    logging.getLogger("safetynet").setLevel(level)
+    """Commands that run long report their progress as INFO records when not on a terminal
+    (`-v` asks for them on one too; `-q` drops them at the handler)."""
+    logger = logging.getLogger("safetynet")
+    if not sys.stderr.isatty() and logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
 
 
 def parse_flag(value: str, option: str) -> bool:

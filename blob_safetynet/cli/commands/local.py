@@ -1,8 +1,9 @@
 """`safetynet local`: the embedded Azurite on 127.0.0.1, kept running until Ctrl-C.
 
 The same launcher as `demo`, `verify` and the tests (blob_safetynet/embedded/azurite.py), so the local stack the
-docs use is the one the suite runs on. On Azurite's default port 10000 the Azure SDKs' shortcut
-`UseDevelopmentStorage=true` is the whole connection string
+docs use is the one the suite runs on. On any port it prints a full connection string with the development account's published key;
+on Azurite's default port 10000 the Azure SDKs' shortcut `UseDevelopmentStorage=true` names
+the same account
 (https://learn.microsoft.com/en-us/azure/storage/common/storage-use-azurite#connection-strings).
 """
 
@@ -20,13 +21,13 @@ from typing import Any
 
 from blob_safetynet.cli.commands.common import ascii_int, fail
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.embedded.azurite import DEV_ACCOUNT, Azurite, AzuriteError
+from blob_safetynet.embedded.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, AzuriteError
 from blob_safetynet.settings import appsettings
 
 DEFAULT_PORT = 10000
 """Azurite's own default blob port, the one `UseDevelopmentStorage=true` names."""
 SHORTCUT = "UseDevelopmentStorage=true"
-DEV_KEY_PAGE = "https://learn.microsoft.com/en-us/azure/storage/common/storage-use-azurite#http-connection-strings"
+DEV_KEY_PAGE = "https://learn.microsoft.com/en-us/azure/storage/common/storage-connect-azurite#use-the-well-known-storage-account-and-key"
 POLL_S = 0.5
 
 
@@ -77,35 +78,36 @@ def _check(args: argparse.Namespace) -> str | None:
 
 
 def details(azurite: Azurite, location: Path | None) -> dict[str, Any]:
-    """What a client needs to reach the running emulator; no key unless it is the shortcut's."""
-    shortcut = azurite.port == DEFAULT_PORT
+    """What a client needs to reach the running emulator, on whatever port it listens: the
+    development account's key is public (DEV_KEY_PAGE), so it is printed in full."""
     return {
         "account_url": azurite.blob_endpoint,
         "account_name": DEV_ACCOUNT,
+        "account_key": DEV_KEY,
+        "account_key_source": DEV_KEY_PAGE,
         "port": azurite.port,
         "pid": azurite.pid,
         "storage": str(location) if location else "memory",
-        "connection_string": SHORTCUT if shortcut else None,
-        "connection_string_template": (
-            f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey=<key>;"
-            f"BlobEndpoint={azurite.blob_endpoint};"
-        ),
-        "account_key": f"Azurite's published development key, {DEV_KEY_PAGE}",
+        "connection_string": azurite.connection_string,
+        "connection_string_shortcut": SHORTCUT if azurite.port == DEFAULT_PORT else None,
         "stop": "Ctrl-C, or kill -TERM <pid of safetynet local>",
     }
 
 
 def _render(info: dict[str, Any]) -> str:
-    connection = info["connection_string"] or (
-        f"{info['connection_string_template']}  (<key>: {info['account_key']})"
-    )
+    shortcut, full = info["connection_string_shortcut"], info["connection_string"]
     lines = [
         f"Azurite blob service on {info['account_url']} (storage: {info['storage']})",
-        f"connection string: {connection}",
+        f"connection string: {shortcut or full}",
+        f"  export {appsettings.CONNECTION_STRING.name}='{shortcut or full}'",
     ]
-    if info["connection_string"]:
-        lines.append(f"  export {appsettings.CONNECTION_STRING.name}='{connection}'")
-    lines.append("stop it with Ctrl-C (or SIGTERM); running...")
+    if shortcut:
+        lines.append(f"  in full (the shortcut names this port only): {full}")
+    lines += [
+        f"account {info['account_name']}, key {info['account_key']}",
+        f"  (the emulator's published development key: {info['account_key_source']})",
+        "stop it with Ctrl-C (or SIGTERM); running...",
+    ]
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ from blob_safetynet.cli.commands.target import (
     classify,
     open_target,
 )
+from blob_safetynet.cli.conventions import terminal_progress
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError, SweepSettings
@@ -106,7 +107,7 @@ def _run(args: argparse.Namespace, stop: StopSignals) -> int:
         except SettingsError as error:
             raise UsageError(str(error)) from None
         store, container = open_target(args)
-        progress = ProgressLine() if sys.stderr.isatty() and not args.json else None
+        progress = ProgressLine() if terminal_progress(args) and not args.json else None
         sweeper = Sweeper(
             store,
             container,

@@ -37,6 +37,7 @@ from blob_safetynet.cli.commands.target import (
     classify,
     open_blob_service_client,
 )
+from blob_safetynet.cli.conventions import terminal_progress
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite, AzuriteError
 from blob_safetynet.policies.audit import StaticTokenCredential, default_credential, run_audit
@@ -276,13 +277,12 @@ def run(args: argparse.Namespace) -> int:
                 settings=settings,
                 client_options={"transport": pooled_transport(CONCURRENT_WRITERS, shared=True)},
             )
-            if sys.stderr.isatty():
+            progress = terminal_progress(args)
+            if progress:
                 where = describe_target(target)
                 print(f"safetynet verify: run {target.run_id} on {where}{origin}", file=sys.stderr)
-            result = run_probes(
-                target, PROBES, on_progress=_progress if sys.stderr.isatty() else None
-            )
-            if sys.stderr.isatty():
+            result = run_probes(target, PROBES, on_progress=_progress if progress else None)
+            if progress:
                 print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
             if verdicts is not None:
                 result.settings, result.settings_errors = verdicts.findings, verdicts.errors

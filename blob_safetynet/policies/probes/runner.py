@@ -69,33 +69,39 @@ def describe_target(target: Target) -> str:
 
 
 def run_probes(
-    target: Target, probes: Sequence[Probe], *, on_progress: Progress | None = None
+    target: Target,
+    probes: Sequence[Probe],
+    *,
+    on_progress: Progress | None = None,
+    check_connection: bool = True,
 ) -> VerificationRun:
-    """Run `probes` in order against `target`; TargetMissingError when the container is absent."""
+    """Run `probes` in order against `target`; TargetMissingError when the container is absent.
+
+    `check_connection=False` leaves out the one request before the probes, for a target whose
+    own endpoint is a double that answers only what one probe's judgement needs."""
     started = time.perf_counter()
     run = VerificationRun(target=describe_target(target), run_id=target.run_id)
-    unauthenticated = _token_problem(target)
-    if unauthenticated is not None:
-        run.incomplete.append(unauthenticated)
+    blocked = _token_problem(target) or (_connection_problem(target) if check_connection else None)
+    if blocked is not None:
+        run.incomplete.append(blocked)
     try:
         for number, probe in enumerate(probes, start=1):
             if on_progress is not None:
                 on_progress(number, len(probes), probe)
-            if unauthenticated is not None:
-                # Without a token nothing can act; asking the credential again only takes time.
+            if blocked is not None:
+                # Without a token, an answering endpoint or an accepted key nothing can act;
+                # asking again only takes time.
                 run.results.append(
-                    ProbeResult(
-                        probe, ProbeOutcome.NOT_VERIFIABLE, f"not run: {unauthenticated}", 0
-                    )
+                    ProbeResult(probe, ProbeOutcome.NOT_VERIFIABLE, f"not run: {blocked}", 0)
                 )
                 continue
             before = target.counter.count
             try:
                 outcome, detail = _run_one(probe, target, run)
             except ClientAuthenticationError as error:
-                unauthenticated = f"no credential for the target ({type(error).__name__})"
-                run.incomplete.append(f"{probe.id}: {unauthenticated}")
-                outcome, detail = ProbeOutcome.NOT_VERIFIABLE, unauthenticated
+                blocked = f"no credential for the target ({type(error).__name__})"
+                run.incomplete.append(f"{probe.id}: {blocked}")
+                outcome, detail = ProbeOutcome.NOT_VERIFIABLE, blocked
             run.results.append(ProbeResult(probe, outcome, detail, target.counter.count - before))
     finally:
         run.leftovers = clean_up(target)
@@ -118,6 +124,40 @@ def _token_problem(target: Target) -> str | None:
     except ClientAuthenticationError as error:
         return f"no credential for the target ({type(error).__name__})"
     return None
+
+
+REJECTED_KEY_CODES = ("AuthenticationFailed", "AuthorizationFailure")
+"""A 403 for a shared key's signature: Azure answers AuthenticationFailed
+(https://learn.microsoft.com/en-us/rest/api/storageservices/common-rest-api-error-codes), the
+pinned Azurite AuthorizationFailure (measured: a wrong AccountKey, on a container that exists
+and on one that does not)."""
+
+
+def _connection_problem(target: Target) -> str | None:
+    """One request before any probe (Get Container Properties): an endpoint that does not answer
+    or a shared key the service rejects would only repeat as every probe's NOT_VERIFIABLE, after
+    each probe's retries. Anything else is left to the probes; ContainerNotFound is raised."""
+    try:
+        target.container.get_container_properties()
+    except (ServiceRequestError, ServiceResponseError) as error:
+        return f"the endpoint did not answer ({type(error).__name__}); is it running, is the URL right?"
+    except HttpResponseError as error:
+        status, code = status_and_code(error)
+        if code == "ContainerNotFound":
+            raise TargetMissingError(
+                f"{target.container.container_name}: 404 ContainerNotFound"
+            ) from None
+        if status == 403 and code in REJECTED_KEY_CODES and _shared_key(target):
+            return (
+                f"the service rejected the shared key ({status} {code}): the AccountKey of the "
+                "connection string is likely wrong (`safetynet local` prints the emulator's)"
+            )
+    return None
+
+
+def _shared_key(target: Target) -> bool:
+    """Whether the run's client signs with an account key (a connection string)."""
+    return type(target.service.credential).__name__ == "SharedKeyCredentialPolicy"
 
 
 def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeOutcome, str]:

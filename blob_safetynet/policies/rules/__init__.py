@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import asdict
 from typing import Final
 
 from blob_safetynet.policies.model import Account, Thresholds
@@ -81,13 +83,16 @@ RULES: Final[tuple[Rule, ...]] = (
 RULES_BY_ID: Final[dict[str, Rule]] = {rule.id: rule for rule in RULES}
 
 
-def ruleset_version(rules: tuple[Rule, ...] = RULES) -> str:
-    """`<n> rules, sha256:<12 hex>`: the digest covers each rule's id, severity, enforcement and
-    scope, so two reports with the same string judged by the same rules at the same weight."""
-    identity = "\n".join(
-        f"{r.id}|{r.severity.value}|{r.enforcement}|{r.scope.value}" for r in rules
-    )
-    return f"{len(rules)} rules, sha256:{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+def ruleset_version(rules: tuple[Rule, ...] = RULES, thresholds: Thresholds | None = None) -> str:
+    """The rule set's fingerprint: 12 hex digits of a SHA-256 over each rule's id, severity,
+    scope and blocking, and the default thresholds. Prose (rationale, remediation) is left out:
+    a reworded text judges nothing differently."""
+    judged = [
+        (rule.id, rule.severity.value, rule.scope.value, rule.advisory, rule.blob_only)
+        for rule in rules
+    ]
+    text = json.dumps([judged, asdict(thresholds or Thresholds())], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def evaluate(
