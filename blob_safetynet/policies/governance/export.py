@@ -123,7 +123,7 @@ def definition(form: PolicyForm) -> dict[str, Any]:
     }
 
 
-def _effect_parameter(form: PolicyForm) -> str:
+def effect_parameter(form: PolicyForm) -> str:
     words = form.rule.id.lower().split("-")
     return words[0] + "".join(word.capitalize() for word in words[1:]) + "Effect"
 
@@ -137,7 +137,7 @@ def initiative(scope: str) -> dict[str, Any]:
     thresholds = {item.name: item for form in FORMS for item in form.parameters}
     parameters: dict[str, Any] = {
         **{
-            _effect_parameter(form): {
+            effect_parameter(form): {
                 "type": "String",
                 "allowedValues": list(effects(form)),
                 "defaultValue": DEFAULT_EFFECT,
@@ -158,7 +158,7 @@ def initiative(scope: str) -> dict[str, Any]:
     ]
     references = []
     for form in FORMS:
-        values = {"effect": {"value": parameter(_effect_parameter(form))}}
+        values = {"effect": {"value": parameter(effect_parameter(form))}}
         values |= {item.name: {"value": parameter(item.name)} for item in form.parameters}
         reference: dict[str, Any] = {
             "policyDefinitionReferenceId": form.rule.id,
@@ -193,6 +193,11 @@ def used_aliases() -> list[dict[str, str]]:
         {"alias": name, "path": aliases.ALIASES[name].path, "source": aliases.ALIASES[name].source}
         for name in names
     ]
+
+
+def definitions() -> list[dict[str, Any]]:
+    """Every exported rule's definition, in catalogue order."""
+    return [definition(form) for form in FORMS]
 
 
 def documents(scope: str) -> dict[str, Any]:
