@@ -300,3 +300,17 @@ def test_a_broken_definition_fails_the_schema() -> None:
     document["properties"]["policyRule"]["if"]["allOf"][0]["equalz"] = "x"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(document, DEFINITION_SCHEMA)
+
+
+def test_the_policies_page_lists_every_form_every_reason_and_every_alias() -> None:
+    """docs/policies.md's Azure Policy section names each exported rule, each rule it cannot
+    express with the same reason, and each recorded alias with its source."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "policies.md").read_text()
+    section = page.split("## Enforced by Azure", 1)[1].split("\n## ", 1)[0]
+    for form in forms.FORMS:
+        assert f"| {form.rule.id} |" in section
+    for item in forms.NOT_EXPRESSIBLE:
+        assert f"| {item.rule.id} | {item.reason} |" in section
+    for alias in aliases.ALIASES.values():
+        assert f"`{alias.name}`" in section
+        assert alias.source in section

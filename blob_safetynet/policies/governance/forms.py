@@ -117,7 +117,8 @@ class PolicyForm:
 
     @property
     def aliases(self) -> tuple[a.Alias, ...]:
-        return tuple(a.ALIASES[name] for name in _alias_names(self.non_compliant))
+        names = dict.fromkeys(_alias_names(self.non_compliant))
+        return tuple(a.ALIASES[name] for name in names)
 
 
 @dataclass(frozen=True)
