@@ -33,7 +33,7 @@ def _check_public_network(account: Account, _: Thresholds) -> Verdict:
     access = UNKNOWN if network is None else network.public_network_access
     if access is UNKNOWN:
         return unknown("public network access is not known yet")
-    if access not in CLOSED_PUBLIC_ACCESS:
+    if access.casefold() not in {value.casefold() for value in CLOSED_PUBLIC_ACCESS}:
         return failed(f"public network access is {access} (absent means Enabled)")
     return passed(f"public network access is {access}")
 
@@ -64,7 +64,7 @@ def _check_default_deny(account: Account, _: Thresholds) -> Verdict:
     action = UNKNOWN if network is None else network.default_action
     if action is UNKNOWN:
         return unknown("the firewall's default action is not known yet")
-    if action != DENY:
+    if action.casefold() != DENY.casefold():
         return failed(f"the firewall's default action is {action} (absent means Allow)")
     return passed("the firewall denies by default")
 
@@ -90,7 +90,7 @@ def _check_trusted_services(account: Account, _: Thresholds) -> Verdict:
     bypass = UNKNOWN if network is None else network.bypass
     if bypass is UNKNOWN:
         return unknown("the firewall's bypass list is not known yet")
-    if TRUSTED_BYPASS not in bypass:
+    if TRUSTED_BYPASS.casefold() not in {part.casefold() for part in bypass}:
         return failed(f"trusted Azure services are not let through (bypass {','.join(bypass)})")
     return passed("trusted Azure services pass the firewall")
 
