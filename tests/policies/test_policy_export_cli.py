@@ -74,6 +74,16 @@ def test_a_dir_that_is_a_file_or_under_a_missing_folder_exits_two(
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ["", " ", "a\x00b"])
+def test_a_dir_that_names_no_folder_exits_two_and_writes_nothing(
+    tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty, blank or NUL-holding DIR is refused, not read as the current folder."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["policy", "export", "--format", "azure-policy", "--scope", SCOPE, text]) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_unknown_format_is_a_usage_error(tmp_path: Path) -> None:
     """Only azure-policy is a format; another exits 2."""
     code = main(["policy", "export", "--format", "bicep", "--scope", SCOPE, str(tmp_path)])

@@ -45,11 +45,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     exporting.set_defaults(handler=run)
 
 
-def _folder_problem(folder: Path) -> str | None:
-    """Why `folder` cannot take the export; None when it can (it may not exist yet)."""
-    text = os.fspath(folder)
+def _folder_problem(text: str) -> str | None:
+    """Why the folder `text` names cannot take the export; None when it can (it may not exist
+    yet)."""
+    folder = Path(text)
     if not text.strip() or "\x00" in text:
-        return f"{atomicfile.shown(folder)!r} names no folder"
+        return f"{atomicfile.shown(text)!r} names no folder"
     try:
         if folder.exists():
             if not folder.is_dir():
@@ -72,14 +73,18 @@ def run(args: argparse.Namespace) -> int:
     problem = export.scope_problem(scope)
     if problem:
         return fail("policy export", ExitCode.USAGE, f"--scope {scope!r}: {problem}", False)
-    folder = Path(args.directory)
-    problem = _folder_problem(folder)
+    problem = _folder_problem(args.directory)
     if problem:
         return fail("policy export", ExitCode.USAGE, f"DIR {problem}", False)
+    folder = Path(args.directory)
+    try:
+        (folder / "definitions").mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        message = f"DIR {atomicfile.shown(folder)}: cannot create it: {error.strerror or error}"
+        return fail("policy export", ExitCode.USAGE, message, False)
     files = export.documents(scope)
     written = 0
     try:
-        (folder / "definitions").mkdir(parents=True, exist_ok=True)
         for relative, document in files.items():
             text = json.dumps(document, indent=2, ensure_ascii=True) + "\n"
             atomicfile.write_text(folder / relative, text)
@@ -87,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, atomicfile.OutputPathError) as error:
         message = (
             f"could not write into {atomicfile.shown(folder)}: {error}; {written} of "
-            f"{len(files)} files were written whole, running again writes them all"
+            f"{len(files)} files were written whole (none in part): once the cause is fixed, "
+            "running again writes them all"
         )
         return fail("policy export", ExitCode.USAGE, message, False)
     definitions = sum(name.startswith("definitions/") for name in files)
