@@ -11,7 +11,16 @@ from blob_safetynet.cli.exitcodes import MEANINGS, REDACTION_PROMISE, ExitCode
 from blob_safetynet.cli.main import main
 
 CLI_DOC = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
-COMMANDS = [[], ["demo"], ["db", "init"], ["sweep"], ["reconcile"], ["audit"], ["build-function"]]
+COMMANDS = [
+    [],
+    ["demo"],
+    ["db", "init"],
+    ["sweep"],
+    ["reconcile"],
+    ["audit"],
+    ["policy", "export"],
+    ["build-function"],
+]
 
 
 def squeeze(text: str) -> str:

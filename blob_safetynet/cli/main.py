@@ -68,6 +68,10 @@ COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
         lambda: importlib.import_module("blob_safetynet.cli.commands.history"),
         "each probe's and rule's outcomes over the continuous verification runs",
     ),
+    "policy": (
+        lambda: importlib.import_module("blob_safetynet.cli.commands.policy"),
+        "export the rules as Azure Policy definitions and an initiative",
+    ),
     "build-function": (
         lambda: importlib.import_module("blob_safetynet.cli.commands.function"),
         "build the sweeper's Azure Functions zip with Linux x86-64 wheels",

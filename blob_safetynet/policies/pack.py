@@ -12,6 +12,7 @@ policies over the normalized model of every account in the stack.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -238,8 +239,13 @@ def judge_stack(
     A protocol rule that applies to no account of a stack that has storage accounts is a
     finding of its own: the configured container is in none of them (a `containerName` that
     does not match the program, or a stack without the protocol's container), and staying
-    silent would read as a pass.
+    silent would read as a pass. The identities of the stack's own policy assignments (the
+    remediation identities of `SafetyNetGovernance`) are judged as deployment identities.
     """
+    governance = pulumi_props.policy_assignment_principals(resources)
+    if governance:
+        exempt = (*limits.deployment_principal_ids, *governance)
+        limits = dataclasses.replace(limits, deployment_principal_ids=exempt)
     accounts = pulumi_props.accounts_from_stack(resources)
     judged = [
         rule.evaluate(a, limits, FixTarget.PULUMI) for a in accounts if rule.applies_to(a, limits)

@@ -16,6 +16,8 @@ API
 `run_stack(overrides=None, mutate=None) -> StackRun`
     The same, plus the resolved stack outputs (`StackRun.outputs`); `StackRun.one(type_, name)`
     and `StackRun.of_type(type_)` look resources up.
+`run_function(program) -> StackRun`
+    Runs a program given as a function (returning its outputs) under fresh mocks.
 `run_main(stack_config, secret_keys=()) -> StackRun`
     Runs `infra/__main__.py` itself, reading raw string values through `pulumi.Config` (the
     path `pulumi up` takes); outputs are what it exported.
@@ -167,6 +169,12 @@ def _uuid(*parts: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, "/".join(parts)))
 
 
+def policy_identity_principal(logical: str) -> str:
+    """The principal id the mocks give the system-assigned identity of policy assignment
+    `logical` (what ARM returns as `identity.principalId`)."""
+    return _uuid("policy-identity", logical)
+
+
 def _storage_name(logical: str) -> str:
     return "".join(ch for ch in logical.lower() if ch.isalnum())[:18] + "mock"
 
@@ -218,6 +226,8 @@ class _Mocks(pulumi.runtime.Mocks):
                 f"{inputs['scope']}/providers/Microsoft.Authorization/roleDefinitions/{role}",
                 state,
             )
+        if typ.startswith("azure-native:authorization:Policy"):
+            return self._policy_state(typ, name, inputs, state)
         if typ == "azure-native:managedidentity:UserAssignedIdentity":
             state["principalId"] = _uuid("principal", name)
             state["clientId"] = _uuid("client", name)
@@ -266,6 +276,37 @@ class _Mocks(pulumi.runtime.Mocks):
             )
             return f"{group}/providers/Microsoft.Insights/components/{name}", state
         return f"{group}/providers/{typ.replace(':', '/')}/{name}", state
+
+    @staticmethod
+    def _policy_state(
+        typ: str, name: str, inputs: dict[str, Any], state: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """Azure Policy ids as ARM forms them: definitions under their management group or
+        subscription, an assignment under its scope; an assignment's system-assigned identity
+        gets a principal id."""
+        group = inputs.get("managementGroupId")
+        scope = (
+            f"/providers/Microsoft.Management/managementGroups/{group}"
+            if group
+            else f"/subscriptions/{SUBSCRIPTION_ID}"
+        )
+        kinds = {
+            "PolicyDefinition": ("policyDefinitions", "policyDefinitionName"),
+            "PolicySetDefinition": ("policySetDefinitions", "policySetDefinitionName"),
+        }
+        short = typ.rsplit(":", 1)[1].removesuffix("AtManagementGroup")
+        if short == "PolicyAssignment":
+            identity = inputs.get("identity")
+            if identity:
+                state["identity"] = {**identity, "principalId": policy_identity_principal(name)}
+            assigned = inputs.get("policyAssignmentName") or name
+            return (
+                f"{inputs['scope']}/providers/Microsoft.Authorization/policyAssignments/{assigned}",
+                state,
+            )
+        collection, key = kinds[short]
+        defined = inputs.get(key) or name
+        return f"{scope}/providers/Microsoft.Authorization/{collection}/{defined}", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         if args.token == "azure-native:authorization:getClientConfig":
@@ -431,6 +472,11 @@ def _run(
             )
         )
     return StackRun(resources=registered, outputs=outputs)
+
+
+def run_function(program: Callable[[], Mapping[str, pulumi.Output[Any]]]) -> StackRun:
+    """Runs `program`, a Pulumi program as a function returning its outputs, under fresh mocks."""
+    return _run(program, None)
 
 
 def run_program(

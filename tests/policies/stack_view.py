@@ -12,7 +12,7 @@ from __future__ import annotations
 from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from tests.infra.harness import StackRun
+from tests.infra.harness import StackRun, policy_identity_principal
 from tests.policies.pulumi_cli import StackResource
 
 PROJECT = "blob-safetynet"
@@ -75,6 +75,9 @@ def stack_outputs(
         elif res.type == "azure-native:authorization:RoleDefinition":
             resource_id = definition_ids[res.name]
             props["name"] = resource_id.rsplit("/", 1)[-1]
+        elif res.type == "azure-native:authorization:PolicyAssignment" and "identity" in props:
+            principal = policy_identity_principal(res.name)
+            props["identity"] = {**props["identity"], "principalId": principal}
         elif res.type == "azure-native:authorization:RoleAssignment":
             props["name"] = f"00000000-0000-4000-8000-{number:012d}"
             resource_id = f"{res.inputs['scope']}/providers/Microsoft.Authorization/roleAssignments/{props['name']}"

@@ -41,6 +41,7 @@ PRIVATE_ENDPOINT: Final = "azure-native:network:PrivateEndpoint"
 LOCAL_USER: Final = "azure-native:storage:LocalUser"
 DEFENDER_FOR_STORAGE: Final = "azure-native:security:DefenderForStorage"
 PRICING: Final = "azure-native:security:Pricing"
+POLICY_ASSIGNMENT: Final = "azure-native:authorization:PolicyAssignment"
 
 UNKNOWN_SENTINELS: Final = frozenset(
     {
@@ -236,6 +237,24 @@ def _owner(resource: StackResource, accounts: Sequence[StackResource]) -> StackR
     if len(siblings) == 1:
         return siblings[0]
     return accounts[0] if len(accounts) == 1 else None
+
+
+def policy_assignment_principals(resources: Sequence[StackResource]) -> tuple[str, ...]:
+    """The principal ids of the stack's Azure Policy assignments' system-assigned identities.
+
+    Such an identity applies the assignment's Modify remediations and needs the role its
+    definitions name ("the managed identity ... needs to be granted the roles",
+    https://learn.microsoft.com/azure/governance/policy/how-to/remediate-resources): a
+    governance identity created beside the account, judged like a deployment identity."""
+    found = []
+    for resource in resources:
+        if resource.type != POLICY_ASSIGNMENT:
+            continue
+        identity = resource.props.get("identity")
+        principal = identity.get("principalId") if isinstance(identity, Mapping) else None
+        if isinstance(principal, str) and principal not in UNKNOWN_SENTINELS:
+            found.append(principal)
+    return tuple(found)
 
 
 def accounts_from_stack(resources: Sequence[StackResource]) -> list[Account]:

@@ -174,7 +174,9 @@ def _check_https_tls(account: Account, _: Thresholds) -> Verdict:
     if not settings.https_only:
         problems.append("plain HTTP is accepted")
     tls = settings.minimum_tls_version
-    if tls not in TLS_VERSIONS or TLS_VERSIONS.index(tls) < TLS_VERSIONS.index(MIN_TLS):
+    # ARM compares enum values without regard to case (docs/policies.md, Azure Policy alike).
+    known = tls.upper() in TLS_VERSIONS
+    if not known or TLS_VERSIONS.index(tls.upper()) < TLS_VERSIONS.index(MIN_TLS):
         problems.append(f"minimum TLS version is {tls} (absent means TLS1_0)")
     if problems:
         return failed(", ".join(problems))

@@ -16,6 +16,9 @@ from blob_safetynet.policies.rules.base import (
     unknown,
 )
 
+KEY_VAULT = "Microsoft.Keyvault"
+"""The key source of a customer-managed key (compared without regard to case)."""
+
 
 def _encryption(account: Account) -> Encryption | None:
     found = settings_of(account).encryption
@@ -62,7 +65,7 @@ def _check_cmk(account: Account, _: Thresholds) -> Verdict:
     source = UNKNOWN if encryption is None else encryption.key_source
     if source is UNKNOWN:
         return unknown("the encryption key source is not known yet")
-    if source.lower() != "microsoft.keyvault":
+    if source.lower() != KEY_VAULT.lower():
         return failed(f"data is encrypted with platform-managed keys ({source})")
     return passed("data is encrypted with a customer-managed key in Key Vault")
 

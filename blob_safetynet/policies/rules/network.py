@@ -17,6 +17,10 @@ from blob_safetynet.policies.rules.base import (
 )
 
 NETWORK_SECURITY = "https://learn.microsoft.com/azure/storage/common/storage-network-security"
+CLOSED_PUBLIC_ACCESS = ("Disabled", "SecuredByPerimeter")
+"""The `publicNetworkAccess` values that close the public endpoint (absent means Enabled)."""
+DENY = "Deny"
+TRUSTED_BYPASS = "AzureServices"
 
 
 def _network(account: Account) -> Network | None:
@@ -30,8 +34,8 @@ def _check_public_network(account: Account, _: Thresholds) -> Verdict:
     access = UNKNOWN if network is None else network.public_network_access
     if access is UNKNOWN:
         return unknown("public network access is not known yet")
-    if access == "Enabled":
-        return failed("public network access is Enabled (absent means Enabled)")
+    if access.casefold() not in {value.casefold() for value in CLOSED_PUBLIC_ACCESS}:
+        return failed(f"public network access is {access} (absent means Enabled)")
     return passed(f"public network access is {access}")
 
 
@@ -64,7 +68,7 @@ def _check_default_deny(account: Account, _: Thresholds) -> Verdict:
     action = UNKNOWN if network is None else network.default_action
     if action is UNKNOWN:
         return unknown("the firewall's default action is not known yet")
-    if action != "Deny":
+    if action.casefold() != DENY.casefold():
         return failed(f"the firewall's default action is {action} (absent means Allow)")
     return passed("the firewall denies by default")
 
@@ -93,7 +97,7 @@ def _check_trusted_services(account: Account, _: Thresholds) -> Verdict:
     bypass = UNKNOWN if network is None else network.bypass
     if bypass is UNKNOWN:
         return unknown("the firewall's bypass list is not known yet")
-    if "AzureServices" not in bypass:
+    if TRUSTED_BYPASS.casefold() not in {part.casefold() for part in bypass}:
         return failed(f"trusted Azure services are not let through (bypass {','.join(bypass)})")
     return passed("trusted Azure services pass the firewall")
 

@@ -1,0 +1,106 @@
+"""`safetynet policy export`: the rule set as Azure Policy definitions and one initiative.
+
+Exit 0 written, 2 bad usage (an unknown format, a folder that cannot hold the export, a scope
+that cannot hold definitions) or a write that failed (the message names the file; every file is
+written whole or not at all, so running again writes the rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from blob_safetynet.cli.commands.common import fail
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.policies.governance import export
+from blob_safetynet.settings import atomicfile
+from blob_safetynet.settings.redaction import printable
+
+FORMATS = ("azure-policy",)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "policy", help="export the rules as Azure Policy definitions and an initiative"
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    exporting = actions.add_parser(
+        "export",
+        help="write each expressible rule's policy definition, the initiative and the list of "
+        "rules Azure Policy cannot express into DIR",
+    )
+    exporting.add_argument("--format", choices=FORMATS, required=True, help="azure-policy")
+    exporting.add_argument(
+        "--scope",
+        required=True,
+        help="where the definitions will be created, which the initiative's definition ids "
+        "name: /subscriptions/<id> or /providers/Microsoft.Management/managementGroups/<id>",
+    )
+    exporting.add_argument(
+        "directory", metavar="DIR", help="folder to write (created if its parent exists)"
+    )
+    exporting.set_defaults(handler=run)
+
+
+def _folder_problem(text: str) -> str | None:
+    """Why the folder `text` names cannot take the export; None when it can (it may not exist
+    yet)."""
+    folder = Path(text)
+    if not text.strip() or "\x00" in text:
+        return f"{atomicfile.shown(text)!r} names no folder"
+    try:
+        if folder.exists():
+            if not folder.is_dir():
+                return f"{atomicfile.shown(folder)} is not a folder"
+            if not os.access(folder, os.W_OK | os.X_OK):
+                return f"folder {atomicfile.shown(folder)} is not writable"
+            return None
+        parent = folder.parent
+        if not parent.is_dir():
+            return f"folder {atomicfile.shown(parent)} does not exist"
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"folder {atomicfile.shown(parent)} is not writable"
+    except (OSError, ValueError) as error:
+        return f"{atomicfile.shown(folder)}: {getattr(error, 'strerror', None) or error}"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    scope = str(args.scope).rstrip("/")
+    problem = export.scope_problem(scope)
+    if problem:
+        return fail("policy export", ExitCode.USAGE, f"--scope {scope!r}: {problem}", False)
+    problem = _folder_problem(args.directory)
+    if problem:
+        return fail("policy export", ExitCode.USAGE, f"DIR {problem}", False)
+    folder = Path(args.directory)
+    try:
+        (folder / "definitions").mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        message = f"DIR {atomicfile.shown(folder)}: cannot create it: {error.strerror or error}"
+        return fail("policy export", ExitCode.USAGE, message, False)
+    files = export.documents(scope)
+    written = 0
+    try:
+        for relative, document in files.items():
+            text = json.dumps(document, indent=2, ensure_ascii=True) + "\n"
+            atomicfile.write_text(folder / relative, text)
+            written += 1
+    except (OSError, atomicfile.OutputPathError) as error:
+        message = (
+            f"could not write into {atomicfile.shown(folder)}: {error}; {written} of "
+            f"{len(files)} files were written whole (none in part): once the cause is fixed, "
+            "running again writes them all"
+        )
+        return fail("policy export", ExitCode.USAGE, message, False)
+    definitions = sum(name.startswith("definitions/") for name in files)
+    print(
+        f"wrote {definitions} policy definitions, the initiative {export.INITIATIVE_NAME} and "
+        f"the {len(export.not_expressible())} rules Azure Policy cannot express (with why) to "
+        f"{printable(str(folder))}",
+        file=sys.stdout,
+    )
+    return ExitCode.OK
