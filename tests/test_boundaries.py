@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from blob_safetynet.sweeper._moved import MOVED
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "blob_safetynet"
 PARTS = ("blob_safetynet.infra", "blob_safetynet.policies", "blob_safetynet.reconcile")
@@ -195,12 +197,35 @@ def project_imports(path: Path) -> set[str]:
 
 
 def test_every_import_goes_down_the_layers() -> None:
-    """Each layer imports its own package or a lower layer: CLI, testkit, the parts, the bottom."""
+    """Each layer imports its own package or a lower layer: CLI, testkit, the parts, the bottom.
+    (The old paths' aliases import their new modules, wherever those now sit.)"""
     offenders = [
         f"{path.relative_to(ROOT)}: {imported} ({reason})"
         for path, module in layer_files()
+        if module not in MOVED
         for imported in sorted(project_imports(path))
         if (reason := layer_violations(module, imported)) is not None
+    ]
+    assert offenders == []
+
+
+def project_files() -> Iterator[Path]:
+    """Every .py file of the repository that is not installed or generated."""
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).parts
+        if parts[0] not in GENERATED and not any("venv" in part for part in parts):
+            yield path
+
+
+def test_no_project_code_imports_an_old_path() -> None:
+    """The aliases at the modules' old paths are for applications, for one release: the
+    project's own code, tests and docs' examples import the new paths."""
+    aliases = {ROOT.joinpath(*old.split(".")).with_suffix(".py") for old in MOVED}
+    offenders = [
+        f"{path.relative_to(ROOT)}: {imported}"
+        for path in project_files()
+        if path not in aliases
+        for imported in sorted(imported_modules(path) & MOVED.keys())
     ]
     assert offenders == []
 
