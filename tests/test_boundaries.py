@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("blob_safetynet.cli",)),
     ("testkit", ("testkit",)),
     ("embedded", ("blob_safetynet.embedded",)),
+    ("function", ("blob_safetynet.function",)),
     ("runtime", PARTS),
     *((prefix.rsplit(".", 1)[1], (prefix,)) for prefix in BLOB_SIDE),
 )
@@ -299,7 +300,10 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
     )
 
 
-@pytest.mark.parametrize("package", [*PARTS, *BLOB_SIDE, "testkit", "blob_safetynet.embedded"])
+@pytest.mark.parametrize(
+    "package",
+    [*PARTS, *BLOB_SIDE, "blob_safetynet.function", "testkit", "blob_safetynet.embedded"],
+)
 def test_runtime_parts_and_testkit_never_import_the_cli_tests_or_benchmarks(package: str) -> None:
     """Nothing the function or the demo runs can depend on the CLI, the tests or the benchmarks."""
     offenders = {
@@ -322,12 +326,13 @@ def test_only_the_tests_import_the_cli() -> None:
     assert offenders == []
 
 
-def test_the_function_entry_imports_only_the_runtime_packages() -> None:
-    """sweeper/function_app.py, the zip root, takes the sweeper package (and the bottom) and,
-    for its verification timer, the policies package; never the CLI, the test kit or infra."""
+def test_the_function_entry_imports_only_the_function_package() -> None:
+    """sweeper/function_app.py, the zip root, binds timers to blob_safetynet.function (and reads
+    the settings' names); the work, sweeper and policies alike, lives in the package."""
     roots = imported_roots(ROOT / "sweeper" / "function_app.py")
-    assert {"sweeper", "policies"} <= roots
+    assert "function" in roots
     assert roots & {"safetynet", "testkit", "tests", "benchmarks", "infra"} == set()
+    assert roots & {"sweeper", "policies", "protocol", "store", "reconcile"} == set()
 
 
 @pytest.mark.parametrize("module", BOTTOM)

@@ -17,6 +17,7 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.embedded.crash import SimulatedCrash, crash_after
+from blob_safetynet.function import sweep as sweep_function
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import RepairRefusedError, reconcile
@@ -181,7 +182,7 @@ def test_the_function_refuses_an_unbound_pair_with_a_log_line(
         "SAFETYNET_CUTOFF": "15m",
         "SAFETYNET_SCHEDULE": "0 */5 * * * *",
     }
-    with caplog.at_level(logging.INFO), pytest.raises(function_app.SweepFailedError):
+    with caplog.at_level(logging.INFO), pytest.raises(sweep_function.SweepFailedError):
         function_app.sweep_once(settings)
     [refusal] = [r for r in caplog.records if r.getMessage().startswith("sweep refused:")]
     assert refusal.levelno == logging.ERROR
