@@ -184,6 +184,7 @@ def test_sweep_unreachable_endpoint_exits_3(run: Run, tmp_path: Path) -> None:
     assert "endpoint" in err
 
 
+@pytest.mark.e2e
 def test_demo_runs_green(run: Run) -> None:
     """The README's first command reports every scenario as expected and exits 0."""
     code, out, _ = run("demo")

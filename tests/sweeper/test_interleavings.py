@@ -47,6 +47,8 @@ from blob_safetynet.sweeper.lease import SweepLeaseHeldError
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from tests.sweeper.conftest import CUTOFF
 
+pytestmark = pytest.mark.e2e  # every interleaving of writers and sweeps: minutes
+
 SOAK_EXAMPLES = int(os.environ.get("SAFETYNET_SOAK_EXAMPLES", "0"))
 INTERLEAVING_EXAMPLES = SOAK_EXAMPLES or 200
 STEPS = int(os.environ.get("SAFETYNET_SOAK_STEPS", "0")) or 5
