@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from blob_safetynet.sweeper._moved import MOVED
+from blob_safetynet.sweeper._moved import MOVED, SPLIT
 
 
 @pytest.fixture
@@ -24,11 +24,17 @@ def fresh_import(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.mark.parametrize("fresh_import", sorted(MOVED), indirect=True)
 def test_an_old_path_imports_the_new_module_and_warns(fresh_import: str) -> None:
-    """Importing an old path warns with its new path and yields the very module found there."""
+    """Importing an old path warns with its new path and yields the very module found there
+    (or, for a module cut in parts since, every public name of every part)."""
     new = MOVED[fresh_import]
     with pytest.warns(DeprecationWarning, match=f"{fresh_import} moved to {new}"):
         module = importlib.import_module(fresh_import)
-    assert module is importlib.import_module(new)
+    parts = [importlib.import_module(name) for name in (new, *SPLIT.get(fresh_import, ()))]
+    if fresh_import not in SPLIT:
+        assert module is parts[0]
+    for part in parts:
+        public = [name for name in vars(part) if not name.startswith("_")]
+        assert [name for name in public if getattr(module, name) is not getattr(part, name)] == []
 
 
 def test_an_old_path_still_serves_its_names_with_one_warning_at_the_importer() -> None:
@@ -37,13 +43,13 @@ def test_an_old_path_still_serves_its_names_with_one_warning_at_the_importer() -
     code = (
         "import warnings\n"
         "warnings.simplefilter('always')\n"
-        "from blob_safetynet.sweeper.store import DocumentStore, _utc\n"
-        "from blob_safetynet.store.documents import DocumentStore as New\n"
-        "assert DocumentStore is New\n"
+        "from blob_safetynet.sweeper.protocol import UploadProtocol, _content_of\n"
+        "from blob_safetynet.protocol.upload import UploadProtocol as New\n"
+        "assert UploadProtocol is New\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     warned = [line for line in done.stderr.splitlines() if "DeprecationWarning" in line]
     assert len(warned) == 1
-    assert warned[0].startswith("<string>:3: DeprecationWarning: blob_safetynet.sweeper.store")
+    assert warned[0].startswith("<string>:3: DeprecationWarning: blob_safetynet.sweeper.protocol")

@@ -10,12 +10,12 @@ import pytest
 import blob_safetynet.protocol as protocol
 from blob_safetynet.protocol import clients, upload
 from blob_safetynet.settings import appsettings
-from blob_safetynet.store import documents
+from blob_safetynet.store import documents, engine, tables
 
 
 def test_every_exported_name_is_the_object_its_module_defines() -> None:
     """Each name in `__all__` is the class or function of the module that defines it."""
-    homes = (upload, documents, clients, appsettings)
+    homes = (upload, documents, engine, tables, clients, appsettings)
     for name in protocol.__all__:
         defined = [getattr(home, name) for home in homes if name in vars(home)]
         assert defined, name

@@ -20,7 +20,9 @@ from blob_safetynet.function.invocation import SweepFailedError, scrubbing
 from blob_safetynet.protocol.clients import blob_service_client, database_credential
 from blob_safetynet.settings import appsettings, signals
 from blob_safetynet.settings.parsed import FunctionSettings, SettingsError
-from blob_safetynet.store.documents import DocumentStore, DocumentTable, StoreError
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.engine import StoreError
+from blob_safetynet.store.tables import DocumentTable
 from blob_safetynet.sweeper.binding import ContainerBindingError
 from blob_safetynet.sweeper.heartbeat import write_heartbeat
 from blob_safetynet.sweeper.lease import SweepLeaseHeldError, SweepLeaseStuckError

@@ -27,15 +27,9 @@ if TYPE_CHECKING:
         UploadProtocol,
     )
     from blob_safetynet.settings.appsettings import SettingsError
-    from blob_safetynet.store.documents import (
-        DatabaseTokenError,
-        Document,
-        DocumentStore,
-        DocumentTable,
-        NameConflictError,
-        Status,
-        StoreError,
-    )
+    from blob_safetynet.store.documents import DocumentStore, NameConflictError
+    from blob_safetynet.store.engine import DatabaseTokenError, StoreError
+    from blob_safetynet.store.tables import Document, DocumentTable, Status
 
 _UPLOAD: Final = frozenset(
     {
@@ -49,17 +43,9 @@ _UPLOAD: Final = frozenset(
         "UploadProtocol",
     }
 )
-_STORE: Final = frozenset(
-    {
-        "DatabaseTokenError",
-        "Document",
-        "DocumentStore",
-        "DocumentTable",
-        "NameConflictError",
-        "Status",
-        "StoreError",
-    }
-)
+_STORE: Final = frozenset({"DocumentStore", "NameConflictError"})
+_ENGINE: Final = frozenset({"DatabaseTokenError", "StoreError"})
+_TABLES: Final = frozenset({"Document", "DocumentTable", "Status"})
 
 __all__ = [
     "ConcurrentReplaceError",
@@ -92,6 +78,14 @@ def __getattr__(name: str) -> Any:
         from blob_safetynet.store import documents
 
         return getattr(documents, name)
+    if name in _ENGINE:
+        from blob_safetynet.store import engine
+
+        return getattr(engine, name)
+    if name in _TABLES:
+        from blob_safetynet.store import tables
+
+        return getattr(tables, name)
     if name == "blob_service_client":
         from blob_safetynet.protocol import clients
 

@@ -27,11 +27,20 @@ MOVED: Final = {
     "blob_safetynet.sweeper.adopt": "blob_safetynet.reconcile.adopt",
 }
 """Old dotted path: new dotted path."""
+SPLIT: Final = {
+    "blob_safetynet.sweeper.store": (
+        "blob_safetynet.store.tables",
+        "blob_safetynet.store.engine",
+    ),
+}
+"""Old paths whose module was cut in parts after the move: the alias serves the names of all of
+them, so it stays a module of its own rather than the new module itself."""
 
 
 def alias(old: str) -> None:
     """Warns that `old` moved, then makes it the very module at its new path (the alias's own
-    import already loaded it), so private names, patches and isinstance checks agree."""
+    import already loaded it), so private names, patches and isinstance checks agree; an old
+    module that was cut in parts stays the module that imported all their names."""
     new = MOVED[old]
     # stacklevel 3: past this function and the alias module, to the line that imported it
     # (warnings skips the import machinery's own frames).
@@ -40,4 +49,5 @@ def alias(old: str) -> None:
         DeprecationWarning,
         stacklevel=3,
     )
-    sys.modules[old] = sys.modules[new]
+    if old not in SPLIT:
+        sys.modules[old] = sys.modules[new]

@@ -110,6 +110,8 @@ RUNTIME_MODULES = (
     "settings/vocabulary.py",
     "store/__init__.py",
     "store/documents.py",
+    "store/engine.py",
+    "store/tables.py",
     "protocol/__init__.py",
     "protocol/blobs.py",
     "protocol/clients.py",

@@ -21,7 +21,8 @@ from blob_safetynet.function import sweep as sweep_function
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import RepairRefusedError, reconcile
-from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status
 from blob_safetynet.sweeper import binding
 from tests.conftest import RunCli
 from tests.sweeper.conftest import age_row, stale_rows_in

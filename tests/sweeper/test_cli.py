@@ -14,7 +14,8 @@ from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.protocol import blobs
 from blob_safetynet.reconcile.listing import list_blobs
-from blob_safetynet.store.documents import Document, DocumentStore
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document
 
 Run = Callable[..., tuple[int, str, str]]
 

@@ -21,7 +21,8 @@ from blob_safetynet.function import sweep as sweep_function
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.settings.parsed import SettingsError
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status
 from blob_safetynet.sweeper.lease import LEASE_BLOB, SweepLease, SweepLeaseStuckError
 from blob_safetynet.sweeper.sweep import SweepReport
 from tests.sweeper.conftest import age_row

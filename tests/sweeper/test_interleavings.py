@@ -42,7 +42,8 @@ from blob_safetynet.embedded.invariants import DeleteLog, InvariantWatch, check_
 from blob_safetynet.protocol.upload import ProtocolError, UploadProtocol, no_checkpoint
 from blob_safetynet.reconcile.listing import reconcile
 from blob_safetynet.settings.parsed import SweepSettings
-from blob_safetynet.store.documents import DocumentStore, NameConflictError, Status
+from blob_safetynet.store.documents import DocumentStore, NameConflictError
+from blob_safetynet.store.tables import Status
 from blob_safetynet.sweeper.lease import SweepLeaseHeldError
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from tests.sweeper.conftest import CUTOFF

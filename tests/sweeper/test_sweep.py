@@ -14,7 +14,8 @@ from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import list_blobs
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status
 from blob_safetynet.sweeper.lease import SweepLease, SweepLeaseHeldError
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
