@@ -32,6 +32,7 @@ SPLIT: Final = {
         "blob_safetynet.store.tables",
         "blob_safetynet.store.engine",
     ),
+    "blob_safetynet.sweeper.inventory": ("blob_safetynet.reconcile.inventory_report",),
 }
 """Old paths whose module was cut in parts after the move: the alias serves the names of all of
 them, so it stays a module of its own rather than the new module itself."""

@@ -125,6 +125,7 @@ RUNTIME_MODULES = (
     "reconcile/__init__.py",
     "reconcile/adopt.py",
     "reconcile/inventory.py",
+    "reconcile/inventory_report.py",
     "reconcile/listing.py",
     "sweeper/_moved.py",
     "function/__init__.py",
