@@ -143,7 +143,7 @@ def within(module: str, prefix: str) -> bool:
 
 def place(module: str) -> tuple[int, str] | None:
     """(layer index, package) of a project module; the most specific prefix wins, so
-    blob_safetynet.settings.vocabulary is the bottom while blob_safetynet.sweeper.sweep is the runtime part sweeper."""
+    blob_safetynet.sweeper.sweep is in the sweeper's layer and testkit.kql in the test kit's."""
     matches = [
         (len(prefix), index, prefix)
         for index, (_, prefixes) in enumerate(LAYERS)
@@ -298,6 +298,31 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
         )
         is None
     )
+
+
+@pytest.mark.parametrize(
+    ("module", "imported", "allowed"),
+    [
+        ("blob_safetynet.reconcile.listing", "blob_safetynet.sweeper.lease", True),
+        ("blob_safetynet.sweeper.sweep", "blob_safetynet.reconcile.listing", False),
+        ("blob_safetynet.protocol.upload", "blob_safetynet.store.documents", True),
+        ("blob_safetynet.store.documents", "blob_safetynet.protocol.blobs", False),
+        ("blob_safetynet.protocol.blobs", "blob_safetynet.sweeper.binding", False),
+        ("blob_safetynet.settings.parsed", "blob_safetynet.store.engine", False),
+        ("blob_safetynet.function.verify", "blob_safetynet.policies.audit", True),
+        ("blob_safetynet.function.sweep", "blob_safetynet.sweeper.sweep", True),
+        ("blob_safetynet.sweeper.sweep", "blob_safetynet.function.sweep", False),
+        ("blob_safetynet.policies.audit", "blob_safetynet.settings.parsed", False),
+        ("blob_safetynet.policies.audit", "blob_safetynet.protocol.blobs", False),
+        ("blob_safetynet.reconcile.adopt", "blob_safetynet.policies.audit", False),
+    ],
+)
+def test_the_blob_side_layers_go_reconcile_sweeper_protocol_store_settings(
+    module: str, imported: str, *, allowed: bool
+) -> None:
+    """Down the blob side an import is allowed, up it is refused; infra and policies take only
+    the standard-library bottom of the settings; reconcile and policies are siblings."""
+    assert (layer_violations(module, imported) is None) is allowed
 
 
 @pytest.mark.parametrize(
