@@ -10,7 +10,7 @@ UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) UV_PYTHON_DOWNLOADS=never $(UV) sync --locked
 
-.PHONY: venv demo test lint bench soak mutation mutation-file function-zip policy-pack dist adoption clean
+.PHONY: venv demo test test-e2e lint bench soak mutation mutation-file function-zip policy-pack dist adoption clean
 .DEFAULT_GOAL := venv
 
 venv: $(PY_STAMP)
@@ -36,8 +36,12 @@ lint: $(PY_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The suite without its long end-to-end runs (marked e2e); .ci/run runs both targets.
 test: lint $(NODE_STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not e2e"
+
+test-e2e: $(PY_STAMP) $(NODE_STAMP)
+	$(BIN)/pytest -m e2e
 
 bench: $(PY_STAMP) $(NODE_STAMP)
 	$(BIN)/python -m benchmarks

@@ -29,7 +29,8 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from benchmarks import machine
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.reconcile import adopt
-from blob_safetynet.store.documents import Document, DocumentStore, Status, new_document_id
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status, new_document_id
 from testkit.fault_proxy import LatencyProxy
 
 BLOBS = 10_000

@@ -30,7 +30,8 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from benchmarks import machine
 from blob_safetynet.embedded.azurite import PROJECT_ROOT, Azurite
-from blob_safetynet.reconcile.inventory import reconcile_inventory, sorted_chunks, table_chunks
+from blob_safetynet.reconcile.inventory import reconcile_inventory, table_chunks
+from blob_safetynet.reconcile.inventory_report import sorted_chunks
 from blob_safetynet.store.documents import DocumentStore
 from testkit.inventory import report_schema
 from testkit.scratch_db import admin_url_from_environment, scratch_database
@@ -228,7 +229,7 @@ Machine: {machine.describe()}. Command: `python -m benchmarks inventory` (sizes 
 `SAFETYNET_BENCH_INVENTORY_SIZES`, default `1000000,10000000`). Synthetic Parquet reports
 (testkit/inventory.py's schema, names in hash order, {FILE_ROWS:,} rows a file, cached under
 build/bench-inventory/) joined with a PostgreSQL documents table of the same size
-(`blob_safetynet.reconcile.inventory.sorted_chunks` + `reconcile_inventory`: sort in runs, spill, merge, stream
+(`blob_safetynet.reconcile.inventory_report.sorted_chunks` + `reconcile_inventory`: sort in runs, spill, merge, stream
 the table in `COLLATE "C"` order, join); each join in a child process, peak RSS its
 `ru_maxrss`. Every blob is sealed and named, so no live call is made: the download of the
 report from the account is not included. Listing: List Blobs with tags, 5,000 a page, from

@@ -41,7 +41,8 @@ from benchmarks import machine
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.settings.parsed import MAX_BLOB_BATCH, SweepSettings
 from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG
-from blob_safetynet.store.documents import DocumentStore, DocumentTable, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import DocumentTable, Status
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from testkit.fault_proxy import LatencyProxy
 from testkit.scratch_db import admin_url_from_environment, scratch_database

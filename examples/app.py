@@ -22,17 +22,18 @@ from pathlib import Path
 
 from azure.core.exceptions import AzureError
 
-from blob_safetynet.protocol.clients import blob_service_client
-from blob_safetynet.protocol.upload import ProtocolError, UploadProtocol
-from blob_safetynet.settings import appsettings
-from blob_safetynet.settings.parsed import SettingsError
-from blob_safetynet.store.documents import (
+from blob_safetynet.protocol import (
     Document,
     DocumentStore,
     NameConflictError,
+    ProtocolError,
+    SettingsError,
     Status,
     StoreError,
+    UploadProtocol,
+    blob_service_client,
 )
+from blob_safetynet.settings import appsettings
 
 
 def open_protocol(env: Mapping[str, str]) -> UploadProtocol:

@@ -1,5 +1,9 @@
 """Doubles for the verification tests: a token credential Azurite accepts, and proxies in front
-of Azurite that answer as a misconfigured or non-conforming Azure account would."""
+of Azurite that answer as a misconfigured or non-conforming Azure account would.
+
+Over 500 lines: a test double (never shipped) whose proxies each answer one way a
+non-conforming account would; they share the proxy plumbing.
+"""
 
 from __future__ import annotations
 

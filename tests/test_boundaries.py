@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from blob_safetynet.sweeper._moved import MOVED
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "blob_safetynet"
 PARTS = ("blob_safetynet.infra", "blob_safetynet.policies", "blob_safetynet.reconcile")
@@ -44,6 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("blob_safetynet.cli",)),
     ("testkit", ("testkit",)),
     ("embedded", ("blob_safetynet.embedded",)),
+    ("function", ("blob_safetynet.function",)),
     ("runtime", PARTS),
     *((prefix.rsplit(".", 1)[1], (prefix,)) for prefix in BLOB_SIDE),
 )
@@ -140,7 +143,7 @@ def within(module: str, prefix: str) -> bool:
 
 def place(module: str) -> tuple[int, str] | None:
     """(layer index, package) of a project module; the most specific prefix wins, so
-    blob_safetynet.settings.vocabulary is the bottom while blob_safetynet.sweeper.sweep is the runtime part sweeper."""
+    blob_safetynet.sweeper.sweep is in the sweeper's layer and testkit.kql in the test kit's."""
     matches = [
         (len(prefix), index, prefix)
         for index, (_, prefixes) in enumerate(LAYERS)
@@ -195,12 +198,35 @@ def project_imports(path: Path) -> set[str]:
 
 
 def test_every_import_goes_down_the_layers() -> None:
-    """Each layer imports its own package or a lower layer: CLI, testkit, the parts, the bottom."""
+    """Each layer imports its own package or a lower layer: CLI, testkit, the parts, the bottom.
+    (The old paths' aliases import their new modules, wherever those now sit.)"""
     offenders = [
         f"{path.relative_to(ROOT)}: {imported} ({reason})"
         for path, module in layer_files()
+        if module not in MOVED
         for imported in sorted(project_imports(path))
         if (reason := layer_violations(module, imported)) is not None
+    ]
+    assert offenders == []
+
+
+def project_files() -> Iterator[Path]:
+    """Every .py file of the repository that is not installed or generated."""
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).parts
+        if parts[0] not in GENERATED and not any("venv" in part for part in parts):
+            yield path
+
+
+def test_no_project_code_imports_an_old_path() -> None:
+    """The aliases at the modules' old paths are for applications, for one release: the
+    project's own code, tests and docs' examples import the new paths."""
+    aliases = {ROOT.joinpath(*old.split(".")).with_suffix(".py") for old in MOVED}
+    offenders = [
+        f"{path.relative_to(ROOT)}: {imported}"
+        for path in project_files()
+        if path not in aliases
+        for imported in sorted(imported_modules(path) & MOVED.keys())
     ]
     assert offenders == []
 
@@ -274,7 +300,35 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
     )
 
 
-@pytest.mark.parametrize("package", [*PARTS, *BLOB_SIDE, "testkit", "blob_safetynet.embedded"])
+@pytest.mark.parametrize(
+    ("module", "imported", "allowed"),
+    [
+        ("blob_safetynet.reconcile.listing", "blob_safetynet.sweeper.lease", True),
+        ("blob_safetynet.sweeper.sweep", "blob_safetynet.reconcile.listing", False),
+        ("blob_safetynet.protocol.upload", "blob_safetynet.store.documents", True),
+        ("blob_safetynet.store.documents", "blob_safetynet.protocol.blobs", False),
+        ("blob_safetynet.protocol.blobs", "blob_safetynet.sweeper.binding", False),
+        ("blob_safetynet.settings.parsed", "blob_safetynet.store.engine", False),
+        ("blob_safetynet.function.verify", "blob_safetynet.policies.audit", True),
+        ("blob_safetynet.function.sweep", "blob_safetynet.sweeper.sweep", True),
+        ("blob_safetynet.sweeper.sweep", "blob_safetynet.function.sweep", False),
+        ("blob_safetynet.policies.audit", "blob_safetynet.settings.parsed", False),
+        ("blob_safetynet.policies.audit", "blob_safetynet.protocol.blobs", False),
+        ("blob_safetynet.reconcile.adopt", "blob_safetynet.policies.audit", False),
+    ],
+)
+def test_the_blob_side_layers_go_reconcile_sweeper_protocol_store_settings(
+    module: str, imported: str, *, allowed: bool
+) -> None:
+    """Down the blob side an import is allowed, up it is refused; infra and policies take only
+    the standard-library bottom of the settings; reconcile and policies are siblings."""
+    assert (layer_violations(module, imported) is None) is allowed
+
+
+@pytest.mark.parametrize(
+    "package",
+    [*PARTS, *BLOB_SIDE, "blob_safetynet.function", "testkit", "blob_safetynet.embedded"],
+)
 def test_runtime_parts_and_testkit_never_import_the_cli_tests_or_benchmarks(package: str) -> None:
     """Nothing the function or the demo runs can depend on the CLI, the tests or the benchmarks."""
     offenders = {
@@ -297,12 +351,13 @@ def test_only_the_tests_import_the_cli() -> None:
     assert offenders == []
 
 
-def test_the_function_entry_imports_only_the_runtime_packages() -> None:
-    """sweeper/function_app.py, the zip root, takes the sweeper package (and the bottom) and,
-    for its verification timer, the policies package; never the CLI, the test kit or infra."""
+def test_the_function_entry_imports_only_the_function_package() -> None:
+    """sweeper/function_app.py, the zip root, binds timers to blob_safetynet.function (and reads
+    the settings' names); the work, sweeper and policies alike, lives in the package."""
     roots = imported_roots(ROOT / "sweeper" / "function_app.py")
-    assert {"sweeper", "policies"} <= roots
+    assert "function" in roots
     assert roots & {"safetynet", "testkit", "tests", "benchmarks", "infra"} == set()
+    assert roots & {"sweeper", "policies", "protocol", "store", "reconcile"} == set()
 
 
 @pytest.mark.parametrize("module", BOTTOM)
@@ -357,5 +412,22 @@ def test_rules_and_model_do_not_reach_the_probes() -> None:
         for module in imported_modules(p)
         if module.startswith("blob_safetynet.policies.probes")
         or module.startswith("blob_safetynet.policies.report")
+    ]
+    assert offenders == []
+
+
+LONG_MODULE = 500
+"""Lines a person can hold in their head; a longer module says why at its top."""
+
+
+def test_a_module_over_500_lines_says_why_at_its_top() -> None:
+    """A project module longer than about 500 lines names the reason in its docstring ("Over
+    500 lines" or "Just over 500 lines"), so length is a decision, not drift."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path, _ in layer_files()
+        if len(path.read_text(encoding="utf-8").splitlines()) > LONG_MODULE
+        and "500 lines"
+        not in (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "")
     ]
     assert offenders == []

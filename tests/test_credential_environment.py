@@ -7,6 +7,7 @@ from types import ModuleType
 
 import pytest
 
+from blob_safetynet.function import sweep as sweep_function
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.appsettings import SettingsError
 from tests.conftest import RunCli
@@ -71,7 +72,7 @@ def test_db_init_with_entra_auth_and_a_garbled_variable_is_bad_usage(run_cli: Ru
 def test_the_function_names_the_garbled_variable(function_app: ModuleType, sqlite_db: str) -> None:
     """The Function's invocation fails with a SettingsError naming AZURE_TOKEN_CREDENTIALS."""
     env = {appsettings.DB_URL.name: sqlite_db, appsettings.ACCOUNT_URL.name: ACCOUNT_URL}
-    function_app._service.cache_clear()
+    sweep_function._service.cache_clear()
     with pytest.raises(SettingsError, match=GARBLED):
         function_app.sweep_once(env)
 

@@ -12,6 +12,8 @@ import pytest
 
 from blob_safetynet.cli.main import main
 
+pytestmark = pytest.mark.e2e  # the whole demo, run
+
 PROTOCOL_DOC = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"
 SAMPLE = re.compile(r"## What `make demo` shows.*?```text\n(?P<body>.*?)```", re.DOTALL)
 SCENARIO_ROW = re.compile(r"^(?P<id>[A-Z][0-9]*) +\|", re.MULTILINE)

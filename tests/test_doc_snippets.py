@@ -174,6 +174,7 @@ def test_every_run_block_has_a_known_language_mode(page: str) -> None:
     assert len(snippets(DOCS / page)) == text.count("```python") + text.count("```sh")
 
 
+@pytest.mark.e2e
 def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
     """Local stack, db init, container, put/read/replace/delete, sweep and reconcile: all exit 0."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")}
@@ -185,6 +186,7 @@ def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
     assert (tmp_path / "quickstart.db").is_file()
 
 
+@pytest.mark.e2e
 def test_the_protocol_page_runs_as_written(tmp_path: Path, azurite: Azurite) -> None:
     """After the quickstart's steps 1 and 2 (table and container made), its blocks all run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")}

@@ -14,6 +14,8 @@ from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from tests.conftest import RunCli
 
+pytestmark = pytest.mark.e2e  # examples/app.py as a real process
+
 APP = Path(__file__).resolve().parents[1] / "examples" / "app.py"
 
 

@@ -32,6 +32,8 @@ from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.store.documents import DocumentStore
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
 
+pytestmark = pytest.mark.e2e  # every command fuzzed
+
 PASSWORD = "Plant3dPassw0rd"
 SIGNATURE = "Plant3dSignature"
 ACCOUNT_KEY = "UGxhbnQzZEFjY291bnRLZXk="

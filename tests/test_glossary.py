@@ -9,7 +9,7 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED
-from blob_safetynet.store.documents import BlobRecordKind, Status
+from blob_safetynet.store.tables import BlobRecordKind, Status
 from testkit.states import GLOSSARY, observe, render, section_of
 
 TERMS = ("pending", "sealed", "retired", "intent", "binding", "canary", "cutoff", "grace")

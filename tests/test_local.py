@@ -19,6 +19,8 @@ from azure.storage.blob import BlobServiceClient
 
 from blob_safetynet.embedded.azurite import DEV_KEY, dev_connection_string
 
+pytestmark = pytest.mark.e2e  # `safetynet local` as a real process
+
 SAFETYNET = Path(sys.executable).parent / "safetynet"
 START_TIMEOUT_S = 60
 

@@ -33,7 +33,8 @@ from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.pooling import pooled_blob
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG, tag_condition
-from blob_safetynet.store.documents import Document, DocumentStore, NameConflictError, Status
+from blob_safetynet.store.documents import DocumentStore, NameConflictError
+from blob_safetynet.store.tables import Document, Status
 
 
 @dataclass(frozen=True)

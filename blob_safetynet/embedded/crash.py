@@ -30,7 +30,8 @@ from blob_safetynet.embedded.invariants import (
 from blob_safetynet.protocol.upload import ReservationExpiredError, UploadProtocol, no_checkpoint
 from blob_safetynet.reconcile.listing import ListedBlob, list_blobs, reconcile
 from blob_safetynet.settings.parsed import SweepSettings
-from blob_safetynet.store.documents import DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Status
 from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 

@@ -22,7 +22,8 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.reconcile.listing import ListedBlob, list_blobs
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, tag_condition
-from blob_safetynet.store.documents import BlobRecord, Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import BlobRecord, Document, Status
 from blob_safetynet.sweeper.sweep import SweepReport
 
 DESCRIPTIONS = {

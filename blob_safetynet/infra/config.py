@@ -5,6 +5,9 @@ Pulumi; `load` is the thin adapter that reads the same keys from `pulumi.Config`
 missing, malformed or out of range stops the program with a `ConfigError` naming the key and what
 is allowed; nothing is clamped, because a silently "corrected" retention or expiry is exactly
 the kind of drift a safety net must not have.
+
+Over 500 lines on purpose: every stack configuration key with its range, in one place, so a
+key cannot be parsed twice with different rules.
 """
 
 from __future__ import annotations

@@ -34,7 +34,9 @@ from sqlalchemy.engine import Connection
 from blob_safetynet.protocol.pooling import pooled_container
 from blob_safetynet.settings.redaction import display_db_url
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG
-from blob_safetynet.store.documents import DocumentStore, Status, StoreError
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.engine import StoreError
+from blob_safetynet.store.tables import Status
 
 INTERNAL_PREFIX = ".safetynet/"
 """The toolkit's own blobs (binding, heartbeat, verify probes): never a document."""

@@ -1,13 +1,7 @@
 """Reconcile from Azure Blob Inventory: the service's daily report replaces the container listing.
 
-Layout, manifest and checksum as Microsoft documents them
-(https://learn.microsoft.com/azure/storage/blobs/blob-inventory#inventory-output): a run of rule
-R writes `<destination>/YYYY/MM/DD/HH-MM-SS/R/` (the time the run started) holding the report
-files, `R-manifest.json` (created with `"status": "Pending"`, set to `Succeeded` or `Failed` when
-the run ends) and `R-manifest.checksum`, the MD5 of the manifest, whose presence marks the run
-complete. The report's rows come in no particular order and may, rarely, repeat a blob; Parquet
-dates are `timestamp_millis`; `Name` is `<container>/<blob path>` (a rule's prefixes start with
-a container name).
+The run itself, its manifest and the sorted reading of its rows are in
+`blob_safetynet.reconcile.inventory_report`.
 
 The report is read with pyarrow rather than DuckDB: the join needs the rows in blob-name order
 and nothing else, which pyarrow does in bounded memory (sorted runs of at most RUN_ROWS rows
@@ -28,16 +22,11 @@ changed or deleted since the run, or a row whose blob came after it, is judged a
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
-import json
 import queue
-import re
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -46,424 +35,26 @@ import sqlalchemy as sa
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
+from blob_safetynet.reconcile.inventory_report import (
+    _count_below,
+    _last,
+    _next_rows,
+    download,
+    find_run,
+    sorted_chunks,
+)
 from blob_safetynet.reconcile.listing import (
-    INTERNAL_PREFIX,
     Judge,
     ListedBlob,
     Reconciliation,
     check_binding,
     row_judged,
 )
-from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
-from blob_safetynet.store.documents import DocumentStore, Status
+from blob_safetynet.settings.vocabulary import STATE_TAG
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Status
 
-NAME: Final = "Name"
-LAST_MODIFIED: Final = "Last-Modified"
-ETAG: Final = "Etag"
-TAGS: Final = "Tags"
-READ_FIELDS: Final = (NAME, LAST_MODIFIED, TAGS)
-"""The report's fields the join reads."""
-REQUIRED_FIELDS: Final = (NAME, LAST_MODIFIED, ETAG, TAGS)
-"""The fields a usable rule must ask for (ETag for a person comparing plans with reports: plan
-entries carry the ETag read live); the infra policy asks for these and a few more."""
-SUCCEEDED: Final = "Succeeded"
-RUN_ROWS: Final = 500_000
-"""Rows sorted in memory at once before they are spilled as one sorted run."""
-MERGE_BATCH: Final = 16_384
-"""Rows each spilled run holds in memory while the runs are merged."""
-FAN_IN: Final = 32
-"""Runs merged at once: a merge step holds at most FAN_IN x MERGE_BATCH rows."""
-_RUN: Final = re.compile(
-    r"(\d{4})/(\d{2})/(\d{2})/(\d{2})-(\d{2})-(\d{2})/([^/]+)/\7-manifest\.json"
-)
-_SUSPECT_STATES: Final = frozenset({PENDING, RETIRED})
 _RECORD: Final = "record"
-
-
-class InventoryError(RuntimeError):
-    """No usable inventory run: missing, still running, failed, stale or incomplete."""
-
-
-class InventoryConfigError(InventoryError):
-    """The inventory cannot serve this container as configured (wrong rule, fields, filters)."""
-
-
-@dataclass(frozen=True)
-class InventoryFile:
-    blob: str
-    size: int
-
-
-@dataclass(frozen=True)
-class InventoryRun:
-    """One completed run of the rule, as its manifest describes it."""
-
-    prefix: str
-    started: datetime
-    object_count: int
-    files: tuple[InventoryFile, ...]
-
-
-def find_run(
-    destination: ContainerClient, rule: str, container: str, now: datetime, max_age: timedelta
-) -> InventoryRun:
-    """The newest completed, succeeded run of `rule` covering `container`, not older than `max_age`.
-
-    Raises InventoryConfigError when the destination does not exist or the rule's definition
-    cannot serve the join; InventoryError when no run is usable (none, only running or failed
-    ones, a checksum that does not match) or the newest usable one is stale.
-    """
-    skipped: list[str] = []
-    for manifest_name in _manifests(destination, rule):
-        run = _completed_run(destination, manifest_name, container, skipped)
-        if run is None:
-            continue
-        age = now - run.started
-        if age > max_age:
-            raise InventoryError(
-                f"the newest completed inventory run of rule {rule!r} started "
-                f"{run.started.isoformat()}, {_hours(age)} ago, older than the maximum age "
-                f"{_hours(max_age)}{_notes(skipped)}: list the container instead (no --inventory) "
-                "or wait for the next run"
-            )
-        return run
-    raise InventoryError(
-        f"no completed inventory run of rule {rule!r} in container "
-        f"{destination.container_name!r}{_notes(skipped)}"
-    )
-
-
-def _manifests(destination: ContainerClient, rule: str) -> list[str]:
-    """Manifest names of `rule`'s runs, newest first (the path starts with the run's time)."""
-    try:
-        names = [
-            name
-            for name in destination.list_blob_names()
-            if (match := _RUN.fullmatch(name)) and match.group(7) == rule
-        ]
-    except ResourceNotFoundError:
-        raise InventoryConfigError(
-            f"inventory container {destination.container_name!r} does not exist"
-        ) from None
-    return sorted(names, reverse=True)
-
-
-def _completed_run(
-    destination: ContainerClient, manifest_name: str, container: str, skipped: list[str]
-) -> InventoryRun | None:
-    """The run behind this manifest when it finished and succeeded, else None (noted in `skipped`)."""
-    prefix = manifest_name.rsplit("/", 1)[0] + "/"
-    raw = destination.get_blob_client(manifest_name).download_blob().readall()
-    manifest = _parse_manifest(raw, manifest_name)
-    status = manifest.get("status")
-    if status != SUCCEEDED:
-        skipped.append(f"{prefix} is {status!r}")
-        return None
-    checksum_name = manifest_name.removesuffix(".json") + ".checksum"
-    try:
-        checksum = destination.get_blob_client(checksum_name).download_blob().readall()
-    except ResourceNotFoundError:
-        skipped.append(f"{prefix} has no checksum file yet (not complete)")
-        return None
-    if not _checksum_matches(raw, checksum):
-        skipped.append(f"{prefix}'s manifest does not match its checksum")
-        return None
-    _check_definition(manifest.get("ruleDefinition"), container, manifest_name)
-    return InventoryRun(
-        prefix=prefix,
-        started=_timestamp(manifest.get("inventoryStartTime"), manifest_name),
-        object_count=_object_count(manifest, manifest_name),
-        files=_files(manifest, manifest_name),
-    )
-
-
-def _parse_manifest(raw: bytes, name: str) -> Mapping[str, Any]:
-    try:
-        manifest = json.loads(raw)
-    except ValueError:
-        raise InventoryError(f"inventory manifest {name} is not JSON") from None
-    if not isinstance(manifest, dict):
-        raise InventoryError(f"inventory manifest {name} is not a JSON object")
-    return manifest
-
-
-def _checksum_matches(manifest: bytes, checksum: bytes) -> bool:
-    """Whether the checksum file holds the manifest's MD5, as hex or base64."""
-    digest = hashlib.md5(manifest, usedforsecurity=False).digest()
-    text = checksum.decode("ascii", "replace").strip().strip('"')
-    return text.lower() == digest.hex() or text == base64.b64encode(digest).decode()
-
-
-def _check_definition(definition: object, container: str, name: str) -> None:
-    """Refuse a rule whose report cannot stand in for a listing of `container`."""
-    if not isinstance(definition, dict):
-        raise InventoryConfigError(f"inventory manifest {name} has no ruleDefinition")
-    filters = definition.get("filters") or {}
-    problems = []
-    if str(definition.get("format", "")).lower() != "parquet":
-        problems.append("its format is not parquet")
-    if str(definition.get("objectType", "")).lower() != "blob":
-        problems.append("its objectType is not blob")
-    missing = [f for f in REQUIRED_FIELDS if f not in (definition.get("schemaFields") or [])]
-    if missing:
-        problems.append(f"its schemaFields lack {', '.join(missing)}")
-    if "blockBlob" not in (filters.get("blobTypes") or []):
-        problems.append("its blobTypes lack blockBlob")
-    for flag in ("includeSnapshots", "includeBlobVersions", "includeDeleted"):
-        if filters.get(flag):
-            problems.append(f"{flag} is true")
-    path = f"{container}/"
-    prefixes = filters.get("prefixMatch") or [""]
-    if not any(path.startswith(p) for p in prefixes):
-        problems.append(f"its prefixMatch does not cover container {container!r}")
-    excluded = [
-        p for p in filters.get("excludePrefix") or [] if p.startswith(path) or path.startswith(p)
-    ]
-    if excluded:
-        problems.append(f"its excludePrefix leaves out part of container {container!r}")
-    if problems:
-        raise InventoryConfigError(
-            f"inventory rule of {name} cannot serve reconcile: {'; '.join(problems)}"
-        )
-
-
-def _timestamp(value: object, name: str) -> datetime:
-    try:
-        return datetime.fromisoformat(str(value)).astimezone(UTC)
-    except ValueError:
-        raise InventoryError(
-            f"inventory manifest {name}: inventoryStartTime is not a time"
-        ) from None
-
-
-def _object_count(manifest: Mapping[str, Any], name: str) -> int:
-    count = (manifest.get("summary") or {}).get("objectCount")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise InventoryError(f"inventory manifest {name}: summary.objectCount is missing")
-    return count
-
-
-def _files(manifest: Mapping[str, Any], name: str) -> tuple[InventoryFile, ...]:
-    files = manifest.get("files")
-    if not isinstance(files, list) or not all(
-        isinstance(f, dict) and isinstance(f.get("blob"), str) and isinstance(f.get("size"), int)
-        for f in files
-    ):
-        raise InventoryError(f"inventory manifest {name}: `files` is not a list of blob and size")
-    return tuple(InventoryFile(f["blob"], f["size"]) for f in files)
-
-
-def _hours(value: timedelta) -> str:
-    return f"{value.total_seconds() / 3600:.1f} h"
-
-
-def _notes(skipped: list[str]) -> str:
-    return f" (newer runs skipped: {'; '.join(skipped)})" if skipped else ""
-
-
-def download(destination: ContainerClient, run: InventoryRun, folder: Path) -> list[Path]:
-    """The run's report files copied into `folder`; a file of another size is an incomplete run."""
-    paths = []
-    for number, file in enumerate(run.files):
-        path = folder / f"report-{number}.parquet"
-        with path.open("wb") as handle:
-            destination.get_blob_client(file.blob).download_blob(max_concurrency=4).readinto(handle)
-        if path.stat().st_size != file.size:
-            raise InventoryError(
-                f"inventory file {file.blob} holds {path.stat().st_size} bytes, the manifest "
-                f"says {file.size}: the run is incomplete"
-            )
-        paths.append(path)
-    return paths
-
-
-def sorted_chunks(
-    files: Iterable[Path],
-    container: str,
-    spill: Path,
-    expected_rows: int | None = None,
-    run_rows: int = RUN_ROWS,
-    fan_in: int = FAN_IN,
-) -> Iterator[Any]:
-    """The report's protocol blobs of `container` as Arrow tables (name, last_modified in ms,
-    unsealed: tagged pending or retired), each sorted, in name order from one table to the next (repeats kept).
-
-    Sorts RUN_ROWS rows at a time, spills each sorted run to `spill` as an Arrow IPC file, merges
-    them FAN_IN at a time into longer runs until at most FAN_IN are left (so a merge step holds
-    FAN_IN slices whatever the report's size), then merges those a slice at a time. With `expected_rows`, a report holding fewer rows (before
-    filtering; repeats may make more) raises InventoryError once all are read, before anything
-    is yielded: files went missing or were cut short.
-    """
-    runs = _spill_runs(files, container, spill, expected_rows, run_rows)
-    while len(runs) > fan_in:
-        runs = [
-            _merge_to_file(runs[start : start + fan_in], spill / f"pass-{start}-{len(runs)}.arrow")
-            for start in range(0, len(runs), fan_in)
-        ]
-    yield from _merge_runs([_read_run(path) for path in runs])
-
-
-def _merge_to_file(runs: list[Path], path: Path) -> Path:
-    """Merge sorted run files into one, deleting them."""
-    import pyarrow as pa
-
-    with pa.OSFile(str(runs[0]), "rb") as first:
-        schema = pa.ipc.open_file(first).schema
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        for table in _merge_runs([_read_run(run) for run in runs]):
-            writer.write_table(table, max_chunksize=MERGE_BATCH)
-    for run in runs:
-        run.unlink()
-    return path
-
-
-def _spill_runs(
-    files: Iterable[Path], container: str, spill: Path, expected_rows: int | None, run_rows: int
-) -> list[Path]:
-    import pyarrow as pa
-
-    runs: list[Path] = []
-    pending: list[Any] = []
-    pending_rows = 0
-    total = 0
-    for path in files:
-        for batch in _batches(path):
-            total += batch.num_rows
-            table = _protocol_rows(pa.Table.from_batches([batch]), container)
-            pending.append(table)
-            pending_rows += table.num_rows
-            if pending_rows >= run_rows:
-                runs.append(_write_run(pa.concat_tables(pending), spill, len(runs)))
-                pending, pending_rows = [], 0
-    if pending:
-        runs.append(_write_run(pa.concat_tables(pending), spill, len(runs)))
-    if expected_rows is not None and total < expected_rows:
-        raise InventoryError(
-            f"the inventory files hold {total} rows, the manifest counts {expected_rows}: "
-            "the run is incomplete"
-        )
-    return runs
-
-
-def _batches(path: Path) -> Iterator[Any]:
-    import pyarrow.parquet as pq
-
-    report = pq.ParquetFile(path)
-    missing = [f for f in READ_FIELDS if f not in report.schema_arrow.names]
-    if missing:
-        raise InventoryError(f"inventory file {path.name} lacks the field(s) {', '.join(missing)}")
-    yield from report.iter_batches(batch_size=65_536, columns=list(READ_FIELDS))
-
-
-def _protocol_rows(table: Any, container: str) -> Any:
-    """The rows of `container`'s protocol blobs: name (container stripped), time, unsealed."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    prefix = f"{container}/"
-    table = table.filter(pc.starts_with(table[NAME], prefix))
-    names = pc.utf8_slice_codeunits(table[NAME], len(prefix))
-    keep = pc.invert(pc.starts_with(names, INTERNAL_PREFIX))
-    unsealed = pc.is_in(_states(table[TAGS]), value_set=pa.array(sorted(_SUSPECT_STATES)))
-    columns = {
-        "name": names,
-        "last_modified": pc.cast(table[LAST_MODIFIED], pa.timestamp("ms", "UTC")).cast(pa.int64()),
-        "unsealed": unsealed,
-    }
-    return pa.table(columns).filter(keep)
-
-
-def _states(tags: Any) -> Any:
-    """The state tag of each row: from a map column, or from a JSON object per row as text.
-
-    Microsoft's page names the Tags field without giving its Parquet type; both shapes are read.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if pa.types.is_map(tags.type):
-        return pc.fill_null(pc.map_lookup(tags, STATE_TAG, "first"), "")
-    return pa.array([_state_from_text(v) for v in tags.cast(pa.string()).to_pylist()], pa.string())
-
-
-def _state_from_text(text: str | None) -> str:
-    try:
-        tags = json.loads(text) if text else {}
-    except ValueError:
-        return ""
-    value = tags.get(STATE_TAG, "") if isinstance(tags, dict) else ""
-    return value if isinstance(value, str) else ""
-
-
-def _write_run(table: Any, spill: Path, number: int) -> Path:
-    import pyarrow as pa
-
-    path = spill / f"run-{number}.arrow"
-    ordered = table.sort_by("name")
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, ordered.schema) as writer:
-        writer.write_table(ordered, max_chunksize=MERGE_BATCH)
-    return path
-
-
-def _read_run(path: Path) -> Iterator[Any]:
-    import pyarrow as pa
-
-    with pa.OSFile(str(path), "rb") as source:
-        reader = pa.ipc.open_file(source)
-        for index in range(reader.num_record_batches):
-            yield pa.Table.from_batches([reader.get_batch(index)])
-
-
-def _merge_runs(runs: list[Iterator[Any]]) -> Iterator[Any]:
-    """Sorted runs merged: each step takes every run's rows up to the smallest last name among
-    the runs' current slices, and sorts only those."""
-    import pyarrow as pa
-
-    current: dict[int, Any] = {}
-    for number, run in enumerate(runs):
-        first = _next_rows(run)
-        if first is not None:
-            current[number] = first
-    while current:
-        bound = min(_last(rows) for rows in current.values())
-        taken = []
-        for number, rows in list(current.items()):
-            count = _count_at_most(rows, bound)
-            taken.append(rows.slice(0, count))
-            if count < rows.num_rows:
-                current[number] = rows.slice(count)
-                continue
-            refill = _next_rows(runs[number])
-            if refill is None:
-                del current[number]
-            else:
-                current[number] = refill
-        yield pa.concat_tables(taken).sort_by("name")
-
-
-def _next_rows(rows: Iterator[Any]) -> Any | None:
-    """The next non-empty table of a stream, or None at its end."""
-    for table in rows:
-        if table.num_rows:
-            return table
-    return None
-
-
-def _last(table: Any) -> str:
-    last: str = table["name"][table.num_rows - 1].as_py()
-    return last
-
-
-def _count_at_most(table: Any, bound: str) -> int:
-    import pyarrow.compute as pc
-
-    return int(pc.sum(pc.less_equal(table["name"], bound)).as_py() or 0)
-
-
-def _count_below(table: Any, bound: str) -> int:
-    import pyarrow.compute as pc
-
-    return int(pc.sum(pc.less(table["name"], bound)).as_py() or 0)
 
 
 def table_chunks(store: DocumentStore, chunk_rows: int = 100_000) -> Iterator[Any]:

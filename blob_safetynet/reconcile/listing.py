@@ -23,7 +23,8 @@ from azure.storage.blob import BlobClient, ContainerClient
 
 from blob_safetynet.protocol import blobs
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
-from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status
 from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.lease import LEASE_BLOB
 

@@ -5,67 +5,38 @@ actors racing on one row can never both win, and a retry of a finished step chan
 Beside the documents table live two small tables of the toolkit's own: the blobs a replace or
 delete leaves behind (so the sweeper finds every crash window by an indexed query) and the
 database's identity (so a container can be bound to the database it belongs to).
+
+Over 500 lines on purpose: this is the one class `DocumentStore`, each method one conditional
+statement on the same three tables; the claims the sweeper takes and the steps the protocol
+makes are read together to check that no two race. Its layout and records are in `tables`, its
+connection in `engine`.
 """
 
 from __future__ import annotations
 
 import enum
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 import sqlalchemy as sa
 from azure.core.credentials import TokenCredential
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.engine.interfaces import Dialect
-from sqlalchemy.pool import ConnectionPoolEntry
 
-from blob_safetynet.settings.appsettings import TableNames, qualified_name
-from blob_safetynet.settings.parsed import SettingsError, check_entra_url
-from blob_safetynet.settings.redaction import display_db_url, printable
-
-_DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
-SUPPORTED_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
-CONNECT_TIMEOUT_S = 10
-"""A database that does not answer fails a timer run in seconds, not at the OS's TCP timeout."""
-ENTRA_DATABASE_SCOPE = "https://ossrdbms-aad.database.windows.net/.default"
-"""The audience of Microsoft Entra tokens for Azure Database for PostgreSQL; the token is sent as
-the password: https://learn.microsoft.com/en-us/azure/postgresql/flexible-server/
-how-to-configure-sign-in-azure-ad-authentication (same scope in Microsoft.Azure.PostgreSQL.Auth,
-https://learn.microsoft.com/en-us/dotnet/api/overview/azure/Microsoft.Azure.PostgreSQL.Auth-readme).
-"""
-DATABASE_ID_KEY = "database_id"
-CONTAINER_KEY = "container"
-
-
-class Status(enum.StrEnum):
-    PENDING = "Pending"
-    READY = "Ready"
-
-
-class BlobRecordKind(enum.StrEnum):
-    INTENT = "intent"
-    """A replace's new blob, recorded before its upload; the switch removes the record."""
-    RETIRED = "retired"
-    """A blob no row references any more, deleted by the sweeper after the grace period."""
-
-
-class StoreError(RuntimeError):
-    """The database URL, the connection or the table is not usable."""
-
-
-class DatabaseTokenError(StoreError):
-    """No usable Microsoft Entra token for the database: the connection was not even tried."""
-
-
-def is_unreachable(error: StoreError) -> bool:
-    """True when the database could not be looked at (down, refused, no token), not misused."""
-    return isinstance(error, DatabaseTokenError) or isinstance(
-        error.__cause__, sa.exc.OperationalError
-    )
+from blob_safetynet.settings.redaction import display_db_url
+from blob_safetynet.store.engine import StoreError, create_engine
+from blob_safetynet.store.tables import (
+    CONTAINER_KEY,
+    DATABASE_ID_KEY,
+    BlobRecord,
+    BlobRecordKind,
+    Content,
+    Document,
+    DocumentTable,
+    Status,
+    new_document_id,
+)
 
 
 class NameConflictError(RuntimeError):
@@ -82,205 +53,6 @@ class SwitchResult(enum.Enum):
     """The row no longer points at the old blob (a concurrent replace or delete won)."""
     INTENT_LOST = "intent lost"
     """The sweeper claimed the new blob's intent: the replace was judged abandoned."""
-
-
-@dataclass(frozen=True)
-class DocumentTable:
-    """Where the documents live; every name is configurable because applications own the table."""
-
-    table: str = "documents"
-    id: str = "id"
-    name: str = "name"
-    blob_name: str = "blob_name"
-    status: str = "status"
-    created_utc: str = "created_utc"
-    schema: str | None = None
-    claimed_by: str = "claimed_by"
-    claimed_utc: str = "claimed_utc"
-    content_length: str = "content_length"
-    content_sha256: str = "content_sha256"
-    blobs_table: str | None = None
-    """The crash-window records; `<table>_blobs` unless named."""
-    meta_table: str | None = None
-    """The database's identity; `<table>_meta` unless named."""
-
-    @classmethod
-    def from_names(cls, names: TableNames) -> DocumentTable:
-        """The layout SAFETYNET_TABLE and SAFETYNET_COLUMNS (or the CLI's --table, --columns)
-        name."""
-        return cls(table=names.table, schema=names.schema, **dict(names.columns))
-
-    @property
-    def qualified_name(self) -> str:
-        """`schema.table` or `table`: how commands and the heartbeat name the table."""
-        return qualified_name(self.schema, self.table)
-
-    @property
-    def blobs_table_name(self) -> str:
-        return self.blobs_table or f"{self.table}_blobs"
-
-    @property
-    def meta_table_name(self) -> str:
-        return self.meta_table or f"{self.table}_meta"
-
-    def build(self, metadata: sa.MetaData) -> sa.Table:
-        return sa.Table(
-            self.table,
-            metadata,
-            sa.Column(self.id, sa.String(36), primary_key=True, key="id"),
-            sa.Column(self.name, sa.String(1024), nullable=False, unique=True, key="name"),
-            sa.Column(
-                self.blob_name, sa.String(1024), nullable=False, unique=True, key="blob_name"
-            ),
-            sa.Column(self.status, sa.String(16), nullable=False, key="status"),
-            sa.Column(self.created_utc, sa.DateTime(timezone=True), nullable=False, key="created"),
-            *self.added_columns(),
-            # Serves the sweeper's claim: Pending rows older than the cutoff, in keyset order.
-            sa.Index(f"ix_{self.table}_status_created", "status", "created", "id"),
-            schema=self.schema,
-        )
-
-    def added_columns(self) -> list[sa.Column[object]]:
-        """Columns added after the first release; `db upgrade` adds them to older tables."""
-        return [
-            sa.Column(self.claimed_by, sa.String(36), nullable=True, key="claim_token"),
-            sa.Column(self.claimed_utc, sa.DateTime(timezone=True), nullable=True, key="claimed"),
-            sa.Column(self.content_length, sa.BigInteger, nullable=True, key="content_length"),
-            sa.Column(self.content_sha256, sa.String(64), nullable=True, key="content_sha256"),
-        ]
-
-    def build_blobs(self, metadata: sa.MetaData) -> sa.Table:
-        name = self.blobs_table_name
-        return sa.Table(
-            name,
-            metadata,
-            sa.Column("blob_name", sa.String(1024), primary_key=True),
-            sa.Column("document_id", sa.String(36), nullable=False),
-            sa.Column("kind", sa.String(16), nullable=False),
-            sa.Column("recorded_utc", sa.DateTime(timezone=True), nullable=False),
-            sa.Column("claimed_by", sa.String(36), nullable=True, key="claim_token"),
-            sa.Column("claimed_utc", sa.DateTime(timezone=True), nullable=True),
-            sa.Index(f"ix_{name}_kind_recorded", "kind", "recorded_utc", "blob_name"),
-            schema=self.schema,
-        )
-
-    def build_meta(self, metadata: sa.MetaData) -> sa.Table:
-        return sa.Table(
-            self.meta_table_name,
-            metadata,
-            sa.Column("key", sa.String(64), primary_key=True),
-            sa.Column("value", sa.String(256), nullable=False),
-            schema=self.schema,
-        )
-
-
-@dataclass(frozen=True)
-class Document:
-    id: str
-    name: str
-    blob_name: str
-    status: Status
-    created_utc: datetime
-
-
-@dataclass(frozen=True)
-class BlobRecord:
-    blob_name: str
-    document_id: str
-    kind: BlobRecordKind
-    recorded_utc: datetime
-
-
-@dataclass(frozen=True)
-class Content:
-    """What the first upload of a document held: a retry must send the same bytes."""
-
-    length: int
-    sha256: str
-
-
-def new_document_id() -> str:
-    return str(uuid.uuid4())
-
-
-def create_engine(url: str, token_credential: TokenCredential | None = None) -> Engine:
-    """An engine for `url`, or a StoreError that says which schemes are supported.
-
-    With `token_credential` (created once by the caller; DefaultAzureCredential on Azure) every
-    new connection authenticates with a Microsoft Entra token instead of a password: PostgreSQL
-    only, no password in the URL, TLS unless the server is on loopback (`check_entra_url`).
-    """
-    try:
-        parsed = sa.make_url(url)
-    except (sa.exc.ArgumentError, ValueError):
-        # The URL may carry a password: never echo it back.
-        raise StoreError(
-            "malformed database URL; expected scheme://[user[:password]@]host[:port]/database "
-            "or sqlite:///path"
-        ) from None
-    backend = parsed.get_backend_name()
-    if parsed.drivername in _DRIVERS:
-        parsed = parsed.set(drivername=_DRIVERS[parsed.drivername])
-    if backend not in ("sqlite", "postgresql"):
-        raise StoreError(
-            f"unsupported database URL scheme {parsed.drivername!r}; "
-            f"use one of {', '.join(SUPPORTED_SCHEMES)} (e.g. sqlite:///documents.db)"
-        )
-    if token_credential is not None:
-        try:
-            parsed = check_entra_url(parsed)
-        except SettingsError as error:
-            raise StoreError(str(error)) from None
-    connect_args = {"connect_timeout": CONNECT_TIMEOUT_S} if backend == "postgresql" else {}
-    try:
-        engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
-    except (ValueError, TypeError):
-        # The driver's words quote the value (e.g. `?timeout=`), which may be anything: name
-        # the keys only.
-        keys = ", ".join(printable(key) for key in parsed.query) or "none"
-        raise StoreError(
-            f"cannot use database URL {display_db_url(url)}: the driver refused a value of "
-            f"its query (keys: {keys}); values are not shown"
-        ) from None
-    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as error:
-        # ImportError: the URL names a driver that is not installed (postgresql+pg8000://).
-        reason = (
-            f"driver {error.name!r} is not installed"
-            if isinstance(error, ImportError)
-            else type(error).__name__
-        )
-        raise StoreError(f"cannot use database URL {display_db_url(url)}: {reason}") from None
-    if token_credential is not None:
-        _send_token_as_password(engine, token_credential)
-    return engine
-
-
-def _send_token_as_password(engine: Engine, credential: TokenCredential) -> None:
-    """Asks `credential` for a token on every new connection and hands it to the driver.
-
-    A token is valid for 5 to 60 minutes and is checked only when a connection is opened; an
-    open connection outlives it (https://learn.microsoft.com/en-us/azure/postgresql/
-    flexible-server/concepts-azure-ad-authentication). So each new connection asks again, never
-    a token cached here: the credential keeps its own cache and refreshes before expiry.
-    """
-
-    def token_as_password(
-        dialect: Dialect, record: ConnectionPoolEntry, cargs: object, cparams: dict[str, Any]
-    ) -> None:
-        try:
-            token = credential.get_token(ENTRA_DATABASE_SCOPE).token
-        except Exception as error:
-            # The credential's own message names its sources; it never holds the token.
-            raise DatabaseTokenError(
-                f"no Microsoft Entra token for the database: {type(error).__name__}"
-            ) from None
-        if not token or not token.isprintable() or token != token.strip():
-            raise DatabaseTokenError(
-                "the credential returned a malformed Microsoft Entra token (not shown)"
-            )
-        cparams["password"] = token
-
-    sa.event.listen(engine, "do_connect", token_as_password)
 
 
 def to_utc(value: datetime) -> datetime:

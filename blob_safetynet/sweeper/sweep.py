@@ -6,6 +6,10 @@ database transaction is open during a blob call: rows are claimed in a short tra
 stamps them, the blob work runs outside it, and conditional statements finish only the rows
 the claim still holds. Every step is idempotent, so an interrupted sweep is finished by the
 next one.
+
+Over 500 lines on purpose: one `Sweeper` whose chunk loop, Blob Batch outcomes and
+lost-answer handling are one state machine (claim, delete under a tag guard, finish the claim);
+its pieces only make sense next to each other.
 """
 
 from __future__ import annotations
@@ -33,14 +37,9 @@ from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import MAX_NAME_LENGTH, Clock
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
-from blob_safetynet.store.documents import (
-    BlobRecord,
-    BlobRecordKind,
-    Document,
-    DocumentStore,
-    Status,
-    StoreError,
-)
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.engine import StoreError
+from blob_safetynet.store.tables import BlobRecord, BlobRecordKind, Document, Status
 from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.binding import ContainerBindingError as ContainerBindingError
 from blob_safetynet.sweeper.lease import SweepLease, SweepLeaseLostError

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from blob_safetynet.infra.inventory import RULE_NAME
-from blob_safetynet.reconcile.inventory import REQUIRED_FIELDS
+from blob_safetynet.reconcile.inventory_report import REQUIRED_FIELDS
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
 from tests.infra.conftest import READER_ID, UPLOADER_ID

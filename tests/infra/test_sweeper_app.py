@@ -25,7 +25,7 @@ from blob_safetynet.infra.sweeper_app import (
 )
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import FunctionSettings, SweepSettings
-from blob_safetynet.store.documents import DocumentTable
+from blob_safetynet.store.tables import DocumentTable
 from tests.infra.conftest import WITH_PRINCIPALS, RunFactory
 from tests.infra.harness import (
     DEPLOYER_OBJECT_ID,

@@ -20,7 +20,8 @@ from azure.storage.blob import BlobClient, ContainerClient
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)

@@ -13,7 +13,8 @@ from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.protocol.upload import Checkpoint, UploadProtocol, no_checkpoint
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore, Status, new_document_id
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status, new_document_id
 from blob_safetynet.sweeper.sweep import Sweeper
 from testkit.fault_proxy import LatencyProxy
 

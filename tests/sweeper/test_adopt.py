@@ -23,7 +23,8 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.reconcile import adopt
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore, Status, new_document_id
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status, new_document_id
 from testkit.etag_double import etag_guarding_service
 from testkit.fault_proxy import LatencyProxy
 from testkit.service_doubles import ServiceDouble

@@ -12,6 +12,7 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.function import sweep as sweep_function
 from blob_safetynet.infra.alerts import AlertRule, alert_rules
 from blob_safetynet.settings import signals
 from blob_safetynet.store.documents import DocumentStore
@@ -71,8 +72,8 @@ def test_the_sweep_error_query_counts_the_summary_field_the_function_writes(
 ) -> None:
     """The error rule reads the summary's own errors field: a summary with errors fires it,
     one without does not."""
-    failing = json.dumps(function_app.summary_fields(SweepReport(errors=["row 1: 500"]), "c"))
-    clean = json.dumps(function_app.summary_fields(SweepReport(), "c"))
+    failing = json.dumps(sweep_function.summary_fields(SweepReport(errors=["row 1: 500"]), "c"))
+    clean = json.dumps(sweep_function.summary_fields(SweepReport(), "c"))
 
     assert fires(RULES["sweep-errors"], [{"message": failing}])
     assert not fires(RULES["sweep-errors"], [{"message": clean}])

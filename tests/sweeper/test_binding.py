@@ -17,10 +17,12 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.embedded.crash import SimulatedCrash, crash_after
+from blob_safetynet.function import sweep as sweep_function
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import RepairRefusedError, reconcile
-from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status
 from blob_safetynet.sweeper import binding
 from tests.conftest import RunCli
 from tests.sweeper.conftest import age_row, stale_rows_in
@@ -181,7 +183,7 @@ def test_the_function_refuses_an_unbound_pair_with_a_log_line(
         "SAFETYNET_CUTOFF": "15m",
         "SAFETYNET_SCHEDULE": "0 */5 * * * *",
     }
-    with caplog.at_level(logging.INFO), pytest.raises(function_app.SweepFailedError):
+    with caplog.at_level(logging.INFO), pytest.raises(sweep_function.SweepFailedError):
         function_app.sweep_once(settings)
     [refusal] = [r for r in caplog.records if r.getMessage().startswith("sweep refused:")]
     assert refusal.levelno == logging.ERROR

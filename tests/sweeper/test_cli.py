@@ -14,7 +14,8 @@ from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.protocol import blobs
 from blob_safetynet.reconcile.listing import list_blobs
-from blob_safetynet.store.documents import Document, DocumentStore
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -184,6 +185,7 @@ def test_sweep_unreachable_endpoint_exits_3(run: Run, tmp_path: Path) -> None:
     assert "endpoint" in err
 
 
+@pytest.mark.e2e
 def test_demo_runs_green(run: Run) -> None:
     """The README's first command reports every scenario as expected and exits 0."""
     code, out, _ = run("demo")

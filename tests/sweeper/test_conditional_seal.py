@@ -19,7 +19,8 @@ from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import ReservationExpiredError, UploadProtocol
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
-from blob_safetynet.store.documents import DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Status
 from blob_safetynet.sweeper.sweep import Sweeper
 from testkit.fault_proxy import LatencyProxy
 from testkit.service_doubles import ServiceDouble, tag_guarding_service

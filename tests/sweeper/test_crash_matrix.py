@@ -7,7 +7,8 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.crash import CRASH_STEPS, RACES, Race, run_crash_case, run_race_case
 from blob_safetynet.protocol.upload import UploadProtocol
-from blob_safetynet.store.documents import Document, DocumentStore
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document
 
 
 @pytest.mark.parametrize("step", CRASH_STEPS)

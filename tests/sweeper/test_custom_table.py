@@ -20,7 +20,8 @@ from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.appsettings import SettingsError, TableNames, table_names
 from blob_safetynet.settings.parsed import FunctionSettings
 from blob_safetynet.settings.vocabulary import HEARTBEAT_BLOB, HEARTBEAT_TABLE_FIELD
-from blob_safetynet.store.documents import DocumentStore, DocumentTable, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import DocumentTable, Status
 from blob_safetynet.sweeper.heartbeat import write_heartbeat
 from tests.conftest import RunCli
 from tests.sweeper.conftest import stale_rows_in

@@ -24,7 +24,8 @@ from blob_safetynet.protocol.upload import (
 from blob_safetynet.reconcile.listing import list_blobs
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
-from blob_safetynet.store.documents import BlobRecordKind, Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import BlobRecordKind, Document, Status
 from blob_safetynet.sweeper.sweep import Sweeper
 from tests.sweeper.conftest import CUTOFF, later, stale_rows_in
 

@@ -35,7 +35,8 @@ from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.appsettings import SettingsError
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
-from blob_safetynet.store.documents import BlobRecordKind, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import BlobRecordKind, Status
 from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.sweep import Sweeper
 from testkit.fault_proxy import Fault, LatencyProxy

@@ -17,10 +17,10 @@ from azure.core.exceptions import ClientAuthenticationError
 
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.settings.parsed import FunctionSettings, SettingsError
-from blob_safetynet.store.documents import (
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.engine import (
     ENTRA_DATABASE_SCOPE,
     DatabaseTokenError,
-    DocumentStore,
     StoreError,
     create_engine,
     is_unreachable,

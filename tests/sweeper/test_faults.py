@@ -28,7 +28,9 @@ from blob_safetynet.embedded.invariants import (
 )
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.settings.parsed import SweepSettings
-from blob_safetynet.store.documents import DocumentStore, Status, StoreError
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.engine import StoreError
+from blob_safetynet.store.tables import Status
 from blob_safetynet.sweeper.lease import LEASE_BLOB
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from testkit.fault_proxy import INTERNAL_ERROR, SERVER_BUSY, Fault, LatencyProxy, throttled

@@ -17,10 +17,12 @@ from azure.functions.timer import TimerRequest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.function import sweep as sweep_function
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.settings.parsed import SettingsError
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status
 from blob_safetynet.sweeper.lease import LEASE_BLOB, SweepLease, SweepLeaseStuckError
 from blob_safetynet.sweeper.sweep import SweepReport
 from tests.sweeper.conftest import age_row
@@ -141,11 +143,11 @@ def test_summary_is_one_json_trace_without_the_database_url(
     summaries = [
         json.loads(r.getMessage())
         for r in caplog.records
-        if function_app.SUMMARY_EVENT in r.getMessage()
+        if sweep_function.SUMMARY_EVENT in r.getMessage()
     ]
     assert summaries == [
         {
-            "event": function_app.SUMMARY_EVENT,
+            "event": sweep_function.SUMMARY_EVENT,
             "container": container.container_name,
             "examined": 2,
             "deleted_blobs": 2,
@@ -159,7 +161,7 @@ def test_summary_is_one_json_trace_without_the_database_url(
             "dry_run": False,
         }
     ]
-    [record] = [r for r in caplog.records if function_app.SUMMARY_EVENT in r.getMessage()]
+    [record] = [r for r in caplog.records if sweep_function.SUMMARY_EVENT in r.getMessage()]
     assert record.__dict__["sweep_deleted_rows"] == 2
     assert db_url not in caplog.text
 
@@ -221,12 +223,12 @@ def test_rows_left_unswept_fail_the_invocation(
         def run(self) -> SweepReport:
             return SweepReport(examined=1, errors=["document d1: blob b1 not swept"])
 
-    monkeypatch.setattr(function_app, "Sweeper", FailingSweeper)
+    monkeypatch.setattr(sweep_function, "Sweeper", FailingSweeper)
 
-    with pytest.raises(function_app.SweepFailedError, match="1 stale row"):
+    with pytest.raises(sweep_function.SweepFailedError, match="1 stale row"):
         function_app.sweep_once(app_settings(azurite, container, db_url))
 
-    [summary] = [r for r in caplog.records if function_app.SUMMARY_EVENT in r.getMessage()]
+    [summary] = [r for r in caplog.records if sweep_function.SUMMARY_EVENT in r.getMessage()]
     assert summary.levelno == logging.ERROR
     assert json.loads(summary.getMessage())["error_samples"] == ["document d1: blob b1 not swept"]
 
@@ -246,9 +248,9 @@ def test_missing_database_url_names_the_setting(
 ) -> None:
     """Without a database URL the function fails naming SAFETYNET_DB_URL."""
     settings = app_settings(azurite, container, db_url)
-    del settings[function_app.DB_URL_SETTING]
+    del settings[sweep_function.DB_URL_SETTING]
 
-    with pytest.raises(SettingsError, match=function_app.DB_URL_SETTING):
+    with pytest.raises(SettingsError, match=sweep_function.DB_URL_SETTING):
         function_app.sweep_once(settings)
 
 
@@ -257,9 +259,11 @@ def test_malformed_database_url_error_hides_the_url(
 ) -> None:
     """An unparsable database URL is reported by setting name, without echoing its password."""
     secret_url = "postgresql://sweeper:hunter2-secret@db.example:notaport/documents"
-    settings = app_settings(azurite, container, db_url) | {function_app.DB_URL_SETTING: secret_url}
+    settings = app_settings(azurite, container, db_url) | {
+        sweep_function.DB_URL_SETTING: secret_url
+    }
 
-    with pytest.raises(SettingsError, match=function_app.DB_URL_SETTING) as raised:
+    with pytest.raises(SettingsError, match=sweep_function.DB_URL_SETTING) as raised:
         function_app.sweep_once(settings)
 
     assert "hunter2-secret" not in str(raised.value)
@@ -278,10 +282,10 @@ def test_connection_string_is_refused_for_a_remote_account(
         "AccountKey=bm90LWEta2V5;EndpointSuffix=core.windows.net"
     )
     settings = app_settings(azurite, container, db_url) | {
-        function_app.CONNECTION_STRING_SETTING: remote
+        sweep_function.CONNECTION_STRING_SETTING: remote
     }
 
-    with pytest.raises(SettingsError, match=function_app.CONNECTION_STRING_SETTING):
+    with pytest.raises(SettingsError, match=sweep_function.CONNECTION_STRING_SETTING):
         function_app.sweep_once(settings)
 
 

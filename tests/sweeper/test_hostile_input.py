@@ -25,7 +25,8 @@ from blob_safetynet.embedded.azurite import Azurite, dev_connection_string
 from blob_safetynet.infra.function_zip import BuildError, build_zip
 from blob_safetynet.settings.parsed import SettingsError, check_blob_endpoint
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document
 from blob_safetynet.sweeper.lease import SweepLease
 from tests.conftest import POSTGRES_ADMIN_URL, RunCli
 from tests.sweeper.conftest import stale_rows_in

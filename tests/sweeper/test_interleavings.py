@@ -42,10 +42,13 @@ from blob_safetynet.embedded.invariants import DeleteLog, InvariantWatch, check_
 from blob_safetynet.protocol.upload import ProtocolError, UploadProtocol, no_checkpoint
 from blob_safetynet.reconcile.listing import reconcile
 from blob_safetynet.settings.parsed import SweepSettings
-from blob_safetynet.store.documents import DocumentStore, NameConflictError, Status
+from blob_safetynet.store.documents import DocumentStore, NameConflictError
+from blob_safetynet.store.tables import Status
 from blob_safetynet.sweeper.lease import SweepLeaseHeldError
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from tests.sweeper.conftest import CUTOFF
+
+pytestmark = pytest.mark.e2e  # every interleaving of writers and sweeps: minutes
 
 SOAK_EXAMPLES = int(os.environ.get("SAFETYNET_SOAK_EXAMPLES", "0"))
 INTERLEAVING_EXAMPLES = SOAK_EXAMPLES or 200

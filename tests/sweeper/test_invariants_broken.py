@@ -13,7 +13,8 @@ from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
-from blob_safetynet.store.documents import DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Status
 from blob_safetynet.sweeper.sweep import Sweeper
 from tests.sweeper import broken
 from tests.sweeper.conftest import CUTOFF, age_row, stale_rows_in

@@ -18,13 +18,15 @@ from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.inventory import (
+    read_ahead,
+    reconcile_from_inventory,
+    reconcile_inventory,
+)
+from blob_safetynet.reconcile.inventory_report import (
     InventoryConfigError,
     InventoryError,
     download,
     find_run,
-    read_ahead,
-    reconcile_from_inventory,
-    reconcile_inventory,
     sorted_chunks,
 )
 from blob_safetynet.reconcile.listing import Reconciliation, plan_orphan_deletion, reconcile

@@ -12,7 +12,8 @@ from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.settings.parsed import SweepSettings
-from blob_safetynet.store.documents import Document, DocumentStore
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document
 from blob_safetynet.sweeper.lease import (
     ACQUIRED,
     HEARTBEAT,

@@ -19,7 +19,8 @@ from blob_safetynet.protocol.upload import (
 )
 from blob_safetynet.reconcile.listing import list_blobs
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
-from blob_safetynet.store.documents import BlobRecordKind, DocumentStore, NameConflictError, Status
+from blob_safetynet.store.documents import DocumentStore, NameConflictError
+from blob_safetynet.store.tables import BlobRecordKind, Status
 
 
 def blob_state(container: ContainerClient, name: str) -> str:

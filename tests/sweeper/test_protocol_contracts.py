@@ -21,7 +21,8 @@ from blob_safetynet.protocol.upload import (
 )
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
-from blob_safetynet.store.documents import DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Status
 from blob_safetynet.sweeper.sweep import Sweeper
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 

@@ -24,7 +24,8 @@ from blob_safetynet.reconcile.listing import (
     reconcile,
 )
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore, Status, new_document_id
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status, new_document_id
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 

@@ -11,7 +11,8 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import reconcile
-from blob_safetynet.store.documents import Document, DocumentStore
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 

@@ -21,7 +21,8 @@ from blob_safetynet.reconcile.listing import (
 )
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore, DocumentTable, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, DocumentTable, Status
 from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.sweep import ContainerBindingError, Sweeper
 from tests.sweeper.conftest import CUTOFF

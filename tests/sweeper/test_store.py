@@ -7,15 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from blob_safetynet.cli.main import main
-from blob_safetynet.store.documents import (
-    Document,
-    DocumentStore,
-    DocumentTable,
-    NameConflictError,
-    Status,
-    StoreError,
-    new_document_id,
-)
+from blob_safetynet.store.documents import DocumentStore, NameConflictError
+from blob_safetynet.store.engine import StoreError
+from blob_safetynet.store.tables import Document, DocumentTable, Status, new_document_id
 
 
 def pending(name: str, blob_name: str | None = None) -> Document:

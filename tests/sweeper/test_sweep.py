@@ -14,7 +14,8 @@ from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import list_blobs
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
-from blob_safetynet.store.documents import Document, DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document, Status
 from blob_safetynet.sweeper.lease import SweepLease, SweepLeaseHeldError
 from blob_safetynet.sweeper.sweep import Sweeper, SweepReport
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
@@ -94,7 +95,8 @@ def test_interrupted_sweep_converges(
     def die_after_first_chunk(report: SweepReport) -> None:
         raise KeyboardInterrupt
 
-    settings = SweepSettings(cutoff=CUTOFF, chunk_size=128)
+    # Small chunks keep the contention of a large run: 16 chunks for 4 sweepers to share.
+    settings = SweepSettings(cutoff=CUTOFF, chunk_size=32)
     interrupted = Sweeper(store, container, settings, on_progress=die_after_first_chunk)
     with pytest.raises(KeyboardInterrupt):
         interrupted.run()
@@ -161,24 +163,26 @@ def test_lease_keeps_a_second_sweeper_out(
 def test_four_sweepers_share_the_work_on_postgres(
     postgres_url: str, container: ContainerClient
 ) -> None:
-    """4 concurrent sweepers over 2,000 stale rows: each row once, no errors, Ready untouched."""
+    """4 concurrent sweepers over 500 stale rows in 16 chunks: each row once, no errors, Ready
+    untouched."""
     store = DocumentStore.from_url(postgres_url)
     store.init_schema()
     # Half never landed: Azurite's delete cost grows with the container, and a double delete
-    # still shows, as a 404 counted beyond the 1,000 expected.
-    stale_rows_in(store, container, 1000)
-    stale_rows_in(store, container, 1000, with_blobs=False, prefix="never")
+    # still shows, as a 404 counted beyond the 250 expected.
+    stale_rows_in(store, container, 250)
+    stale_rows_in(store, container, 250, with_blobs=False, prefix="never")
     protocol = UploadProtocol(store, container)
     ready = [protocol.put(f"keep-{i}.txt", b"keep", ".txt") for i in range(20)]
-    settings = SweepSettings(cutoff=CUTOFF, chunk_size=128)
+    # Small chunks keep the contention of a large run: 16 chunks for 4 sweepers to share.
+    settings = SweepSettings(cutoff=CUTOFF, chunk_size=32)
 
     with ThreadPoolExecutor(4) as pool:
         reports = list(pool.map(lambda _: Sweeper(store, container, settings).run(), range(4)))
 
-    assert sum(r.examined for r in reports) == 2000
-    assert sum(r.deleted_blobs for r in reports) == 1000
-    assert sum(r.missing_blobs for r in reports) == 1000
-    assert sum(r.deleted_rows for r in reports) == 2000
+    assert sum(r.examined for r in reports) == 500
+    assert sum(r.deleted_blobs for r in reports) == 250
+    assert sum(r.missing_blobs for r in reports) == 250
+    assert sum(r.deleted_rows for r in reports) == 500
     assert all(r.errors == [] for r in reports)
     assert sum(1 for r in reports if r.examined) > 1
     assert {(d.name, d.status) for d in store.all()} == {(d.name, Status.READY) for d in ready}

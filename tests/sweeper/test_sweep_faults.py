@@ -10,7 +10,8 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.reconcile.listing import list_blobs
 from blob_safetynet.settings.parsed import SweepSettings
-from blob_safetynet.store.documents import DocumentStore, Status
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Status
 from blob_safetynet.sweeper.sweep import Sweeper
 from testkit.fault_proxy import LatencyProxy
 from tests.sweeper.conftest import CUTOFF, stale_rows_in

@@ -24,13 +24,8 @@ from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.blobs import BINDING_BLOB
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
-from blob_safetynet.store.documents import (
-    BlobRecordKind,
-    Document,
-    DocumentStore,
-    Status,
-    new_document_id,
-)
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import BlobRecordKind, Document, Status, new_document_id
 from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.lease import ACQUIRED, LEASE_BLOB, LEASE_SECONDS, SweepLease
 from blob_safetynet.sweeper.sweep import (

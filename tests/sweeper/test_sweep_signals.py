@@ -23,6 +23,8 @@ from testkit.fault_proxy import LatencyProxy
 from tests.conftest import REPO, RunCli
 from tests.sweeper.conftest import stale_rows_in
 
+pytestmark = pytest.mark.e2e  # real `safetynet` processes, signalled
+
 CHUNK = 1024
 """SweepSettings.chunk_size: rows claimed per chunk."""
 ROWS = CHUNK + 76

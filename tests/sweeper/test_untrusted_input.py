@@ -19,7 +19,8 @@ from blob_safetynet.infra.config import ConfigError, parse
 from blob_safetynet.infra.package import DeployerIdentityError, token_object_id
 from blob_safetynet.settings import untrusted
 from blob_safetynet.settings.untrusted import UntrustedInputError
-from blob_safetynet.store.documents import Document, DocumentStore
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document
 from blob_safetynet.sweeper.lease import (
     ACQUIRED,
     HOLDER,

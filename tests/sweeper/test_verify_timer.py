@@ -13,6 +13,7 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.function import verify as verify_function
 from blob_safetynet.policies.history import read_history
 from blob_safetynet.policies.probes import PROBES
 from blob_safetynet.settings import appsettings, signals
@@ -71,7 +72,7 @@ def test_a_timer_run_writes_its_history_and_its_telemetry(
     assert [e[signals.CHECK_ID] for e in events] == [probe.id for probe in PROBES]
     assert {e[signals.RUN_ID] for e in events} == {record["run_id"]}
     assert len(recorded.events(signals.RUN_EVENT)) == 1
-    [trace] = [r for r in caplog.records if function_app.VERIFY_FINISHED_EVENT in r.getMessage()]
+    [trace] = [r for r in caplog.records if verify_function.VERIFY_FINISHED_EVENT in r.getMessage()]
     assert json.loads(trace.getMessage())["history_blob"] == record["history_blob"]
 
 
@@ -176,7 +177,7 @@ def test_the_audited_account_is_read_from_its_resource_id(function_app: ModuleTy
         appsettings.VERIFY_ACCOUNT_ID.name: account_id,
     }
 
-    settings = function_app.VerifySettings.from_environment(env)
+    settings = verify_function.VerifySettings.from_environment(env)
 
     assert settings.account_id == (subscription, "rg-x", "acct1")
     assert settings.pending_days == int(str(appsettings.PENDING_DAYS.default))

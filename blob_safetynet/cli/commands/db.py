@@ -26,7 +26,9 @@ from blob_safetynet.settings.parsed import (
     parse_db_auth,
 )
 from blob_safetynet.settings.redaction import display_db_url
-from blob_safetynet.store.documents import DocumentStore, DocumentTable, StoreError, is_unreachable
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.engine import StoreError, is_unreachable
+from blob_safetynet.store.tables import DocumentTable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

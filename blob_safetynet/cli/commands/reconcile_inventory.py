@@ -1,6 +1,6 @@
 """`safetynet reconcile --inventory`: judge from Blob Inventory's newest run instead of a listing.
 
-The reader (blob_safetynet/reconcile/inventory.py, pyarrow) is imported only when the option is given, so the
+The reader (blob_safetynet/reconcile/inventory.py and inventory_report.py, pyarrow) is imported only when the option is given, so the
 listing path runs without the `inventory` extra.
 """
 
@@ -84,14 +84,14 @@ def reconcile_by_inventory(
     repair: bool,
 ) -> Reconciliation:
     """Reconcile from the inventory; an unusable run is exit 3, a wrong rule or setup exit 2."""
-    from blob_safetynet.reconcile import inventory
+    from blob_safetynet.reconcile import inventory, inventory_report
 
     destination = container._get_blob_service_client().get_container_client(options.container)
     try:
         return inventory.reconcile_from_inventory(
             store, container, destination, options.rule, older_than, options.max_age, repair
         )
-    except inventory.InventoryConfigError as error:
+    except inventory_report.InventoryConfigError as error:
         raise UsageError(f"--inventory: {error}") from None
-    except inventory.InventoryError as error:
+    except inventory_report.InventoryError as error:
         raise CommandError(ExitCode.INCOMPLETE, f"--inventory: {error}") from None

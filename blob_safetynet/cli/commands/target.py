@@ -32,7 +32,8 @@ from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError, check_container_name
 from blob_safetynet.settings.redaction import printable
 from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER
-from blob_safetynet.store.documents import DocumentStore, StoreError, is_unreachable
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.engine import StoreError, is_unreachable
 
 TARGET_ERRORS = (SettingsError, StoreError, AzureError)
 """What opening a target or running on it may raise; `classify` gives each its exit code."""

@@ -1,0 +1,31 @@
+"""The long end-to-end tests (marked e2e) leave `make test` but never CI: `.ci/run` runs
+`make test-e2e` after `make test`, and the two targets together select every test."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def recipe(target: str) -> list[str]:
+    """The command lines of one Makefile target."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    match = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)+)", text, re.MULTILINE)
+    assert match is not None, target
+    return [line.strip() for line in match[1].splitlines()]
+
+
+def test_make_test_and_make_test_e2e_split_the_suite_by_the_marker() -> None:
+    """`make test` deselects the e2e marker and `make test-e2e` selects exactly it, so no test
+    falls between the two."""
+    assert '$(BIN)/pytest -m "not e2e"' in recipe("test")
+    assert "$(BIN)/pytest -m e2e" in recipe("test-e2e")
+
+
+def test_ci_runs_the_end_to_end_tests_after_the_suite() -> None:
+    """`.ci/run` runs `make test`, then `make test-e2e`."""
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "make test-e2e" in lines
+    assert lines.index("make test") < lines.index("make test-e2e")
