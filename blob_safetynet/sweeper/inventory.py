@@ -31,7 +31,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import json
 import queue
 import re
 import tempfile
@@ -46,6 +45,7 @@ import sqlalchemy as sa
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
+from blob_safetynet.sweeper import untrusted
 from blob_safetynet.sweeper.reconcile import (
     INTERNAL_PREFIX,
     Judge,
@@ -73,6 +73,14 @@ MERGE_BATCH: Final = 16_384
 """Rows each spilled run holds in memory while the runs are merged."""
 FAN_IN: Final = 32
 """Runs merged at once: a merge step holds at most FAN_IN x MERGE_BATCH rows."""
+MAX_MANIFEST_BYTES: Final = 1024 * 1024
+"""A manifest lists a run's files (one per 1,000,000 objects or so) and the rule: a few kB."""
+MAX_CHECKSUM_BYTES: Final = 1024
+"""The checksum file holds one MD5, as hex or base64."""
+MAX_TAGS_TEXT: Final = 16 * 1024
+"""A blob has at most 10 tags, keys up to 128 and values up to 256 characters
+(https://learn.microsoft.com/azure/storage/blobs/storage-manage-find-blobs#setting-blob-index-tags);
+their JSON is at most a few kB."""
 _RUN: Final = re.compile(
     r"(\d{4})/(\d{2})/(\d{2})/(\d{2})-(\d{2})-(\d{2})/([^/]+)/\7-manifest\.json"
 )
@@ -153,7 +161,7 @@ def _completed_run(
 ) -> InventoryRun | None:
     """The run behind this manifest when it finished and succeeded, else None (noted in `skipped`)."""
     prefix = manifest_name.rsplit("/", 1)[0] + "/"
-    raw = destination.get_blob_client(manifest_name).download_blob().readall()
+    raw = _bounded_read(destination, manifest_name, MAX_MANIFEST_BYTES)
     manifest = _parse_manifest(raw, manifest_name)
     status = manifest.get("status")
     if status != SUCCEEDED:
@@ -161,7 +169,7 @@ def _completed_run(
         return None
     checksum_name = manifest_name.removesuffix(".json") + ".checksum"
     try:
-        checksum = destination.get_blob_client(checksum_name).download_blob().readall()
+        checksum = _bounded_read(destination, checksum_name, MAX_CHECKSUM_BYTES)
     except ResourceNotFoundError:
         skipped.append(f"{prefix} has no checksum file yet (not complete)")
         return None
@@ -177,11 +185,22 @@ def _completed_run(
     )
 
 
+def _bounded_read(destination: ContainerClient, name: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of a blob (a ranged read: a huge blob is never fetched
+    whole); more than `limit` is an InventoryError."""
+    data = destination.get_blob_client(name).download_blob(offset=0, length=limit + 1).readall()
+    if len(data) > limit:
+        raise InventoryError(f"inventory file {name} is larger than {limit} bytes")
+    return data
+
+
 def _parse_manifest(raw: bytes, name: str) -> Mapping[str, Any]:
     try:
-        manifest = json.loads(raw)
-    except ValueError:
-        raise InventoryError(f"inventory manifest {name} is not JSON") from None
+        manifest = untrusted.load_json(
+            raw, f"inventory manifest {name}", max_bytes=MAX_MANIFEST_BYTES
+        )
+    except untrusted.UntrustedInputError as error:
+        raise InventoryError(str(error)) from None
     if not isinstance(manifest, dict):
         raise InventoryError(f"inventory manifest {name} is not a JSON object")
     return manifest
@@ -387,10 +406,12 @@ def _states(tags: Any) -> Any:
 
 
 def _state_from_text(text: str | None) -> str:
+    """The state tag in one row's Tags text; text too long, too deep or not JSON is an
+    InventoryError (a report no blob could have written is not judged)."""
     try:
-        tags = json.loads(text) if text else {}
-    except ValueError:
-        return ""
+        tags = untrusted.load_json(text, "a Tags value", max_bytes=MAX_TAGS_TEXT) if text else {}
+    except untrusted.UntrustedInputError as error:
+        raise InventoryError(f"the inventory report: {error}") from None
     value = tags.get(STATE_TAG, "") if isinstance(tags, dict) else ""
     return value if isinstance(value, str) else ""
 
