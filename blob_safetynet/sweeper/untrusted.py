@@ -84,19 +84,23 @@ def read_input(
     is refused before a byte is read: it is opened without blocking and checked with fstat,
     so a FIFO nobody writes cannot hang the command and /dev/zero cannot fill memory."""
     if os.fspath(path) == STDIN:
-        source = stdin if stdin is not None else sys.stdin.buffer
-        return _bounded(source.read(max_bytes + 1), what, max_bytes)
+        try:
+            data = (stdin if stdin is not None else sys.stdin.buffer).read(max_bytes + 1)
+        except (OSError, AttributeError, ValueError):  # closed, absent or captured stdin
+            raise UntrustedInputError(f"{what}: cannot read standard input") from None
+        return _bounded(data, what, max_bytes)
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
         raise UntrustedInputError(f"{what}: cannot read it: {_reason(error)}") from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise UntrustedInputError(
+            f"{what}: not a regular file (a {_file_kind(mode)}); pass a file, or - for "
+            "standard input"
+        )
     with os.fdopen(descriptor, "rb") as stream:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise UntrustedInputError(
-                f"{what}: not a regular file (a {_file_kind(mode)}); pass a file, or - for "
-                "standard input"
-            )
         try:
             data = stream.read(max_bytes + 1)
         except OSError as error:
