@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import sqlalchemy as sa
-from azure.core.exceptions import ResourceNotFoundError
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.sweeper import untrusted
@@ -187,8 +187,14 @@ def _completed_run(
 
 def _bounded_read(destination: ContainerClient, name: str, limit: int) -> bytes:
     """At most `limit` + 1 bytes of a blob (a ranged read: a huge blob is never fetched
-    whole); more than `limit` is an InventoryError."""
-    data = destination.get_blob_client(name).download_blob(offset=0, length=limit + 1).readall()
+    whole; on an empty blob the range is 416 InvalidRange, https://learn.microsoft.com/rest/api/storageservices/get-blob);
+    more than `limit` is an InventoryError."""
+    try:
+        data = destination.get_blob_client(name).download_blob(offset=0, length=limit + 1).readall()
+    except HttpResponseError as error:
+        if error.status_code != 416:
+            raise
+        data = b""
     if len(data) > limit:
         raise InventoryError(f"inventory file {name} is larger than {limit} bytes")
     return data
