@@ -25,6 +25,7 @@ from blob_safetynet.policies.offline import run_offline_audit
 from blob_safetynet.policies.rules import RULES, evaluate
 from testkit.arm_fake import compliant_account, local_user
 from tests.conftest import RunCli
+from tests.policies.test_offline_audit import cli_output
 
 NAME = "acctread"
 FILE_FACETS_EXCLUDED = {Facet.ROLES, Facet.DEFENDER}
@@ -367,3 +368,35 @@ def test_a_fully_qualified_type_inside_a_parent_is_an_input_error(
     path.write_text(json.dumps(document), encoding="utf-8")
     code, _, err = run_cli("audit", "--from-file", str(path))
     assert (code, "relative to the parent" in err) == (2, True)
+
+
+@pytest.mark.parametrize("insecure", [False, True], ids=["compliant", "insecure"])
+def test_cli_outputs_and_rest_bodies_are_read_in_any_case(tmp_path: Path, insecure: bool) -> None:
+    """The `az` outputs (flattened) and the REST bodies, every key's case swapped, give the
+    verdicts of the same files as written."""
+    parts = bodies(insecure)
+    rest = [
+        parts["account"],
+        parts["blobServices"],
+        parts["managementPolicies"],
+        parts["containers"],
+    ]
+    cli = [cli_output(parts["account"]), cli_output(parts["blobServices"]),
+           cli_output(parts["managementPolicies"]), [cli_output(c) for c in parts["containers"]]]  # fmt: skip
+    for shape, documents in (("rest", rest), ("cli", cli)):
+        canonical = verdicts_of(documents, tmp_path / f"{shape}-as-written")
+        swapped = verdicts_of(
+            [every_key_swapped(d) for d in documents], tmp_path / f"{shape}-swapped"
+        )
+        assert swapped == canonical, shape
+        assert any(outcome == "FAIL" for outcome, _ in canonical.values()) is insecure
+
+
+def verdicts_of(documents: list[Any], folder: Path) -> dict[str, tuple[str, str]]:
+    folder.mkdir()
+    paths = []
+    for number, document in enumerate(documents):
+        paths.append(folder / f"{number}.json")
+        paths[-1].write_text(json.dumps(document), encoding="utf-8")
+    report = run_offline_audit(paths, Thresholds(), "2026-09-01")
+    return {f.rule.id: (f.outcome.value, f.message) for f in report.findings}
