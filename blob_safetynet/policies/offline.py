@@ -172,7 +172,7 @@ def resources(document: object, source: str, api_version: str) -> list[_Resource
     if isinstance(document, Mapping) and isinstance(document.get("resources"), list):
         return _template(document, source)
     items = document if isinstance(document, list) else [document]
-    found = [_resource(item, source, api_version, None) for item in items]
+    found = [_resource(item, source, api_version) for item in items]
     if not found and isinstance(document, list):
         raise OfflineError(f"{source}: an empty list: nothing to judge")
     return found
@@ -189,7 +189,7 @@ def _template(document: Mapping[str, Any], source: str) -> list[_Resource]:
         resource
         for item, kind, name in _declared(document["resources"], source, defaults, None)
         if kind in KNOWN_TYPES
-        for resource in [_resource(item, source, "", defaults, (kind, name))]
+        for resource in [_resource(item, source, "", (kind, name))]
     ]
     if not found:
         raise OfflineError(f"{source}: the template holds no Microsoft.Storage account resource")
@@ -235,24 +235,27 @@ def _declared(
 
 
 def _resource(
-    item: object,
-    source: str,
-    api_version: str,
-    parameters: Mapping[str, object] | None,
-    declared: tuple[str, str] | None = None,
+    item: object, source: str, api_version: str, declared: tuple[str, str] | None = None
 ) -> _Resource:
+    """One resource: of a saved REST body or CLI output (`declared` None), or of a template
+    with its full type and resolved full name (`declared`); its body named as ARM's GET names
+    it (the last segment: `documents`, not `acct/default/documents`)."""
     if not isinstance(item, Mapping):
         raise OfflineError(f"{source}: {_SHAPES}")
     kind = declared[0] if declared else str(item.get("type", "")).lower()
     if kind not in KNOWN_TYPES:
         raise OfflineError(f"{source}: type '{printable(str(item.get('type')))}': {_SHAPES}")
     body = _rest_shape(item, kind)
-    if declared is not None:
-        body = body.replaced("name", declared[1])
-    name = _account_name(body, source, parameters)
+    if declared is None:
+        name = _account_name(body, source)
+    else:
+        if not declared[1]:
+            raise OfflineError(f"{source}: a resource with neither a resource id nor a name")
+        name = declared[1].split("/")[0]
+        body = body.replaced("name", declared[1].rsplit("/", 1)[-1])
     if kind == ACCOUNT:
         body = body.replaced("name", name)
-    version = item.get("apiVersion") if parameters is not None else api_version
+    version = item.get("apiVersion") if declared is not None else api_version
     return _Resource(kind, name, body, version if isinstance(version, str) else "", source)
 
 
@@ -286,9 +289,7 @@ def _connections(value: object) -> object:
     return [_rest_shape(c, ENDPOINT_CONNECTION) if isinstance(c, Mapping) else c for c in value]
 
 
-def _account_name(
-    body: Mapping[str, Any], source: str, parameters: Mapping[str, object] | None
-) -> str:
+def _account_name(body: Mapping[str, Any], source: str) -> str:
     """The account a resource belongs to: from its resource id, else its (template) name."""
     resource_id = body.get("id")
     if isinstance(resource_id, str) and not resource_id.startswith("["):
@@ -298,8 +299,6 @@ def _account_name(
     name = body.get("name")
     if not isinstance(name, str) or not name:
         raise OfflineError(f"{source}: a resource with neither a resource id nor a name")
-    if parameters is not None and name.startswith("["):
-        name = _resolve(name, parameters, source)
     return name.split("/")[0]
 
 

@@ -334,6 +334,7 @@ def test_a_public_container_nested_in_the_account_is_judged(tmp_path: Path) -> N
     verdict = one_change(tmp_path, edit)["SN-CONTAINERS-PRIVATE"]
     assert verdict[0] == "FAIL"
     assert "nested" in verdict[1]
+    assert "default/" not in verdict[1], "named as ARM's GET names a container"
 
 
 @pytest.mark.parametrize("kind", ["containers", "localUsers", "blobServices", "managementPolicies"])
