@@ -4,8 +4,10 @@ Plan files, heartbeat blobs, lease metadata, Pulumi config values: whoever can w
 make `json.loads` recurse until RecursionError (a document nested 200,000 levels is 400 kB) or
 hand over a time without a UTC offset, which cannot be compared with an aware clock (TypeError).
 `load_json` refuses documents over a size limit or nested deeper than `MAX_DEPTH` before
-parsing, and `utc_time` refuses naive times; both raise `UntrustedInputError` (a ValueError)
-whose message names what was read, never its content.
+parsing, `read_input` reads an input file (`-`: standard input) no further than its bound and
+refuses anything but a regular file before reading it, and `utc_time` refuses naive times; all
+raise `UntrustedInputError` (a ValueError) whose message names what was read, never its
+content.
 
 Standard library only: it is in the bottom layer (tests/test_boundaries.py).
 """
