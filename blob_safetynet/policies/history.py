@@ -19,6 +19,7 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobType, ContainerClient
 
 from blob_safetynet.policies.probes.base import describe_refusal
+from blob_safetynet.settings import untrusted
 from blob_safetynet.settings.vocabulary import HISTORY_PREFIX
 
 SCHEMA: Final = "safetynet.verify.history/1"
@@ -95,9 +96,9 @@ def parse_record(body: bytes) -> tuple[str, dict[str, Any] | None]:
     if len(body) > MAX_RECORD_BYTES:
         return f"larger than {MAX_RECORD_BYTES} bytes", None
     try:
-        record = json.loads(body)
-    except (ValueError, RecursionError):
-        return "not JSON", None
+        record = untrusted.load_json(body, "the record", max_bytes=MAX_RECORD_BYTES)
+    except untrusted.UntrustedInputError as error:
+        return f"not JSON ({str(error).removeprefix('the record ')})", None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         return f"not a {SCHEMA} record", None
     checks = record.get("checks")

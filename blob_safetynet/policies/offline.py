@@ -25,25 +25,29 @@ naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each.
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from blob_safetynet.policies.adapters import arm
+from blob_safetynet.policies.adapters.common import KINDS
+from blob_safetynet.policies.arm_json import ArmObject, SpellingError, enum
 from blob_safetynet.policies.audit import AccountResult, AuditReport, Scope
 from blob_safetynet.policies.model import UNKNOWN, Facet, Thresholds
 from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
-from blob_safetynet.policies.suppressions import read_capped
+from blob_safetynet.settings import untrusted
 from blob_safetynet.settings.redaction import printable
 
 MAX_FILES: Final = 256
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 """A whole subscription's template export is a few MB; anything larger is not an export."""
+MAX_DEPTH: Final = 64
+"""ARM nests child resources at most five levels deep (child-resource-name-type), each level
+a few objects; a lifecycle rule's filters are eight levels into its resource."""
 _PROVIDER: Final = "microsoft.storage/storageaccounts"
 ACCOUNT: Final = _PROVIDER
 BLOB_SERVICE: Final = f"{_PROVIDER}/blobservices"
@@ -53,19 +57,22 @@ LOCAL_USER: Final = f"{_PROVIDER}/localusers"
 ENDPOINT_CONNECTION: Final = f"{_PROVIDER}/privateendpointconnections"
 KNOWN_TYPES: Final = (ACCOUNT, BLOB_SERVICE, CONTAINER, POLICY, LOCAL_USER, ENDPOINT_CONNECTION)
 _RESOURCE_KEYS: Final = frozenset(
-    {"id", "name", "type", "kind", "sku", "location", "tags", "identity", "extendedLocation"}
+    {"id", "name", "type", "kind", "sku", "location", "tags", "identity", "extendedlocation"}
+    | {"apiversion", "dependson", "resources", "condition", "comments", "copy"}
 )
-"""Top-level keys of a resource, whatever the shape; the CLI flattens everything else."""
+"""Top-level keys of a resource (lower case), whatever the shape; the CLI flattens everything
+else."""
 _CLI_NAMES: Final = {
-    "enableHttpsTrafficOnly": "supportsHttpsTrafficOnly",
-    "networkRuleSet": "networkAcls",
+    "enablehttpstrafficonly": "supportsHttpsTrafficOnly",
+    "networkruleset": "networkAcls",
 }
 """The two account properties the SDK (and so the CLI's output) names otherwise than REST."""
 _ACCOUNT_IN_ID: Final = re.compile(r"/providers/Microsoft\.Storage/storageAccounts/([^/]+)", re.I)
-_PARAMETER: Final = re.compile(r"parameters\('([^']+)'\)")
+_PARAMETER: Final = re.compile(r"parameters\('([^']+)'\)", re.I)
 _EXPRESSION: Final = re.compile(
     r"\[(?:parameters\('[^']+'\)|concat\((?:parameters\('[^']+'\)|'[^']*')"
-    r"(?:\s*,\s*(?:parameters\('[^']+'\)|'[^']*'))*\))\]"
+    r"(?:\s*,\s*(?:parameters\('[^']+'\)|'[^']*'))*\))\]",
+    re.I,
 )
 NOT_IN_FILES: Final = {
     Facet.ROLES: "role assignments are read only from Azure (not judged from files)",
@@ -83,20 +90,20 @@ class _Pieces:
 
     name: str
     sources: list[str] = field(default_factory=list)
-    account: dict[str, Any] | None = None
+    account: Mapping[str, Any] | None = None
     api_version: str = ""
-    blob_service: dict[str, Any] | None = None
-    containers: dict[str, dict[str, Any]] | None = None
-    policy: dict[str, Any] | None = None
-    local_users: list[dict[str, Any]] | None = None
-    connections: list[dict[str, Any]] | None = None
+    blob_service: Mapping[str, Any] | None = None
+    containers: dict[str, Any] | None = None
+    policy: Mapping[str, Any] | None = None
+    local_users: dict[str, Any] | None = None
+    connections: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class _Resource:
     kind: str
     account: str
-    body: dict[str, Any]
+    body: ArmObject
     api_version: str
     source: str
 
@@ -122,10 +129,14 @@ def collect(paths: Sequence[Path], api_version: str | None = None) -> list[_Piec
     """The files' resources grouped by account, in name order."""
     if len(paths) > MAX_FILES:
         raise OfflineError(f"--from-file: {len(paths)} files; at most {MAX_FILES}")
+    return group(((load(path), printable(str(path))) for path in paths), api_version)
+
+
+def group(documents: Iterable[tuple[object, str]], api_version: str | None = None) -> list[_Pieces]:
+    """The resources of parsed documents (each with the name it is shown by), by account."""
     accounts: dict[str, _Pieces] = {}
-    for path in paths:
-        shown = printable(str(path))
-        for resource in resources(load(path), shown, api_version or ""):
+    for document, shown in documents:
+        for resource in resources(document, shown, api_version or ""):
             key = resource.account.lower()
             piece = accounts.setdefault(key, _Pieces(resource.account))
             _add(piece, resource)
@@ -133,22 +144,27 @@ def collect(paths: Sequence[Path], api_version: str | None = None) -> list[_Piec
 
 
 def load(path: Path) -> object:
-    """The JSON in `path`: at most MAX_FILE_BYTES, UTF-8 (a BOM allowed) or UTF-16 with a BOM
-    (what PowerShell's `>` writes)."""
+    """The JSON in `path` (`-`: standard input), read as ARM reads it (`arm_json`): at most
+    MAX_FILE_BYTES and MAX_DEPTH levels, UTF-8 (a BOM allowed) or UTF-16 with a BOM (what
+    PowerShell's `>` writes)."""
     shown = printable(str(path))
     try:
-        data = read_capped(path, MAX_FILE_BYTES)
-    except ValueError as error:
-        raise OfflineError(f"{shown}: {error}") from None
+        data = untrusted.read_input(path, shown, max_bytes=MAX_FILE_BYTES)
+    except untrusted.UntrustedInputError as error:
+        raise OfflineError(str(error)) from None
     encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
     try:
-        return json.loads(data.decode(encoding))
+        text = data.decode(encoding)
     except UnicodeDecodeError:
         raise OfflineError(f"{shown}: not UTF-8 or UTF-16 text") from None
-    except RecursionError:
-        raise OfflineError(f"{shown}: nested too deeply to be ARM JSON") from None
-    except json.JSONDecodeError as error:
-        raise OfflineError(f"{shown}: not JSON ({error.msg} at line {error.lineno})") from None
+    try:
+        return untrusted.load_json(
+            text, shown, max_bytes=MAX_FILE_BYTES, max_depth=MAX_DEPTH, pairs=ArmObject
+        )
+    except untrusted.UntrustedInputError as error:
+        raise OfflineError(str(error)) from None
+    except SpellingError as error:
+        raise OfflineError(f"{shown}: {error}") from None
 
 
 def resources(document: object, source: str, api_version: str) -> list[_Resource]:
@@ -156,7 +172,7 @@ def resources(document: object, source: str, api_version: str) -> list[_Resource
     if isinstance(document, Mapping) and isinstance(document.get("resources"), list):
         return _template(document, source)
     items = document if isinstance(document, list) else [document]
-    found = [_resource(item, source, api_version, None) for item in items]
+    found = [_resource(item, source, api_version) for item in items]
     if not found and isinstance(document, list):
         raise OfflineError(f"{source}: an empty list: nothing to judge")
     return found
@@ -165,33 +181,81 @@ def resources(document: object, source: str, api_version: str) -> list[_Resource
 def _template(document: Mapping[str, Any], source: str) -> list[_Resource]:
     parameters = document.get("parameters")
     defaults = {
-        str(key): value.get("defaultValue")
+        str(key).casefold(): value.get("defaultValue")
         for key, value in (parameters.items() if isinstance(parameters, Mapping) else ())
         if isinstance(value, Mapping)
     }
     found = [
-        _resource(item, source, "", defaults)
-        for item in document["resources"]
-        if isinstance(item, Mapping) and str(item.get("type", "")).lower() in KNOWN_TYPES
+        resource
+        for item, kind, name in _declared(document["resources"], source, defaults, None)
+        if kind in KNOWN_TYPES
+        for resource in [_resource(item, source, "", (kind, name))]
     ]
     if not found:
         raise OfflineError(f"{source}: the template holds no Microsoft.Storage account resource")
     return found
 
 
+def _declared(
+    items: list[Any],
+    source: str,
+    parameters: Mapping[str, object],
+    parent: tuple[str, str] | None,
+) -> list[tuple[Mapping[str, Any], str, str]]:
+    """Every resource a template declares, each with its full type (lower case) and full
+    name, children included wherever ARM accepts them: in a parent's `resources` a child's
+    type and name are relative to the parent's
+    (https://learn.microsoft.com/azure/azure-resource-manager/templates/child-resource-name-type)."""
+    declared: list[tuple[Mapping[str, Any], str, str]] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        kind, name = str(item.get("type", "")), item.get("name")
+        if parent is not None:
+            if kind.lower().startswith("microsoft."):
+                raise OfflineError(
+                    f"{source}: the nested resource type '{printable(kind)}' is fully "
+                    "qualified; inside a parent's `resources` ARM takes a type relative to "
+                    "the parent's (see docs/policies.md)"
+                )
+            kind = f"{parent[0]}/{kind}"
+        kind = kind.lower()
+        if not kind.startswith(_PROVIDER):
+            continue
+        text = name if isinstance(name, str) else ""
+        if text.startswith("["):
+            text = _resolve(text, parameters, source)
+        if parent is not None:
+            text = f"{parent[1]}/{text}"
+        declared.append((item, kind, text))
+        children = item.get("resources")
+        if isinstance(children, list):
+            declared += _declared(children, source, parameters, (kind, text))
+    return declared
+
+
 def _resource(
-    item: object, source: str, api_version: str, parameters: Mapping[str, object] | None
+    item: object, source: str, api_version: str, declared: tuple[str, str] | None = None
 ) -> _Resource:
+    """One resource: of a saved REST body or CLI output (`declared` None), or of a template
+    with its full type and resolved full name (`declared`); its body named as ARM's GET names
+    it (the last segment: `documents`, not `acct/default/documents`)."""
     if not isinstance(item, Mapping):
         raise OfflineError(f"{source}: {_SHAPES}")
-    kind = str(item.get("type", "")).lower()
+    kind = declared[0] if declared else str(item.get("type", "")).lower()
     if kind not in KNOWN_TYPES:
         raise OfflineError(f"{source}: type '{printable(str(item.get('type')))}': {_SHAPES}")
-    body = _rest_shape(dict(item), kind)
-    name = _account_name(body, source, parameters)
+    body = _rest_shape(item, kind)
+    if declared is None:
+        name = _account_name(body, source)
+    else:
+        if not declared[1]:
+            raise OfflineError(f"{source}: a resource with neither a resource id nor a name")
+        name = declared[1].split("/")[0]
+        body = body.replaced("name", declared[1].rsplit("/", 1)[-1])
     if kind == ACCOUNT:
-        body["name"] = name
-    version = item.get("apiVersion") if parameters is not None else api_version
+        body = body.replaced("name", name)
+    version = item.get("apiVersion") if declared is not None else api_version
     return _Resource(kind, name, body, version if isinstance(version, str) else "", source)
 
 
@@ -201,26 +265,31 @@ _SHAPES: Final = (
 )
 
 
-def _rest_shape(item: dict[str, Any], kind: str) -> dict[str, Any]:
+def _rest_shape(item: Mapping[str, Any], kind: str) -> ArmObject:
     """`item` with `properties` nested, as ARM's REST API returns it."""
     if isinstance(item.get("properties"), Mapping):
-        return item
-    top = {key: value for key, value in item.items() if key in _RESOURCE_KEYS}
-    flat = {key: value for key, value in item.items() if key not in _RESOURCE_KEYS}
+        return item if isinstance(item, ArmObject) else ArmObject(item)
+    top = [(key, value) for key, value in item.items() if key.casefold() in _RESOURCE_KEYS]
+    flat = [(key, value) for key, value in item.items() if key.casefold() not in _RESOURCE_KEYS]
     if kind == ACCOUNT:
-        flat = {_CLI_NAMES.get(key, key): value for key, value in flat.items()}
-        connections = flat.get("privateEndpointConnections")
-        if isinstance(connections, list):
-            flat["privateEndpointConnections"] = [
-                _rest_shape(dict(c), ENDPOINT_CONNECTION) if isinstance(c, Mapping) else c
-                for c in connections
-            ]
-    return {**top, "properties": flat}
+        flat = [(_CLI_NAMES.get(key.casefold(), key), value) for key, value in flat]
+        flat = [
+            (key, _connections(value) if key.casefold() == "privateendpointconnections" else value)
+            for key, value in flat
+        ]
+    try:
+        return ArmObject([*top, ("properties", ArmObject(flat))])
+    except SpellingError as error:
+        raise OfflineError(f"the CLI output's flattened properties: {error}") from None
 
 
-def _account_name(
-    body: Mapping[str, Any], source: str, parameters: Mapping[str, object] | None
-) -> str:
+def _connections(value: object) -> object:
+    if not isinstance(value, list):
+        return value
+    return [_rest_shape(c, ENDPOINT_CONNECTION) if isinstance(c, Mapping) else c for c in value]
+
+
+def _account_name(body: Mapping[str, Any], source: str) -> str:
     """The account a resource belongs to: from its resource id, else its (template) name."""
     resource_id = body.get("id")
     if isinstance(resource_id, str) and not resource_id.startswith("["):
@@ -230,28 +299,27 @@ def _account_name(
     name = body.get("name")
     if not isinstance(name, str) or not name:
         raise OfflineError(f"{source}: a resource with neither a resource id nor a name")
-    if parameters is not None and name.startswith("["):
-        name = _resolve(name, parameters, source)
     return name.split("/")[0]
 
 
 def _resolve(expression: str, parameters: Mapping[str, object], source: str) -> str:
     """`[parameters('p')]` or `[concat(parameters('p'), '/default')]` with the parameters'
-    default values; any other expression cannot be judged offline."""
+    default values (`parameters` keyed in lower case: template functions and their arguments
+    are case-insensitive); any other expression cannot be judged offline."""
     if not _EXPRESSION.fullmatch(expression):
         raise OfflineError(
             f"{source}: cannot resolve the name '{printable(expression)}' offline; only "
             "parameters('...') and concat(...) of them and literals are read"
         )
     inner = expression[1:-1]
-    parts = re.findall(r"parameters\('[^']+'\)|'[^']*'", inner)
+    parts = re.findall(r"parameters\('[^']+'\)|'[^']*'", inner, re.I)
     text = ""
     for part in parts:
         if part.startswith("'"):
             text += part[1:-1]
             continue
         key = _PARAMETER.fullmatch(part)
-        value = parameters.get(key.group(1)) if key else None
+        value = parameters.get(key.group(1).casefold()) if key else None
         if not isinstance(value, str):
             raise OfflineError(
                 f"{source}: the parameter in '{printable(expression)}' has no string default value"
@@ -261,29 +329,40 @@ def _resolve(expression: str, parameters: Mapping[str, object], source: str) -> 
 
 
 def _add(piece: _Pieces, resource: _Resource) -> None:
-    """One resource into its account's pieces; a second document of a single piece is refused
-    (which one is the truth cannot be told)."""
+    """One resource into its account's pieces; a second document for one resource, of any
+    kind, is refused (which one is the truth cannot be told)."""
     body, kind = resource.body, resource.kind
     if resource.source not in piece.sources:
         piece.sources.append(resource.source)
-    if kind == CONTAINER:
-        piece.containers = piece.containers or {}
-        piece.containers[str(body.get("name", "")).split("/")[-1]] = body
-        return
-    if kind in (LOCAL_USER, ENDPOINT_CONNECTION):
-        attribute = "local_users" if kind == LOCAL_USER else "connections"
-        listed = getattr(piece, attribute) or []
-        setattr(piece, attribute, [*listed, body])
+    if kind in (CONTAINER, LOCAL_USER, ENDPOINT_CONNECTION):
+        attribute = {CONTAINER: "containers", LOCAL_USER: "local_users"}.get(kind, "connections")
+        listed: dict[str, Any] = getattr(piece, attribute) or {}
+        name = _child_name(body)
+        if name in listed:
+            _second(piece, resource, f"{kind.rsplit('/', 1)[-1][:-1]} '{printable(name)}'")
+        listed[name] = body
+        setattr(piece, attribute, listed)
         return
     attribute = {ACCOUNT: "account", BLOB_SERVICE: "blob_service", POLICY: "policy"}[kind]
     if getattr(piece, attribute) is not None:
-        raise OfflineError(
-            f"{resource.source}: a second {kind.rsplit('/', 1)[-1]} document for account "
-            f"'{printable(piece.name)}' (the first in {', '.join(piece.sources)})"
-        )
+        _second(piece, resource, kind.rsplit("/", 1)[-1])
     setattr(piece, attribute, body)
     if kind == ACCOUNT:
         piece.api_version = resource.api_version
+
+
+def _child_name(body: Mapping[str, Any]) -> str:
+    """A child's own name, in lower case (ARM's names are case-insensitive): the last segment
+    of its name, else of its resource id."""
+    name = body.get("name") or body.get("id")
+    return str(name or "").rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def _second(piece: _Pieces, resource: _Resource, what: str) -> None:
+    raise OfflineError(
+        f"{resource.source}: a second {what} document for account "
+        f"'{printable(piece.name)}' (the first in {', '.join(piece.sources)})"
+    )
 
 
 def reads_of(piece: _Pieces) -> arm.ArmReads:
@@ -291,7 +370,9 @@ def reads_of(piece: _Pieces) -> arm.ArmReads:
     body = piece.account or {"name": piece.name, "properties": UNKNOWN}
     reads = arm.ArmReads(account=body, api_version=piece.api_version)
     reads.reasons.update(NOT_IN_FILES)
-    connections = piece.connections or _connections_of(piece.account)
+    connections = (
+        list(piece.connections.values()) if piece.connections else _connections_of(piece.account)
+    )
     given: dict[Facet, object] = {
         Facet.SETTINGS: piece.account,
         Facet.BLOB_SERVICE: piece.blob_service,
@@ -310,10 +391,10 @@ def reads_of(piece: _Pieces) -> arm.ArmReads:
     if piece.policy is not None:
         reads.management_policy = piece.policy
     if piece.local_users is not None:
-        reads.local_users = piece.local_users
+        reads.local_users = list(piece.local_users.values())
     if connections is not None:
         reads.private_endpoint_connections = connections
-    if body.get("kind") in NO_BLOB_KINDS:
+    if enum(body.get("kind"), KINDS) in NO_BLOB_KINDS:
         for facet in BLOB_FACETS:
             reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
     return reads

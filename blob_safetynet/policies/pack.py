@@ -97,6 +97,14 @@ CONFIG_SCHEMA: Final = PolicyConfigSchema(
             "description": "The suppressions file `safetynet audit --suppressions` reads (an "
             "absolute path is safest): a FAIL a live suppression covers is no violation.",
         },
+        "suppressionHorizonDays": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": suppressions.MAX_HORIZON_DAYS,
+            "default": suppressions.HORIZON_DAYS,
+            "description": "Latest expiry a suppression may have, in days after today; a "
+            "later one makes the file a violation (`audit --suppression-horizon-days`).",
+        },
     }
 )
 """The thresholds every policy accepts, set under each policy's own name in a policy config file
@@ -161,12 +169,15 @@ def _live_failures(
     path = str(config.get("suppressionsFile") or "")
     if not path or not failures:
         return failures
+    today = dt.datetime.now(dt.UTC).date()
+    days = config.get("suppressionHorizonDays", suppressions.HORIZON_DAYS)
+    horizon = suppressions.Horizon(today, days if isinstance(days, int) else 0)
     try:
-        accepted = suppressions.load(Path(path), (rule.id for rule in RULES))
+        accepted = suppressions.load(Path(path), (rule.id for rule in RULES), horizon)
     except suppressions.SuppressionError as error:
         report(f"suppressionsFile {path!r}: {error}", None)
         return failures
-    applied = suppressions.apply(failures, accepted, dt.datetime.now(dt.UTC).date())
+    applied = suppressions.apply(failures, accepted, today)
     return [f for f in failures if applied.of(f) is None]
 
 

@@ -413,13 +413,16 @@ def _error_case(suite: ET.Element, error: ReadError, where: str, counts: Counts)
     counts["errors"] += 1
 
 
-def _outcome_node(case: ET.Element, tag: str, message: str, kind: str | None = None) -> None:
-    """A failure, error or skipped element whose message (attribute and text) is escaped."""
+def _outcome_node(
+    case: ET.Element, tag: str, message: str, kind: str | None = None, *lines: str
+) -> None:
+    """A failure, error or skipped element whose message (attribute and text) is escaped;
+    `lines`, each escaped, follow the message in the text, one a line."""
     shown = escaping.xml(message)
     attributes = {"message": shown, **({"type": kind} if kind else {})}
     node = ET.SubElement(case, tag, attributes)
     if tag != "skipped":
-        node.text = shown
+        node.text = "\n".join([shown, *map(escaping.xml, lines)])
 
 
 def _finding_case(
@@ -435,8 +438,8 @@ def _finding_case(
         _outcome_node(case, "skipped", f"{reason}; {finding.message}")
     elif finding.outcome is Outcome.FAIL:
         counts["failures"] += 1
-        detail = f"{finding.message}\nresource: {finding.resource_id}"
-        _outcome_node(case, "failure", detail, finding.severity.value)
+        resource = f"resource: {finding.resource_id}"
+        _outcome_node(case, "failure", finding.message, finding.severity.value, resource)
     elif finding.outcome is not Outcome.PASS:
         counts["skipped"] += 1
         _outcome_node(case, "skipped", finding.message)

@@ -9,6 +9,10 @@ pack (its `suppressionsFile` config):
         justification: "migration ticket OPS-12, keys removed by March"
         expires: 2027-03-31
 
+An expiry may lie at most `HORIZON_DAYS` (365) days after today (`--suppression-horizon-days`
+on `safetynet audit`, `suppressionHorizonDays` in the pack's config): an exception is reviewed at
+least once a year, never granted until 9999.
+
 A suppressed FAIL stays in every report and does not count towards the exit code; UNKNOWN is
 never suppressed (not knowing is not an accepted risk). A suppression past its expiry no longer
 applies, and one that matched no FAIL is reported, so stale exceptions do not pile up.
@@ -32,11 +36,16 @@ from typing import Final
 import yaml
 
 from blob_safetynet.policies.rules import Finding, Outcome
+from blob_safetynet.settings import untrusted
 
 MAX_BYTES: Final = 1_000_000
 FIELDS: Final = ("rule", "resource", "justification", "expires")
 _RULE_ID: Final = re.compile(r"SNV?-[A-Z0-9-]+", re.ASCII)
 MIN_JUSTIFICATION: Final = 10
+HORIZON_DAYS: Final = 365
+"""How far ahead an expiry may lie, by default: one year from today."""
+MAX_HORIZON_DAYS: Final = 3660
+"""The horizon itself is at most ten years."""
 
 
 class SuppressionError(ValueError):
@@ -150,8 +159,23 @@ def _date(where: str, value: object) -> dt.date:
     raise SuppressionError(f"{where}.expires must be a date such as 2027-03-31")
 
 
-def parse(document: object, known_rules: Iterable[str]) -> list[Suppression]:
-    """The suppressions of a loaded document; SuppressionError names the first problem."""
+@dataclass(frozen=True)
+class Horizon:
+    """The latest expiry a suppression may have: `days` after `today`."""
+
+    today: dt.date
+    days: int = HORIZON_DAYS
+
+    @property
+    def latest(self) -> dt.date:
+        return self.today + dt.timedelta(days=self.days)
+
+
+def parse(
+    document: object, known_rules: Iterable[str], horizon: Horizon | None = None
+) -> list[Suppression]:
+    """The suppressions of a loaded document; SuppressionError names the first problem.
+    `horizon` (default: a year from the local date today) bounds every expiry."""
     if not isinstance(document, Mapping) or set(document) != {"suppressions"}:
         raise SuppressionError("the file must hold one key, 'suppressions', with a list")
     entries = document["suppressions"]
@@ -159,37 +183,34 @@ def parse(document: object, known_rules: Iterable[str]) -> list[Suppression]:
         raise SuppressionError("'suppressions' must be a list")
     known = set(known_rules)
     parsed = [_entry(number, raw) for number, raw in enumerate(entries)]
+    limit = horizon or Horizon(dt.date.today())
     for number, suppression in enumerate(parsed):
         if suppression.rule not in known:
             raise SuppressionError(f"suppressions[{number}].rule {suppression.rule} is no rule")
+        if suppression.expires is not None and suppression.expires > limit.latest:
+            raise SuppressionError(
+                f"suppressions[{number}].expires {suppression.expires} is more than "
+                f"{limit.days} days ahead (at most {limit.latest}): an accepted risk is "
+                "reviewed at least that often; set a nearer date, or raise the horizon "
+                "(--suppression-horizon-days)"
+            )
     return parsed
 
 
-def read_capped(path: Path, limit: int) -> bytes:
-    """The bytes of an input file; ValueError (with the reason) when it cannot be read or is
-    larger than `limit`."""
+def load(
+    path: Path, known_rules: Iterable[str], horizon: Horizon | None = None
+) -> list[Suppression]:
+    """The suppressions in `path` (YAML, or JSON, which YAML reads too; `-`: standard input)."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(limit + 1)
-    except OSError as error:
-        raise ValueError(f"cannot read: {error.strerror or type(error).__name__}") from None
-    if len(raw) > limit:
-        raise ValueError(f"larger than {limit} bytes")
-    return raw
-
-
-def load(path: Path, known_rules: Iterable[str]) -> list[Suppression]:
-    """The suppressions in `path` (YAML, or JSON, which YAML reads too)."""
-    try:
-        raw = read_capped(path, MAX_BYTES)
-    except ValueError as error:
+        raw = untrusted.read_input(path, "the file", max_bytes=MAX_BYTES)
+    except untrusted.UntrustedInputError as error:
         raise SuppressionError(str(error)) from None
     try:
         document = yaml.safe_load(raw.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as error:
         reason = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not YAML or JSON"
         raise SuppressionError(reason) from None
-    return parse(document, known_rules)
+    return parse(document, known_rules, horizon)
 
 
 def apply(

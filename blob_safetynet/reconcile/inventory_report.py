@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -27,26 +26,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from azure.core.exceptions import ResourceNotFoundError
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.reconcile.listing import (
     INTERNAL_PREFIX,
 )
+from blob_safetynet.settings import untrusted
 from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
 
 NAME: Final = "Name"
-
-
 LAST_MODIFIED: Final = "Last-Modified"
-
-
 ETAG: Final = "Etag"
-
-
 TAGS: Final = "Tags"
-
-
 READ_FIELDS: Final = (NAME, LAST_MODIFIED, TAGS)
 """The report's fields the join reads."""
 
@@ -54,23 +46,23 @@ READ_FIELDS: Final = (NAME, LAST_MODIFIED, TAGS)
 REQUIRED_FIELDS: Final = (NAME, LAST_MODIFIED, ETAG, TAGS)
 """The fields a usable rule must ask for (ETag for a person comparing plans with reports: plan
 entries carry the ETag read live); the infra policy asks for these and a few more."""
-
-
 SUCCEEDED: Final = "Succeeded"
-
-
 RUN_ROWS: Final = 500_000
 """Rows sorted in memory at once before they are spilled as one sorted run."""
 
 
 MERGE_BATCH: Final = 16_384
 """Rows each spilled run holds in memory while the runs are merged."""
-
-
 FAN_IN: Final = 32
 """Runs merged at once: a merge step holds at most FAN_IN x MERGE_BATCH rows."""
-
-
+MAX_MANIFEST_BYTES: Final = 1024 * 1024
+"""A manifest lists a run's files (one per 1,000,000 objects or so) and the rule: a few kB."""
+MAX_CHECKSUM_BYTES: Final = 1024
+"""The checksum file holds one MD5, as hex or base64."""
+MAX_TAGS_TEXT: Final = 16 * 1024
+"""A blob has at most 10 tags, keys up to 128 and values up to 256 characters
+(https://learn.microsoft.com/azure/storage/blobs/storage-manage-find-blobs#setting-blob-index-tags);
+their JSON is at most a few kB."""
 _RUN: Final = re.compile(
     r"(\d{4})/(\d{2})/(\d{2})/(\d{2})-(\d{2})-(\d{2})/([^/]+)/\7-manifest\.json"
 )
@@ -152,7 +144,7 @@ def _completed_run(
 ) -> InventoryRun | None:
     """The run behind this manifest when it finished and succeeded, else None (noted in `skipped`)."""
     prefix = manifest_name.rsplit("/", 1)[0] + "/"
-    raw = destination.get_blob_client(manifest_name).download_blob().readall()
+    raw = _bounded_read(destination, manifest_name, MAX_MANIFEST_BYTES)
     manifest = _parse_manifest(raw, manifest_name)
     status = manifest.get("status")
     if status != SUCCEEDED:
@@ -160,7 +152,7 @@ def _completed_run(
         return None
     checksum_name = manifest_name.removesuffix(".json") + ".checksum"
     try:
-        checksum = destination.get_blob_client(checksum_name).download_blob().readall()
+        checksum = _bounded_read(destination, checksum_name, MAX_CHECKSUM_BYTES)
     except ResourceNotFoundError:
         skipped.append(f"{prefix} has no checksum file yet (not complete)")
         return None
@@ -176,11 +168,28 @@ def _completed_run(
     )
 
 
+def _bounded_read(destination: ContainerClient, name: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of a blob (a ranged read: a huge blob is never fetched
+    whole; on an empty blob the range is 416 InvalidRange, https://learn.microsoft.com/rest/api/storageservices/get-blob);
+    more than `limit` is an InventoryError."""
+    try:
+        data = destination.get_blob_client(name).download_blob(offset=0, length=limit + 1).readall()
+    except HttpResponseError as error:
+        if error.status_code != 416:
+            raise
+        data = b""
+    if len(data) > limit:
+        raise InventoryError(f"inventory file {name} is larger than {limit} bytes")
+    return data
+
+
 def _parse_manifest(raw: bytes, name: str) -> Mapping[str, Any]:
     try:
-        manifest = json.loads(raw)
-    except ValueError:
-        raise InventoryError(f"inventory manifest {name} is not JSON") from None
+        manifest = untrusted.load_json(
+            raw, f"inventory manifest {name}", max_bytes=MAX_MANIFEST_BYTES
+        )
+    except untrusted.UntrustedInputError as error:
+        raise InventoryError(str(error)) from None
     if not isinstance(manifest, dict):
         raise InventoryError(f"inventory manifest {name} is not a JSON object")
     return manifest
@@ -386,10 +395,12 @@ def _states(tags: Any) -> Any:
 
 
 def _state_from_text(text: str | None) -> str:
+    """The state tag in one row's Tags text; text too long, too deep or not JSON is an
+    InventoryError (a report no blob could have written is not judged)."""
     try:
-        tags = json.loads(text) if text else {}
-    except ValueError:
-        return ""
+        tags = untrusted.load_json(text, "a Tags value", max_bytes=MAX_TAGS_TEXT) if text else {}
+    except untrusted.UntrustedInputError as error:
+        raise InventoryError(f"the inventory report: {error}") from None
     value = tags.get(STATE_TAG, "") if isinstance(tags, dict) else ""
     return value if isinstance(value, str) else ""
 

@@ -4,8 +4,10 @@ Plan files, heartbeat blobs, lease metadata, Pulumi config values: whoever can w
 make `json.loads` recurse until RecursionError (a document nested 200,000 levels is 400 kB) or
 hand over a time without a UTC offset, which cannot be compared with an aware clock (TypeError).
 `load_json` refuses documents over a size limit or nested deeper than `MAX_DEPTH` before
-parsing, and `utc_time` refuses naive times; both raise `UntrustedInputError` (a ValueError)
-whose message names what was read, never its content.
+parsing, `read_input` reads an input file (`-`: standard input) no further than its bound and
+refuses anything but a regular file before reading it, and `utc_time` refuses naive times; all
+raise `UntrustedInputError` (a ValueError) whose message names what was read, never its
+content.
 
 Standard library only: it is in the bottom layer (tests/test_boundaries.py).
 """
@@ -16,8 +18,14 @@ import itertools
 import json
 import os
 import re
+import stat
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
+
+STDIN = "-"
+"""The file name that means standard input, wherever a command reads a file."""
 
 MAX_DEPTH = 32
 """Deepest nesting of arrays and objects any document the toolkit reads has (plans: 3)."""
@@ -37,9 +45,17 @@ def nesting_depth(text: str) -> int:
     return max(itertools.accumulate(steps, initial=0))
 
 
-def load_json(data: str | bytes, what: str, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
+def load_json(
+    data: str | bytes,
+    what: str,
+    *,
+    max_bytes: int,
+    max_depth: int = MAX_DEPTH,
+    pairs: Callable[[list[tuple[str, Any]]], Any] | None = None,
+) -> Any:
     """The JSON value of `data`, refused when larger than `max_bytes`, nested deeper than
-    `max_depth`, or not JSON (text that is not UTF-8 included)."""
+    `max_depth`, or not JSON (text that is not UTF-8 included). `pairs` builds each object
+    from its (key, value) pairs (`json.loads`'s object_pairs_hook); what it raises passes."""
     if len(data) > max_bytes:
         raise UntrustedInputError(f"{what} is larger than {max_bytes} bytes")
     try:
@@ -49,26 +65,77 @@ def load_json(data: str | bytes, what: str, *, max_bytes: int, max_depth: int = 
     if nesting_depth(text) > max_depth:
         raise UntrustedInputError(f"{what} nests deeper than {max_depth} levels")
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=pairs)
     except RecursionError:
         raise UntrustedInputError(f"{what} nests too deeply") from None
     except json.JSONDecodeError as error:
         where = f"line {error.lineno}, column {error.colno}"
         raise UntrustedInputError(f"{what} is not valid JSON ({where})") from None
-    except ValueError:  # an integer longer than sys.get_int_max_str_digits()
+    except ValueError as error:
+        if type(error) is not ValueError:  # raised by `pairs`: its own words
+            raise
+        # an integer longer than sys.get_int_max_str_digits()
         raise UntrustedInputError(f"{what} holds a number too long to read") from None
+
+
+def read_input(
+    path: str | os.PathLike[str], what: str, *, max_bytes: int, stdin: BinaryIO | None = None
+) -> bytes:
+    """The bytes of an input file, at most `max_bytes` (no more than one byte beyond them is
+    read). `-` is standard input. Anything but a regular file (a FIFO, a directory, a device)
+    is refused before a byte is read: it is opened without blocking and checked with fstat,
+    so a FIFO nobody writes cannot hang the command and /dev/zero cannot fill memory."""
+    if os.fspath(path) == STDIN:
+        try:
+            data = (stdin if stdin is not None else sys.stdin.buffer).read(max_bytes + 1)
+        except (OSError, AttributeError, ValueError):  # closed, absent or captured stdin
+            raise UntrustedInputError(f"{what}: cannot read standard input") from None
+        return _bounded(data, what, max_bytes)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise UntrustedInputError(f"{what}: cannot read it: {_reason(error)}") from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise UntrustedInputError(
+            f"{what}: not a regular file (a {_file_kind(mode)}); pass a file, or - for "
+            "standard input"
+        )
+    with os.fdopen(descriptor, "rb") as stream:
+        try:
+            data = stream.read(max_bytes + 1)
+        except OSError as error:
+            raise UntrustedInputError(f"{what}: cannot read it: {_reason(error)}") from None
+    return _bounded(data, what, max_bytes)
+
+
+def _bounded(data: bytes, what: str, max_bytes: int) -> bytes:
+    if len(data) > max_bytes:
+        raise UntrustedInputError(f"{what} is larger than {max_bytes} bytes")
+    return data
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or type(error).__name__
+
+
+def _file_kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISDIR: "directory",
+        stat.S_ISFIFO: "FIFO",
+        stat.S_ISCHR: "character device",
+        stat.S_ISBLK: "block device",
+        stat.S_ISSOCK: "socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "special file")
 
 
 def read_json_file(
     path: str | os.PathLike[str], what: str, *, max_bytes: int, max_depth: int = MAX_DEPTH
 ) -> Any:
-    """`load_json` of a file's bytes, reading no more than `max_bytes` + 1 of them."""
-    try:
-        with open(path, "rb") as stream:
-            data = stream.read(max_bytes + 1)
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise UntrustedInputError(f"{what}: cannot read it: {reason}") from None
+    """`load_json` of an input file's bytes (`read_input`: `-` is standard input)."""
+    data = read_input(path, what, max_bytes=max_bytes)
     return load_json(data, what, max_bytes=max_bytes, max_depth=max_depth)
 
 

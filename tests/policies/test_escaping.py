@@ -14,10 +14,11 @@ def test_terminal_shows_escape_sequences_as_text() -> None:
     assert escaping.terminal("\x1b]0;t\x07\nrow") == "\\x1b]0;t\\x07\\nrow"
 
 
-def test_xml_keeps_what_xml_allows_and_escapes_the_rest() -> None:
-    """Tab, newline and CR stay; NUL, ESC and a C1 control become escapes; the element parses."""
-    text = escaping.xml("a\tb\nc\rd\x00e\x1bf\x85g")
-    assert text == "a\tb\nc\rd\\x00e\\x1bf\\x85g"
+def test_xml_escapes_as_the_terminal_does() -> None:
+    """Tab, newline, CR, NUL, ESC, a C1 control and U+202E all become visible escapes, as in
+    every other format; the element parses."""
+    text = escaping.xml("a\tb\nc\rd\x00e\x1bf\x85g\u202eh")
+    assert text == "a\\tb\\nc\\rd\\x00e\\x1bf\\x85g\\u202eh"
     element = ET.Element("failure", message=text)
     assert ET.fromstring(ET.tostring(element)).get("message") is not None  # noqa: S314 (own output)
 

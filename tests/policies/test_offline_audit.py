@@ -234,7 +234,7 @@ def test_the_cli_judges_files_without_a_credential(
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        (b"{not json", "not JSON"),
+        (b"{not json", "not valid JSON"),
         (b"\xff\x00\xfe", "not UTF-8 or UTF-16 text"),
         (b"[]", "an empty list: nothing to judge"),
         (b'{"name": "x"}', "not a storage account, blob service properties"),
@@ -246,7 +246,7 @@ def test_the_cli_judges_files_without_a_credential(
             "cannot resolve the name",
         ),
         (b'{"resources": []}', "holds no Microsoft.Storage account resource"),
-        (b"[" * 100_000, "nested too deeply"),
+        (b"[" * 100_000, "nests deeper than 64 levels"),
     ],
 )
 def test_an_unreadable_or_unknown_file_is_bad_usage(

@@ -7,6 +7,7 @@ outputs, as in a real preview. The pack's gRPC server is started only by test_po
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from blob_safetynet.policies.pack_config import main as pack_config_main
 from blob_safetynet.policies.rules import RULES, RULES_BY_ID
 from tests.infra.harness import DELETE, Mutate, StackRun, run_stack, set_input
 from tests.policies.stack_view import as_policy_resources, stack_outputs
+
+IN_A_MONTH = (dt.date.today() + dt.timedelta(days=30)).isoformat()
+"""A suppression expiry inside the default one-year horizon."""
 
 UPLOADER = "11111111-2222-3333-4444-555555555555"
 BASE: Mapping[str, object] = {"uploaderPrincipalIds": [UPLOADER]}
@@ -401,7 +405,7 @@ def test_pack_reads_the_audit_suppressions_file(tmp_path: Path) -> None:
     violation."""
     config = {
         "minBlobSoftDeleteDays": 30,
-        "suppressionsFile": pack_suppressions(tmp_path, "2999-01-01"),
+        "suppressionsFile": pack_suppressions(tmp_path, IN_A_MONTH),
     }
     assert run_pack(run_stack(BASE), config).failing == set()
 

@@ -86,6 +86,7 @@ def test_pack_registers_one_policy_per_rule(pack: RunningPack) -> None:
             "containerName",
             "deploymentPrincipalIds",
             "suppressionsFile",
+            "suppressionHorizonDays",
             "maxSasExpirationSeconds",
             "maxKeyExpirationDays",
         }

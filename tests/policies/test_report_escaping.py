@@ -5,9 +5,11 @@ forged or broken by it."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import re
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,6 +73,12 @@ def check_table(text: str) -> None:
 def check_junit(text: str) -> None:
     assert not FORBIDDEN_IN_XML & set(text)
     JUNIT_SCHEMA.validate(text)
+    root = ET.fromstring(text)  # noqa: S314 (own output)
+    for element in root.iter():
+        values = [*element.attrib.values(), *(element.text or "").split("\n")]
+        assert [raw_controls(value, allowed="") for value in values if value.strip()] == [
+            [] for value in values if value.strip()
+        ], element.tag
 
 
 def check_sarif(text: str) -> None:
@@ -176,3 +184,28 @@ def test_verify_csv_markdown_and_html_escape_heartbeat_text() -> None:
     check_csv(VERIFY_RENDERERS["csv"](run))
     check_markdown(VERIFY_RENDERERS["markdown"](run))
     check_html(VERIFY_RENDERERS["html"](run), scripts=0)
+
+
+def test_audit_junit_escapes_names_and_justifications_like_every_format(tmp_path: Path) -> None:
+    """An account name and a suppression's justification holding U+202E, a tab, CR and LF
+    reach JUnit as visible escapes, never raw."""
+    hostile = "rlo\u202e tab\t cr\r lf\n end"
+    account = compliant_account(f"acct{hostile}", GROUP)
+    account.body["properties"]["allowSharedKeyAccess"] = True
+    saved = tmp_path / "account.json"
+    saved.write_text(json.dumps(account.body), encoding="utf-8")
+    entry = {
+        "rule": "SN-SHARED-KEY-OFF",
+        "resource": "acct*",
+        "justification": f"ticket OPS-12 {hostile}",
+        "expires": dt.date.today().isoformat(),
+    }
+    accepted = tmp_path / "suppressions.json"
+    accepted.write_text(json.dumps({"suppressions": [entry]}), encoding="utf-8")
+    output = tmp_path / "report.xml"
+    main(["audit", "--from-file", str(saved), "--suppressions", str(accepted), "--format",
+          "junit", "--output", str(output)])  # fmt: skip
+    text = output.read_text(encoding="utf-8")
+    check_junit(text)
+    assert "rlo\\u202e tab\\t cr\\r lf\\n end" in text
+    assert "ticket OPS-12 rlo\\u202e" in text

@@ -30,6 +30,9 @@ from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
 from testkit.devtools import Browser
 from tests.policies.arm_env import use_fake_arm
 
+IN_A_MONTH = (dt.date.today() + dt.timedelta(days=30)).isoformat()
+"""A suppression expiry inside the default one-year horizon."""
+
 ROOT = Path(__file__).parents[2]
 SCREENSHOT = ROOT / "build" / "test-artefacts" / "html-report.png"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -45,7 +48,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     suppressions = folder / "suppressions.yaml"
     suppressions.write_text(
         "suppressions:\n  - rule: SN-NO-PUBLIC-ACCESS\n    resource: public\n"
-        "    justification: static website, reviewed in OPS-7\n    expires: 2999-01-01\n"
+        f"    justification: static website, reviewed in OPS-7\n    expires: {IN_A_MONTH}\n"
     )
     with FakeArm() as fake, pytest.MonkeyPatch.context() as patch:
         fake.add(compliant_account("good", "rg"))

@@ -3,6 +3,7 @@ categories, several formats from one audit, output paths checked first, suppress
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -21,6 +22,9 @@ from blob_safetynet.policies.report_view import ReportContext
 from blob_safetynet.policies.rules import RULES, Finding, Outcome
 from testkit.arm_fake import SUBSCRIPTION, Failure, FakeArm, compliant_account, set_path
 from tests.policies.arm_env import use_fake_arm
+
+IN_A_MONTH = (dt.date.today() + dt.timedelta(days=30)).isoformat()
+"""A suppression expiry inside the default one-year horizon."""
 
 DATA = Path(__file__).parent / "data"
 SARIF_SCHEMA = json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
@@ -134,7 +138,7 @@ def write_suppressions(path: Path, *entries: dict[str, str]) -> Path:
     return path
 
 
-def keys_entry(expires: str = "2999-12-31", resource: str = "keys") -> dict[str, str]:
+def keys_entry(expires: str = IN_A_MONTH, resource: str = "keys") -> dict[str, str]:
     return {
         "rule": "SN-SHARED-KEY-OFF",
         "resource": resource,
@@ -213,7 +217,7 @@ def test_sarif_and_junit_show_the_suppression(run: Run, tmp_path: Path) -> None:
     (result,) = document["runs"][0]["results"]
     assert result["suppressions"][0]["kind"] == "external"
     JUNIT_SCHEMA.validate(junit.read_text())
-    assert "suppressed until 2999-12-31" in junit.read_text()
+    assert f"suppressed until {IN_A_MONTH}" in junit.read_text()
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ def planted(key_target: ProbeTarget) -> ProbeTarget:
         (b"[" * 200_000 + b"]" * 200_000, "larger than"),
         (b"[" * 1000 + b"]" * 1000, "nests deeper"),
         (b"[]", "not a JSON object"),
+        (b"", "not valid JSON"),
         (f'{{"{HEARTBEAT_FINISHED_FIELD}": "2020-01-01T00:00:00"}}'.encode(), "no UTC offset"),
     ],
 )

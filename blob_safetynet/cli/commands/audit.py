@@ -17,7 +17,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from blob_safetynet.cli.commands.common import UsageError, ascii_int, fail, parse_flag
+from blob_safetynet.cli.commands.common import (
+    UsageError,
+    ascii_int,
+    fail,
+    one_stdin,
+    parse_flag,
+)
 from blob_safetynet.cli.commands.outputs import (
     Output,
     add_output_options,
@@ -54,6 +60,7 @@ from blob_safetynet.policies.suppressions import Baseline
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError, check_container_name
 from blob_safetynet.settings.redaction import Redactor, printable
+from blob_safetynet.settings.untrusted import STDIN
 
 TOKEN_ENV = appsettings.ARM_TOKEN.name
 NO_FAIL = "none"
@@ -118,6 +125,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="YAML or JSON file of (rule, resource pattern, justification, expiry): a FAIL it "
         "covers is reported as SUPPRESSED and does not fail the run",
+    )
+    out.add_argument(
+        "--suppression-horizon-days",
+        type=ascii_int,
+        default=suppressions.HORIZON_DAYS,
+        metavar="N",
+        help="refuse a suppression that expires more than N days after today (default "
+        f"{suppressions.HORIZON_DAYS}: every accepted risk is reviewed within a year)",
     )
     out.add_argument(
         "--baseline",
@@ -272,11 +287,17 @@ def token_from_environment() -> str | None:
     return token
 
 
-def _suppressions(path: Path | None) -> list[suppressions.Suppression]:
+def _suppressions(
+    path: Path | None, horizon: suppressions.Horizon
+) -> list[suppressions.Suppression]:
     if path is None:
         return []
+    if not 1 <= horizon.days <= suppressions.MAX_HORIZON_DAYS:
+        raise UsageError(
+            f"--suppression-horizon-days must be between 1 and {suppressions.MAX_HORIZON_DAYS}"
+        )
     try:
-        return suppressions.load(path, (rule.id for rule in RULES))
+        return suppressions.load(path, (rule.id for rule in RULES), horizon)
     except suppressions.SuppressionError as error:
         raise UsageError(f"--suppressions '{printable(str(path))}': {error}") from None
 
@@ -304,7 +325,15 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
     """The report files, checked before ARM is read; none may be one of the input files."""
     outputs = parse_outputs(args.output, args.format, RENDERERS)
     inputs = [args.suppressions, args.baseline, *args.history, *(args.from_file or ())]
-    check_outputs(outputs, inputs)
+    one_stdin(
+        {
+            "--from-file": args.from_file or [],
+            "--suppressions": args.suppressions,
+            "--baseline": args.baseline,
+            "--history": args.history,
+        }
+    )
+    check_outputs(outputs, [path for path in inputs if str(path) != STDIN])
     return outputs
 
 
@@ -389,9 +418,11 @@ def run(args: argparse.Namespace) -> int:
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
     try:
         limits = thresholds_from(args)
-        judge = _offline_report(args, limits) if args.from_file else _live_report(args, limits)
         outputs = _outputs(args)
-        accepted = _suppressions(args.suppressions)
+        judge = _offline_report(args, limits) if args.from_file else _live_report(args, limits)
+        today = dt.datetime.now(dt.UTC).date()
+        horizon = suppressions.Horizon(today, args.suppression_horizon_days)
+        accepted = _suppressions(args.suppressions, horizon)
         baseline = _baseline(args.baseline)
         history = _history(args.history)
         category = sarif_category(args.sarif_category)
@@ -401,7 +432,6 @@ def run(args: argparse.Namespace) -> int:
         return fail("audit", ExitCode.USAGE, str(error), as_json)
     report = judge()
     scope = report.scope
-    today = dt.datetime.now(dt.UTC).date()
     applied = suppressions.apply(report.findings, accepted, today, baseline)
     context = ReportContext(applied, history)
     # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.

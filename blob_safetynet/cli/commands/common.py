@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from blob_safetynet.cli.exitcodes import ExitCode, help_epilog
-from blob_safetynet.settings import appsettings
+from blob_safetynet.settings import appsettings, untrusted
 from blob_safetynet.settings.redaction import RedactingFilter, Redactor, printable, secrets_in
 
 SECRET_ENV = appsettings.SECRET_NAMES
@@ -181,3 +181,18 @@ def parse_flag(value: str, option: str) -> bool:
         return appsettings.parse_bool(value, name=option)
     except appsettings.SettingsError as error:
         raise UsageError(str(error)) from None
+
+
+def one_stdin(options: Mapping[str, object]) -> None:
+    """UsageError when more than one file option (or one option twice) names `-`: standard
+    input can be read once. `options` maps each option to its value or list of values."""
+    readers = [
+        option
+        for option, value in options.items()
+        for item in (value if isinstance(value, list | tuple) else [value])
+        if item is not None and str(item) == untrusted.STDIN
+    ]
+    if len(readers) > 1:
+        raise UsageError(
+            f"standard input (-) can be read once; it is named by {', '.join(readers)}"
+        )

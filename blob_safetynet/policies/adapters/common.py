@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from blob_safetynet.policies.arm_json import enum
 from blob_safetynet.policies.model import (
     UNKNOWN,
     AccountSettings,
@@ -23,6 +24,23 @@ from blob_safetynet.policies.model import (
     Retention,
     TagFilter,
 )
+
+KINDS = ("Storage", "StorageV2", "BlobStorage", "FileStorage", "BlockBlobStorage")
+TLS_VERSIONS = ("TLS1_0", "TLS1_1", "TLS1_2", "TLS1_3")
+NETWORK_ACCESS = ("Enabled", "Disabled", "SecuredByPerimeter")
+ACTIONS = ("Allow", "Deny")
+BYPASS = ("None", "Logging", "Metrics", "AzureServices")
+KEY_SOURCES = ("Microsoft.Storage", "Microsoft.Keyvault")
+PUBLIC_ACCESS = ("None", "Blob", "Container")
+BLOB_TYPES = ("blockBlob", "appendBlob")
+CONNECTION_STATES = ("Pending", "Approved", "Rejected")
+"""The values of the Microsoft.Storage REST spec's enums the rules compare (`Kind`,
+`MinimumTlsVersion`, `PublicNetworkAccess`, `DefaultAction`, `Bypass`, `KeySource`,
+`PublicAccess`, the lifecycle filter's `blobTypes`, `PrivateEndpointServiceConnectionStatus`;
+https://github.com/Azure/azure-rest-api-specs/tree/main/specification/storage/resource-manager/Microsoft.Storage).
+Each is an extensible enum (`x-ms-enum` with `modelAsString: true`) and Resource Manager takes
+its values without regard to case: `publicAccess: "none"` deploys a private container. A value
+read is put in the spec's spelling (`arm_json.enum`), whoever wrote it."""
 
 _TIMESPAN = re.compile(r"(?:(\d+)\.)?(\d{1,2}):(\d{2}):(\d{2})")
 """`sasExpirationPeriod`'s format, D.HH:MM:SS (the day part optional)."""
@@ -61,20 +79,23 @@ def get_int(data: Mapping[str, Any], key: str) -> Maybe[int | None]:
     return UNKNOWN
 
 
-def get_str(data: Mapping[str, Any], key: str) -> Maybe[str | None]:
+def get_str(data: Mapping[str, Any], key: str, choices: tuple[str, ...] = ()) -> Maybe[str | None]:
+    """The text at `key`; with `choices`, an enum's value in the spec's spelling."""
     value = data.get(key)
     if value is None or isinstance(value, str):
-        return value
+        return enum(value, choices) if choices else value
     return UNKNOWN
 
 
-def get_strs(data: Mapping[str, Any], key: str) -> Maybe[tuple[str, ...]]:
+def get_strs(
+    data: Mapping[str, Any], key: str, choices: tuple[str, ...] = ()
+) -> Maybe[tuple[str, ...]]:
     value = data.get(key)
     if value is None:
         return ()
     is_list = isinstance(value, Sequence) and not isinstance(value, str)
     if is_list and all(isinstance(item, str) for item in value):
-        return tuple(value)
+        return tuple(enum(item, choices) for item in value)
     return UNKNOWN
 
 
@@ -101,11 +122,11 @@ def network(props: Mapping[str, Any], acls_key: str) -> Network:
     (https://learn.microsoft.com/azure/storage/common/storage-network-security), so an absent
     `publicNetworkAccess` is Enabled and absent network rules allow; `bypass` defaults to
     AzureServices (NetworkRuleSet in the Microsoft.Storage REST spec)."""
-    access = get_str(props, "publicNetworkAccess")
+    access = get_str(props, "publicNetworkAccess", NETWORK_ACCESS)
     acls = mapping(props.get(acls_key))
     if acls is UNKNOWN:
         return Network("Enabled" if access is None else access, UNKNOWN, UNKNOWN)
-    action = get_str(acls, "defaultAction")
+    action = get_str(acls, "defaultAction", ACTIONS)
     bypass = get_str(acls, "bypass")
     return Network(
         public_network_access="Enabled" if access is None else access,
@@ -113,7 +134,9 @@ def network(props: Mapping[str, Any], acls_key: str) -> Network:
         bypass=(
             bypass
             if bypass is UNKNOWN
-            else tuple(part.strip() for part in (bypass or "AzureServices").split(","))
+            else tuple(
+                enum(part.strip(), BYPASS) for part in (bypass or "AzureServices").split(",")
+            )
         ),
     )
 
@@ -124,7 +147,7 @@ def encryption(props: Mapping[str, Any]) -> Encryption:
     data = mapping(props.get("encryption"))
     if data is UNKNOWN:
         return Encryption(UNKNOWN, UNKNOWN)
-    source = get_str(data, "keySource")
+    source = get_str(data, "keySource", KEY_SOURCES)
     return Encryption(
         infrastructure=get_bool(data, "requireInfrastructureEncryption", False),
         key_source="Microsoft.Storage" if source is None else source,
@@ -177,11 +200,11 @@ def account_settings(
     - `isLocalUserEnabled` has no documented default: None when unset (the local user
       list decides).
     """
-    tls = get_str(props, "minimumTlsVersion")
+    tls = get_str(props, "minimumTlsVersion", TLS_VERSIONS)
     key_days = _policy_value(props, "keyPolicy", "keyExpirationPeriodInDays")
     sas_period = _policy_value(props, "sasPolicy", "sasExpirationPeriod")
     return AccountSettings(
-        kind=kind,
+        kind=enum(kind, KINDS),
         is_hns_enabled=get_bool(props, "isHnsEnabled", False),
         allow_shared_key_access=get_bool(props, "allowSharedKeyAccess", True),
         allow_blob_public_access=get_bool(props, "allowBlobPublicAccess", True),
@@ -229,7 +252,7 @@ def blob_service_properties(props: Mapping[str, Any]) -> BlobService:
 
 
 def container(name: Maybe[str], props: Mapping[str, Any]) -> Container:
-    return Container(name=name, public_access=get_str(props, "publicAccess"))
+    return Container(name=name, public_access=get_str(props, "publicAccess", PUBLIC_ACCESS))
 
 
 def _delete_days(action: object) -> Maybe[int | None]:
@@ -286,7 +309,7 @@ def lifecycle_rule(value: object) -> LifecycleRule:
     return LifecycleRule(
         name=UNKNOWN if name is None else name,
         enabled=get_bool(data, "enabled", True),
-        blob_types=UNKNOWN if filters is UNKNOWN else get_strs(filters, "blobTypes"),
+        blob_types=UNKNOWN if filters is UNKNOWN else get_strs(filters, "blobTypes", BLOB_TYPES),
         prefixes=UNKNOWN if filters is UNKNOWN else get_strs(filters, "prefixMatch"),
         tag_filters=UNKNOWN if filters is UNKNOWN else _tag_filters(filters.get("blobIndexMatch")),
         delete_after_days=UNKNOWN if actions is UNKNOWN else _delete_days(actions.get("baseBlob")),
@@ -331,7 +354,7 @@ def private_endpoint_status(connection: Mapping[str, Any]) -> Maybe[str]:
     """A private endpoint connection's `privateLinkServiceConnectionState.status`."""
     props = mapping(connection.get("properties"))
     state = UNKNOWN if props is UNKNOWN else mapping(props.get("privateLinkServiceConnectionState"))
-    status = UNKNOWN if state is UNKNOWN else get_str(state, "status")
+    status = UNKNOWN if state is UNKNOWN else get_str(state, "status", CONNECTION_STATES)
     return UNKNOWN if status is None else status
 
 

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.storage.blob import BlobClient
 
 from blob_safetynet.policies.probes.base import (
     Observation,
@@ -167,10 +168,22 @@ def _heartbeat(data: bytes) -> tuple[dict[str, Any], datetime]:
     )
 
 
+def _first_bytes(blob: BlobClient, length: int) -> bytes:
+    """At most `length` bytes of a blob, by a ranged read: an oversized heartbeat is never
+    fetched whole. A range on an empty blob is 416 InvalidRange (Get Blob,
+    https://learn.microsoft.com/rest/api/storageservices/get-blob): no bytes."""
+    try:
+        return blob.download_blob(offset=0, length=length).readall()
+    except HttpResponseError as error:
+        if error.status_code == 416:
+            return b""
+        raise
+
+
 def check_sweeper_heartbeat(target: Target) -> Observation:
     heartbeat = target.container.get_blob_client(HEARTBEAT_BLOB)
     try:
-        body, finished = _heartbeat(heartbeat.download_blob().readall())
+        body, finished = _heartbeat(_first_bytes(heartbeat, MAX_HEARTBEAT_BYTES + 1))
     except ResourceNotFoundError:
         return not_verifiable(
             f"no heartbeat at {HEARTBEAT_BLOB}: no sweeper has finished a run against this "
