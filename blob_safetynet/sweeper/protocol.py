@@ -515,11 +515,15 @@ class UploadProtocol:
         return bool(retired)
 
     def _retire_tag(self, blob_name: str, written: Mapping[str, str] | None = None) -> bool:
-        """committed -> retired, best effort: the sweeper retires it later if this fails."""
+        """committed (or, for a document not adopted yet, untagged) -> retired, best effort:
+        the sweeper retires it later if this fails. Called only once the database records the
+        blob as retired (or no row can name it)."""
+        blob = self.container.get_blob_client(blob_name)
         try:
-            return blobs.retire(
-                self.container.get_blob_client(blob_name), written, self._read_back()
-            )
+            try:
+                return blobs.retire(blob, written, self._read_back())
+            except blobs.TagTransitionError:
+                return blobs.retire_untagged(blob, self._read_back())
         except (blobs.TagTransitionError, AzureError):
             return False
 
