@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
@@ -129,6 +130,14 @@ class Application:
     def _give_back(self, name: str, document_id: str, data: bytes) -> None:
         with self._lock:
             self.live[name] = (document_id, data)
+
+
+def sweep_ahead(store: DocumentStore, container: ContainerClient) -> Sweeper:
+    """A sweeper of the bound pair whose clock is AHEAD of this machine's."""
+    binding.bind(store, container)
+    return Sweeper(
+        store, container, SweepSettings(cutoff=CUTOFF), clock=lambda: datetime.now(UTC) + AHEAD
+    )
 
 
 def not_adopted_yet(
@@ -249,13 +258,6 @@ def test_adopt_killed_beside_a_live_application_leaves_no_orphan_and_loses_nothi
     assert [r for r in [*adopted, *swept] if not r.holds] == []
 
 
-def sweep_ahead(store: DocumentStore, container: ContainerClient) -> Sweeper:
-    binding.bind(store, container)
-    return Sweeper(
-        store, container, SweepSettings(cutoff=CUTOFF), clock=lambda: datetime.now(UTC) + AHEAD
-    )
-
-
 def test_a_delete_before_adoption_retires_the_untagged_blob_and_the_sweep_removes_it(
     store: DocumentStore, container: ContainerClient
 ) -> None:
@@ -291,3 +293,29 @@ def test_a_replace_stopped_before_it_retired_an_untagged_blob_leaves_it_to_the_s
     assert (report.retired_deleted, report.errors) == (1, [])
     assert not container.get_blob_client(document.blob_name).exists()
     assert UploadProtocol(store, container).read(document.name) == b"v2"
+
+
+def test_an_untagged_blob_rewritten_while_it_is_retired_keeps_its_new_bytes_untagged(
+    store: DocumentStore, container: ContainerClient, guarded: ServiceDouble
+) -> None:
+    """The retire of an untagged blob is guarded by the ETag it read: bytes rewritten between
+    that read and the tag write make Set Blob Tags answer 412, and the blob stays untagged."""
+    document, _ = legacy(store, container, 3, Status.READY)
+    rewritten: list[str] = []
+
+    def rewrite_before_the_tag_read(request: Any) -> None:
+        http = request.http_request
+        if http.method == "GET" and "comp=tags" in http.url and not rewritten:
+            rewritten.append(http.url)
+            container.upload_blob(document.blob_name, b"rewritten", overwrite=True)
+
+    client = BlobServiceClient.from_connection_string(
+        guarded.connection_string, raw_request_hook=rewrite_before_the_tag_read
+    ).get_blob_client(container.container_name, document.blob_name)
+
+    with pytest.raises(blobs.TagTransitionError, match="changed since it was read"):
+        blobs.retire_untagged(client)
+
+    assert rewritten
+    assert blobs.state_of(container.get_blob_client(document.blob_name)) == ""
+    assert container.download_blob(document.blob_name).readall() == b"rewritten"
