@@ -2,7 +2,7 @@
 the run with 130 or 143 and one line, never a traceback or a raw -15.
 
 A `sitecustomize` put on PYTHONPATH (the test's, never shipped) slows each import of the project,
-SQLAlchemy and the Azure SDK by a few milliseconds and writes the module's name to a file as its
+SQLAlchemy and the Azure SDK by a millisecond and writes the module's name to a file as its
 import begins; the test sends the signal when a chosen module starts loading, a random few
 milliseconds later.
 """
@@ -30,7 +30,7 @@ class _SlowImports:
         if name.startswith(("blob_safetynet", "sqlalchemy", "azure")):
             with open(os.environ["STARTUP_TEST_MARKS"], "a") as marks:
                 marks.write(name + "\\n")
-            time.sleep(0.002)
+            time.sleep(0.001)
         return None
 
 sys.meta_path.insert(0, _SlowImports())
@@ -42,7 +42,7 @@ MOMENTS = {
     "the Blob SDK": "azure.storage.blob",
 }
 """Where in start-up the signal lands: when this module's import begins."""
-COMMANDS = ("sweep", "reconcile", "adopt", "db")
+COMMANDS = ("sweep", "reconcile", "adopt")
 
 
 def started(marks: Path, module: str, process: subprocess.Popen[str]) -> None:
@@ -77,7 +77,7 @@ def test_a_signal_during_start_up_exits_128_plus_its_number_with_one_line(
             text=True,
         )
         started(marks, module.format(command=command), process)
-        time.sleep(rng.uniform(0, 0.01))
+        time.sleep(rng.uniform(0, 0.005))
         process.send_signal(sent)
         _, err = process.communicate(timeout=60)
 
