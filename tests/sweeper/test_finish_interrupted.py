@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,8 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.sweeper import blobs
 from blob_safetynet.sweeper.protocol import OperationFailedError, ProtocolError, UploadProtocol
-from blob_safetynet.sweeper.reconcile import plan_orphan_deletion, reconcile
+from blob_safetynet.sweeper.reconcile import RepairRefusedError, plan_orphan_deletion, reconcile
+from blob_safetynet.sweeper.reconcile import _check_share as check_share
 from blob_safetynet.sweeper.store import DocumentStore, new_document_id
 from blob_safetynet.sweeper.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from testkit.fault_proxy import LatencyProxy
@@ -137,3 +139,14 @@ def test_a_delete_retried_after_its_lost_commit_answer_returns_as_done(
         with pytest.raises(ProtocolError, match="is not a Ready document"):
             protocol.delete(new_document_id())
         store.engine.dispose()
+
+
+@pytest.mark.parametrize(("deleting", "total"), [(287, 500), (1, 3), (2, 3), (400, 401)])
+def test_the_share_a_refusal_suggests_lets_the_plan_through(deleting: int, total: int) -> None:
+    """The `--max-share` a refused plan is told to pass is rounded up, so passing it works."""
+    with pytest.raises(RepairRefusedError) as refused:
+        check_share(deleting, total, 0.01)
+    suggested = re.search(r"pass --max-share ([0-9.]+)$", str(refused.value))
+    assert suggested is not None
+
+    check_share(deleting, total, float(suggested.group(1)))
