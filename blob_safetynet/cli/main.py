@@ -2,30 +2,25 @@
 
 Every command runs with stdout and stderr passed through one `Redactor` (which knows the
 secrets on the command line and in the secret-bearing variables), returns a code of the one
-exit-code contract, and never ends in a traceback.
+exit-code contract, and never ends in a traceback. This module imports only the standard
+library and `startup` at the top: `main` installs the signal handlers before anything heavier
+loads (`blob_safetynet/cli/startup.py`).
 """
 
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
-from blob_safetynet.cli import conventions
-from blob_safetynet.cli.commands.common import (
-    CommandError,
-    Parser,
-    error_object,
-    install_logging,
-    redactor_for,
-    wants_json,
-)
-from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.settings.redaction import Redactor, ScrubbingStream, printable
+from blob_safetynet.cli.startup import stopped_cleanly
+
+if TYPE_CHECKING:
+    from blob_safetynet.cli.commands.common import Parser
+    from blob_safetynet.settings.redaction import Redactor
 
 COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
     "demo": (
@@ -86,6 +81,9 @@ modules' own)."""
 def build_parser(command: str | None = None) -> Parser:
     """The parser with every command registered, or, given `command`, with that one registered
     and the others listed by name and help line only."""
+    from blob_safetynet.cli import conventions
+    from blob_safetynet.cli.commands.common import Parser
+
     parser = Parser(
         prog="safetynet",
         description="Keep a database row and an Azure blob in step: protocol, sweeper, policies.",
@@ -104,11 +102,25 @@ def build_parser(command: str | None = None) -> Parser:
 def _named_command(arguments: Sequence[str]) -> str:
     """The command the arguments name (their first word after the shared options), '' when
     they name none."""
+    from blob_safetynet.cli import conventions
+
     word = conventions.first_word(arguments)
     return word if word in COMMANDS else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with stopped_cleanly() as stop:
+        return _main(argv)
+    assert stop.code is not None
+    return stop.code
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    import logging
+
+    from blob_safetynet.cli.commands.common import install_logging, redactor_for
+    from blob_safetynet.settings.redaction import ScrubbingStream
+
     arguments = list(sys.argv[1:] if argv is None else argv)
     redactor = redactor_for(arguments, os.environ)
     stdout, stderr = sys.stdout, sys.stderr
@@ -128,6 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(arguments: list[str], redactor: Redactor) -> int:
+    from blob_safetynet.cli import conventions
+    from blob_safetynet.cli.commands.common import CommandError, error_object, wants_json
+    from blob_safetynet.cli.exitcodes import ExitCode
+    from blob_safetynet.settings.redaction import printable
+
     as_json = wants_json(arguments)
     try:
         args = build_parser(_named_command(arguments)).parse_args(arguments)

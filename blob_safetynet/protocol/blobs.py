@@ -217,6 +217,47 @@ def retire(
     return True
 
 
+def retire_untagged(blob: BlobClient, read_back: bool | None = None) -> bool:
+    """untagged -> retired, for a blob written before the protocol (`safetynet adopt` had not
+    tagged it yet) that a replace or delete has just recorded as retired.
+
+    A missing state tag is not a value `x-ms-if-tags` can test, so the write is guarded by the
+    blob's ETag instead (`x-ms-blob-if-match` on Set Blob Tags, 412 when it differs:
+    https://learn.microsoft.com/rest/api/storageservices/set-blob-tags): the bytes retired are
+    the bytes read. Setting tags leaves the ETag alone, so an `adopt` tagging the same blob
+    `committed` meanwhile is overwritten; that is safe, as the database already records the
+    blob as retired and no row names it. False when the blob is gone; TagTransitionError when
+    it carries another state or its bytes changed.
+    """
+    try:
+        etag = blob.get_blob_properties().etag
+        tags = blob.get_blob_tags()
+    except ResourceNotFoundError:
+        return False
+    current = tags.get(STATE_TAG, "")
+    if current == RETIRED:
+        return True
+    if current:
+        raise TagTransitionError(
+            f"blob {blob.blob_name!r} is tagged {STATE_TAG}={current!r}, expected untagged"
+        )
+    try:
+        blob.set_blob_tags(
+            {**tags, STATE_TAG: RETIRED}, etag=etag, match_condition=MatchConditions.IfNotModified
+        )
+    except ResourceNotFoundError:
+        return False
+    except HttpResponseError as error:
+        if error.status_code != 412:
+            raise
+        raise TagTransitionError(f"blob {blob.blob_name!r} changed since it was read") from None
+    if read_back is None:
+        read_back = looks_like_emulator(blob)
+    if read_back and state_of(blob) not in (RETIRED, None):
+        raise TagTransitionError(f"blob {blob.blob_name!r}: {STATE_TAG} not set to 'retired'")
+    return True
+
+
 EMULATOR_ACCOUNT = "devstoreaccount1"
 PROBE_PREFIX = ".safetynet/tag-condition-probe-"
 """A probe blob is written and deleted once per process on an emulator-looking endpoint, to

@@ -480,11 +480,19 @@ class UploadProtocol:
             return replace(current, blob_name=new_blob.blob_name)
 
     def delete(self, document_id: str) -> None:
-        """Row removed and its blob recorded as retired in one transaction; then tagged retired."""
-        with _failures_named(document_id, "delete", "retry it if it is still Ready"):
+        """Row removed and its blob recorded as retired in one transaction; then tagged retired.
+
+        Idempotent: a retry after a lost answer (or a second delete) finds the row gone and the
+        retired record there, finishes the tagging and returns as done. A document with neither
+        raises ProtocolError, as it never existed or was swept long ago (docs/protocol.md).
+        """
+        with _failures_named(document_id, "delete", "retry the delete: it is idempotent"):
             self._delete(document_id)
 
     def _delete(self, document_id: str) -> None:
+        current = self.store.get(document_id)
+        if current is None and self._deleted_already(document_id):
+            return
         current = self._ready(document_id)
         if not self.store.delete_row(document_id, current.blob_name):
             raise ConcurrentReplaceError(
@@ -494,12 +502,25 @@ class UploadProtocol:
         if self._retire_tag(current.blob_name):
             self.checkpoint("delete.retire")
 
+    def _deleted_already(self, document_id: str) -> bool:
+        """Whether a retired record names this rowless document; its blobs that no row names
+        are tagged retired again (an earlier attempt may have stopped before the tag)."""
+        retired = self.store.retired_blobs_of(document_id)
+        for blob_name in retired:
+            if self.store.document_for_blob(blob_name) is None:
+                self._retire_tag(blob_name)
+        return bool(retired)
+
     def _retire_tag(self, blob_name: str, written: Mapping[str, str] | None = None) -> bool:
-        """committed -> retired, best effort: the sweeper retires it later if this fails."""
+        """committed (or, for a document not adopted yet, untagged) -> retired, best effort:
+        the sweeper retires it later if this fails. Called only once the database records the
+        blob as retired (or no row can name it)."""
+        blob = self.container.get_blob_client(blob_name)
         try:
-            return blobs.retire(
-                self.container.get_blob_client(blob_name), written, self._read_back()
-            )
+            try:
+                return blobs.retire(blob, written, self._read_back())
+            except blobs.TagTransitionError:
+                return blobs.retire_untagged(blob, self._read_back())
         except (blobs.TagTransitionError, AzureError):
             return False
 

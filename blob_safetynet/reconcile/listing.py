@@ -12,6 +12,7 @@ Every blob is re-checked against the table just before anything is done to it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -317,12 +318,13 @@ def _check_share(deleting: int, total: int, max_share: float | None) -> None:
         if max_share is not None
         else f"the default share {share:.0%} (or {SHARE_FLOOR} blobs)"
     )
+    needed = min(math.ceil(deleting / max(total, 1) * 100) / 100, 1.0)
     raise RepairRefusedError(
         f"the plan deletes {deleting} of the container's {total} blobs "
         f"({deleting / max(total, 1):.0%}), more than {limit}; nothing deleted. So many "
         "committed blobs that no row references may mean --db or --table names another "
         "deployment's table: check them; if the plan is right, pass "
-        f"--max-share {deleting / max(total, 1):.2f}"
+        f"--max-share {needed:.2f}"
     )
 
 
@@ -367,17 +369,18 @@ def apply_plan(
             f"the plan deletes {len(entries)} blobs, more than --max-delete {max_delete}"
         )
     listed = list_blobs(container)
-    _check_share(len(entries), len(listed), max_share)
+    # What an interrupted run deleted is gone from both sides: a rerun is judged on the rest.
+    remaining = [entry for entry in entries if entry["blob"] in listed]
+    _check_share(len(remaining), len(listed), max_share)
     result = Reconciliation(blob_count=len(listed))
-    for entry in entries:
+    for entry in remaining:
         result.stopped = stop_requested()
         if result.stopped is not None:
             break
-        blob = listed.get(entry["blob"])
-        if blob is None:
-            continue
-        if blob.state != COMMITTED:
+        blob = listed[entry["blob"]]
+        if blob.state not in (COMMITTED, RETIRED):
             result.errors.append(f"{blob.name}: now tagged {blob.state!r}; left alone")
             continue
-        _delete_unreferenced(store, container, blob, COMMITTED, result, etag=entry["etag"])
+        # RETIRED: a run killed between the retire and the delete; the plan's ETag still guards.
+        _delete_unreferenced(store, container, blob, blob.state, result, etag=entry["etag"])
     return result

@@ -512,6 +512,16 @@ class DocumentStore:
         except sa.exc.IntegrityError:
             pass  # recorded already (a retry of the same failed publish)
 
+    def retired_blobs_of(self, document_id: str) -> list[str]:
+        """The blobs still recorded as retired for this document (until the sweeper removes
+        them): what tells a retried delete that the row it finds gone was deleted."""
+        b = self.blobs.c
+        query = sa.select(b.blob_name).where(
+            b.document_id == document_id, b.kind == BlobRecordKind.RETIRED.value
+        )
+        with self._connect() as conn:
+            return [str(r[0]) for r in conn.execute(query.order_by(b.blob_name))]
+
     def records(self, kind: BlobRecordKind | None = None) -> list[BlobRecord]:
         b = self.blobs.c
         query = sa.select(b.blob_name, b.document_id, b.kind, b.recorded_utc)

@@ -566,6 +566,12 @@ class Sweeper:
             if state == RETIRED:
                 blobs.delete_guarded(blob, RETIRED)
                 return None
+            if state == "" and record.kind is BlobRecordKind.RETIRED:
+                # A document replaced or deleted before `adopt` tagged its blob, whose writer
+                # stopped before retiring it: the record says retired, no row names it.
+                blobs.retire_untagged(blob)
+                blobs.delete_guarded(blob, RETIRED)
+                return None
             if state != COMMITTED:
                 return f"tagged {STATE_TAG}={state!r}; left for a human"
             if record.kind is BlobRecordKind.INTENT:
@@ -608,5 +614,7 @@ class Sweeper:
     def _inspect_record(self, record: BlobRecord) -> str | None:
         state = blobs.state_of(self.container.get_blob_client(record.blob_name))
         if state in (None, PENDING, RETIRED, COMMITTED):
+            return None
+        if state == "" and record.kind is BlobRecordKind.RETIRED:
             return None
         return f"tagged {STATE_TAG}={state!r}; would be left for a human"

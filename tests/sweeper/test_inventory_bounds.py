@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from blob_safetynet.reconcile import inventory
+from blob_safetynet.reconcile import inventory_report as inventory
 from blob_safetynet.settings.untrusted import MAX_DEPTH
 
 

@@ -148,9 +148,12 @@ def _apply(
         result = apply_plan(store, container, plan, args.max_delete, args.max_share, stop.requested)
     _print(result, args.json, applied=True)
     if result.stopped is not None:
+        share = "" if args.max_share is None else f" --max-share {args.max_share:g}"
         print(
-            f"safetynet reconcile: stopped by {result.stopped} between two blobs; "
-            "apply the plan again to finish it",
+            f"safetynet reconcile: stopped by {result.stopped} between two blobs; to finish "
+            "the plan, run the same command again (the same --db and container options, "
+            f"--apply-plan {printable(str(args.apply_plan))} --max-delete {args.max_delete}"
+            f"{share}): it deletes the blobs still listed",
             file=sys.stderr,
         )
         return stop.exit_code
