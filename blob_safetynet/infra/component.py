@@ -62,6 +62,9 @@ class NetworkRules:
     allowed_subnet_ids: Sequence[str] = ()
     private_endpoint_subnet_id: str | None = None
     public_network_access: str = "Enabled"
+    private_dns_zone_id: str | None = None
+    """An existing privatelink.blob zone (a hub's, any subscription) for the endpoint's record;
+    None creates the zone and its virtual network links in the resource group."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,7 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
         "allowedIpRanges": list(args.network.allowed_ip_ranges),
         "allowedSubnetIds": list(args.network.allowed_subnet_ids),
         "privateEndpointSubnetId": args.network.private_endpoint_subnet_id or "",
+        "privateDnsZoneId": args.network.private_dns_zone_id or "",
     }
     if args.sweeper is not None:
         raw |= {

@@ -54,6 +54,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "allowedSubnetIds": [],
     "sweeperSubnetId": "",
     "privateEndpointSubnetId": "",
+    "privateDnsZoneId": "",
     "infrastructureEncryption": True,
     "sweeperSchedule": "0 */5 * * * *",
     "sweeperCutoff": appsettings.CUTOFF.default,
@@ -106,6 +107,11 @@ ALLOWED: Final[Mapping[str, str]] = {
     "is Allow",
     "privateEndpointSubnetId": "a subnet resource id for the data account's blob private "
     "endpoint, or empty (no private endpoint)",
+    "privateDnsZoneId": "the resource id of an existing privatelink.blob.core.windows.net "
+    "private DNS zone (any subscription, e.g. a landing zone's hub), or empty: the stack "
+    "creates its own zone and links the endpoint's and the sweeper's networks to it; with an "
+    "id it creates neither and the endpoint's zone group writes into the given zone; needs "
+    "privateEndpointSubnetId",
     "infrastructureEncryption": "true or false: a second layer of encryption, chosen when an "
     "account is created (false only for accounts created without it)",
     "sweeperSchedule": "an NCRONTAB expression with 6 fields "
@@ -157,6 +163,14 @@ _SUBNET: Final = re.compile(
     r"Microsoft\.Network/virtualNetworks/[-\w.]{2,64}/subnets/[-\w.]{1,80}",
     re.IGNORECASE,
 )
+_BLOB_ZONE_ID: Final = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w._()]{1,90}/providers/"
+    r"Microsoft\.Network/privateDnsZones/"
+    r"privatelink\.blob\.core\.(windows\.net|usgovcloudapi\.net|chinacloudapi\.cn)",
+    re.IGNORECASE,
+)
+"""The blob sub-resource's zone in the public, US Government and China clouds ("Azure Private
+Endpoint private DNS zone values", https://learn.microsoft.com/azure/private-link/private-endpoint-dns)."""
 MAX_ALLOWED_PREFIX: Final = 30
 """Storage firewall IP rules take no /31 or /32 ranges (give a single address instead)."""
 RFC1918: Final = tuple(
@@ -197,6 +211,8 @@ class NetworkConfig:
     allowed_subnet_ids: tuple[str, ...] = ()
     sweeper_subnet_id: str | None = None
     private_endpoint_subnet_id: str | None = None
+    private_dns_zone_id: str | None = None
+    """An existing blob private DNS zone (a hub's) the endpoint registers in; None: its own."""
 
     @property
     def firewall_subnet_ids(self) -> tuple[str, ...]:
@@ -483,6 +499,15 @@ def _optional_subnet(values: Mapping[str, object], key: str) -> str | None:
     return _subnet(value, key)
 
 
+def _optional_zone(values: Mapping[str, object], key: str) -> str | None:
+    value = values.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str) or _BLOB_ZONE_ID.fullmatch(value.strip()) is None:
+        raise ConfigError(key, f"{value!r} is not the resource id of a blob private DNS zone")
+    return value.strip()
+
+
 def _subnets(values: Mapping[str, object], key: str) -> tuple[str, ...]:
     subnets = [_subnet(item, key) for item in _json_list(values, key)]
     if len({subnet.lower() for subnet in subnets}) != len(subnets):
@@ -516,7 +541,13 @@ def _network(values: Mapping[str, object], with_sweeper: bool = True) -> Network
         allowed_subnet_ids=_subnets(values, "allowedSubnetIds"),
         sweeper_subnet_id=_optional_subnet(values, "sweeperSubnetId"),
         private_endpoint_subnet_id=_optional_subnet(values, "privateEndpointSubnetId"),
+        private_dns_zone_id=_optional_zone(values, "privateDnsZoneId"),
     )
+    if network.private_dns_zone_id is not None and network.private_endpoint_subnet_id is None:
+        raise ConfigError(
+            "privateDnsZoneId",
+            "is set without privateEndpointSubnetId: only a private endpoint registers in the zone",
+        )
     if network.public_network_access == "Disabled" and network.private_endpoint_subnet_id is None:
         raise ConfigError(
             "privateEndpointSubnetId",

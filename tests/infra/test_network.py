@@ -199,3 +199,75 @@ def test_the_private_endpoint_lives_in_a_component_of_the_data_account(run: RunF
         (LINK, parent),
         (ZONE_GROUP, parent),
     }
+
+
+HUB_ZONE = (
+    "/subscriptions/00000000-0000-0000-0000-0000000000dd/resourceGroups/hub-dns/providers/"
+    f"Microsoft.Network/privateDnsZones/{BLOB_ZONE}"
+)
+
+
+def test_a_hub_zone_given_by_id_is_used_and_no_zone_or_link_is_created(run: RunFactory) -> None:
+    """With privateDnsZoneId (a landing zone's hub zone, another subscription) the stack creates
+    no zone and no virtual network links, and the endpoint's zone group writes into that zone."""
+    result = run({**PRIVATE, "privateDnsZoneId": HUB_ZONE})
+
+    assert result.of_type(ZONE) == []
+    assert result.of_type(LINK) == []
+    (config,) = result.one(ZONE_GROUP).inputs["privateDnsZoneConfigs"]
+    assert config["privateDnsZoneId"] == HUB_ZONE
+    assert result.one(ENDPOINT).inputs["subnet"]["id"] == ENDPOINT_SUBNET
+
+
+def test_without_a_hub_zone_the_zone_group_uses_the_stacks_own_zone(run: RunFactory) -> None:
+    """Without privateDnsZoneId the zone group names the zone the stack created."""
+    result = run(PRIVATE)
+    (config,) = result.one(ZONE_GROUP).inputs["privateDnsZoneConfigs"]
+    assert config["privateDnsZoneId"].endswith(f"/{result.one(ZONE).name}")
+
+
+def test_link_names_follow_the_network_not_its_place_in_the_list(run: RunFactory) -> None:
+    """Swapping which network holds the endpoint and which the sweeper keeps each network's
+    link under the same name, so neither link is replaced."""
+    swapped = {
+        "publicNetworkAccess": "Disabled",
+        "privateEndpointSubnetId": f"{APPS_VNET}/subnets/private-endpoints",
+        "sweeperSubnetId": f"{ENDPOINT_VNET}/subnets/sweeper",
+    }
+    before = {res.name: res.inputs["virtualNetwork"]["id"] for res in run(PRIVATE).of_type(LINK)}
+    after = {res.name: res.inputs["virtualNetwork"]["id"] for res in run(swapped).of_type(LINK)}
+
+    assert len(before) == 2
+    assert before == after
+
+
+def test_a_link_keeps_its_positional_name_as_an_alias(run: RunFactory) -> None:
+    """A stack whose links were named by position (link-0 the endpoint's network, link-1 the
+    sweeper's) finds them under their new names through aliases, so `pulumi up` updates."""
+    links = {res.inputs["virtualNetwork"]["id"]: res for res in run(PRIVATE).of_type(LINK)}
+    for position, vnet in enumerate([ENDPOINT_VNET, APPS_VNET]):
+        link = links[vnet]
+        expected = link.urn.rsplit("::", 1)[0] + f"::safetynet-blob-link-{position}"
+        assert expected in link.aliases
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"privateDnsZoneId": HUB_ZONE}, "without privateEndpointSubnetId"),
+        (
+            {**PRIVATE, "privateDnsZoneId": HUB_ZONE.replace("blob", "file")},
+            "not the resource id of a blob private DNS zone",
+        ),
+        ({**PRIVATE, "privateDnsZoneId": BLOB_ZONE}, "not the resource id"),
+    ],
+    ids=["no-endpoint", "file-zone", "bare-name"],
+)
+def test_a_hub_zone_that_cannot_serve_the_endpoint_is_refused(
+    overrides: Mapping[str, object], problem: str
+) -> None:
+    """A zone id without an endpoint to register, or not a blob privatelink zone's id, is
+    refused naming privateDnsZoneId."""
+    with pytest.raises(ConfigError, match=problem) as caught:
+        parse({**RAW_DEFAULTS, **overrides})
+    assert caught.value.key == "privateDnsZoneId"
