@@ -37,6 +37,7 @@ from blob_safetynet.infra.config import (
 from blob_safetynet.infra.monitoring import Monitoring
 from blob_safetynet.infra.package import PackageFile, read_package
 from blob_safetynet.infra.storage import DataAccount
+from blob_safetynet.infra.subnets import check_subnets, subnet_needs
 from blob_safetynet.infra.sweeper_app import SweeperApp
 from blob_safetynet.sweeper import appsettings
 
@@ -230,6 +231,8 @@ class SafetyNetStorage(pulumi.ComponentResource):
             None,
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=tagging)),
         )
+        # The subnets the network team made, read before anything joins or allows them.
+        check_subnets(subnet_needs(config, with_sweeper=args.sweeper is not None), parent=self)
         child = pulumi.ResourceOptions(parent=self)
         monitoring = Monitoring(
             f"{name}-monitoring",

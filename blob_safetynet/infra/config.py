@@ -102,9 +102,10 @@ ALLOWED: Final[Mapping[str, str]] = {
     "shorter), possibly empty, allowed through the data account's firewall",
     "allowedSubnetIds": "a list of subnet resource ids, possibly empty, allowed through the "
     "data account's firewall (each with the Microsoft.Storage service endpoint)",
-    "sweeperSubnetId": "a subnet resource id (delegated to Microsoft.App/environments) the "
-    "sweeper's Flex Consumption app joins, or empty; required unless networkDefaultAction "
-    "is Allow",
+    "sweeperSubnetId": "a subnet resource id the sweeper's Flex Consumption app joins, "
+    "delegated to Microsoft.App/environments, with the Microsoft.Storage service endpoint, in "
+    "a subscription with the Microsoft.App resource provider registered; or empty; required "
+    "unless networkDefaultAction is Allow",
     "privateEndpointSubnetId": "a subnet resource id for the data account's blob private "
     "endpoint, or empty (no private endpoint)",
     "privateDnsZoneId": "the resource id of an existing privatelink.blob.core.windows.net "

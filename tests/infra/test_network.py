@@ -14,10 +14,13 @@ from blob_safetynet.sweeper import appsettings
 from blob_safetynet.sweeper.settings import FunctionSettings
 from tests.infra.conftest import RunFactory
 from tests.infra.harness import (
+    FIT_SUBNET,
     NETWORK_GROUP,
     RAW_DEFAULTS,
     SWEEPER_SUBNET_ID,
+    UNREADABLE,
     StackRun,
+    run_stack,
 )
 
 ACCOUNT = "azure-native:storage:StorageAccount"
@@ -271,3 +274,73 @@ def test_a_hub_zone_that_cannot_serve_the_endpoint_is_refused(
     with pytest.raises(ConfigError, match=problem) as caught:
         parse({**RAW_DEFAULTS, **overrides})
     assert caught.value.key == "privateDnsZoneId"
+
+
+ELSEWHERE_SUBNET = (
+    "/subscriptions/00000000-0000-0000-0000-0000000000dd/resourceGroups/hub-net/providers/"
+    "Microsoft.Network/virtualNetworks/hub/subnets/apps"
+)
+
+
+def test_each_configured_subnet_in_the_deploying_subscription_is_read_once(
+    run: RunFactory,
+) -> None:
+    """The sweeper's subnet and the allowed subnets are read with getSubnet before anything
+    joins or allows them; one in another subscription is not read."""
+    result = run({"allowedSubnetIds": [APP_SUBNET, ELSEWHERE_SUBNET]})
+    assert sorted(result.subnet_reads) == sorted([APP_SUBNET, SWEEPER_SUBNET_ID])
+
+
+@pytest.mark.parametrize(
+    ("subnet", "answer", "key", "gap"),
+    [
+        (
+            SWEEPER_SUBNET_ID,
+            {"serviceEndpoints": [], "delegations": FIT_SUBNET["delegations"]},
+            "sweeperSubnetId",
+            "lacks the Microsoft.Storage service endpoint",
+        ),
+        (
+            SWEEPER_SUBNET_ID,
+            {"serviceEndpoints": FIT_SUBNET["serviceEndpoints"], "delegations": []},
+            "sweeperSubnetId",
+            "lacks the delegation to Microsoft.App/environments",
+        ),
+        (
+            APP_SUBNET,
+            {"serviceEndpoints": [{"service": "Microsoft.KeyVault"}], "delegations": []},
+            "allowedSubnetIds",
+            "lacks the Microsoft.Storage service endpoint",
+        ),
+    ],
+    ids=["sweeper-no-endpoint", "sweeper-not-delegated", "allowed-no-endpoint"],
+)
+def test_a_subnet_missing_what_the_stack_needs_stops_the_preview_naming_it(
+    subnet: str, answer: Mapping[str, Any], key: str, gap: str
+) -> None:
+    """A subnet without the Microsoft.Storage service endpoint, or the sweeper's without the
+    Microsoft.App/environments delegation, stops the program with the key, the subnet and
+    the missing piece; an allowed subnet needs no delegation."""
+    with pytest.raises(ConfigError) as caught:
+        run_stack({"allowedSubnetIds": [APP_SUBNET]}, subnets={subnet: answer})
+    assert caught.value.key == key
+    assert f"subnet {subnet} {gap}" in str(caught.value)
+
+
+def test_an_allowed_subnet_needs_no_delegation_and_a_global_endpoint_serves(
+    run: RunFactory,
+) -> None:
+    """An allowed subnet with the Microsoft.Storage.Global endpoint and no delegation passes."""
+    answer = {"serviceEndpoints": [{"service": "Microsoft.Storage.Global"}], "delegations": []}
+    result = run_stack({"allowedSubnetIds": [APP_SUBNET]}, subnets={APP_SUBNET: answer})
+    assert APP_SUBNET in firewall_subnets(data_account(result))
+
+
+def test_a_subnet_the_deployer_cannot_read_is_named_and_left_unchecked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A refused read does not stop the program: a warning names the key and the subnet, and
+    the app still joins it."""
+    result = run_stack(subnets={SWEEPER_SUBNET_ID: UNREADABLE})
+    assert result.one(APP).inputs["virtualNetworkSubnetId"] == SWEEPER_SUBNET_ID
+    assert f"sweeperSubnetId: subnet {SWEEPER_SUBNET_ID} could not be read" in caplog.text

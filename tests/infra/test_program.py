@@ -186,6 +186,10 @@ def test_every_stack_key_reaches_the_component_unchanged() -> None:
         "allowedSubnetIds": [f"{subnets}/apps"],
         "sweeperSubnetId": f"{subnets}/sweeper",
         "privateEndpointSubnetId": f"{subnets}/endpoints",
+        "privateDnsZoneId": (
+            f"{NETWORK_GROUP}/providers/Microsoft.Network/privateDnsZones/"
+            "privatelink.blob.core.windows.net"
+        ),
         "infrastructureEncryption": False,
         "sweeperSchedule": "0 */10 * * * *",
         "sweeperCutoff": "2h",
