@@ -113,6 +113,9 @@ class SafetyNetStorageArgs:
     pending_lifecycle_days: int = int(str(DEFAULTS["pendingExpiryDays"]))
     retired_blob_days: int = int(str(DEFAULTS["retiredBlobDays"]))
     """Blobs tagged `state=retired` are deleted this many days after they were last read."""
+    inventory_report_days: int = int(str(DEFAULTS["inventoryReportDays"]))
+    """Blob Inventory reports (container `inventory`, reserved for them) are deleted this many
+    days after they were written."""
     versioning: bool = False
     version_expiry_days: int = int(str(DEFAULTS["versionExpiryDays"]))
     infrastructure_encryption: bool = True
@@ -135,6 +138,7 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
         "containerSoftDeleteDays": args.container_soft_delete_days,
         "pendingExpiryDays": args.pending_lifecycle_days,
         "retiredBlobDays": args.retired_blob_days,
+        "inventoryReportDays": args.inventory_report_days,
         "versioning": args.versioning,
         "versionExpiryDays": args.version_expiry_days,
         "infrastructureEncryption": args.infrastructure_encryption,

@@ -20,7 +20,7 @@ from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
 from blob_safetynet.sweeper import appsettings, untrusted
-from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER
+from blob_safetynet.sweeper.vocabulary import DEFAULT_CONTAINER, DEFAULT_INVENTORY_CONTAINER
 
 NAMESPACE: Final = "blob-safetynet"
 """The Pulumi project name, and so the namespace of every key (`blob-safetynet:<key>`)."""
@@ -44,6 +44,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "versionExpiryDays": 30,
     "pendingExpiryDays": 1,
     "retiredBlobDays": 7,
+    "inventoryReportDays": 30,
     "uploaderPrincipalIds": [],
     "readerPrincipalIds": [],
     "verifierPrincipalIds": [],
@@ -81,7 +82,8 @@ ALLOWED: Final[Mapping[str, str]] = {
     "storageSku": "one of Standard_LRS, Standard_ZRS, Standard_GRS, Standard_RAGRS, "
     "Standard_GZRS, Standard_RAGZRS",
     "containerName": "3-63 characters: lowercase letters, digits and single hyphens, "
-    "starting and ending with a letter or digit",
+    f"starting and ending with a letter or digit; not {DEFAULT_INVENTORY_CONTAINER} (the Blob "
+    "Inventory reports' container)",
     "blobSoftDeleteDays": "an integer from 1 to 365",
     "containerSoftDeleteDays": "an integer from 1 to 365",
     "versioning": "true or false",
@@ -89,6 +91,9 @@ ALLOWED: Final[Mapping[str, str]] = {
     "pendingExpiryDays": "an integer from 1 to 365",
     "retiredBlobDays": "an integer from 2 to 365: blobs tagged state=retired are deleted this "
     "many days after they were last read",
+    "inventoryReportDays": "an integer from 2 to 365: Blob Inventory reports (container "
+    f"{DEFAULT_INVENTORY_CONTAINER}) are deleted this many days after they were written; "
+    "reconcile --inventory reads only the newest",
     "uploaderPrincipalIds": _PRINCIPALS_SHAPE,
     "readerPrincipalIds": _PRINCIPALS_SHAPE,
     "verifierPrincipalIds": f"{_PRINCIPALS_SHAPE}: pipeline identities that run `safetynet verify`",
@@ -255,6 +260,7 @@ class StackConfig:
     verify_schedule: str = "0 30 3 * * *"
     alert_emails: tuple[str, ...] = ()
     alert_webhooks: tuple[str, ...] = field(default=(), repr=False)
+    inventory_report_days: int = 30
 
     @property
     def sweeper_period(self) -> timedelta:
@@ -315,7 +321,7 @@ def parse(
     return StackConfig(
         location=_matching(values, "location", _LOCATION),
         storage_sku=_choice(values, "storageSku", _SKUS),
-        container_name=_matching(values, "containerName", _CONTAINER),
+        container_name=_container(values, "containerName"),
         blob_soft_delete_days=_integer(values, "blobSoftDeleteDays", 1, 365),
         container_soft_delete_days=_integer(values, "containerSoftDeleteDays", 1, 365),
         versioning=_boolean(values, "versioning"),
@@ -323,6 +329,8 @@ def parse(
         pending_expiry_days=pending_days,
         # Access times are updated at most once a day: 2 days keep a blob read today.
         retired_blob_days=_integer(values, "retiredBlobDays", 2, 365),
+        # The newest daily report must outlive the next day's lifecycle run.
+        inventory_report_days=_integer(values, "inventoryReportDays", 2, 365),
         uploader_principals=_principals(values, "uploaderPrincipalIds"),
         reader_principals=_principals(values, "readerPrincipalIds"),
         verifier_principals=_principals(values, "verifierPrincipalIds"),
@@ -389,6 +397,13 @@ def _matching(values: Mapping[str, object], key: str, pattern: re.Pattern[str]) 
     if pattern.fullmatch(value) is None:
         raise ConfigError(key, f"{value!r} is not allowed")
     return value
+
+
+def _container(values: Mapping[str, object], key: str) -> str:
+    name = _matching(values, key, _CONTAINER)
+    if name == DEFAULT_INVENTORY_CONTAINER:
+        raise ConfigError(key, f"{name!r} holds the Blob Inventory reports, which expire")
+    return name
 
 
 def _choice(values: Mapping[str, object], key: str, choices: frozenset[str]) -> str:

@@ -126,6 +126,7 @@ def storage_args(
         container_soft_delete_days=config.container_soft_delete_days,
         pending_lifecycle_days=config.pending_expiry_days,
         retired_blob_days=config.retired_blob_days,
+        inventory_report_days=config.inventory_report_days,
         versioning=config.versioning,
         version_expiry_days=config.version_expiry_days,
         infrastructure_encryption=config.infrastructure_encryption,

@@ -176,6 +176,7 @@ def test_every_stack_key_reaches_the_component_unchanged() -> None:
         "versionExpiryDays": 60,
         "pendingExpiryDays": 3,
         "retiredBlobDays": 9,
+        "inventoryReportDays": 45,
         "uploaderPrincipalIds": [UPLOADER_ID],
         "readerPrincipalIds": [{"id": READER_ID, "type": "Group"}],
         "verifierPrincipalIds": [{"id": UPLOADER_ID, "type": "User"}],
