@@ -344,5 +344,8 @@ class SafetyNetStorage(pulumi.ComponentResource):
             resource_group_id=group_id,
             insights_id=monitoring.insights.id,
             insights_connection_string=monitoring.insights.connection_string,
+            private_dns_zone_id=None
+            if data.private_endpoint is None
+            else data.private_endpoint.zone_id,
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -44,8 +44,11 @@ class BlobPrivateEndpoint(pulumi.ComponentResource):
         subnet_id: str,
         account_id: pulumi.Input[str],
         resource_group_name: pulumi.Input[str],
+        zone_id: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`zone_id`: a zone another endpoint of the stack already registers in (the runtime
+        account's endpoint shares the data account's), so no second zone of the name exists."""
         super().__init__("safetynet:network:BlobPrivateEndpoint", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.endpoint = network.PrivateEndpoint(
@@ -62,8 +65,10 @@ class BlobPrivateEndpoint(pulumi.ComponentResource):
             ],
             opts=child,
         )
-        zone_id = config.network.private_dns_zone_id or self._own_zone(
-            name, config, subnet_id, resource_group_name
+        self.zone_id: pulumi.Input[str] = (
+            zone_id
+            or config.network.private_dns_zone_id
+            or self._own_zone(name, config, subnet_id, resource_group_name)
         )
         network.PrivateDnsZoneGroup(
             f"{name}-zone-group",
@@ -71,7 +76,7 @@ class BlobPrivateEndpoint(pulumi.ComponentResource):
             private_endpoint_name=self.endpoint.name,
             resource_group_name=resource_group_name,
             private_dns_zone_configs=[
-                network.PrivateDnsZoneConfigArgs(name=BLOB_GROUP, private_dns_zone_id=zone_id)
+                network.PrivateDnsZoneConfigArgs(name=BLOB_GROUP, private_dns_zone_id=self.zone_id)
             ],
             opts=child,
         )

@@ -124,7 +124,10 @@ def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArg
 
 
 def network_rules(
-    default_action: str, ip_ranges: Sequence[str], subnet_ids: Sequence[str]
+    default_action: str,
+    ip_ranges: Sequence[str],
+    subnet_ids: Sequence[str],
+    bypass: storage.Bypass = storage.Bypass.AZURE_SERVICES,
 ) -> storage.NetworkRuleSetArgs:
     """An account firewall: what no rule allows gets `default_action` (Deny unless configured).
 
@@ -135,7 +138,7 @@ def network_rules(
     """
     return storage.NetworkRuleSetArgs(
         default_action=storage.DefaultAction(default_action),
-        bypass=storage.Bypass.AZURE_SERVICES,
+        bypass=bypass,
         ip_rules=[
             storage.IPRuleArgs(i_p_address_or_range=address, action=storage.Action.ALLOW)
             for address in ip_ranges

@@ -61,6 +61,11 @@ def data_account(run: StackRun) -> dict[str, Any]:
     return run.one(ACCOUNT, "safetynet").inputs
 
 
+def data_zone_configs(run: StackRun) -> list[dict[str, Any]]:
+    group = run.one(ZONE_GROUP, "safetynet-blob-zone-group")
+    return list(group.inputs["privateDnsZoneConfigs"])
+
+
 def firewall_subnets(account: Mapping[str, Any]) -> list[str]:
     return [
         rule["virtualNetworkResourceId"]
@@ -100,7 +105,7 @@ def test_a_private_endpoint_gets_its_zone_links_and_zone_group(run: RunFactory) 
     and the sweeper's networks, and the zone group that writes the endpoint's record."""
     result = run(PRIVATE)
     assert data_account(result)["publicNetworkAccess"] == "Disabled"
-    endpoint = result.one(ENDPOINT).inputs
+    endpoint = result.one(ENDPOINT, "safetynet-blob-endpoint").inputs
     assert endpoint["subnet"]["id"] == ENDPOINT_SUBNET
     (connection,) = endpoint["privateLinkServiceConnections"]
     assert connection["groupIds"] == ["blob"]
@@ -109,7 +114,7 @@ def test_a_private_endpoint_gets_its_zone_links_and_zone_group(run: RunFactory) 
     linked = sorted(res.inputs["virtualNetwork"]["id"] for res in result.of_type(LINK))
     assert linked == sorted([ENDPOINT_VNET, APPS_VNET])
     assert all(res.inputs["registrationEnabled"] is False for res in result.of_type(LINK))
-    (config,) = result.one(ZONE_GROUP).inputs["privateDnsZoneConfigs"]
+    (config,) = data_zone_configs(result)
     assert (
         config["privateDnsZoneId"].endswith(f"/{ZONE.split(':')[-1]}/private-zone")
         or config["privateDnsZoneId"]
@@ -192,11 +197,13 @@ def registered_types(run: StackRun) -> set[tuple[str, str]]:
 
 def test_the_private_endpoint_lives_in_a_component_of_the_data_account(run: RunFactory) -> None:
     """Its resources are children of `safetynet:network:BlobPrivateEndpoint`, itself a child of
-    the data account (docs/deployment.md lists them)."""
+    the data account, and of the sweeper app for the runtime account's endpoint
+    (docs/deployment.md lists them)."""
     types = registered_types(run(PRIVATE)) - registered_types(run())
     parent = "safetynet:network:BlobPrivateEndpoint"
     assert types == {
         (parent, "safetynet:storage:DataAccount"),
+        (parent, "safetynet:sweeper:SweeperApp"),
         (ENDPOINT, parent),
         (ZONE, parent),
         (LINK, parent),
@@ -217,15 +224,15 @@ def test_a_hub_zone_given_by_id_is_used_and_no_zone_or_link_is_created(run: RunF
 
     assert result.of_type(ZONE) == []
     assert result.of_type(LINK) == []
-    (config,) = result.one(ZONE_GROUP).inputs["privateDnsZoneConfigs"]
+    (config,) = data_zone_configs(result)
     assert config["privateDnsZoneId"] == HUB_ZONE
-    assert result.one(ENDPOINT).inputs["subnet"]["id"] == ENDPOINT_SUBNET
+    assert result.one(ENDPOINT, "safetynet-blob-endpoint").inputs["subnet"]["id"] == ENDPOINT_SUBNET
 
 
 def test_without_a_hub_zone_the_zone_group_uses_the_stacks_own_zone(run: RunFactory) -> None:
     """Without privateDnsZoneId the zone group names the zone the stack created."""
     result = run(PRIVATE)
-    (config,) = result.one(ZONE_GROUP).inputs["privateDnsZoneConfigs"]
+    (config,) = data_zone_configs(result)
     assert config["privateDnsZoneId"].endswith(f"/{result.one(ZONE).name}")
 
 
@@ -344,3 +351,44 @@ def test_a_subnet_the_deployer_cannot_read_is_named_and_left_unchecked(
     result = run_stack(subnets={SWEEPER_SUBNET_ID: UNREADABLE})
     assert result.one(APP).inputs["virtualNetworkSubnetId"] == SWEEPER_SUBNET_ID
     assert f"sweeperSubnetId: subnet {SWEEPER_SUBNET_ID} could not be read" in caplog.text
+
+
+RUNTIME_ENDPOINT = "safetynet-sweeper-runtime-blob-endpoint"
+
+
+@pytest.mark.parametrize("hub", [False, True], ids=["own-zone", "hub-zone"])
+def test_a_private_data_account_makes_the_runtime_account_private_too(
+    run: RunFactory, hub: bool
+) -> None:
+    """With publicNetworkAccess Disabled the runtime account has no public endpoint either, its
+    firewall denies with no bypass, and a blob private endpoint in the same subnet registers in
+    the same zone as the data account's (no second zone of the name)."""
+    result = run({**PRIVATE, **({"privateDnsZoneId": HUB_ZONE} if hub else {})})
+    runtime = result.one(ACCOUNT, "safetynet-sweeper-runtime").inputs
+    assert runtime["publicNetworkAccess"] == "Disabled"
+    assert runtime["networkRuleSet"]["defaultAction"] == "Deny"
+    assert runtime["networkRuleSet"]["bypass"] == "None"
+    endpoint = result.one(ENDPOINT, RUNTIME_ENDPOINT).inputs
+    assert endpoint["subnet"]["id"] == ENDPOINT_SUBNET
+    (connection,) = endpoint["privateLinkServiceConnections"]
+    assert connection["groupIds"] == ["blob"]
+    assert connection["privateLinkServiceId"] == result.outputs["accountId"].replace(
+        result.outputs["accountName"], runtime["accountName"]
+    )
+    (runtime_zone,) = result.one(ZONE_GROUP, "safetynet-sweeper-runtime-blob-zone-group").inputs[
+        "privateDnsZoneConfigs"
+    ]
+    (data_zone,) = data_zone_configs(result)
+    assert runtime_zone["privateDnsZoneId"] == data_zone["privateDnsZoneId"]
+    assert len(result.of_type(ZONE)) == (0 if hub else 1)
+
+
+def test_a_public_data_account_leaves_the_runtime_account_behind_its_firewall(
+    stack: StackRun,
+) -> None:
+    """By default (public endpoint, firewall Deny) the runtime account keeps its firewall with
+    the sweeper's subnet and gets no private endpoint."""
+    runtime = stack.one(ACCOUNT, "safetynet-sweeper-runtime").inputs
+    assert runtime["publicNetworkAccess"] == "Enabled"
+    assert firewall_subnets(runtime) == [SWEEPER_SUBNET_ID]
+    assert stack.of_type(ENDPOINT) == []
