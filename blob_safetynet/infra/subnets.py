@@ -8,7 +8,10 @@ is otherwise found only when ARM or the platform refuses a resource halfway thro
   https://learn.microsoft.com/azure/storage/common/storage-network-security;
 - the subnet a Flex Consumption app joins must be delegated to `Microsoft.App/environments`
   ("Azure Functions networking options", Flex Consumption plan,
-  https://learn.microsoft.com/azure/azure-functions/functions-networking-options).
+  https://learn.microsoft.com/azure/azure-functions/functions-networking-options), and, behind
+  the closed firewall, it needs the `Microsoft.KeyVault` service endpoint too: the vault's
+  virtual network rule names it ("Virtual network service endpoints for Azure Key Vault",
+  https://learn.microsoft.com/azure/key-vault/general/overview-vnet-service-endpoints).
 
 Each subnet is read with azure-native's `getSubnet` invoke before anything is declared, in the
 subscription the provider deploys to; a subnet in another subscription (a hub's) cannot be read that way and is left to the
@@ -29,6 +32,7 @@ from pulumi_azure_native import authorization, network
 from blob_safetynet.infra.config import ConfigError, StackConfig
 
 STORAGE_ENDPOINTS: Final = frozenset({"microsoft.storage", "microsoft.storage.global"})
+KEY_VAULT_ENDPOINT: Final = "Microsoft.KeyVault"
 APP_DELEGATION: Final = "Microsoft.App/environments"
 
 
@@ -40,6 +44,7 @@ class SubnetNeeds:
     key: str
     service_endpoint: bool
     delegation: bool
+    key_vault_endpoint: bool = False
 
     @property
     def parts(self) -> tuple[str, str, str, str]:
@@ -53,12 +58,20 @@ def subnet_needs(config: StackConfig, *, with_sweeper: bool) -> list[SubnetNeeds
     network_config = config.network
     sweeper = network_config.sweeper_subnet_id if with_sweeper else None
     needs: dict[str, SubnetNeeds] = {}
+    closed = (
+        network_config.default_action == "Deny"
+        or network_config.public_network_access == "Disabled"
+    )
     for subnet, key in (
         *((s, "allowedSubnetIds") for s in network_config.allowed_subnet_ids),
         *(() if sweeper is None else ((sweeper, "sweeperSubnetId"),)),
     ):
         needs[subnet.lower()] = SubnetNeeds(
-            subnet, key, service_endpoint=True, delegation=subnet == sweeper
+            subnet,
+            key,
+            service_endpoint=True,
+            delegation=subnet == sweeper,
+            key_vault_endpoint=closed and subnet == sweeper,
         )
     return list(needs.values())
 
@@ -72,6 +85,11 @@ def missing(needs: SubnetNeeds, subnet: Any) -> list[str]:
         gaps.append(
             "the Microsoft.Storage service endpoint (the storage firewall's network rule needs "
             "it: az network vnet subnet update --service-endpoints Microsoft.Storage)"
+        )
+    if needs.key_vault_endpoint and KEY_VAULT_ENDPOINT.lower() not in endpoints:
+        gaps.append(
+            "the Microsoft.KeyVault service endpoint (the key vault's network rule needs it: "
+            "az network vnet subnet update --service-endpoints Microsoft.KeyVault)"
         )
     if needs.delegation and APP_DELEGATION.lower() not in delegations:
         gaps.append(

@@ -85,6 +85,32 @@ def builtin_role(subscription_id: str, role_guid: str) -> str:
     return f"/subscriptions/{subscription_id}{_BUILTIN}{role_guid}"
 
 
+def vault_network_rules(config: StackConfig) -> keyvault.NetworkRuleSetArgs | None:
+    """The vault's firewall behind a closed data account: Deny, but the sweeper's subnet (which
+    resolves the Key Vault reference: "Access network-restricted vaults",
+    https://learn.microsoft.com/azure/app-service/app-service-key-vault-references), the
+    allowed public ranges (the deployer deletes or replaces the secret through the vault's data
+    plane) and trusted Azure services ("Configure Azure Key Vault networking settings",
+    https://learn.microsoft.com/azure/key-vault/general/how-to-azure-key-vault-network-security).
+    An open data account (networkDefaultAction Allow) leaves the vault open too."""
+    network_config = config.network
+    closed = (
+        network_config.default_action == "Deny"
+        or network_config.public_network_access == "Disabled"
+    )
+    if not closed:
+        return None
+    subnet = network_config.sweeper_subnet_id
+    return keyvault.NetworkRuleSetArgs(
+        default_action=keyvault.NetworkRuleAction.DENY,
+        bypass=keyvault.NetworkRuleBypassOptions.AZURE_SERVICES,
+        ip_rules=[keyvault.IPRuleArgs(value=r) for r in network_config.allowed_ip_ranges],
+        virtual_network_rules=[]
+        if subnet is None
+        else [keyvault.VirtualNetworkRuleArgs(id=subnet)],
+    )
+
+
 def key_vault_reference(secret_uri: str) -> str:
     """The app-setting value the platform resolves with the app's Key Vault reference identity."""
     return f"@Microsoft.KeyVault(SecretUri={secret_uri})"
@@ -246,6 +272,7 @@ class SweeperApp(pulumi.ComponentResource):
                 enable_soft_delete=True,
                 soft_delete_retention_in_days=KEY_VAULT_RETENTION_DAYS,
                 enable_purge_protection=True,
+                network_acls=vault_network_rules(config),
             ),
             opts=child,
         )

@@ -22,7 +22,7 @@ API
 `run_stack(..., subnets={subnet id: answer})`
     What the `getSubnet` invoke answers for a subnet (camelCase, as ARM: `serviceEndpoints`,
     `delegations`); a subnet not listed answers `FIT_SUBNET`, which has the Microsoft.Storage
-    service endpoint and the Microsoft.App/environments delegation; `UNREADABLE` has the read
+    and Microsoft.KeyVault service endpoints and the Microsoft.App/environments delegation; `UNREADABLE` has the read
     refused. `StackRun.subnet_reads`
     lists the subnets the program read.
 `mutate(type_, name, inputs)`
@@ -84,7 +84,10 @@ _NAMESPACE: Final = uuid.UUID("6f1c2f4e-8a51-4d0e-9d6e-2b7b1b0c5a10")
 
 Mutate = Callable[[str, str, dict[str, Any]], None]
 FIT_SUBNET: Final[Mapping[str, Any]] = {
-    "serviceEndpoints": [{"service": "Microsoft.Storage", "locations": ["westeurope"]}],
+    "serviceEndpoints": [
+        {"service": "Microsoft.Storage", "locations": ["westeurope"]},
+        {"service": "Microsoft.KeyVault", "locations": ["*"]},
+    ],
     "delegations": [{"name": "flex", "serviceName": "Microsoft.App/environments"}],
 }
 """A subnet with everything the stack needs of it (blob_safetynet/infra/subnets.py)."""

@@ -319,8 +319,17 @@ def test_each_configured_subnet_in_the_deploying_subscription_is_read_once(
             "allowedSubnetIds",
             "lacks the Microsoft.Storage service endpoint",
         ),
+        (
+            SWEEPER_SUBNET_ID,
+            {
+                "serviceEndpoints": [{"service": "Microsoft.Storage"}],
+                "delegations": FIT_SUBNET["delegations"],
+            },
+            "sweeperSubnetId",
+            "lacks the Microsoft.KeyVault service endpoint",
+        ),
     ],
-    ids=["sweeper-no-endpoint", "sweeper-not-delegated", "allowed-no-endpoint"],
+    ids=["sweeper-no-endpoint", "sweeper-not-delegated", "allowed-no-endpoint", "sweeper-no-vault"],
 )
 def test_a_subnet_missing_what_the_stack_needs_stops_the_preview_naming_it(
     subnet: str, answer: Mapping[str, Any], key: str, gap: str
@@ -392,3 +401,23 @@ def test_a_public_data_account_leaves_the_runtime_account_behind_its_firewall(
     assert runtime["publicNetworkAccess"] == "Enabled"
     assert firewall_subnets(runtime) == [SWEEPER_SUBNET_ID]
     assert stack.of_type(ENDPOINT) == []
+
+
+def test_behind_the_closed_firewall_the_vault_admits_only_the_sweeper_and_allowed_ranges(
+    run: RunFactory,
+) -> None:
+    """The key vault denies by default, letting in the sweeper's subnet (which resolves the
+    database URL's Key Vault reference), the allowed public ranges and trusted services."""
+    vault = run(FIREWALL).one("azure-native:keyvault:Vault").inputs["properties"]
+    assert vault["networkAcls"] == {
+        "defaultAction": "Deny",
+        "bypass": "AzureServices",
+        "ipRules": [{"value": OFFICE}, {"value": "198.51.100.7"}],
+        "virtualNetworkRules": [{"id": SWEEPER_SUBNET_ID}],
+    }
+
+
+def test_an_open_data_account_leaves_the_vault_open(run: RunFactory) -> None:
+    """networkDefaultAction Allow, an explicit choice, sets no vault network rules either."""
+    vault = run(OPEN).one("azure-native:keyvault:Vault").inputs["properties"]
+    assert "networkAcls" not in vault
