@@ -221,6 +221,11 @@ class NetworkConfig:
     """An existing blob private DNS zone (a hub's) the endpoint registers in; None: its own."""
 
     @property
+    def closed(self) -> bool:
+        """The data account takes no traffic from networks no rule names (the default)."""
+        return self.default_action == "Deny" or self.public_network_access == "Disabled"
+
+    @property
     def firewall_subnet_ids(self) -> tuple[str, ...]:
         """The allowed subnets plus the sweeper's, each once."""
         extra = () if self.sweeper_subnet_id is None else (self.sweeper_subnet_id,)
@@ -570,8 +575,7 @@ def _network(values: Mapping[str, object], with_sweeper: bool = True) -> Network
             "is missing: with publicNetworkAccess Disabled only a private endpoint reaches "
             "the data account",
         )
-    closed = network.default_action == "Deny" or network.public_network_access == "Disabled"
-    if closed and with_sweeper and network.sweeper_subnet_id is None:
+    if network.closed and with_sweeper and network.sweeper_subnet_id is None:
         raise ConfigError(
             "sweeperSubnetId",
             "is missing: behind networkDefaultAction Deny (the default) or publicNetworkAccess "

@@ -58,10 +58,6 @@ def subnet_needs(config: StackConfig, *, with_sweeper: bool) -> list[SubnetNeeds
     network_config = config.network
     sweeper = network_config.sweeper_subnet_id if with_sweeper else None
     needs: dict[str, SubnetNeeds] = {}
-    closed = (
-        network_config.default_action == "Deny"
-        or network_config.public_network_access == "Disabled"
-    )
     for subnet, key in (
         *((s, "allowedSubnetIds") for s in network_config.allowed_subnet_ids),
         *(() if sweeper is None else ((sweeper, "sweeperSubnetId"),)),
@@ -71,7 +67,7 @@ def subnet_needs(config: StackConfig, *, with_sweeper: bool) -> list[SubnetNeeds
             key,
             service_endpoint=True,
             delegation=subnet == sweeper,
-            key_vault_endpoint=closed and subnet == sweeper,
+            key_vault_endpoint=network_config.closed and subnet == sweeper,
         )
     return list(needs.values())
 

@@ -94,11 +94,7 @@ def vault_network_rules(config: StackConfig) -> keyvault.NetworkRuleSetArgs | No
     https://learn.microsoft.com/azure/key-vault/general/how-to-azure-key-vault-network-security).
     An open data account (networkDefaultAction Allow) leaves the vault open too."""
     network_config = config.network
-    closed = (
-        network_config.default_action == "Deny"
-        or network_config.public_network_access == "Disabled"
-    )
-    if not closed:
+    if not network_config.closed:
         return None
     subnet = network_config.sweeper_subnet_id
     return keyvault.NetworkRuleSetArgs(
