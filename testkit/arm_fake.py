@@ -365,6 +365,11 @@ class FakeArm:
         self.defender_plan: str | None = "Free"
         """The subscription's Defender for Storage pricing tier; None answers 404."""
         self.plan_failure: Failure | None = None
+        self.granted_scopes: tuple[str, ...] | None = None
+        """The scopes the caller holds a control-plane read role at (None: everywhere). A GET
+        outside them answers 403 AuthorizationFailed, as ARM answers a Reader on a resource
+        group that reads the subscription's resources, and is listed in `refused`."""
+        self.refused: list[str] = []
         self.definitions = built_in_definitions()
         self.page_size = page_size
         self.latency_seconds = latency_seconds
@@ -418,8 +423,14 @@ class FakeArm:
             self.requests += 1
         sub = f"/subscriptions/{SUBSCRIPTION}".lower()
         lowered = path.lower()
-        definition = self.definitions.get(lowered)
+        if not self._granted(lowered):
+            with self._lock:
+                self.refused.append(path)
+            return 403, error_body(403)
         if ROLE_DEFINITIONS.lower() in lowered:
+            # Readable at any scope it is assignable at, by its GUID (Role Definitions - Get).
+            guid = lowered.rsplit("/", 1)[-1]
+            definition = self.definitions.get(f"{sub}{ROLE_DEFINITIONS.lower()}/{guid}")
             return (200, definition) if definition else (404, error_body(404))
         foreign = ("/providers/microsoft.authorization/", "/providers/microsoft.security/")
         if PROVIDER.lower() in lowered and not any(part in lowered for part in foreign):
@@ -483,6 +494,13 @@ class FakeArm:
                 }
             return 200, account.management_policy
         return self._page(path, query, account.role_assignments)
+
+    def _granted(self, lowered: str) -> bool:
+        scopes = self.granted_scopes
+        return scopes is None or any(
+            lowered == scope.lower() or lowered.startswith(scope.lower().rstrip("/") + "/")
+            for scope in scopes
+        )
 
     def _plan(self) -> tuple[int, object]:
         """Pricings_Get for StorageAccounts (https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get)."""

@@ -211,6 +211,9 @@ def _audit(settings: VerifySettings, target: Target) -> Audit | None:
             ),
             arm_endpoint=settings.arm_endpoint,
             concurrency=1,
+            # The verifier identity is a Reader on the resource group only
+            # (blob_safetynet/infra/sweeper_app.py): nothing is read above it.
+            subscription_reads=False,
         )
         errors = [f"{e.operation}: {e.kind.value}: {e.message}" for e in report.all_errors]
         return SettingsVerdict(report.findings, errors)

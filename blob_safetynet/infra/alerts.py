@@ -14,6 +14,16 @@ an overdue canary), counted over one period of the emitter's schedule; the other
 nothing was reported (no sweep summary, no verification run) in two consecutive windows of one
 period each (`failingPeriods` 2 of 2), so "older than twice the schedule" needs no window
 longer than a day.
+
+Scheduled query rules take only some durations: `evaluationFrequency` PT1M, PT5M, PT10M, PT15M,
+PT30M, PT45M, PT1H to PT6H or P1D, and `windowSize` the same or P2D (ISO 8601 durations,
+"Scheduled Query Rules - Create Or Update",
+https://learn.microsoft.com/rest/api/monitor/scheduled-query-rules/create-or-update; the lists as
+terraform-provider-azurerm validates them for `azurerm_monitor_scheduled_query_rules_alert_v2`,
+internal/services/monitor/monitor_scheduled_query_rules_alert_v2_resource.go, PR 18960). A period
+between them (every 20 minutes, every 8 or 12 hours) is rounded up to the next allowed value,
+never down: a longer window still holds a report, while a window shorter than the schedule's
+period would be empty between two runs and a silence rule would fire on a healthy schedule.
 """
 
 from __future__ import annotations
@@ -30,6 +40,14 @@ from blob_safetynet.settings import signals
 
 MIN_WINDOW: Final = timedelta(minutes=5)
 MAX_FREQUENCY: Final = timedelta(hours=1)
+EVALUATION_FREQUENCIES: Final = (
+    *(timedelta(minutes=m) for m in (1, 5, 10, 15, 30, 45)),
+    *(timedelta(hours=h) for h in range(1, 7)),
+    timedelta(days=1),
+)
+"""Every `evaluationFrequency` a scheduled query rule accepts (module docstring)."""
+WINDOW_SIZES: Final = (*EVALUATION_FREQUENCIES, timedelta(days=2))
+"""Every `windowSize` a scheduled query rule accepts."""
 SHORT_NAME: Final = "safetynet"
 """An action group's short name (at most 12 characters) is what SMS and email subjects show."""
 
@@ -52,7 +70,37 @@ class AlertRule:
 
     @property
     def frequency(self) -> timedelta:
-        return min(self.window, MAX_FREQUENCY)
+        return round_up(min(self.window, MAX_FREQUENCY), EVALUATION_FREQUENCIES)
+
+
+def round_up(value: timedelta, allowed: tuple[timedelta, ...]) -> timedelta:
+    """The smallest allowed duration at least `value`; never a shorter one."""
+    for candidate in allowed:
+        if candidate >= value:
+            return candidate
+    raise ValueError(
+        f"{iso_duration(value)} is longer than any allowed ({iso_duration(allowed[-1])})"
+    )
+
+
+def alert_window(period: timedelta) -> timedelta:
+    """One schedule period as a rule's window: at least MIN_WINDOW, rounded up to an allowed size."""
+    return round_up(max(period, MIN_WINDOW), WINDOW_SIZES)
+
+
+def rounding_notes(sweep_period: timedelta, verify_period: timedelta) -> list[str]:
+    """What the rules' windows say about a schedule whose period is not itself allowed."""
+    notes = []
+    for key, period in (("sweeperSchedule", sweep_period), ("verifySchedule", verify_period)):
+        window = alert_window(period)
+        if window != max(period, MIN_WINDOW):
+            notes.append(
+                f"{key} fires every {iso_duration(period)}, which scheduled query rules do not "
+                f"take as a window: its alerts use {iso_duration(window)} (rounded up, never "
+                f"down), so a silence alert fires after {iso_duration(2 * window)} without a "
+                "report rather than after two periods"
+            )
+    return notes
 
 
 def _dimension(name: str) -> str:
@@ -65,8 +113,8 @@ def _trace_event(event: str) -> str:
 
 def alert_rules(sweep_period: timedelta, verify_period: timedelta) -> tuple[AlertRule, ...]:
     """The six rules for a sweeper and a verification timer firing at these periods."""
-    sweep = max(sweep_period, MIN_WINDOW)
-    verify = max(verify_period, MIN_WINDOW)
+    sweep = alert_window(sweep_period)
+    verify = alert_window(verify_period)
     return (
         AlertRule(
             "check-failed",
@@ -167,6 +215,8 @@ class Alerts(pulumi.ComponentResource):
                 "nobody (they show in the portal only)",
                 resource=self,
             )
+        for note in rounding_notes(sweep_period, verify_period):
+            pulumi.log.warn(note, resource=self)
         self.action_group = monitor.ActionGroup(
             f"{name}-group",
             action_group_name=f"safetynet-{name}",

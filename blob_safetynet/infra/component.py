@@ -37,6 +37,7 @@ from blob_safetynet.infra.config import (
 from blob_safetynet.infra.monitoring import Monitoring
 from blob_safetynet.infra.package import PackageFile, read_package
 from blob_safetynet.infra.storage import DataAccount
+from blob_safetynet.infra.subnets import check_subnets, subnet_needs
 from blob_safetynet.infra.sweeper_app import SweeperApp
 from blob_safetynet.settings import appsettings
 
@@ -62,6 +63,9 @@ class NetworkRules:
     allowed_subnet_ids: Sequence[str] = ()
     private_endpoint_subnet_id: str | None = None
     public_network_access: str = "Enabled"
+    private_dns_zone_id: str | None = None
+    """An existing privatelink.blob zone (a hub's, any subscription) for the endpoint's record;
+    None creates the zone and its virtual network links in the resource group."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,9 @@ class SafetyNetStorageArgs:
     pending_lifecycle_days: int = int(str(DEFAULTS["pendingExpiryDays"]))
     retired_blob_days: int = int(str(DEFAULTS["retiredBlobDays"]))
     """Blobs tagged `state=retired` are deleted this many days after they were last read."""
+    inventory_report_days: int = int(str(DEFAULTS["inventoryReportDays"]))
+    """Blob Inventory reports (container `inventory`, reserved for them) are deleted this many
+    days after they were written."""
     versioning: bool = False
     version_expiry_days: int = int(str(DEFAULTS["versionExpiryDays"]))
     infrastructure_encryption: bool = True
@@ -131,6 +138,7 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
         "containerSoftDeleteDays": args.container_soft_delete_days,
         "pendingExpiryDays": args.pending_lifecycle_days,
         "retiredBlobDays": args.retired_blob_days,
+        "inventoryReportDays": args.inventory_report_days,
         "versioning": args.versioning,
         "versionExpiryDays": args.version_expiry_days,
         "infrastructureEncryption": args.infrastructure_encryption,
@@ -142,6 +150,7 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
         "allowedIpRanges": list(args.network.allowed_ip_ranges),
         "allowedSubnetIds": list(args.network.allowed_subnet_ids),
         "privateEndpointSubnetId": args.network.private_endpoint_subnet_id or "",
+        "privateDnsZoneId": args.network.private_dns_zone_id or "",
     }
     if args.sweeper is not None:
         raw |= {
@@ -226,6 +235,8 @@ class SafetyNetStorage(pulumi.ComponentResource):
             None,
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=tagging)),
         )
+        # The subnets the network team made, read before anything joins or allows them.
+        check_subnets(subnet_needs(config, with_sweeper=args.sweeper is not None), parent=self)
         child = pulumi.ResourceOptions(parent=self)
         monitoring = Monitoring(
             f"{name}-monitoring",
@@ -333,5 +344,8 @@ class SafetyNetStorage(pulumi.ComponentResource):
             resource_group_id=group_id,
             insights_id=monitoring.insights.id,
             insights_connection_string=monitoring.insights.connection_string,
+            private_dns_zone_id=None
+            if data.private_endpoint is None
+            else data.private_endpoint.zone_id,
             opts=pulumi.ResourceOptions(parent=self),
         )

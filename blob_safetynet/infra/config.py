@@ -23,7 +23,7 @@ from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
 from blob_safetynet.settings import appsettings, untrusted
-from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER
+from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, DEFAULT_INVENTORY_CONTAINER
 
 NAMESPACE: Final = "blob-safetynet"
 """The Pulumi project name, and so the namespace of every key (`blob-safetynet:<key>`)."""
@@ -47,6 +47,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "versionExpiryDays": 30,
     "pendingExpiryDays": 1,
     "retiredBlobDays": 7,
+    "inventoryReportDays": 30,
     "uploaderPrincipalIds": [],
     "readerPrincipalIds": [],
     "verifierPrincipalIds": [],
@@ -57,6 +58,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "allowedSubnetIds": [],
     "sweeperSubnetId": "",
     "privateEndpointSubnetId": "",
+    "privateDnsZoneId": "",
     "infrastructureEncryption": True,
     "sweeperSchedule": "0 */5 * * * *",
     "sweeperCutoff": appsettings.CUTOFF.default,
@@ -83,7 +85,8 @@ ALLOWED: Final[Mapping[str, str]] = {
     "storageSku": "one of Standard_LRS, Standard_ZRS, Standard_GRS, Standard_RAGRS, "
     "Standard_GZRS, Standard_RAGZRS",
     "containerName": "3-63 characters: lowercase letters, digits and single hyphens, "
-    "starting and ending with a letter or digit",
+    f"starting and ending with a letter or digit; not {DEFAULT_INVENTORY_CONTAINER} (the Blob "
+    "Inventory reports' container)",
     "blobSoftDeleteDays": "an integer from 1 to 365",
     "containerSoftDeleteDays": "an integer from 1 to 365",
     "versioning": "true or false",
@@ -91,6 +94,9 @@ ALLOWED: Final[Mapping[str, str]] = {
     "pendingExpiryDays": "an integer from 1 to 365",
     "retiredBlobDays": "an integer from 2 to 365: blobs tagged state=retired are deleted this "
     "many days after they were last read",
+    "inventoryReportDays": "an integer from 2 to 365: Blob Inventory reports (container "
+    f"{DEFAULT_INVENTORY_CONTAINER}) are deleted this many days after they were written; "
+    "reconcile --inventory reads only the newest",
     "uploaderPrincipalIds": _PRINCIPALS_SHAPE,
     "readerPrincipalIds": _PRINCIPALS_SHAPE,
     "verifierPrincipalIds": f"{_PRINCIPALS_SHAPE}: pipeline identities that run `safetynet verify`",
@@ -104,11 +110,17 @@ ALLOWED: Final[Mapping[str, str]] = {
     "shorter), possibly empty, allowed through the data account's firewall",
     "allowedSubnetIds": "a list of subnet resource ids, possibly empty, allowed through the "
     "data account's firewall (each with the Microsoft.Storage service endpoint)",
-    "sweeperSubnetId": "a subnet resource id (delegated to Microsoft.App/environments) the "
-    "sweeper's Flex Consumption app joins, or empty; required unless networkDefaultAction "
-    "is Allow",
+    "sweeperSubnetId": "a subnet resource id the sweeper's Flex Consumption app joins, "
+    "delegated to Microsoft.App/environments, with the Microsoft.Storage service endpoint, in "
+    "a subscription with the Microsoft.App resource provider registered; or empty; required "
+    "unless networkDefaultAction is Allow",
     "privateEndpointSubnetId": "a subnet resource id for the data account's blob private "
     "endpoint, or empty (no private endpoint)",
+    "privateDnsZoneId": "the resource id of an existing privatelink.blob.core.windows.net "
+    "private DNS zone (any subscription, e.g. a landing zone's hub), or empty: the stack "
+    "creates its own zone and links the endpoint's and the sweeper's networks to it; with an "
+    "id it creates neither and the endpoint's zone group writes into the given zone; needs "
+    "privateEndpointSubnetId",
     "infrastructureEncryption": "true or false: a second layer of encryption, chosen when an "
     "account is created (false only for accounts created without it)",
     "sweeperSchedule": "an NCRONTAB expression with 6 fields "
@@ -160,6 +172,14 @@ _SUBNET: Final = re.compile(
     r"Microsoft\.Network/virtualNetworks/[-\w.]{2,64}/subnets/[-\w.]{1,80}",
     re.IGNORECASE,
 )
+_BLOB_ZONE_ID: Final = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w._()]{1,90}/providers/"
+    r"Microsoft\.Network/privateDnsZones/"
+    r"privatelink\.blob\.core\.(windows\.net|usgovcloudapi\.net|chinacloudapi\.cn)",
+    re.IGNORECASE,
+)
+"""The blob sub-resource's zone in the public, US Government and China clouds ("Azure Private
+Endpoint private DNS zone values", https://learn.microsoft.com/azure/private-link/private-endpoint-dns)."""
 MAX_ALLOWED_PREFIX: Final = 30
 """Storage firewall IP rules take no /31 or /32 ranges (give a single address instead)."""
 RFC1918: Final = tuple(
@@ -200,6 +220,13 @@ class NetworkConfig:
     allowed_subnet_ids: tuple[str, ...] = ()
     sweeper_subnet_id: str | None = None
     private_endpoint_subnet_id: str | None = None
+    private_dns_zone_id: str | None = None
+    """An existing blob private DNS zone (a hub's) the endpoint registers in; None: its own."""
+
+    @property
+    def closed(self) -> bool:
+        """The data account takes no traffic from networks no rule names (the default)."""
+        return self.default_action == "Deny" or self.public_network_access == "Disabled"
 
     @property
     def firewall_subnet_ids(self) -> tuple[str, ...]:
@@ -241,6 +268,7 @@ class StackConfig:
     verify_schedule: str = "0 30 3 * * *"
     alert_emails: tuple[str, ...] = ()
     alert_webhooks: tuple[str, ...] = field(default=(), repr=False)
+    inventory_report_days: int = 30
 
     @property
     def sweeper_period(self) -> timedelta:
@@ -301,7 +329,7 @@ def parse(
     return StackConfig(
         location=_matching(values, "location", _LOCATION),
         storage_sku=_choice(values, "storageSku", _SKUS),
-        container_name=_matching(values, "containerName", _CONTAINER),
+        container_name=_container(values, "containerName"),
         blob_soft_delete_days=_integer(values, "blobSoftDeleteDays", 1, 365),
         container_soft_delete_days=_integer(values, "containerSoftDeleteDays", 1, 365),
         versioning=_boolean(values, "versioning"),
@@ -309,6 +337,8 @@ def parse(
         pending_expiry_days=pending_days,
         # Access times are updated at most once a day: 2 days keep a blob read today.
         retired_blob_days=_integer(values, "retiredBlobDays", 2, 365),
+        # The newest daily report must outlive the next day's lifecycle run.
+        inventory_report_days=_integer(values, "inventoryReportDays", 2, 365),
         uploader_principals=_principals(values, "uploaderPrincipalIds"),
         reader_principals=_principals(values, "readerPrincipalIds"),
         verifier_principals=_principals(values, "verifierPrincipalIds"),
@@ -375,6 +405,13 @@ def _matching(values: Mapping[str, object], key: str, pattern: re.Pattern[str]) 
     if pattern.fullmatch(value) is None:
         raise ConfigError(key, f"{value!r} is not allowed")
     return value
+
+
+def _container(values: Mapping[str, object], key: str) -> str:
+    name = _matching(values, key, _CONTAINER)
+    if name == DEFAULT_INVENTORY_CONTAINER:
+        raise ConfigError(key, f"{name!r} holds the Blob Inventory reports, which expire")
+    return name
 
 
 def _choice(values: Mapping[str, object], key: str, choices: frozenset[str]) -> str:
@@ -486,6 +523,15 @@ def _optional_subnet(values: Mapping[str, object], key: str) -> str | None:
     return _subnet(value, key)
 
 
+def _optional_zone(values: Mapping[str, object], key: str) -> str | None:
+    value = values.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str) or _BLOB_ZONE_ID.fullmatch(value.strip()) is None:
+        raise ConfigError(key, f"{value!r} is not the resource id of a blob private DNS zone")
+    return value.strip()
+
+
 def _subnets(values: Mapping[str, object], key: str) -> tuple[str, ...]:
     subnets = [_subnet(item, key) for item in _json_list(values, key)]
     if len({subnet.lower() for subnet in subnets}) != len(subnets):
@@ -519,15 +565,20 @@ def _network(values: Mapping[str, object], with_sweeper: bool = True) -> Network
         allowed_subnet_ids=_subnets(values, "allowedSubnetIds"),
         sweeper_subnet_id=_optional_subnet(values, "sweeperSubnetId"),
         private_endpoint_subnet_id=_optional_subnet(values, "privateEndpointSubnetId"),
+        private_dns_zone_id=_optional_zone(values, "privateDnsZoneId"),
     )
+    if network.private_dns_zone_id is not None and network.private_endpoint_subnet_id is None:
+        raise ConfigError(
+            "privateDnsZoneId",
+            "is set without privateEndpointSubnetId: only a private endpoint registers in the zone",
+        )
     if network.public_network_access == "Disabled" and network.private_endpoint_subnet_id is None:
         raise ConfigError(
             "privateEndpointSubnetId",
             "is missing: with publicNetworkAccess Disabled only a private endpoint reaches "
             "the data account",
         )
-    closed = network.default_action == "Deny" or network.public_network_access == "Disabled"
-    if closed and with_sweeper and network.sweeper_subnet_id is None:
+    if network.closed and with_sweeper and network.sweeper_subnet_id is None:
         raise ConfigError(
             "sweeperSubnetId",
             "is missing: behind networkDefaultAction Deny (the default) or publicNetworkAccess "

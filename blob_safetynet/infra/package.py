@@ -13,6 +13,17 @@ as Microsoft's own tooling reads it (Azure/azure-dev issue 3658). A first publis
 deployer's role on a new app before it has propagated: 401/403 are retried with bounded
 backoff, then reported with what to check.
 
+Role assignments take a while to take effect ("Troubleshoot Azure RBAC": changes can take up to
+10 minutes, https://learn.microsoft.com/azure/role-based-access-control/troubleshooting), and a
+first `up` uses three fresh ones at once: the deployer's on the app (SCM 401/403), and the app
+identity's Storage Blob Data Owner on the runtime account, which the platform uses to write the
+package to the deployment container (a deployment that fails with the storage's
+AuthorizationFailure or AuthorizationPermissionMismatch). The SCM host of a site just created may
+also answer 429, 502, 503 or 504 for a while. Each of these is retried with the same bounded
+backoff, the way Microsoft's guidance for transient faults asks for retries that are bounded and
+spaced ("Transient fault handling", https://learn.microsoft.com/azure/architecture/best-practices/transient-faults),
+and reported with what to check once the bound is reached.
+
 One identity: azure-native authenticates from `ARM_*` variables (or `az login`), while
 `DefaultAzureCredential` reads only `AZURE_*` ones; with a service principal in `ARM_*` it would
 publish as somebody else. `choose_credential` maps the same `ARM_*` variables azure-native reads
@@ -194,6 +205,17 @@ STATUS_PATH: Final = "/api/deployments/latest"
 issue 3658, the Flex Consumption deploy contract): the latest deployment, not an id."""
 PROPAGATION_STATUSES: Final = frozenset({401, 403})
 """What the SCM host answers while the deployer's role on a new app has not propagated yet."""
+UNAVAILABLE_STATUSES: Final = frozenset({429, 502, 503, 504})
+"""What the SCM host of a site still starting may answer: throttled, or not serving yet."""
+STORAGE_REFUSALS: Final = (
+    "AuthorizationFailure",
+    "AuthorizationPermissionMismatch",
+    "AuthorizationFailed",
+)
+"""Blob Storage's error codes for a request its RBAC refuses ("Blob Storage error codes",
+https://learn.microsoft.com/rest/api/storageservices/blob-service-error-codes, and ARM's): in a
+failed deployment's status text, the app identity's role on the runtime account not yet in
+effect."""
 NOT_YET: Final = frozenset({HTTPStatus.NOT_FOUND.value})
 """`/api/deployments/latest` before the first deployment of an app is recorded."""
 PROPAGATION_DELAYS: Final = (5.0, 10.0, 20.0, 40.0, 60.0)
@@ -218,7 +240,16 @@ def deployment_finished(status: Mapping[str, Any]) -> bool:
     if code in RUNNING_STATUSES:
         return False
     reason = status.get("status_text") or "no reason given"
-    raise RuntimeError(f"the deployment ended with status {code!r}: {reason}")
+    raise DeploymentFailed(f"the deployment ended with status {code!r}: {reason}")
+
+
+class DeploymentFailed(RuntimeError):
+    """Kudu reported the deployment as ended otherwise than in success."""
+
+    @property
+    def storage_refused(self) -> bool:
+        """The deployment storage refused the app's identity (its role not yet in effect)."""
+        return any(code in str(self) for code in STORAGE_REFUSALS)
 
 
 @dataclass(frozen=True)
@@ -229,7 +260,7 @@ class Answer:
 
 @dataclass(frozen=True)
 class Retry:
-    """How long to wait between attempts refused with 401/403, and how to wait."""
+    """How long to wait between attempts that met a transient refusal, and how to wait."""
 
     delays: tuple[float, ...] = PROPAGATION_DELAYS
     sleep: Callable[[float], None] = time.sleep
@@ -248,10 +279,40 @@ def publish(
     """One deploy: POST the zip to `/api/publish`, then follow `/api/deployments/latest`.
 
     A 200 is the synchronous answer (done, or a status to judge); a 202 is accepted and polled.
-    401/403 (the deployer's role not yet propagated) are retried with bounded backoff. Returns
-    the deployment id (or `latest`). Errors name the status and path, never the token.
+    401/403 (the deployer's role not yet propagated) and an unavailable SCM host are retried
+    with bounded backoff, and so is a deployment the deployment storage refused (the app's role
+    on it not yet in effect). Returns the deployment id (or `latest`). Errors name the status
+    and path, never the token.
     """
     retry = retry or Retry()
+    for delay in (*retry.delays, None):
+        try:
+            return _publish_once(
+                scm_host, data, token, context, poll_seconds, timeout_seconds, retry
+            )
+        except DeploymentFailed as failure:
+            if not failure.storage_refused:
+                raise
+            if delay is None:
+                raise DeploymentFailed(
+                    f"{failure} ({len(retry.delays) + 1} attempts over "
+                    f"{sum(retry.delays):.0f} s): the deployment storage refused the app's "
+                    "identity; its Storage Blob Data Owner role on the runtime account has not "
+                    "taken effect yet, or was removed; run `pulumi up` again in a few minutes"
+                ) from None
+            retry.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _publish_once(
+    scm_host: str,
+    data: bytes,
+    token: str,
+    context: ssl.SSLContext | None,
+    poll_seconds: float,
+    timeout_seconds: float,
+    retry: Retry,
+) -> str:
     headers = {"Authorization": f"Bearer {token}"}
     request = urllib.request.Request(  # noqa: S310 (publish_url builds an https URL)
         publish_url(scm_host),
@@ -312,23 +373,27 @@ def _call_retrying(
     retry: Retry,
     passed: frozenset[int] = frozenset(),
 ) -> Answer:
-    """`_call`, again after each delay while the answer is 401/403; then a clear error.
-
-    Statuses in `passed` are answers, not errors."""
+    """`_call`, again after each delay while the answer is 401/403 or the host unavailable;
+    then a clear error. Statuses in `passed` are answers, not errors."""
+    retried = PROPAGATION_STATUSES | UNAVAILABLE_STATUSES
     for delay in (*retry.delays, None):
-        answer = _call(request, context, PROPAGATION_STATUSES | passed)
-        if answer.status not in PROPAGATION_STATUSES:
+        answer = _call(request, context, retried | passed)
+        if answer.status not in retried:
             return answer
         if delay is None:
             break
         retry.sleep(delay)
     path = urllib.parse.urlsplit(request.full_url).path
+    why = (
+        "the deploying identity has no role on the app that allows publishing (Contributor or "
+        "Website Contributor), or it has not propagated yet"
+        if answer.status in PROPAGATION_STATUSES
+        else "the app's SCM host is not serving yet"
+    )
     raise RuntimeError(
         f"{request.get_method()} {path} answered {answer.status} "
         f"{HTTPStatus(answer.status).phrase} {len(retry.delays) + 1} times over "
-        f"{sum(retry.delays):.0f} s: the deploying identity has no role on the app that allows "
-        "publishing (Contributor or Website Contributor), or it has not propagated yet; "
-        "run `pulumi up` again in a few minutes"
+        f"{sum(retry.delays):.0f} s: {why}; run `pulumi up` again in a few minutes"
     )
 
 

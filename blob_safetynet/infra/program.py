@@ -126,6 +126,7 @@ def storage_args(
         container_soft_delete_days=config.container_soft_delete_days,
         pending_lifecycle_days=config.pending_expiry_days,
         retired_blob_days=config.retired_blob_days,
+        inventory_report_days=config.inventory_report_days,
         versioning=config.versioning,
         version_expiry_days=config.version_expiry_days,
         infrastructure_encryption=config.infrastructure_encryption,
@@ -138,6 +139,7 @@ def storage_args(
             allowed_subnet_ids=network.allowed_subnet_ids,
             private_endpoint_subnet_id=network.private_endpoint_subnet_id,
             public_network_access=network.public_network_access,
+            private_dns_zone_id=network.private_dns_zone_id,
         ),
         sweeper=SweeperOptions(
             package_path=config.sweeper_package_path,
@@ -174,18 +176,28 @@ def keep_earlier_urns(stack: str, project: str) -> pulumi.ResourceTransformation
         args: pulumi.ResourceTransformationArgs,
     ) -> pulumi.ResourceTransformationResult | None:
         parent = args.opts.parent
+        # A resource renamed since (a name alias) had its earlier name under the earlier parents.
+        own_names = [
+            alias.name
+            for alias in args.opts.aliases or []
+            if isinstance(alias, pulumi.Alias) and isinstance(alias.name, str)
+        ] or [args.name]
         if parent in earlier:
             parent_chain, parent_was, parent_is = earlier[parent]
             chain = f"{parent_chain}${args.type_}"
-            renamed = args.name.startswith(parent_is)
-            was = parent_was + args.name[len(parent_is) :] if renamed else args.name
+            names = [
+                parent_was + own[len(parent_is) :] if own.startswith(parent_is) else own
+                for own in own_names
+            ]
         elif isinstance(parent, SafetyNetStorage):
-            chain, was = args.type_, EARLIER_NAMES.get(args.type_, args.name)
+            chain, names = args.type_, [EARLIER_NAMES.get(args.type_, own) for own in own_names]
         else:
             return None
-        earlier[args.resource] = (chain, was, args.name)
-        alias = f"urn:pulumi:{stack}::{project}::{chain}::{was}"
-        opts = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(aliases=[alias]))
+        earlier[args.resource] = (chain, names[0], args.name)
+        aliases: list[pulumi.Input[str] | pulumi.Alias] = [
+            f"urn:pulumi:{stack}::{project}::{chain}::{was}" for was in names
+        ]
+        opts = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(aliases=aliases))
         return pulumi.ResourceTransformationResult(args.props, opts)
 
     return transform

@@ -10,11 +10,17 @@ from pulumi_azure_native import monitor, storage
 
 from blob_safetynet.infra.config import StackConfig
 from blob_safetynet.infra.network import BlobPrivateEndpoint
-from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
+from blob_safetynet.settings.vocabulary import (
+    DEFAULT_INVENTORY_CONTAINER,
+    PENDING,
+    RETIRED,
+    STATE_TAG,
+)
 
 PENDING_RULE: Final = "delete-abandoned-uploads"
 RETIRED_RULE: Final = "delete-retired-blobs"
 VERSIONS_RULE: Final = "expire-old-versions"
+INVENTORY_RULE: Final = "expire-inventory-reports"
 AUDITED_LOGS: Final = ("StorageWrite", "StorageDelete")
 """Blob logs sent to the workspace: who wrote and who deleted what, the questions after a loss."""
 
@@ -82,6 +88,28 @@ def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArg
     # Counting from the last read (last access time tracking, turned on below) keeps it while
     # it is read. Lifecycle uses the date tracking was enabled when a blob has no access time.
     # https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-policy-configure
+    # Blob Inventory writes a report a day and keeps none from piling up by itself; the newest
+    # is what `reconcile --inventory` reads ("Enable Azure Storage blob inventory reports",
+    # https://learn.microsoft.com/azure/storage/blobs/blob-inventory-how-to).
+    rules.append(
+        storage.ManagementPolicyRuleArgs(
+            name=INVENTORY_RULE,
+            enabled=True,
+            type=storage.RuleType.LIFECYCLE,
+            definition=storage.ManagementPolicyDefinitionArgs(
+                filters=storage.ManagementPolicyFilterArgs(
+                    blob_types=["blockBlob"], prefix_match=[f"{DEFAULT_INVENTORY_CONTAINER}/"]
+                ),
+                actions=storage.ManagementPolicyActionArgs(
+                    base_blob=storage.ManagementPolicyBaseBlobArgs(
+                        delete=storage.DateAfterModificationArgs(
+                            days_after_creation_greater_than=config.inventory_report_days
+                        )
+                    )
+                ),
+            ),
+        )
+    )
     rules.append(
         _delete_tagged(
             RETIRED_RULE,
@@ -96,7 +124,10 @@ def lifecycle_rules(config: StackConfig) -> list[storage.ManagementPolicyRuleArg
 
 
 def network_rules(
-    default_action: str, ip_ranges: Sequence[str], subnet_ids: Sequence[str]
+    default_action: str,
+    ip_ranges: Sequence[str],
+    subnet_ids: Sequence[str],
+    bypass: storage.Bypass = storage.Bypass.AZURE_SERVICES,
 ) -> storage.NetworkRuleSetArgs:
     """An account firewall: what no rule allows gets `default_action` (Deny unless configured).
 
@@ -107,7 +138,7 @@ def network_rules(
     """
     return storage.NetworkRuleSetArgs(
         default_action=storage.DefaultAction(default_action),
-        bypass=storage.Bypass.AZURE_SERVICES,
+        bypass=bypass,
         ip_rules=[
             storage.IPRuleArgs(i_p_address_or_range=address, action=storage.Action.ALLOW)
             for address in ip_ranges

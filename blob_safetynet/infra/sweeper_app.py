@@ -31,6 +31,7 @@ import pulumi
 from pulumi_azure_native import authorization, keyvault, managedidentity, storage, web
 
 from blob_safetynet.infra.config import StackConfig
+from blob_safetynet.infra.network import BlobPrivateEndpoint
 from blob_safetynet.infra.package import FunctionPackage, PackageFile
 from blob_safetynet.infra.storage import (
     blob_soft_delete,
@@ -84,6 +85,28 @@ def builtin_role(subscription_id: str, role_guid: str) -> str:
     return f"/subscriptions/{subscription_id}{_BUILTIN}{role_guid}"
 
 
+def vault_network_rules(config: StackConfig) -> keyvault.NetworkRuleSetArgs | None:
+    """The vault's firewall behind a closed data account: Deny, but the sweeper's subnet (which
+    resolves the Key Vault reference: "Access network-restricted vaults",
+    https://learn.microsoft.com/azure/app-service/app-service-key-vault-references), the
+    allowed public ranges (the deployer deletes or replaces the secret through the vault's data
+    plane) and trusted Azure services ("Configure Azure Key Vault networking settings",
+    https://learn.microsoft.com/azure/key-vault/general/how-to-azure-key-vault-network-security).
+    An open data account (networkDefaultAction Allow) leaves the vault open too."""
+    network_config = config.network
+    if not network_config.closed:
+        return None
+    subnet = network_config.sweeper_subnet_id
+    return keyvault.NetworkRuleSetArgs(
+        default_action=keyvault.NetworkRuleAction.DENY,
+        bypass=keyvault.NetworkRuleBypassOptions.AZURE_SERVICES,
+        ip_rules=[keyvault.IPRuleArgs(value=r) for r in network_config.allowed_ip_ranges],
+        virtual_network_rules=[]
+        if subnet is None
+        else [keyvault.VirtualNetworkRuleArgs(id=subnet)],
+    )
+
+
 def key_vault_reference(secret_uri: str) -> str:
     """The app-setting value the platform resolves with the app's Key Vault reference identity."""
     return f"@Microsoft.KeyVault(SecretUri={secret_uri})"
@@ -113,8 +136,11 @@ class SweeperApp(pulumi.ComponentResource):
         resource_group_id: pulumi.Input[str],
         insights_id: pulumi.Input[str],
         insights_connection_string: pulumi.Input[str],
+        private_dns_zone_id: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`private_dns_zone_id`: the blob zone the data account's endpoint registers in, for
+        the runtime account's own endpoint when the data account is private."""
         super().__init__("safetynet:sweeper:SweeperApp", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         subnet = config.network.sweeper_subnet_id
@@ -157,6 +183,13 @@ class SweeperApp(pulumi.ComponentResource):
                 opts=child,
             )
 
+        # A private data account gets a private runtime account, as Microsoft's Flex
+        # Consumption VNet sample has it (Azure-Samples/azure-functions-flex-consumption-samples,
+        # infra/app/storage-PrivateEndpoint.bicep, core/storage/storage-account.bicep:
+        # publicNetworkAccess Disabled, networkAcls Deny with bypass None, a blob private
+        # endpoint): host storage and the package are reached through the app's subnet only.
+        private = config.network.public_network_access == "Disabled"
+        endpoint_subnet = config.network.private_endpoint_subnet_id
         self.runtime_account = hardened_account(
             f"{name}-runtime",
             account_name=runtime_account_name,
@@ -164,14 +197,29 @@ class SweeperApp(pulumi.ComponentResource):
             location=config.location,
             sku=storage.SkuName.STANDARD_LRS,
             # Host storage and the package serve only the app: no application ranges here.
-            network=network_rules(
+            network=network_rules("Deny", (), (), storage.Bypass.NONE)
+            if private
+            else network_rules(
                 config.network.default_action,
                 (),
                 () if subnet is None else (subnet,),
             ),
-            public_network_access="Enabled",
+            public_network_access="Disabled" if private else "Enabled",
             infrastructure_encryption=config.infrastructure_encryption,
             opts=child,
+        )
+        self.runtime_endpoint = (
+            BlobPrivateEndpoint(
+                f"{name}-runtime-blob",
+                config,
+                subnet_id=endpoint_subnet,
+                account_id=self.runtime_account.id,
+                resource_group_name=resource_group_name,
+                zone_id=private_dns_zone_id,
+                opts=child,
+            )
+            if private and endpoint_subnet is not None
+            else None
         )
         # Timer locks and the deployment package get the same undo window as the documents.
         storage.BlobServiceProperties(
@@ -220,6 +268,7 @@ class SweeperApp(pulumi.ComponentResource):
                 enable_soft_delete=True,
                 soft_delete_retention_in_days=KEY_VAULT_RETENTION_DAYS,
                 enable_purge_protection=True,
+                network_acls=vault_network_rules(config),
             ),
             opts=child,
         )

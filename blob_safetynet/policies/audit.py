@@ -258,10 +258,14 @@ class ArmReader:
         concurrency: int = DEFAULT_CONCURRENCY,
         connection_verify: str | bool | None = None,
         storage_api_version: str = STORAGE_API_VERSION,
+        subscription_reads: bool = True,
     ) -> None:
         if arm_endpoint is not None:
             check_arm_endpoint(arm_endpoint, allow_custom=allow_custom_endpoint)
         self.storage_api_version = storage_api_version
+        self.subscription_reads = subscription_reads
+        """False for an identity whose roles stop at a resource group (the verification
+        timer's): the subscription's Defender plan is not read and its rule says why."""
         session = requests.Session()
         adapter = requests.adapters.HTTPAdapter(
             pool_connections=4, pool_maxsize=max(10, concurrency)
@@ -341,7 +345,7 @@ class ArmReader:
                 definition = attempt(
                     Facet.ROLES,
                     "roleDefinitions/get",
-                    functools.partial(self._definition, definition_id),
+                    functools.partial(self._definition, definition_id, resource_id),
                 )
                 if definition:
                     reads.role_definitions[definition_id.lower()] = definition
@@ -396,7 +400,13 @@ class ArmReader:
         )
         if defender is not None:
             reads.defender_settings = defender or None
-        if defender == {}:
+        if defender == {} and not self.subscription_reads:
+            reads.reasons[Facet.DEFENDER] = (
+                f"{Facet.DEFENDER.value} not read (the account has no Defender setting of its "
+                "own, and the subscription's plan is a subscription-scope read outside this "
+                "identity's roles; `safetynet audit` as a subscription Reader judges it)"
+            )
+        elif defender == {}:
             plan = attempt(
                 Facet.DEFENDER, "pricings/get", lambda: self._plan(_subscription(resource_id))
             )
@@ -442,10 +452,15 @@ class ArmReader:
         except ResourceNotFoundError:
             return {}
 
-    def _definition(self, definition_id: str) -> dict[str, Any] | None:
+    def _definition(self, definition_id: str, scope: str) -> dict[str, Any] | None:
+        """A role definition, read at the account's scope (Role Definitions - Get takes any
+        scope: https://learn.microsoft.com/rest/api/authorization/role-definitions/get), so a
+        Reader on the account's resource group reads it; its subscription-form id would be a
+        subscription-scope read."""
+        guid = definition_id.rstrip("/").rsplit("/", 1)[-1]
         return self._definitions.get(
             definition_id.lower(),
-            lambda: _as_dict(self.authorization.role_definitions.get_by_id(definition_id)),
+            lambda: _as_dict(self.authorization.role_definitions.get(scope.lstrip("/"), guid)),
         )
 
 
@@ -480,11 +495,13 @@ def run_audit(
     concurrency: int = DEFAULT_CONCURRENCY,
     connection_verify: str | bool | None = None,
     storage_api_version: str = STORAGE_API_VERSION,
+    subscription_reads: bool = True,
 ) -> AuditReport:
     """Audit every account in `scope`; `concurrency` accounts are read at once.
 
     Raises SettingsError before anything is sent when `arm_endpoint` breaks the endpoint rule
-    (`check_arm_endpoint`)."""
+    (`check_arm_endpoint`). `subscription_reads=False` reads nothing above the accounts'
+    resource groups (the Defender plan's rule is UNKNOWN with the reason)."""
     limits = thresholds or Thresholds()
     started = time.perf_counter()
     reader = ArmReader(
@@ -495,6 +512,7 @@ def run_audit(
         concurrency=concurrency,
         connection_verify=connection_verify,
         storage_api_version=storage_api_version,
+        subscription_reads=subscription_reads,
     )
     report = AuditReport(scope=scope, thresholds=limits, results=[])
     try:

@@ -21,6 +21,12 @@ API
 `run_main(stack_config, secret_keys=()) -> StackRun`
     Runs `infra/__main__.py` itself, reading raw string values through `pulumi.Config` (the
     path `pulumi up` takes); outputs are what it exported.
+`run_stack(..., subnets={subnet id: answer})`
+    What the `getSubnet` invoke answers for a subnet (camelCase, as ARM: `serviceEndpoints`,
+    `delegations`); a subnet not listed answers `FIT_SUBNET`, which has the Microsoft.Storage
+    and Microsoft.KeyVault service endpoints and the Microsoft.App/environments delegation; `UNREADABLE` has the read
+    refused. `StackRun.subnet_reads`
+    lists the subnets the program read.
 `mutate(type_, name, inputs)`
     Optional callback invoked for each resource before its inputs are captured; edit `inputs`
     in place to break one setting (the edited value is also what the mock returns as state).
@@ -79,6 +85,16 @@ _SECRET_SIG: Final = "4dabf18193072939515e22adb298388d"
 _NAMESPACE: Final = uuid.UUID("6f1c2f4e-8a51-4d0e-9d6e-2b7b1b0c5a10")
 
 Mutate = Callable[[str, str, dict[str, Any]], None]
+FIT_SUBNET: Final[Mapping[str, Any]] = {
+    "serviceEndpoints": [
+        {"service": "Microsoft.Storage", "locations": ["westeurope"]},
+        {"service": "Microsoft.KeyVault", "locations": ["*"]},
+    ],
+    "delegations": [{"name": "flex", "serviceName": "Microsoft.App/environments"}],
+}
+"""A subnet with everything the stack needs of it (blob_safetynet/infra/subnets.py)."""
+UNREADABLE: Final[Mapping[str, Any]] = {"unreadable": True}
+"""Pass as a subnet's answer to have its getSubnet refused, as ARM refuses a read without a role."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +122,7 @@ class RegisteredResource:
 class StackRun:
     resources: list[RegisteredResource]
     outputs: dict[str, Any] = field(default_factory=dict)
+    subnet_reads: list[str] = field(default_factory=list)
 
     def of_type(self, type_: str) -> list[RegisteredResource]:
         return [res for res in self.resources if res.type == type_]
@@ -182,8 +199,12 @@ def _storage_name(logical: str) -> str:
 class _Mocks(pulumi.runtime.Mocks):
     """Answers like ARM would: ids, names, endpoints and identities for the outputs we read."""
 
-    def __init__(self, mutate: Mutate | None) -> None:
+    def __init__(
+        self, mutate: Mutate | None, subnets: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
         self.mutate = mutate
+        self.subnets = {key.lower(): value for key, value in (subnets or {}).items()}
+        self.subnet_reads: list[str] = []
         self.captured: dict[tuple[str, str], tuple[dict[str, Any], frozenset[str]]] = {}
 
     def new_resource(
@@ -308,7 +329,9 @@ class _Mocks(pulumi.runtime.Mocks):
         defined = inputs.get(key) or name
         return f"{scope}/providers/Microsoft.Authorization/{collection}/{defined}", state
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    def call(
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> dict[str, Any] | tuple[dict[str, Any], list[tuple[str, str]]]:
         if args.token == "azure-native:authorization:getClientConfig":
             return {
                 "clientId": _uuid("client"),
@@ -316,6 +339,17 @@ class _Mocks(pulumi.runtime.Mocks):
                 "subscriptionId": SUBSCRIPTION_ID,
                 "tenantId": TENANT_ID,
             }
+        if args.token == "azure-native:network:getSubnet":
+            subnet = (
+                f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{args.args['resourceGroupName']}"
+                f"/providers/Microsoft.Network/virtualNetworks/{args.args['virtualNetworkName']}"
+                f"/subnets/{args.args['subnetName']}"
+            )
+            self.subnet_reads.append(subnet)
+            answer = self.subnets.get(subnet.lower(), FIT_SUBNET)
+            if answer is UNREADABLE:  # the engine's answer to a failed invoke: its failures
+                return {}, [("subnetName", f"AuthorizationFailed: no read on {subnet}")]
+            return {"id": subnet, **answer}
         raise NotImplementedError(f"the program made an unexpected call: {args.token}")
 
 
@@ -399,11 +433,13 @@ def typed_principals(overrides: Mapping[str, object]) -> dict[str, object]:
 
 
 def run_stack(
-    overrides: Mapping[str, object] | None = None, mutate: Mutate | None = None
+    overrides: Mapping[str, object] | None = None,
+    mutate: Mutate | None = None,
+    subnets: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> StackRun:
     """Runs the program once under fresh mocks; see the module docstring."""
     stack_config = infra_config.parse(typed_principals({**RAW_DEFAULTS, **(overrides or {})}))
-    return _run(lambda: provision(stack_config), mutate)
+    return _run(lambda: provision(stack_config), mutate, subnets)
 
 
 def run_main(stack_config: Mapping[str, str], secret_keys: Iterable[str] = ()) -> StackRun:
@@ -428,9 +464,11 @@ def run_main(stack_config: Mapping[str, str], secret_keys: Iterable[str] = ()) -
 
 
 def _run(
-    program: Callable[[], Mapping[str, pulumi.Output[Any]]], mutate: Mutate | None
+    program: Callable[[], Mapping[str, pulumi.Output[Any]]],
+    mutate: Mutate | None,
+    subnets: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> StackRun:
-    mocks = _Mocks(mutate)
+    mocks = _Mocks(mutate, subnets)
     monitor = _Monitor(mocks)
     # A fresh root stack per run: set_mocks creates one only when none exists.
     pulumi_settings.ROOT.set(None)
@@ -471,7 +509,7 @@ def _run(
                 aliases=monitor.aliases.get(urn, frozenset()),
             )
         )
-    return StackRun(resources=registered, outputs=outputs)
+    return StackRun(resources=registered, outputs=outputs, subnet_reads=mocks.subnet_reads)
 
 
 def run_function(program: Callable[[], Mapping[str, pulumi.Output[Any]]]) -> StackRun:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from blob_safetynet.infra.alerts import AlertRule, alert_rules, iso_duration
+from blob_safetynet.infra.alerts import AlertRule, alert_rules, iso_duration, rounding_notes
 from blob_safetynet.infra.config import ConfigError, parse
 from blob_safetynet.policies.continuous import verify_continuously
 from blob_safetynet.policies.probes import ProbeSettings, Target
@@ -73,6 +73,71 @@ def test_absence_rules_wait_two_periods_of_the_schedule(stack: StackRun) -> None
         }
     assert rules["heartbeat-stale"].inputs["windowSize"] == "PT5M"
     assert rules["verification-silent"].inputs["windowSize"] == "P1D"
+
+
+ALLOWED_FREQUENCIES = (
+    *("PT1M", "PT5M", "PT10M", "PT15M", "PT30M", "PT45M"),
+    *(f"PT{hours}H" for hours in range(1, 7)),
+    "P1D",
+)
+"""evaluationFrequency values scheduled query rules take (terraform-provider-azurerm's
+validation of azurerm_monitor_scheduled_query_rules_alert_v2, mirroring the service)."""
+ALLOWED_WINDOWS = (*ALLOWED_FREQUENCIES, "P2D")
+
+
+def accepted_schedules() -> list[str]:
+    """Every schedule form `schedule_period` knows, for every step it could be given, kept
+    when the config accepts it."""
+    candidates = ["0 15 * * * *", "0 30 3 * * *"]
+    candidates += [f"0 */{n} * * * *" for n in range(1, 100)]
+    candidates += [f"0 7 */{n} * * *" for n in range(1, 100)]
+    accepted = []
+    for schedule in candidates:
+        try:
+            parse(typed_principals({**RAW_DEFAULTS, "sweeperSchedule": schedule}))
+        except ConfigError:
+            continue
+        accepted.append(schedule)
+    return accepted
+
+
+def test_every_accepted_schedule_becomes_windows_and_frequencies_the_service_takes() -> None:
+    """For each schedule the config accepts, as the sweeper's or the verifier's, every rule's
+    window and evaluation frequency is one of the allowed values, and the window is never
+    shorter than the schedule's period (rounded up, never down)."""
+    schedules = accepted_schedules()
+    assert len(schedules) > 20
+    for schedule in schedules:
+        period = parse(
+            typed_principals({**RAW_DEFAULTS, "sweeperSchedule": schedule})
+        ).sweeper_period
+        for rules in (
+            alert_rules(period, timedelta(days=1)),
+            alert_rules(timedelta(minutes=5), period),
+        ):
+            for rule in rules:
+                assert iso_duration(rule.window) in ALLOWED_WINDOWS, (schedule, rule.key)
+                assert iso_duration(rule.frequency) in ALLOWED_FREQUENCIES, (schedule, rule.key)
+                assert rule.frequency <= rule.window
+        assert all(rule.window >= period for rule in alert_rules(period, period))
+
+
+def test_a_schedule_between_allowed_windows_is_rounded_up_and_said_so() -> None:
+    """Every 20 minutes and every 12 hours become PT30M and P1D windows, and the program says
+    which schedule was rounded and to what."""
+    stack = run_stack({"sweeperSchedule": "0 */20 * * * *", "verifySchedule": "0 0 */12 * * *"})
+    rules = {res.name.removeprefix("alerts-"): res for res in stack.of_type(RULE)}
+
+    assert rules["heartbeat-stale"].inputs["windowSize"] == "PT30M"
+    assert rules["heartbeat-stale"].inputs["evaluationFrequency"] == "PT30M"
+    assert rules["verification-silent"].inputs["windowSize"] == "P1D"
+    assert rules["check-failed"].inputs["evaluationFrequency"] == "PT1H"
+    notes = rounding_notes(timedelta(minutes=20), timedelta(hours=12))
+    assert "sweeperSchedule fires every PT20M" in notes[0]
+    assert "PT30M (rounded up" in notes[0]
+    assert "verifySchedule fires every PT12H" in notes[1]
+    assert "P1D (rounded up" in notes[1]
+    assert rounding_notes(timedelta(minutes=5), timedelta(days=1)) == []
 
 
 @pytest.mark.parametrize(

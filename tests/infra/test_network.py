@@ -14,10 +14,13 @@ from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import FunctionSettings
 from tests.infra.conftest import RunFactory
 from tests.infra.harness import (
+    FIT_SUBNET,
     NETWORK_GROUP,
     RAW_DEFAULTS,
     SWEEPER_SUBNET_ID,
+    UNREADABLE,
     StackRun,
+    run_stack,
 )
 
 ACCOUNT = "azure-native:storage:StorageAccount"
@@ -56,6 +59,11 @@ COMBINATIONS = {
 
 def data_account(run: StackRun) -> dict[str, Any]:
     return run.one(ACCOUNT, "safetynet").inputs
+
+
+def data_zone_configs(run: StackRun) -> list[dict[str, Any]]:
+    group = run.one(ZONE_GROUP, "safetynet-blob-zone-group")
+    return list(group.inputs["privateDnsZoneConfigs"])
 
 
 def firewall_subnets(account: Mapping[str, Any]) -> list[str]:
@@ -97,7 +105,7 @@ def test_a_private_endpoint_gets_its_zone_links_and_zone_group(run: RunFactory) 
     and the sweeper's networks, and the zone group that writes the endpoint's record."""
     result = run(PRIVATE)
     assert data_account(result)["publicNetworkAccess"] == "Disabled"
-    endpoint = result.one(ENDPOINT).inputs
+    endpoint = result.one(ENDPOINT, "safetynet-blob-endpoint").inputs
     assert endpoint["subnet"]["id"] == ENDPOINT_SUBNET
     (connection,) = endpoint["privateLinkServiceConnections"]
     assert connection["groupIds"] == ["blob"]
@@ -106,7 +114,7 @@ def test_a_private_endpoint_gets_its_zone_links_and_zone_group(run: RunFactory) 
     linked = sorted(res.inputs["virtualNetwork"]["id"] for res in result.of_type(LINK))
     assert linked == sorted([ENDPOINT_VNET, APPS_VNET])
     assert all(res.inputs["registrationEnabled"] is False for res in result.of_type(LINK))
-    (config,) = result.one(ZONE_GROUP).inputs["privateDnsZoneConfigs"]
+    (config,) = data_zone_configs(result)
     assert (
         config["privateDnsZoneId"].endswith(f"/{ZONE.split(':')[-1]}/private-zone")
         or config["privateDnsZoneId"]
@@ -189,13 +197,227 @@ def registered_types(run: StackRun) -> set[tuple[str, str]]:
 
 def test_the_private_endpoint_lives_in_a_component_of_the_data_account(run: RunFactory) -> None:
     """Its resources are children of `safetynet:network:BlobPrivateEndpoint`, itself a child of
-    the data account (docs/deployment.md lists them)."""
+    the data account, and of the sweeper app for the runtime account's endpoint
+    (docs/deployment.md lists them)."""
     types = registered_types(run(PRIVATE)) - registered_types(run())
     parent = "safetynet:network:BlobPrivateEndpoint"
     assert types == {
         (parent, "safetynet:storage:DataAccount"),
+        (parent, "safetynet:sweeper:SweeperApp"),
         (ENDPOINT, parent),
         (ZONE, parent),
         (LINK, parent),
         (ZONE_GROUP, parent),
     }
+
+
+HUB_ZONE = (
+    "/subscriptions/00000000-0000-0000-0000-0000000000dd/resourceGroups/hub-dns/providers/"
+    f"Microsoft.Network/privateDnsZones/{BLOB_ZONE}"
+)
+
+
+def test_a_hub_zone_given_by_id_is_used_and_no_zone_or_link_is_created(run: RunFactory) -> None:
+    """With privateDnsZoneId (a landing zone's hub zone, another subscription) the stack creates
+    no zone and no virtual network links, and the endpoint's zone group writes into that zone."""
+    result = run({**PRIVATE, "privateDnsZoneId": HUB_ZONE})
+
+    assert result.of_type(ZONE) == []
+    assert result.of_type(LINK) == []
+    (config,) = data_zone_configs(result)
+    assert config["privateDnsZoneId"] == HUB_ZONE
+    assert result.one(ENDPOINT, "safetynet-blob-endpoint").inputs["subnet"]["id"] == ENDPOINT_SUBNET
+
+
+def test_without_a_hub_zone_the_zone_group_uses_the_stacks_own_zone(run: RunFactory) -> None:
+    """Without privateDnsZoneId the zone group names the zone the stack created."""
+    result = run(PRIVATE)
+    (config,) = data_zone_configs(result)
+    assert config["privateDnsZoneId"].endswith(f"/{result.one(ZONE).name}")
+
+
+def test_link_names_follow_the_network_not_its_place_in_the_list(run: RunFactory) -> None:
+    """Swapping which network holds the endpoint and which the sweeper keeps each network's
+    link under the same name, so neither link is replaced."""
+    swapped = {
+        "publicNetworkAccess": "Disabled",
+        "privateEndpointSubnetId": f"{APPS_VNET}/subnets/private-endpoints",
+        "sweeperSubnetId": f"{ENDPOINT_VNET}/subnets/sweeper",
+    }
+    before = {res.name: res.inputs["virtualNetwork"]["id"] for res in run(PRIVATE).of_type(LINK)}
+    after = {res.name: res.inputs["virtualNetwork"]["id"] for res in run(swapped).of_type(LINK)}
+
+    assert len(before) == 2
+    assert before == after
+
+
+def test_a_link_keeps_its_positional_name_as_an_alias(run: RunFactory) -> None:
+    """A stack whose links were named by position (link-0 the endpoint's network, link-1 the
+    sweeper's) finds them under their new names through aliases, so `pulumi up` updates."""
+    links = {res.inputs["virtualNetwork"]["id"]: res for res in run(PRIVATE).of_type(LINK)}
+    for position, vnet in enumerate([ENDPOINT_VNET, APPS_VNET]):
+        link = links[vnet]
+        expected = link.urn.rsplit("::", 1)[0] + f"::safetynet-blob-link-{position}"
+        assert expected in link.aliases
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"privateDnsZoneId": HUB_ZONE}, "without privateEndpointSubnetId"),
+        (
+            {**PRIVATE, "privateDnsZoneId": HUB_ZONE.replace("blob", "file")},
+            "not the resource id of a blob private DNS zone",
+        ),
+        ({**PRIVATE, "privateDnsZoneId": BLOB_ZONE}, "not the resource id"),
+    ],
+    ids=["no-endpoint", "file-zone", "bare-name"],
+)
+def test_a_hub_zone_that_cannot_serve_the_endpoint_is_refused(
+    overrides: Mapping[str, object], problem: str
+) -> None:
+    """A zone id without an endpoint to register, or not a blob privatelink zone's id, is
+    refused naming privateDnsZoneId."""
+    with pytest.raises(ConfigError, match=problem) as caught:
+        parse({**RAW_DEFAULTS, **overrides})
+    assert caught.value.key == "privateDnsZoneId"
+
+
+ELSEWHERE_SUBNET = (
+    "/subscriptions/00000000-0000-0000-0000-0000000000dd/resourceGroups/hub-net/providers/"
+    "Microsoft.Network/virtualNetworks/hub/subnets/apps"
+)
+
+
+def test_each_configured_subnet_in_the_deploying_subscription_is_read_once(
+    run: RunFactory,
+) -> None:
+    """The sweeper's subnet and the allowed subnets are read with getSubnet before anything
+    joins or allows them; one in another subscription is not read."""
+    result = run({"allowedSubnetIds": [APP_SUBNET, ELSEWHERE_SUBNET]})
+    assert sorted(result.subnet_reads) == sorted([APP_SUBNET, SWEEPER_SUBNET_ID])
+
+
+@pytest.mark.parametrize(
+    ("subnet", "answer", "key", "gap"),
+    [
+        (
+            SWEEPER_SUBNET_ID,
+            {"serviceEndpoints": [], "delegations": FIT_SUBNET["delegations"]},
+            "sweeperSubnetId",
+            "lacks the Microsoft.Storage service endpoint",
+        ),
+        (
+            SWEEPER_SUBNET_ID,
+            {"serviceEndpoints": FIT_SUBNET["serviceEndpoints"], "delegations": []},
+            "sweeperSubnetId",
+            "lacks the delegation to Microsoft.App/environments",
+        ),
+        (
+            APP_SUBNET,
+            {"serviceEndpoints": [{"service": "Microsoft.KeyVault"}], "delegations": []},
+            "allowedSubnetIds",
+            "lacks the Microsoft.Storage service endpoint",
+        ),
+        (
+            SWEEPER_SUBNET_ID,
+            {
+                "serviceEndpoints": [{"service": "Microsoft.Storage"}],
+                "delegations": FIT_SUBNET["delegations"],
+            },
+            "sweeperSubnetId",
+            "lacks the Microsoft.KeyVault service endpoint",
+        ),
+    ],
+    ids=["sweeper-no-endpoint", "sweeper-not-delegated", "allowed-no-endpoint", "sweeper-no-vault"],
+)
+def test_a_subnet_missing_what_the_stack_needs_stops_the_preview_naming_it(
+    subnet: str, answer: Mapping[str, Any], key: str, gap: str
+) -> None:
+    """A subnet without the Microsoft.Storage service endpoint, or the sweeper's without the
+    Microsoft.App/environments delegation, stops the program with the key, the subnet and
+    the missing piece; an allowed subnet needs no delegation."""
+    with pytest.raises(ConfigError) as caught:
+        run_stack({"allowedSubnetIds": [APP_SUBNET]}, subnets={subnet: answer})
+    assert caught.value.key == key
+    assert f"subnet {subnet} {gap}" in str(caught.value)
+
+
+def test_an_allowed_subnet_needs_no_delegation_and_a_global_endpoint_serves(
+    run: RunFactory,
+) -> None:
+    """An allowed subnet with the Microsoft.Storage.Global endpoint and no delegation passes."""
+    answer = {"serviceEndpoints": [{"service": "Microsoft.Storage.Global"}], "delegations": []}
+    result = run_stack({"allowedSubnetIds": [APP_SUBNET]}, subnets={APP_SUBNET: answer})
+    assert APP_SUBNET in firewall_subnets(data_account(result))
+
+
+def test_a_subnet_the_deployer_cannot_read_is_named_and_left_unchecked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A refused read does not stop the program: a warning names the key and the subnet, and
+    the app still joins it."""
+    result = run_stack(subnets={SWEEPER_SUBNET_ID: UNREADABLE})
+    assert result.one(APP).inputs["virtualNetworkSubnetId"] == SWEEPER_SUBNET_ID
+    assert f"sweeperSubnetId: subnet {SWEEPER_SUBNET_ID} could not be read" in caplog.text
+
+
+RUNTIME_ENDPOINT = "safetynet-sweeper-runtime-blob-endpoint"
+
+
+@pytest.mark.parametrize("hub", [False, True], ids=["own-zone", "hub-zone"])
+def test_a_private_data_account_makes_the_runtime_account_private_too(
+    run: RunFactory, hub: bool
+) -> None:
+    """With publicNetworkAccess Disabled the runtime account has no public endpoint either, its
+    firewall denies with no bypass, and a blob private endpoint in the same subnet registers in
+    the same zone as the data account's (no second zone of the name)."""
+    result = run({**PRIVATE, **({"privateDnsZoneId": HUB_ZONE} if hub else {})})
+    runtime = result.one(ACCOUNT, "safetynet-sweeper-runtime").inputs
+    assert runtime["publicNetworkAccess"] == "Disabled"
+    assert runtime["networkRuleSet"]["defaultAction"] == "Deny"
+    assert runtime["networkRuleSet"]["bypass"] == "None"
+    endpoint = result.one(ENDPOINT, RUNTIME_ENDPOINT).inputs
+    assert endpoint["subnet"]["id"] == ENDPOINT_SUBNET
+    (connection,) = endpoint["privateLinkServiceConnections"]
+    assert connection["groupIds"] == ["blob"]
+    assert connection["privateLinkServiceId"] == result.outputs["accountId"].replace(
+        result.outputs["accountName"], runtime["accountName"]
+    )
+    (runtime_zone,) = result.one(ZONE_GROUP, "safetynet-sweeper-runtime-blob-zone-group").inputs[
+        "privateDnsZoneConfigs"
+    ]
+    (data_zone,) = data_zone_configs(result)
+    assert runtime_zone["privateDnsZoneId"] == data_zone["privateDnsZoneId"]
+    assert len(result.of_type(ZONE)) == (0 if hub else 1)
+
+
+def test_a_public_data_account_leaves_the_runtime_account_behind_its_firewall(
+    stack: StackRun,
+) -> None:
+    """By default (public endpoint, firewall Deny) the runtime account keeps its firewall with
+    the sweeper's subnet and gets no private endpoint."""
+    runtime = stack.one(ACCOUNT, "safetynet-sweeper-runtime").inputs
+    assert runtime["publicNetworkAccess"] == "Enabled"
+    assert firewall_subnets(runtime) == [SWEEPER_SUBNET_ID]
+    assert stack.of_type(ENDPOINT) == []
+
+
+def test_behind_the_closed_firewall_the_vault_admits_only_the_sweeper_and_allowed_ranges(
+    run: RunFactory,
+) -> None:
+    """The key vault denies by default, letting in the sweeper's subnet (which resolves the
+    database URL's Key Vault reference), the allowed public ranges and trusted services."""
+    vault = run(FIREWALL).one("azure-native:keyvault:Vault").inputs["properties"]
+    assert vault["networkAcls"] == {
+        "defaultAction": "Deny",
+        "bypass": "AzureServices",
+        "ipRules": [{"value": OFFICE}, {"value": "198.51.100.7"}],
+        "virtualNetworkRules": [{"id": SWEEPER_SUBNET_ID}],
+    }
+
+
+def test_an_open_data_account_leaves_the_vault_open(run: RunFactory) -> None:
+    """networkDefaultAction Allow, an explicit choice, sets no vault network rules either."""
+    vault = run(OPEN).one("azure-native:keyvault:Vault").inputs["properties"]
+    assert "networkAcls" not in vault

@@ -337,3 +337,64 @@ def test_a_deployment_that_never_finishes_times_out(kudu: FakeKudu) -> None:
     kudu.statuses = [{"id": DEPLOYMENT_ID, "status": 2}] * 5
     with pytest.raises(RuntimeError, match="did not finish"):
         deploy(kudu, Waits(), timeout=0)
+
+
+STORAGE_REFUSED = {
+    "id": DEPLOYMENT_ID,
+    "status": 3,
+    "status_text": "Failed to upload the package to the deployment storage: "
+    "AuthorizationPermissionMismatch (403)",
+}
+
+
+def test_a_deployment_the_fresh_storage_role_refused_is_published_again(kudu: FakeKudu) -> None:
+    """A first deployment that fails because the deployment storage refused the app's identity
+    (its new role on the runtime account not yet in effect) is published again after a wait,
+    and the second one succeeds."""
+    kudu.publishes = [ACCEPTED, ACCEPTED]
+    kudu.statuses = [STORAGE_REFUSED, {"id": DEPLOYMENT_ID, "status": 4}]
+    waits = Waits()
+
+    assert deploy(kudu, waits) == DEPLOYMENT_ID
+    assert requests_of(kudu).count(("POST", "/api/publish?RemoteBuild=false")) == 2
+    assert waits.seconds == [PROPAGATION_DELAYS[0]]
+
+
+def test_a_storage_refusal_that_never_ends_stops_after_bounded_attempts(kudu: FakeKudu) -> None:
+    """The same refusal on every attempt: six publishes over the bounded waits, then an error
+    naming the runtime account's role to check."""
+    kudu.statuses = [STORAGE_REFUSED] * 6
+    waits = Waits()
+
+    with pytest.raises(RuntimeError, match="6 attempts over 135 s") as error:
+        deploy(kudu, waits)
+    assert waits.seconds == list(PROPAGATION_DELAYS)
+    assert "Storage Blob Data Owner role on the runtime account" in str(error.value)
+    assert requests_of(kudu).count(("POST", "/api/publish?RemoteBuild=false")) == 6
+
+
+def test_a_deployment_failed_for_another_reason_is_not_published_again(kudu: FakeKudu) -> None:
+    """A failure that is not a storage refusal (a bad package) is reported at once."""
+    kudu.statuses = [{"id": DEPLOYMENT_ID, "status": 3, "status_text": "no host.json"}]
+    with pytest.raises(RuntimeError, match=r"no host\.json"):
+        deploy(kudu, Waits())
+    assert requests_of(kudu).count(("POST", "/api/publish?RemoteBuild=false")) == 1
+
+
+@pytest.mark.parametrize("status", [429, 502, 503, 504])
+def test_an_scm_host_not_serving_yet_is_waited_for(kudu: FakeKudu, status: int) -> None:
+    """A new site's SCM host answering throttled or unavailable is retried like a refusal."""
+    kudu.publishes = [(status, b""), ACCEPTED]
+    kudu.statuses = [{"id": DEPLOYMENT_ID, "status": 4}]
+    waits = Waits()
+
+    assert deploy(kudu, waits) == DEPLOYMENT_ID
+    assert waits.seconds[0] == PROPAGATION_DELAYS[0]
+
+
+def test_an_scm_host_that_never_serves_stops_with_its_status(kudu: FakeKudu) -> None:
+    """503 on every attempt ends with the status and a reason that is not about roles."""
+    kudu.publishes = [(503, b"")]
+    with pytest.raises(RuntimeError, match="503 Service Unavailable 6 times") as error:
+        deploy(kudu, Waits())
+    assert "SCM host is not serving yet" in str(error.value)

@@ -176,6 +176,7 @@ def test_every_stack_key_reaches_the_component_unchanged() -> None:
         "versionExpiryDays": 60,
         "pendingExpiryDays": 3,
         "retiredBlobDays": 9,
+        "inventoryReportDays": 45,
         "uploaderPrincipalIds": [UPLOADER_ID],
         "readerPrincipalIds": [{"id": READER_ID, "type": "Group"}],
         "verifierPrincipalIds": [{"id": UPLOADER_ID, "type": "User"}],
@@ -186,6 +187,10 @@ def test_every_stack_key_reaches_the_component_unchanged() -> None:
         "allowedSubnetIds": [f"{subnets}/apps"],
         "sweeperSubnetId": f"{subnets}/sweeper",
         "privateEndpointSubnetId": f"{subnets}/endpoints",
+        "privateDnsZoneId": (
+            f"{NETWORK_GROUP}/providers/Microsoft.Network/privateDnsZones/"
+            "privatelink.blob.core.windows.net"
+        ),
         "infrastructureEncryption": False,
         "sweeperSchedule": "0 */10 * * * *",
         "sweeperCutoff": "2h",

@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from blob_safetynet.infra.storage import AUDITED_LOGS, PENDING_RULE, RETIRED_RULE, VERSIONS_RULE
+from blob_safetynet.infra.config import ConfigError, parse
+from blob_safetynet.infra.storage import (
+    AUDITED_LOGS,
+    INVENTORY_RULE,
+    PENDING_RULE,
+    RETIRED_RULE,
+    VERSIONS_RULE,
+)
 from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
 from tests.infra.conftest import RunFactory
 from tests.infra.harness import DATA_BLOB_SERVICE, RAW_DEFAULTS, RegisteredResource, StackRun
@@ -96,10 +103,11 @@ def test_the_lifecycle_rule_deletes_only_pending_block_blobs_of_the_container(
 
 
 def test_versioning_is_off_by_default_and_then_no_version_rule_exists(stack: StackRun) -> None:
-    """Without versioning there are no versions to expire: only the pending and retired rules."""
+    """Without versioning there are no versions to expire: the pending, retired and inventory
+    report rules only."""
     props = stack.one("azure-native:storage:BlobServiceProperties", DATA_BLOB_SERVICE)
     assert props.inputs["isVersioningEnabled"] is False
-    assert set(rules(stack)) == {PENDING_RULE, RETIRED_RULE}
+    assert set(rules(stack)) == {PENDING_RULE, RETIRED_RULE, INVENTORY_RULE}
 
 
 def test_a_second_rule_collects_retired_blobs_days_after_their_last_read(
@@ -215,3 +223,36 @@ def test_keys_and_sas_have_expiration_policies(run: RunFactory, account: str) ->
     inputs = run({}).one(ACCOUNT, account).inputs
     assert inputs["keyPolicy"] == {"keyExpirationPeriodInDays": 90}
     assert inputs["sasPolicy"] == {"sasExpirationPeriod": "0.01:00:00", "expirationAction": "Block"}
+
+
+def test_inventory_reports_expire_after_the_configured_days(run: RunFactory) -> None:
+    """Block blobs in the inventory container, the one the stack's Blob Inventory policy writes
+    to, are deleted `inventoryReportDays` after they were written (default 30)."""
+    result = run({"inventoryReportDays": 12})
+    rule = rules(result)[INVENTORY_RULE]
+    destination = result.one("azure-native:storage:BlobInventoryPolicy").inputs["policy"]
+    [inventory] = destination["rules"]
+    assert rule["definition"] == {
+        "filters": {"blobTypes": ["blockBlob"], "prefixMatch": [f"{inventory['destination']}/"]},
+        "actions": {"baseBlob": {"delete": {"daysAfterCreationGreaterThan": 12}}},
+    }
+    assert rule["enabled"] is True
+    assert parse(RAW_DEFAULTS).inventory_report_days == 30
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"inventoryReportDays": 1}, "inventoryReportDays"),
+        ({"containerName": "inventory"}, "containerName"),
+    ],
+    ids=["one-day", "documents-in-the-inventory-container"],
+)
+def test_an_inventory_setting_that_would_delete_what_is_read_is_refused(
+    overrides: dict[str, object], key: str
+) -> None:
+    """One day would let the lifecycle run delete the newest report; documents in the
+    inventory container would expire with the reports."""
+    with pytest.raises(ConfigError) as caught:
+        parse({**RAW_DEFAULTS, **overrides})
+    assert caught.value.key == key

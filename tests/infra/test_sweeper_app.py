@@ -21,6 +21,7 @@ from blob_safetynet.infra.sweeper_app import (
     KEY_VAULT_SECRETS_USER,
     MONITORING_METRICS_PUBLISHER,
     PYTHON_VERSION,
+    READER,
     STORAGE_BLOB_DATA_OWNER,
 )
 from blob_safetynet.settings import appsettings
@@ -396,3 +397,19 @@ def test_the_program_writes_only_settings_of_the_vocabulary(stack: StackRun) -> 
     }
     assert needed <= written
     assert not tests_only & written
+
+
+def test_the_verifier_identitys_only_control_plane_role_is_reader_on_the_resource_group(
+    stack: StackRun,
+) -> None:
+    """The verification timer's settings audit reads as the verifier identity, whose one
+    Resource Manager role is Reader on the stack's resource group (the other is its data role on
+    the container): tests/sweeper/test_verify_timer.py grants the fake Resource Manager exactly
+    this scope and finds no read outside it."""
+    grants = [
+        (role_guid(res), res.inputs["scope"])
+        for res in stack.of_type(ASSIGNMENT)
+        if res.name.startswith("safetynet-sweeper-verifier")
+    ]
+    group = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/safetynet-rg"
+    assert grants == [(READER, group)]

@@ -229,3 +229,66 @@ def test_the_resource_manager_setting_takes_only_a_loopback_stand_in(
         SettingsError, match=re.escape("SAFETYNET_ARM_ENDPOINT: 'https://arm.example.com'")
     ):
         function_app.verify_once(env)
+
+
+def test_the_timers_audit_reads_nothing_outside_the_verifier_identitys_roles(
+    function_app: ModuleType,
+    azurite: Azurite,
+    container: ContainerClient,
+    recorded: RecordedTelemetry,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The verifier identity is a Reader on the stack's resource group only
+    (blob_safetynet/infra/sweeper_app.py; tests/infra/test_sweeper_app.py checks the grant). With
+    Resource Manager refusing every read outside that group, the settings audit makes no
+    refused read, the run is complete (no settings error, so `verification-silent` stays
+    quiet), and only the Defender rule, whose plan is a subscription-scope read, is UNKNOWN
+    with that reason."""
+    with FakeArm() as arm:
+        account = arm.add(compliant_account("acct1", "rg-x"))
+        account.defender = None  # no setting of its own: the subscription's plan decides
+        arm.granted_scopes = (f"/subscriptions/{account.id.split('/')[2]}/resourceGroups/rg-x",)
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", arm.ca_file)
+        env = {
+            **verify_settings(azurite, container),
+            appsettings.VERIFY_ACCOUNT_ID.name: account.id,
+            appsettings.ARM_ENDPOINT.name: arm.endpoint,
+            appsettings.ARM_TOKEN.name: TOKEN,
+        }
+        record = function_app.verify_once(env, telemetry=recorded.telemetry)
+        refused = list(arm.refused)
+
+    assert refused == []
+    assert record["settings_errors"] == []
+    [run] = recorded.events(signals.RUN_EVENT)
+    assert int(run[signals.INCOMPLETE]) == 0
+    rules = {c["id"]: c for c in record["checks"] if c["kind"] == signals.KIND_RULE}
+    unknown = {key for key, check in rules.items() if check["outcome"] == "UNKNOWN"}
+    assert unknown == {"SN-DEFENDER-FOR-STORAGE"}
+    assert "subscription-scope read outside this identity's roles" in str(
+        rules["SN-DEFENDER-FOR-STORAGE"]["detail"]
+    )
+
+
+def test_the_fake_resource_manager_refuses_reads_outside_the_granted_scopes() -> None:
+    """The scope check the test above relies on: a read above the granted resource group (the
+    subscription's Defender plan) answers 403 and is listed as refused."""
+    from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
+
+    with FakeArm() as arm:
+        account = arm.add(compliant_account("acct1", "rg-x"))
+        account.defender = None
+        arm.granted_scopes = (f"/subscriptions/{account.id.split('/')[2]}/resourceGroups/rg-x",)
+        report = run_audit(
+            Scope(account.id.split("/")[2], "rg-x", "acct1"),
+            StaticTokenCredential(TOKEN),
+            arm_endpoint=arm.endpoint,
+            connection_verify=arm.ca_file,
+            concurrency=1,
+        )
+        refused = list(arm.refused)
+
+    assert [path.rsplit("/", 2)[-2:] for path in refused] == [["pricings", "StorageAccounts"]]
+    assert [(e.operation, e.kind.value) for e in report.all_errors] == [
+        ("pricings/get", "permission")
+    ]
