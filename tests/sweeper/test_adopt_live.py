@@ -186,6 +186,7 @@ def adopt_killed(
     return "killed"
 
 
+@pytest.mark.e2e  # adopt killed four times beside three writers: about a minute per database
 def test_adopt_killed_beside_a_live_application_leaves_no_orphan_and_loses_nothing(
     db_url: str,
     store: DocumentStore,
