@@ -39,6 +39,7 @@ from blob_safetynet.policies.audit import (
     run_audit,
 )
 from blob_safetynet.policies.audit import check_arm_endpoint as arm_endpoint_rule
+from blob_safetynet.policies.fleet import run_fleet_audit
 from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.offline import OfflineError, run_offline_audit
 from blob_safetynet.policies.report import RENDERERS, AuditRenderer, render_sarif
@@ -65,8 +66,8 @@ _ACCOUNT_ID = re.compile(
     re.IGNORECASE,
 )
 _SUBSCRIPTION = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-# Resource group: 1-90 letters, digits, underscores, hyphens, periods, parentheses; no trailing
-# period. Storage account: 3-24 lowercase letters and digits. Both from
+# Resource group and management group: 1-90 letters, digits, underscores, hyphens, periods,
+# parentheses; no trailing period. Storage account: 3-24 lowercase letters and digits. Both from
 # https://learn.microsoft.com/en-us/azure/azure-resource-manager/management/resource-name-rules
 _RESOURCE_GROUP = re.compile(r"[\w\-.()]{0,89}[\w\-()]")
 _ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}", re.ASCII)
@@ -90,11 +91,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "fails is a finding; the exit codes are listed below."
         ),
     )
-    where = parser.add_argument_group("what to audit (one account, a resource group, or all)")
+    where = parser.add_argument_group(
+        "what to audit (one account, a resource group, a subscription, or a fleet)"
+    )
     where.add_argument(
         "--subscription",
-        default=env(appsettings.AZURE_SUBSCRIPTION_ID.name),
-        help=f"subscription id (env {appsettings.AZURE_SUBSCRIPTION_ID.name})",
+        action="append",
+        metavar="ID",
+        help=f"subscription id (env {appsettings.AZURE_SUBSCRIPTION_ID.name}); repeat it to "
+        "audit several through Resource Graph",
+    )
+    where.add_argument(
+        "--management-group",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="every account under this management group, listed through Resource Graph; repeatable",
+    )
+    where.add_argument(
+        "--all-subscriptions",
+        action="store_true",
+        help="every subscription the credential can read, listed through Resource Graph",
     )
     where.add_argument("--resource-group", help="only accounts in this resource group")
     where.add_argument(
@@ -193,7 +210,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def scope_from(args: argparse.Namespace) -> Scope:
     """The audit's scope from the options; raises UsageError when they do not name one."""
-    account, group, subscription = args.account, args.resource_group, args.subscription
+    named: list[str] = args.subscription or []
+    if len(named) > 1 or args.management_group or args.all_subscriptions:
+        return _fleet(args, named)
+    account, group = args.account, args.resource_group
+    subscription = named[0] if named else os.environ.get(appsettings.AZURE_SUBSCRIPTION_ID.name)
     if account and account.startswith("/"):
         match = _ACCOUNT_ID.fullmatch(account)
         if match is None:
@@ -210,6 +231,31 @@ def scope_from(args: argparse.Namespace) -> Scope:
     if account and not group:
         raise UsageError("--account NAME needs --resource-group (or pass the full resource id)")
     return _checked(Scope(subscription, group, account))
+
+
+def _fleet(args: argparse.Namespace, subscriptions: list[str]) -> Scope:
+    """A fleet scope; it names whole subscriptions and groups, never one group or account."""
+    if args.account or args.resource_group:
+        raise UsageError(
+            "--account and --resource-group select within one subscription; a fleet "
+            "(--management-group, --all-subscriptions, several --subscription) takes neither"
+        )
+    if args.all_subscriptions and (subscriptions or args.management_group):
+        raise UsageError("--all-subscriptions already names every subscription; drop the others")
+    for subscription in subscriptions:
+        _checked(Scope(subscription))
+    for group in args.management_group:
+        if not _RESOURCE_GROUP.fullmatch(group):
+            raise UsageError(
+                f"management group '{printable(group)}' is not a management group id "
+                "(1-90 letters, digits, -_.(), not ending in a period)"
+            )
+    return Scope(
+        "",
+        subscriptions=tuple(subscriptions),
+        management_groups=tuple(args.management_group),
+        all_subscriptions=args.all_subscriptions,
+    )
 
 
 def _checked(scope: Scope) -> Scope:
@@ -360,7 +406,8 @@ def _live_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], A
     version = _api_version(args) or STORAGE_API_VERSION
     token = token_from_environment()
     credential = StaticTokenCredential(token) if token else default_credential()
-    return lambda: run_audit(
+    audit = run_fleet_audit if scope.fleet else run_audit
+    return lambda: audit(
         scope,
         credential,
         thresholds=limits,
@@ -373,9 +420,10 @@ def _live_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], A
 
 def _offline_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], AuditReport]:
     """The files judged: read now, so an unreadable one is bad usage before any output."""
-    if args.account or args.resource_group:
+    if args.account or args.resource_group or args.management_group or args.all_subscriptions:
         raise UsageError(
-            "--from-file judges files; --account and --resource-group select live accounts"
+            "--from-file judges files; --account, --resource-group, --management-group and "
+            "--all-subscriptions select live accounts"
         )
     try:
         report = run_offline_audit(args.from_file, limits, _api_version(args))
