@@ -236,12 +236,17 @@ def run_fleet_audit(
             pending.append(future)
             _drain(pending, judged, block=False)
 
-        for label, subscriptions, groups in _targets(scope, graph, report):
+        queue = list(_targets(scope, graph, report))
+        while queue:
+            label, subscriptions, groups = queue.pop(0)
             try:
                 for page in graph_pages(graph, subscriptions=subscriptions, groups=groups):
                     for body in page:
                         submit(body)
             except LISTING_ERRORS as error:
+                if subscriptions and len(subscriptions) > 1:
+                    queue[:0] = [(f"subscription {s}", [s], None) for s in subscriptions]
+                    continue
                 report.errors.append(_listing_error(f"resourceGraph/resources {label}", error))
         _drain(pending, judged, block=True)
     if keep_results:
@@ -264,8 +269,10 @@ def _drain(
 def _targets(
     scope: Scope, graph: ResourceGraphClient, report: AuditReport
 ) -> Iterator[tuple[str, list[str] | None, list[str] | None]]:
-    """(label, subscriptions, management groups) of each query: one per subscription and per
-    management group, so that one that cannot be read fails alone."""
+    """(label, subscriptions, management groups) of each query: one per management group and
+    one for all the subscriptions (Resource Graph's quota counts queries); a failed query of
+    several subscriptions is asked again one subscription at a time, so that one that cannot
+    be read fails alone and the others are still listed."""
     for group in scope.management_groups:
         yield f"managementGroup {group}", None, [group]
     subscriptions = list(scope.subscriptions)
@@ -274,5 +281,6 @@ def _targets(
             subscriptions.extend(list_subscriptions(graph))
         except LISTING_ERRORS as error:
             report.errors.append(_listing_error("subscriptions/list", error))
-    for subscription in dict.fromkeys(s.lower() for s in subscriptions):
-        yield f"subscription {subscription}", [subscription], None
+    unique = list(dict.fromkeys(s.lower() for s in subscriptions))
+    if unique:
+        yield f"subscriptions {', '.join(unique)}", unique, None

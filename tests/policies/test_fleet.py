@@ -206,3 +206,19 @@ def test_all_subscriptions_lists_them_and_judges_each(fake: FakeArm, tmp_path: P
     assert code == ExitCode.FINDINGS
     assert not document["errors"]
     assert len({f["resource_id"] for f in document["findings"]}) == ACCOUNTS
+
+
+def test_several_subscriptions_share_one_paged_query(fake: FakeArm) -> None:
+    """Readable subscriptions are listed by one query (Resource Graph's quota counts queries);
+    only a failed one is asked again subscription by subscription."""
+    report = fleet_audit(fake, Scope("", subscriptions=all_subscriptions()))
+    assert len(report.results) == ACCOUNTS
+    assert fake.graph_requests == -(-ACCOUNTS // fake.graph_page_size)
+    fake.graph_requests = 0
+    fake.unreadable_subscriptions.add(fleet_subscription(0))
+    report = fleet_audit(fake, Scope("", subscriptions=all_subscriptions()))
+    assert len(report.errors) == 1
+    assert fake.graph_requests == 1 + 1 + sum(
+        -(-len([a for a in fake.accounts.values() if a.subscription == s]) // 5)
+        for s in all_subscriptions()[1:]
+    )
