@@ -7,6 +7,7 @@ azure-mgmt-resourcegraph, -storage and -authorization clients talk to it over lo
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from blob_safetynet.cli.commands.audit_stream import Stream
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
 from blob_safetynet.policies.audit import (
@@ -26,6 +28,7 @@ from blob_safetynet.policies.audit import (
 from blob_safetynet.policies.fleet import run_fleet_audit
 from blob_safetynet.policies.rules import Outcome
 from blob_safetynet.policies.throttle import MAX_ATTEMPTS, SharedThrottle
+from blob_safetynet.settings.redaction import Redactor
 from testkit.arm_fake import TOKEN, FakeArm, fleet_subscription, mixed_fleet
 from tests.policies.arm_env import use_fake_arm
 
@@ -222,3 +225,42 @@ def test_several_subscriptions_share_one_paged_query(fake: FakeArm) -> None:
         -(-len([a for a in fake.accounts.values() if a.subscription == s]) // 5)
         for s in all_subscriptions()[1:]
     )
+
+
+def test_stream_writes_every_verdict_as_json_lines(
+    fake: FakeArm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--stream holds one line per finding of every account, the same verdicts as the JSON
+    report; with stderr not a terminal no progress line is printed."""
+    stream, output = tmp_path / "fleet.jsonl", tmp_path / "report.json"
+    reports = ["--stream", str(stream), "--format", "json", "--output", str(output)]
+    code = main(["audit", "--management-group", "mg-all", *reports])
+    lines = [json.loads(line) for line in stream.read_text().splitlines()]
+    document = json.loads(output.read_text())
+    assert code == ExitCode.FINDINGS
+    streamed = {(x["resource_id"], x["rule"]): x["outcome"] for x in lines}
+    reported = {(f["resource_id"], f["rule"]): f["outcome"] for f in document["findings"]}
+    assert streamed == reported
+    assert len(lines) == len(document["findings"])
+    assert "accounts judged" not in capsys.readouterr().err
+
+
+def test_progress_line_on_a_terminal_counts_accounts(fake: FakeArm) -> None:
+    """On a terminal the progress line ends with the number of accounts judged."""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    throttle = SharedThrottle()
+    with Stream(None, Redactor(), throttle, terminal) as stream:
+        fleet_audit(fake, Scope("", management_groups=("mg-all",)), on_result=stream.result)
+    assert f"{ACCOUNTS} accounts judged" in terminal.getvalue().rsplit("\r", 1)[-1]
+
+
+def test_stream_needs_a_fleet_scope(fake: FakeArm, tmp_path: Path) -> None:
+    """--stream with a single-subscription audit is bad usage (exit 2), nothing is read."""
+    code = main(["audit", "--stream", str(tmp_path / "x.jsonl")])
+    assert code == ExitCode.USAGE
+    assert fake.requests == 0

@@ -16,7 +16,9 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from blob_safetynet.cli.commands.audit_stream import Stream
 from blob_safetynet.cli.commands.common import UsageError, ascii_int, fail, parse_flag
 from blob_safetynet.cli.commands.outputs import (
     Output,
@@ -52,6 +54,7 @@ from blob_safetynet.policies.report_view import (
 )
 from blob_safetynet.policies.rules import RULES, Outcome, Severity
 from blob_safetynet.policies.suppressions import Baseline
+from blob_safetynet.policies.throttle import SharedThrottle
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError, check_container_name
 from blob_safetynet.settings.redaction import Redactor, printable
@@ -129,6 +132,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     out = add_output_options(parser, RENDERERS, "audit")
     add_sarif_category(out, "safetynet-audit/<scope>/, or safetynet-audit/files/ for --from-file")
+    out.add_argument(
+        "--stream",
+        type=Path,
+        metavar="FILE",
+        help="fleet audits: write each account's verdicts to FILE as JSON Lines as soon as "
+        "it is judged (before suppressions and baseline)",
+    )
     out.add_argument(
         "--suppressions",
         type=Path,
@@ -351,6 +361,8 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
     outputs = parse_outputs(args.output, args.format, RENDERERS)
     inputs = [args.suppressions, args.baseline, *args.history, *(args.from_file or ())]
     check_outputs(outputs, inputs)
+    if args.stream is not None:
+        check_outputs([Output("jsonl", args.stream)], [*inputs, *(o.path for o in outputs)])
     return outputs
 
 
@@ -396,9 +408,16 @@ def _api_version(args: argparse.Namespace) -> str | None:
     return version
 
 
-def _live_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], AuditReport]:
+def _live_report(
+    args: argparse.Namespace, limits: Thresholds, redactor: Redactor
+) -> Callable[[], AuditReport]:
     """The live audit, every option checked and the credential made before ARM is read."""
     scope = scope_from(args)
+    if args.stream is not None and not scope.fleet:
+        raise UsageError(
+            "--stream needs a fleet scope (--management-group, --all-subscriptions or "
+            "several --subscription)"
+        )
     allow_custom = parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint")
     check_arm_endpoint(args.arm_endpoint, allow_custom)
     if not 1 <= args.concurrency <= MAX_CONCURRENCY:
@@ -406,16 +425,25 @@ def _live_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], A
     version = _api_version(args) or STORAGE_API_VERSION
     token = token_from_environment()
     credential = StaticTokenCredential(token) if token else default_credential()
-    audit = run_fleet_audit if scope.fleet else run_audit
-    return lambda: audit(
-        scope,
-        credential,
-        thresholds=limits,
-        arm_endpoint=args.arm_endpoint,
-        allow_custom_endpoint=allow_custom,
-        concurrency=args.concurrency,
-        storage_api_version=version,
-    )
+    throttle = SharedThrottle()
+    options: dict[str, Any] = {
+        "thresholds": limits,
+        "arm_endpoint": args.arm_endpoint,
+        "allow_custom_endpoint": allow_custom,
+        "concurrency": args.concurrency,
+        "storage_api_version": version,
+        "throttle": throttle,
+    }
+    if not scope.fleet:
+        return lambda: run_audit(scope, credential, **options)
+
+    def fleet() -> AuditReport:
+        with Stream(args.stream, redactor, throttle) as stream:
+            report = run_fleet_audit(scope, credential, on_result=stream.result, **options)
+            stream.finish(report)
+        return report
+
+    return fleet
 
 
 def _offline_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], AuditReport]:
@@ -437,7 +465,11 @@ def run(args: argparse.Namespace) -> int:
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
     try:
         limits = thresholds_from(args)
-        judge = _offline_report(args, limits) if args.from_file else _live_report(args, limits)
+        judge = (
+            _offline_report(args, limits)
+            if args.from_file
+            else _live_report(args, limits, redactor)
+        )
         outputs = _outputs(args)
         accepted = _suppressions(args.suppressions)
         baseline = _baseline(args.baseline)
