@@ -61,6 +61,7 @@ class Stream:
 
     def __exit__(self, *_: object) -> None:
         if self._terminal is not None and self._judged:
+            self._progress(force=True)
             self._terminal.write("\n")
         if self._file is not None:
             self._file.close()
@@ -79,7 +80,7 @@ class Stream:
                     "severity": f.severity.value,
                     "message": f.message,
                 }
-                for f in result.findings[1:]
+                for f in result.findings
             ]
             lines.extend(_error(e) for e in result.errors)
             self._write(lines)
