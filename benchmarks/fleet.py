@@ -170,10 +170,11 @@ def run() -> str:
             f"quota modelled, {CONCURRENCY} workers. Per-account: `run_audit` for each "
             "subscription in turn (today's path). Fleet: `run_fleet_audit` over the 20 "
             "subscriptions, results streamed (`keep_results=False`). Peak RSS is each audit's "
-            "own process.",
+            "own process. Requests answered excludes the 429s, which are counted beside them.",
             "",
-            "| accounts | path | wall time | requests | peak RSS | judged | read errors | 429s |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| accounts | path | wall time | requests answered | peak RSS | judged | read errors "
+            "| 429s | gate waits (summed over threads) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
             *rows,
             "",
             *checks,

@@ -383,6 +383,9 @@ class FakeArm:
         self.management_groups: dict[str, set[str]] = {}
         """Management group id -> the lower-case subscription ids under it."""
         self.graph_page_size = 1000
+        self.graph_truncates = False
+        """Answer the first page with resultTruncated "true" and no $skipToken (what Resource
+        Graph does for a query it cannot page)."""
         self.graph_requests = 0
         self.graph_throttle_schedule: set[int] = set()
         """Resource Graph requests (1-based, in arrival order) answered 429 with Retry-After."""
@@ -488,6 +491,9 @@ class FakeArm:
             "data": page,
             "facets": [],
         }
+        if self.graph_truncates and start + top < len(members):
+            body["resultTruncated"] = "true"
+            return 200, body
         if start + top < len(members):
             body["$skipToken"] = base64.b64encode(str(start + top).encode()).decode()
         return 200, body

@@ -264,3 +264,13 @@ def test_stream_needs_a_fleet_scope(fake: FakeArm, tmp_path: Path) -> None:
     code = main(["audit", "--stream", str(tmp_path / "x.jsonl")])
     assert code == ExitCode.USAGE
     assert fake.requests == 0
+
+
+def test_truncated_listing_without_skip_token_is_incomplete(fake: FakeArm) -> None:
+    """A page marked resultTruncated with no $skipToken is a malformed listing (exit 3 read
+    error), and the accounts it did list are still judged."""
+    fake.graph_truncates = True
+    report = fleet_audit(fake, Scope("", management_groups=("mg-all",)))
+    assert len(report.results) == fake.graph_page_size
+    assert [e.kind for e in report.errors] == [ErrorKind.MALFORMED]
+    assert "truncated" in report.errors[0].message
