@@ -220,8 +220,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def scope_from(args: argparse.Namespace) -> Scope:
     """The audit's scope from the options; raises UsageError when they do not name one."""
-    named: list[str] = args.subscription or []
-    if len(named) > 1 or args.management_group or args.all_subscriptions:
+    given: str | list[str] | None = args.subscription
+    named = [given] if isinstance(given, str) else given or []
+    # `safetynet verify` shares this with one --subscription and no fleet options.
+    if len(named) > 1 or getattr(args, "management_group", None) or _all(args):
         return _fleet(args, named)
     account, group = args.account, args.resource_group
     subscription = named[0] if named else os.environ.get(appsettings.AZURE_SUBSCRIPTION_ID.name)
@@ -241,6 +243,10 @@ def scope_from(args: argparse.Namespace) -> Scope:
     if account and not group:
         raise UsageError("--account NAME needs --resource-group (or pass the full resource id)")
     return _checked(Scope(subscription, group, account))
+
+
+def _all(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "all_subscriptions", False))
 
 
 def _fleet(args: argparse.Namespace, subscriptions: list[str]) -> Scope:
