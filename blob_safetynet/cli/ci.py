@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from blob_safetynet.cli.exitcodes import MEANINGS, ExitCode
-from blob_safetynet.sweeper.redaction import printable
+from blob_safetynet.settings.redaction import printable
 
 COMMANDS: Final = ("preview", "audit", "audit-files", "verify")
 AUDIT_FORMATS: Final = ("sarif", "junit", "markdown", "json", "csv", "html", "table")
