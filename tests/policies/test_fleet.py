@@ -274,3 +274,16 @@ def test_truncated_listing_without_skip_token_is_incomplete(fake: FakeArm) -> No
     assert len(report.results) == fake.graph_page_size
     assert [e.kind for e in report.errors] == [ErrorKind.MALFORMED]
     assert "truncated" in report.errors[0].message
+
+
+def test_unreadable_management_group_is_a_read_error_beside_the_judged_ones(
+    fake: FakeArm,
+) -> None:
+    """A management group the caller cannot read is a permission error of that group; the
+    group beside it is still judged in full."""
+    scope = Scope("", management_groups=("mg-hidden", "mg-all"))
+    report = fleet_audit(fake, scope)
+    assert len(report.results) == ACCOUNTS
+    assert [(e.kind, "mg-hidden" in e.operation) for e in report.errors] == [
+        (ErrorKind.PERMISSION, True)
+    ]
