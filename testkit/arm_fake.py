@@ -11,13 +11,14 @@ the bodies in their REST shape.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,6 +56,7 @@ ERROR_CODES = {
     401: "InvalidAuthenticationToken",
     403: "AuthorizationFailed",
     404: "NotFound",
+    429: "TooManyRequests",
 }
 BLOB_OPERATIONS = ("blobServices", "containers", "managementPolicies", "localUsers")
 DEFENDER_SETTINGS = "providers/microsoft.security/defenderforstoragesettings/current"
@@ -84,7 +86,11 @@ class FakeAccount:
 
     @property
     def id(self) -> str:
-        return f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{self.resource_group}{PROVIDER}/{self.name}"
+        return str(self.body["id"])
+
+    @property
+    def subscription(self) -> str:
+        return self.id.split("/")[2]
 
 
 def role_definition_id(guid: str) -> str:
@@ -194,9 +200,11 @@ def assignment(
     }
 
 
-def compliant_account(name: str, resource_group: str = "rg-docs") -> FakeAccount:
+def compliant_account(
+    name: str, resource_group: str = "rg-docs", subscription: str = SUBSCRIPTION
+) -> FakeAccount:
     """An account every rule passes: the shape the infra program deploys."""
-    account_id = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{resource_group}{PROVIDER}/{name}"
+    account_id = f"/subscriptions/{subscription}/resourceGroups/{resource_group}{PROVIDER}/{name}"
     body = {
         "id": account_id,
         "name": name,
@@ -320,11 +328,13 @@ def defender_setting(account_id: str, *, enabled: bool) -> dict[str, Any]:
     }
 
 
-def file_storage_account(name: str, resource_group: str = "rg-docs") -> FakeAccount:
+def file_storage_account(
+    name: str, resource_group: str = "rg-docs", subscription: str = SUBSCRIPTION
+) -> FakeAccount:
     """A premium file shares account (kind FileStorage): it has no blob service, so ARM answers
     its blob reads with 400 (the storage account overview lists FileStorage as "file shares
     only": https://learn.microsoft.com/azure/storage/common/storage-account-overview)."""
-    account = compliant_account(name, resource_group)
+    account = compliant_account(name, resource_group, subscription)
     account.body["kind"] = "FileStorage"
     account.body["sku"] = {"name": "Premium_LRS", "tier": "Premium"}
     for operation in BLOB_OPERATIONS:
@@ -375,6 +385,26 @@ class FakeArm:
         self.latency_seconds = latency_seconds
         self.token = TOKEN
         self.requests = 0
+        self.unreadable_subscriptions: set[str] = set()
+        """Lower-case subscription ids this caller may not read: 403 for every request
+        under them, and for a Resource Graph query that names one."""
+        self.management_groups: dict[str, set[str]] = {}
+        """Management group id -> the lower-case subscription ids under it."""
+        self.graph_page_size = 1000
+        self.graph_truncates = False
+        """Answer the first page with resultTruncated "true" and no $skipToken (what Resource
+        Graph does for a query it cannot page)."""
+        self.graph_requests = 0
+        self.graph_throttle_schedule: set[int] = set()
+        """Resource Graph requests (1-based, in arrival order) answered 429 with Retry-After."""
+        self.arm_throttle_schedule: set[int] = set()
+        """ARM GETs (1-based, in arrival order) answered 429 with Retry-After."""
+        self.retry_after_s = 1
+        self.arm_gets = 0
+        self.read_buckets: dict[str, TokenBucket] | None = None
+        """Set by `model_arm_throttling`: one read bucket per subscription."""
+        self.graph_quota: TokenBucket | None = None
+        self.throttled = 0
         self._lock = threading.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="safetynet-arm-")
         self.tls = make_tls_files(Path(self._tmp.name))
@@ -384,6 +414,97 @@ class FakeArm:
     def add(self, account: FakeAccount) -> FakeAccount:
         self.accounts[account.name] = account
         return account
+
+    def subscriptions(self) -> list[str]:
+        """Every subscription some account is in, sorted."""
+        return sorted({a.subscription.lower() for a in self.accounts.values()})
+
+    def model_arm_throttling(self) -> None:
+        """ARM's documented default read budget (a bucket of 250 per subscription, refilled at
+        25 a second) and Resource Graph's example quota (15 queries per 5 seconds): see
+        blob_safetynet/policies/throttle.py for the sources."""
+        self.read_buckets = {}
+        self.graph_quota = TokenBucket(15, 15 / 5)
+
+    # Throttling ------------------------------------------------------------------------------
+
+    def admit(self, method: str, path: str) -> tuple[int | None, dict[str, str]]:
+        """(429 or None, headers) for one request, before it is answered."""
+        graph = method == "POST"
+        with self._lock:
+            if graph:
+                self.graph_requests += 1
+                scheduled = self.graph_requests in self.graph_throttle_schedule
+                bucket = self.graph_quota
+            else:
+                self.arm_gets += 1
+                scheduled = self.arm_gets in self.arm_throttle_schedule
+                bucket = None
+                named = re.match(r"/subscriptions/([^/]+)", path.lower())
+                if self.read_buckets is not None and named is not None:
+                    bucket = self.read_buckets.setdefault(named.group(1), TokenBucket(250, 25))
+        headers: dict[str, str] = {}
+        if scheduled:
+            return self._throttled(self.retry_after_s, headers)
+        if bucket is None:
+            return None, headers
+        taken, remaining, wait = bucket.take()
+        if graph:
+            headers["x-ms-user-quota-remaining"] = str(remaining)
+            headers["x-ms-user-quota-resets-after"] = time.strftime(
+                "%H:%M:%S", time.gmtime(bucket.seconds_to_full())
+            )
+        else:
+            headers["x-ms-ratelimit-remaining-subscription-reads"] = str(remaining)
+        return (None, headers) if taken else self._throttled(max(1, round(wait)), headers)
+
+    def _throttled(self, seconds: int, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
+        with self._lock:
+            self.throttled += 1
+        headers["Retry-After"] = str(seconds)
+        return 429, headers
+
+    # Resource Graph --------------------------------------------------------------------------
+
+    def graph(self, request: Mapping[str, Any]) -> tuple[int, object]:
+        """POST /providers/Microsoft.ResourceGraph/resources: the storage accounts of the named
+        subscriptions or management groups, `$top` a page, continued by `$skipToken`."""
+        with self._lock:
+            self.requests += 1
+        query = str(request.get("query", "")).lower()
+        if "microsoft.storage/storageaccounts" not in query:
+            return 400, error_body(400)
+        subscriptions = {s.lower() for s in request.get("subscriptions") or []}
+        for group in request.get("managementGroups") or []:
+            if group not in self.management_groups:
+                return 403, error_body(403)
+            subscriptions |= self.management_groups[group]
+        if not subscriptions:
+            subscriptions = set(self.subscriptions())
+        if subscriptions & self.unreadable_subscriptions:
+            return 403, error_body(403)
+        options = request.get("options") or {}
+        top = min(int(options.get("$top") or 100), self.graph_page_size)
+        token = options.get("$skipToken")
+        start = int(base64.b64decode(token).decode()) if token else 0
+        members = sorted(
+            (a for a in self.accounts.values() if a.subscription.lower() in subscriptions),
+            key=lambda a: a.id.lower(),
+        )
+        page = [a.body for a in members[start : start + top]]
+        body: dict[str, Any] = {
+            "totalRecords": len(members),
+            "count": len(page),
+            "resultTruncated": "false",
+            "data": page,
+            "facets": [],
+        }
+        if self.graph_truncates and start + top < len(members):
+            body["resultTruncated"] = "true"
+            return 200, body
+        if start + top < len(members):
+            body["$skipToken"] = base64.b64encode(str(start + top).encode()).decode()
+        return 200, body
 
     @property
     def endpoint(self) -> str:
@@ -421,7 +542,6 @@ class FakeArm:
     def answer(self, path: str, query: Mapping[str, list[str]]) -> tuple[int, object]:
         with self._lock:
             self.requests += 1
-        sub = f"/subscriptions/{SUBSCRIPTION}".lower()
         lowered = path.lower()
         if not self._granted(lowered):
             with self._lock:
@@ -430,17 +550,29 @@ class FakeArm:
         if ROLE_DEFINITIONS.lower() in lowered:
             # Readable at any scope it is assignable at, by its GUID (Role Definitions - Get).
             guid = lowered.rsplit("/", 1)[-1]
-            definition = self.definitions.get(f"{sub}{ROLE_DEFINITIONS.lower()}/{guid}")
+            home = f"/subscriptions/{SUBSCRIPTION}".lower()
+            definition = self.definitions.get(f"{home}{ROLE_DEFINITIONS.lower()}/{guid}")
             return (200, definition) if definition else (404, error_body(404))
+        if lowered == "/subscriptions":
+            return self._page(path, query, [{"subscriptionId": s} for s in self.subscriptions()])
+        named = re.match(r"/subscriptions/([^/]+)", lowered)
+        if named is None:
+            return 404, error_body(404)
+        sub = named.group(0)
+        if named.group(1) in self.unreadable_subscriptions:
+            return 403, error_body(403)
         foreign = ("/providers/microsoft.authorization/", "/providers/microsoft.security/")
         if PROVIDER.lower() in lowered and not any(part in lowered for part in foreign):
             refused = self._refuse_api_version(query.get("api-version", [""])[0])
             if refused is not None:
                 return refused
         if lowered == f"{sub}/providers/microsoft.security/pricings/storageaccounts":
-            return self._plan()
+            return self._plan(named.group(1))
         if lowered == f"{sub}{PROVIDER}".lower():
-            return self._page(path, query, list(self.accounts.values()))
+            members = [
+                a for a in self.accounts.values() if a.subscription.lower() == named.group(1)
+            ]
+            return self._page(path, query, members)
         match = re.fullmatch(
             rf"{re.escape(sub)}/resourcegroups/([^/]+){re.escape(PROVIDER.lower())}(/.*)?",
             lowered,
@@ -449,10 +581,14 @@ class FakeArm:
             return 404, error_body(404)
         group, rest = match.group(1), match.group(2) or ""
         if not rest:
-            members = [a for a in self.accounts.values() if a.resource_group.lower() == group]
+            members = [
+                a
+                for a in self.accounts.values()
+                if a.resource_group.lower() == group and a.subscription.lower() == named.group(1)
+            ]
             return self._page(path, query, members)
         name, _, tail = rest.strip("/").partition("/")
-        account = self._account(group, name)
+        account = self._account(named.group(1), group, name)
         if account is None:
             return 404, error_body(404)
         operation = {
@@ -502,7 +638,7 @@ class FakeArm:
             for scope in scopes
         )
 
-    def _plan(self) -> tuple[int, object]:
+    def _plan(self, subscription: str) -> tuple[int, object]:
         """Pricings_Get for StorageAccounts (https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get)."""
         if self.plan_failure is not None:
             failure = self.plan_failure
@@ -510,7 +646,7 @@ class FakeArm:
         if self.defender_plan is None:
             return 404, error_body(404)
         return 200, {
-            "id": f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Security/pricings/StorageAccounts",
+            "id": f"/subscriptions/{subscription}/providers/Microsoft.Security/pricings/StorageAccounts",
             "name": "StorageAccounts",
             "type": "Microsoft.Security/pricings",
             "properties": {"pricingTier": self.defender_plan},
@@ -534,11 +670,11 @@ class FakeArm:
             }
         }
 
-    def _account(self, group: str, name: str) -> FakeAccount | None:
+    def _account(self, subscription: str, group: str, name: str) -> FakeAccount | None:
         account = self.accounts.get(name)
         if account is None or account.resource_group.lower() != group:
             return None
-        return account
+        return account if account.subscription.lower() == subscription else None
 
     def _page(
         self, path: str, query: Mapping[str, list[str]], items: list[Any]
@@ -553,27 +689,74 @@ class FakeArm:
         return 200, body
 
 
+class TokenBucket:
+    """`capacity` tokens, refilled at `rate` a second; thread-safe."""
+
+    def __init__(self, capacity: int, rate: float) -> None:
+        self.capacity = capacity
+        self.rate = rate
+        self._tokens = float(capacity)
+        self._at = time.monotonic()
+        self._lock = threading.Lock()
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+
+    def take(self) -> tuple[bool, int, float]:
+        """(taken, tokens left, seconds until one is back)."""
+        with self._lock:
+            self._refill()
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return True, int(self._tokens), 0.0
+            return False, 0, (1 - self._tokens) / self.rate
+
+    def seconds_to_full(self) -> float:
+        with self._lock:
+            self._refill()
+            return (self.capacity - self._tokens) / self.rate
+
+
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeArm
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out as separate writes
 
     def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        self._serve("GET", url.path, lambda: self.fake.answer(url.path, parse_qs(url.query)))
+
+    def do_POST(self) -> None:
+        url = urlsplit(self.path)
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if url.path.lower() != "/providers/microsoft.resourcegraph/resources":
+            self._send(404, error_body(404))
+            return
+        self._serve("POST", url.path, lambda: self.fake.graph(json.loads(raw or b"{}")))
+
+    def _serve(self, method: str, path: str, answer: Callable[[], tuple[int, object]]) -> None:
         if self.fake.latency_seconds:
             time.sleep(self.fake.latency_seconds)
         if self.headers.get("Authorization") != f"Bearer {self.fake.token}":
             self._send(401, error_body(401))
             return
-        url = urlsplit(self.path)
-        status, body = self.fake.answer(url.path, parse_qs(url.query))
-        self._send(status, body)
+        refused, headers = self.fake.admit(method, path)
+        if refused is not None:
+            self._send(refused, error_body(refused), headers)
+            return
+        status, body = answer()
+        self._send(status, body, headers)
 
-    def _send(self, status: int, body: object) -> None:
+    def _send(self, status: int, body: object, headers: Mapping[str, str] | None = None) -> None:
         data = b'{"value": [ {"id": ' if body is MALFORMED else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("x-ms-request-id", "fake")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -581,10 +764,35 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
 
-def fleet(count: int, resource_group: str = "rg-fleet") -> Iterator[FakeAccount]:
-    """`count` compliant accounts, for the benchmark and paging tests."""
+def fleet_subscription(number: int) -> str:
+    """The id of the fleet's subscription `number` (0 is SUBSCRIPTION)."""
+    return SUBSCRIPTION if number == 0 else f"00000000-0000-0000-0000-{number:012x}"
+
+
+def fleet(
+    count: int, resource_group: str = "rg-fleet", subscriptions: int = 1
+) -> Iterator[FakeAccount]:
+    """`count` compliant accounts dealt over `subscriptions` subscriptions, for the benchmark
+    and paging tests."""
     for number in range(count):
-        yield compliant_account(f"fleet{number:04d}", resource_group)
+        yield compliant_account(
+            f"fleet{number:05d}", resource_group, fleet_subscription(number % subscriptions)
+        )
+
+
+def mixed_fleet(count: int, subscriptions: int) -> Iterator[FakeAccount]:
+    """`fleet` with every third account public, every fifth without a management policy and
+    every seventh a FileStorage account: verdicts that differ from account to account."""
+    for number, account in enumerate(fleet(count, subscriptions=subscriptions)):
+        if number % 7 == 6:
+            account = file_storage_account(
+                account.name, account.resource_group, account.subscription
+            )
+        if number % 3 == 0:
+            set_path(account.body, "properties.allowBlobPublicAccess", True)
+        if number % 5 == 0:
+            account.management_policy = None
+        yield account
 
 
 __all__ = [
@@ -598,7 +806,9 @@ __all__ = [
     "defender_setting",
     "file_storage_account",
     "fleet",
+    "fleet_subscription",
     "local_user",
+    "mixed_fleet",
     "private_endpoint_connection",
     "set_path",
 ]

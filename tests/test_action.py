@@ -236,13 +236,13 @@ def test_could_not_look_fails_the_step(arm: FakeArm, workspace: Path) -> None:
 
 
 def test_management_group_is_passed_through_to_the_cli(workspace: Path) -> None:
-    """`management-group` becomes `--management-group`; the CLI decides (today it has no such
-    option: bad usage, exit 2, and the step fails)."""
+    """`management-group` becomes `--management-group`, which the CLI accepts (a fleet audit);
+    with no credential in the step it could not look: exit 3, and the step fails."""
     inputs = {"command": "audit", "management-group": "mg-platform", "python": sys.executable}
     result = run(inputs, workspace)
-    assert "--management-group" in result.log
-    assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
-    assert result.outputs["fail"] == ""
+    assert "could not look" in result.log
+    assert result.outputs["exit-code"] == str(int(ExitCode.INCOMPLETE))
+    assert result.outputs["fail"] == "0"
     assert result.failed
 
 

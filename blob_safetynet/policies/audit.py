@@ -40,6 +40,7 @@ from blob_safetynet.policies.adapters import arm
 from blob_safetynet.policies.model import Account, Facet, Thresholds
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
+from blob_safetynet.policies.throttle import SharedThrottle
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.appsettings import SettingsError
 from blob_safetynet.settings.endpoints import parse_endpoint
@@ -115,12 +116,29 @@ class Scope:
     account: str | None = None
     files: tuple[str, ...] = ()
     """Saved ARM JSON judged offline (`blob_safetynet/policies/offline.py`) instead of a live scope."""
+    subscriptions: tuple[str, ...] = ()
+    management_groups: tuple[str, ...] = ()
+    all_subscriptions: bool = False
+    """A fleet (`blob_safetynet/policies/fleet.py`): these subscriptions and management groups,
+    or every subscription the credential can read, listed through Resource Graph."""
+
+    @property
+    def fleet(self) -> bool:
+        return bool(self.subscriptions or self.management_groups or self.all_subscriptions)
 
     @property
     def label(self) -> str:
         """What was judged, in every report format: the ARM scope, or the files."""
         if self.files:
             return f"judged from files, not read from Azure: {', '.join(self.files)}"
+        if self.all_subscriptions:
+            return "every subscription the credential can read"
+        if self.fleet:
+            groups = [
+                f"/providers/Microsoft.Management/managementGroups/{group}"
+                for group in self.management_groups
+            ]
+            return ", ".join([*groups, *(f"/subscriptions/{s}" for s in self.subscriptions)])
         parts = [f"/subscriptions/{self.subscription_id}"]
         if self.resource_group:
             parts.append(f"/resourceGroups/{self.resource_group}")
@@ -227,7 +245,7 @@ def _as_dict(model: Any) -> dict[str, Any]:
     return serialized
 
 
-class _FetchedOnce(Generic[T]):
+class FetchedOnce(Generic[T]):
     """Values by key, each fetched by the first worker that asks while the others wait for it:
     a check, then a fetch outside any lock, would let two workers read the same thing twice."""
 
@@ -245,6 +263,25 @@ class _FetchedOnce(Generic[T]):
             return self._values[key]
 
 
+def client_options(
+    arm_endpoint: str | None, concurrency: int, connection_verify: str | bool | None
+) -> dict[str, Any]:
+    """The transport (a pool sized for `concurrency`) and endpoint options of an azure-mgmt
+    client; the caller has checked `arm_endpoint` (`check_arm_endpoint`)."""
+    session = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=max(10, concurrency))
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    transport_options: dict[str, Any] = {}
+    if connection_verify is not None:
+        transport_options["connection_verify"] = connection_verify
+    options: dict[str, Any] = {"transport": RequestsTransport(session=session, **transport_options)}
+    if arm_endpoint:
+        options["base_url"] = arm_endpoint.rstrip("/")
+        options["credential_scopes"] = [arm_endpoint.rstrip("/") + "/.default"]
+    return options
+
+
 class ArmReader:
     """The azure-mgmt clients for one subscription, shared by the worker threads."""
 
@@ -259,6 +296,8 @@ class ArmReader:
         connection_verify: str | bool | None = None,
         storage_api_version: str = STORAGE_API_VERSION,
         subscription_reads: bool = True,
+        throttle: SharedThrottle | None = None,
+        definitions: FetchedOnce[dict[str, Any] | None] | None = None,
     ) -> None:
         if arm_endpoint is not None:
             check_arm_endpoint(arm_endpoint, allow_custom=allow_custom_endpoint)
@@ -266,34 +305,27 @@ class ArmReader:
         self.subscription_reads = subscription_reads
         """False for an identity whose roles stop at a resource group (the verification
         timer's): the subscription's Defender plan is not read and its rule says why."""
-        session = requests.Session()
-        adapter = requests.adapters.HTTPAdapter(
-            pool_connections=4, pool_maxsize=max(10, concurrency)
-        )
-        session.mount("https://", adapter)
-        session.mount("http://", adapter)
-        transport_options: dict[str, Any] = {}
-        if connection_verify is not None:
-            transport_options["connection_verify"] = connection_verify
-        options: dict[str, Any] = {
-            "transport": RequestsTransport(session=session, **transport_options)
-        }
-        if arm_endpoint:
-            options["base_url"] = arm_endpoint.rstrip("/")
-            options["credential_scopes"] = [arm_endpoint.rstrip("/") + "/.default"]
+        self.throttle = throttle or SharedThrottle()
+        options = client_options(arm_endpoint, concurrency, connection_verify)
         # Imported here, not at the top: they take most of a second, and `audit --from-file`,
         # `verify` without an ARM scope and the rule catalogue never read ARM.
         from azure.mgmt.authorization import AuthorizationManagementClient
         from azure.mgmt.storage import StorageManagementClient
 
         self.storage: StorageManagementClient = StorageManagementClient(
-            credential, subscription_id, api_version=storage_api_version, **options
+            credential,
+            subscription_id,
+            api_version=storage_api_version,
+            retry_policy=self.throttle.policy(),
+            **options,
         )
         self.authorization: AuthorizationManagementClient = AuthorizationManagementClient(
-            credential, subscription_id, **options
+            credential, subscription_id, retry_policy=self.throttle.policy(), **options
         )
-        self._definitions: _FetchedOnce[dict[str, Any] | None] = _FetchedOnce()
-        self._plans: _FetchedOnce[dict[str, Any]] = _FetchedOnce()
+        self._definitions: FetchedOnce[dict[str, Any] | None] = (
+            FetchedOnce() if definitions is None else definitions
+        )
+        self._plans: FetchedOnce[dict[str, Any]] = FetchedOnce()
 
     def list_accounts(self, scope: Scope) -> list[dict[str, Any]]:
         if scope.account:
@@ -496,6 +528,7 @@ def run_audit(
     connection_verify: str | bool | None = None,
     storage_api_version: str = STORAGE_API_VERSION,
     subscription_reads: bool = True,
+    throttle: SharedThrottle | None = None,
 ) -> AuditReport:
     """Audit every account in `scope`; `concurrency` accounts are read at once.
 
@@ -513,6 +546,7 @@ def run_audit(
         connection_verify=connection_verify,
         storage_api_version=storage_api_version,
         subscription_reads=subscription_reads,
+        throttle=throttle,
     )
     report = AuditReport(scope=scope, thresholds=limits, results=[])
     try:

@@ -16,7 +16,10 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from blob_safetynet.cli.commands.audit_scope import scope_from
+from blob_safetynet.cli.commands.audit_stream import Stream
 from blob_safetynet.cli.commands.common import (
     UsageError,
     ascii_int,
@@ -45,6 +48,7 @@ from blob_safetynet.policies.audit import (
     run_audit,
 )
 from blob_safetynet.policies.audit import check_arm_endpoint as arm_endpoint_rule
+from blob_safetynet.policies.fleet import run_fleet_audit
 from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.offline import OfflineError, run_offline_audit
 from blob_safetynet.policies.report import RENDERERS, AuditRenderer, render_sarif
@@ -57,6 +61,7 @@ from blob_safetynet.policies.report_view import (
 )
 from blob_safetynet.policies.rules import RULES, Outcome, Severity
 from blob_safetynet.policies.suppressions import Baseline
+from blob_safetynet.policies.throttle import SharedThrottle
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError, check_container_name
 from blob_safetynet.settings.redaction import Redactor, printable
@@ -66,17 +71,6 @@ TOKEN_ENV = appsettings.ARM_TOKEN.name
 NO_FAIL = "none"
 MAX_CONCURRENCY = 64
 MAX_DAYS = 36_500
-_ACCOUNT_ID = re.compile(
-    r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)"
-    r"/providers/Microsoft\.Storage/storageAccounts/(?P<name>[^/]+)/?",
-    re.IGNORECASE,
-)
-_SUBSCRIPTION = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-# Resource group: 1-90 letters, digits, underscores, hyphens, periods, parentheses; no trailing
-# period. Storage account: 3-24 lowercase letters and digits. Both from
-# https://learn.microsoft.com/en-us/azure/azure-resource-manager/management/resource-name-rules
-_RESOURCE_GROUP = re.compile(r"[\w\-.()]{0,89}[\w\-()]")
-_ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}", re.ASCII)
 _TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*", re.ASCII)
 """RFC 6750's b64token: the characters a bearer token may hold."""
 DEFAULTS = Thresholds()
@@ -97,11 +91,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "fails is a finding; the exit codes are listed below."
         ),
     )
-    where = parser.add_argument_group("what to audit (one account, a resource group, or all)")
+    where = parser.add_argument_group(
+        "what to audit (one account, a resource group, a subscription, or a fleet)"
+    )
     where.add_argument(
         "--subscription",
-        default=env(appsettings.AZURE_SUBSCRIPTION_ID.name),
-        help=f"subscription id (env {appsettings.AZURE_SUBSCRIPTION_ID.name})",
+        action="append",
+        metavar="ID",
+        help=f"subscription id (env {appsettings.AZURE_SUBSCRIPTION_ID.name}); repeat it to "
+        "audit several through Resource Graph",
+    )
+    where.add_argument(
+        "--management-group",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="every account under this management group, listed through Resource Graph; repeatable",
+    )
+    where.add_argument(
+        "--all-subscriptions",
+        action="store_true",
+        help="every subscription the credential can read, listed through Resource Graph",
     )
     where.add_argument("--resource-group", help="only accounts in this resource group")
     where.add_argument(
@@ -119,6 +129,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     out = add_output_options(parser, RENDERERS, "audit")
     add_sarif_category(out, "safetynet-audit/<scope>/, or safetynet-audit/files/ for --from-file")
+    out.add_argument(
+        "--stream",
+        type=Path,
+        metavar="FILE",
+        help="fleet audits: write each account's verdicts to FILE as JSON Lines as soon as "
+        "it is judged (before suppressions and baseline)",
+    )
     out.add_argument(
         "--suppressions",
         type=Path,
@@ -204,40 +221,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "rules; repeatable (the pack's deploymentPrincipalIds)",
     )
     parser.set_defaults(handler=run)
-
-
-def scope_from(args: argparse.Namespace) -> Scope:
-    """The audit's scope from the options; raises UsageError when they do not name one."""
-    account, group, subscription = args.account, args.resource_group, args.subscription
-    if account and account.startswith("/"):
-        match = _ACCOUNT_ID.fullmatch(account)
-        if match is None:
-            raise UsageError(
-                f"--account '{printable(account)}' is not a storage account resource id"
-            )
-        if subscription and subscription.lower() != match["sub"].lower():
-            raise UsageError("--account names another subscription than --subscription")
-        return _checked(Scope(match["sub"], match["rg"], match["name"]))
-    if not subscription:
-        raise UsageError(
-            f"--subscription (or {appsettings.AZURE_SUBSCRIPTION_ID.name}) is required"
-        )
-    if account and not group:
-        raise UsageError("--account NAME needs --resource-group (or pass the full resource id)")
-    return _checked(Scope(subscription, group, account))
-
-
-def _checked(scope: Scope) -> Scope:
-    """`scope` if each name is one Azure accepts; they become parts of ARM request paths."""
-    checks = [
-        ("subscription", scope.subscription_id, _SUBSCRIPTION, "a subscription id (a GUID)"),
-        ("resource group", scope.resource_group, _RESOURCE_GROUP, "a resource group name"),
-        ("account", scope.account, _ACCOUNT_NAME, "3-24 lowercase letters and digits"),
-    ]
-    for what, value, pattern, expected in checks:
-        if value is not None and not pattern.fullmatch(value):
-            raise UsageError(f"{what} '{printable(value)}' is not {expected}")
-    return scope
 
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
@@ -333,7 +316,10 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
             "--history": args.history,
         }
     )
-    check_outputs(outputs, [path for path in inputs if str(path) != STDIN])
+    files = [path for path in inputs if str(path) != STDIN]
+    check_outputs(outputs, files)
+    if args.stream is not None:
+        check_outputs([Output("jsonl", args.stream)], [*files, *(o.path for o in outputs)])
     return outputs
 
 
@@ -379,9 +365,16 @@ def _api_version(args: argparse.Namespace) -> str | None:
     return version
 
 
-def _live_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], AuditReport]:
+def _live_report(
+    args: argparse.Namespace, limits: Thresholds, redactor: Redactor
+) -> Callable[[], AuditReport]:
     """The live audit, every option checked and the credential made before ARM is read."""
     scope = scope_from(args)
+    if args.stream is not None and not scope.fleet:
+        raise UsageError(
+            "--stream needs a fleet scope (--management-group, --all-subscriptions or "
+            "several --subscription)"
+        )
     allow_custom = parse_flag(args.allow_custom_endpoint, "--allow-custom-endpoint")
     check_arm_endpoint(args.arm_endpoint, allow_custom)
     if not 1 <= args.concurrency <= MAX_CONCURRENCY:
@@ -389,22 +382,33 @@ def _live_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], A
     version = _api_version(args) or STORAGE_API_VERSION
     token = token_from_environment()
     credential = StaticTokenCredential(token) if token else default_credential()
-    return lambda: run_audit(
-        scope,
-        credential,
-        thresholds=limits,
-        arm_endpoint=args.arm_endpoint,
-        allow_custom_endpoint=allow_custom,
-        concurrency=args.concurrency,
-        storage_api_version=version,
-    )
+    throttle = SharedThrottle()
+    options: dict[str, Any] = {
+        "thresholds": limits,
+        "arm_endpoint": args.arm_endpoint,
+        "allow_custom_endpoint": allow_custom,
+        "concurrency": args.concurrency,
+        "storage_api_version": version,
+        "throttle": throttle,
+    }
+    if not scope.fleet:
+        return lambda: run_audit(scope, credential, **options)
+
+    def fleet() -> AuditReport:
+        with Stream(args.stream, redactor, throttle) as stream:
+            report = run_fleet_audit(scope, credential, on_result=stream.result, **options)
+            stream.finish(report)
+        return report
+
+    return fleet
 
 
 def _offline_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[], AuditReport]:
     """The files judged: read now, so an unreadable one is bad usage before any output."""
-    if args.account or args.resource_group:
+    if args.account or args.resource_group or args.management_group or args.all_subscriptions:
         raise UsageError(
-            "--from-file judges files; --account and --resource-group select live accounts"
+            "--from-file judges files; --account, --resource-group, --management-group and "
+            "--all-subscriptions select live accounts"
         )
     try:
         report = run_offline_audit(args.from_file, limits, _api_version(args))
@@ -419,7 +423,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         limits = thresholds_from(args)
         outputs = _outputs(args)
-        judge = _offline_report(args, limits) if args.from_file else _live_report(args, limits)
+        judge = (
+            _offline_report(args, limits)
+            if args.from_file
+            else _live_report(args, limits, redactor)
+        )
         today = dt.datetime.now(dt.UTC).date()
         horizon = suppressions.Horizon(today, args.suppression_horizon_days)
         accepted = _suppressions(args.suppressions, horizon)

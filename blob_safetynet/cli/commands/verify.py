@@ -20,7 +20,8 @@ from azure.core.credentials import TokenCredential
 from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import BlobServiceClient
 
-from blob_safetynet.cli.commands.audit import check_arm_endpoint, scope_from, token_from_environment
+from blob_safetynet.cli.commands.audit import check_arm_endpoint, token_from_environment
+from blob_safetynet.cli.commands.audit_scope import scope_from
 from blob_safetynet.cli.commands.common import CommandError, UsageError, ascii_int, fail, parse_flag
 from blob_safetynet.cli.commands.outputs import (
     Output,

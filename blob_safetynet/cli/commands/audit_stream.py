@@ -1,0 +1,112 @@
+"""`safetynet audit --stream FILE` and the progress line of a fleet audit.
+
+Each account's verdicts are written as JSON Lines the moment it is judged (one object per
+finding, one per read error of that account), flushed, scrubbed like every report; the scope's
+own read errors follow at the end. They are the verdicts as judged: suppressions and the
+baseline are applied in the end-of-run reports. On a terminal, stderr shows one line that is
+rewritten in place: accounts judged, the rate, and the throttled waits so far; when stderr is
+not a terminal nothing is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from blob_safetynet.policies.audit import AccountResult, AuditReport, ReadError
+from blob_safetynet.policies.throttle import SharedThrottle
+from blob_safetynet.settings.redaction import Redactor
+
+PROGRESS_EVERY_S = 0.5
+
+
+def _error(error: ReadError) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "account": error.account,
+        "operation": error.operation,
+        "kind": error.kind.value,
+        "message": error.message,
+    }
+
+
+class Stream:
+    """The JSON Lines file (optional) and the terminal progress line of one audit."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        redactor: Redactor,
+        throttle: SharedThrottle,
+        terminal: IO[str] | None = None,
+    ) -> None:
+        self._path = path
+        self._redactor = redactor
+        self._throttle = throttle
+        err = terminal or sys.stderr
+        self._terminal = err if err.isatty() else None
+        self._file: IO[str] | None = None
+        self._judged = 0
+        self._started = time.monotonic()
+        self._shown = 0.0
+
+    def __enter__(self) -> Stream:
+        if self._path is not None:
+            self._file = self._path.open("w", encoding="utf-8")
+        self._started = time.monotonic()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._terminal is not None and self._judged:
+            self._progress(force=True)
+            self._terminal.write("\n")
+        if self._file is not None:
+            self._file.close()
+
+    def result(self, result: AccountResult) -> None:
+        """One account judged: its lines written and flushed, the progress line refreshed."""
+        self._judged += 1
+        if self._file is not None:
+            lines = [
+                {
+                    "type": "finding",
+                    "rule": f.rule.id,
+                    "account": f.account,
+                    "resource_id": f.resource_id,
+                    "outcome": f.outcome.value,
+                    "severity": f.severity.value,
+                    "message": f.message,
+                }
+                for f in result.findings
+            ]
+            lines.extend(_error(e) for e in result.errors)
+            self._write(lines)
+        self._progress()
+
+    def finish(self, report: AuditReport) -> None:
+        """The scope's own read errors (a subscription or group not read), at the end."""
+        if self._file is not None:
+            self._write([_error(e) for e in report.errors])
+
+    def _write(self, lines: list[dict[str, Any]]) -> None:
+        assert self._file is not None
+        text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
+        self._file.write(self._redactor.scrub(text))
+        self._file.flush()
+
+    def _progress(self, *, force: bool = False) -> None:
+        if self._terminal is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._shown < PROGRESS_EVERY_S:
+            return
+        self._shown = now
+        rate = self._judged / max(now - self._started, 1e-9)
+        self._terminal.write(
+            f"\rsafetynet audit: {self._judged} accounts judged, {rate:.0f}/s, "
+            f"{self._throttle.throttled} throttled, {self._throttle.waits} waits"
+        )
+        self._terminal.flush()

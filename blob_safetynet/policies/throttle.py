@@ -1,0 +1,154 @@
+"""One limiter for every worker of an audit: ARM's and Resource Graph's throttling, honoured.
+
+ARM answers 429 with `Retry-After` when a read budget is spent and reports what is left in
+`x-ms-ratelimit-remaining-subscription-reads`
+(https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling).
+Resource Graph reports its per-user quota in `x-ms-user-quota-remaining` and
+`x-ms-user-quota-resets-after` (hh:mm:ss)
+(https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests).
+
+A 429 closes one shared gate until its `Retry-After` (plus jitter) has passed, so the other
+workers wait too instead of each spending the budget on its own retries (no retry storm).
+Every wait is bounded, and so is the number of attempts a request gets.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from azure.core.pipeline.policies import RetryPolicy
+
+MAX_WAIT_S = 60.0
+MAX_ATTEMPTS = 6
+JITTER = 0.2
+"""Up to this fraction is added to each wait, so workers released together spread out."""
+EMPTY_BUDGET_WAIT_S = 1.0
+"""ARM refills a subscription's read bucket every second (the request-limits page above)."""
+DEFAULT_RETRY_AFTER_S = 1.0
+"""A 429 whose `Retry-After` is missing or unreadable still waits."""
+
+
+def _seconds(text: str | None) -> float | None:
+    """`Retry-After` in seconds (an integer; a date is treated as absent), or None."""
+    if text is None:
+        return None
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def _duration(text: str | None) -> float | None:
+    """`hh:mm:ss` as seconds, or None when it is not one."""
+    if text is None:
+        return None
+    parts = text.strip().split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        hours, minutes, seconds = (float(part) for part in parts)
+    except ValueError:
+        return None
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+class SharedThrottle:
+    """The gate every request of one run passes; counts what throttling cost."""
+
+    def __init__(
+        self,
+        *,
+        max_wait_s: float = MAX_WAIT_S,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.max_wait_s = max_wait_s
+        self._clock = clock
+        self._sleep = sleep
+        self._jitter = jitter
+        self._lock = threading.Lock()
+        self._open_at = 0.0
+        self.throttled = 0
+        """429 answers seen."""
+        self.waits = 0
+        self.waited_s = 0.0
+
+    def wait_turn(self) -> None:
+        """Blocks while the gate is closed."""
+        while True:
+            with self._lock:
+                delay = self._open_at - self._clock()
+            if delay <= 0:
+                return
+            with self._lock:
+                self.waits += 1
+                self.waited_s += delay
+            self._sleep(delay)
+
+    def close_for(self, seconds: float) -> None:
+        """Closes the gate for `seconds` (bounded, plus jitter) unless it is closed longer."""
+        wait = min(seconds, self.max_wait_s) * (1 + JITTER * self._jitter())
+        with self._lock:
+            self._open_at = max(self._open_at, self._clock() + wait)
+
+    def observe(self, status: int, headers: Mapping[str, str]) -> None:
+        """Reads one answer's throttling headers and closes the gate as they say."""
+        if status == 429:
+            with self._lock:
+                self.throttled += 1
+            retry_after = _seconds(headers.get("Retry-After"))
+            self.close_for(DEFAULT_RETRY_AFTER_S if retry_after is None else retry_after)
+            return
+        if _int(headers.get("x-ms-user-quota-remaining")) == 0:
+            resets = _duration(headers.get("x-ms-user-quota-resets-after"))
+            self.close_for(EMPTY_BUDGET_WAIT_S if resets is None else resets)
+        if _int(headers.get("x-ms-ratelimit-remaining-subscription-reads")) == 0:
+            self.close_for(EMPTY_BUDGET_WAIT_S)
+
+    def policy(self, max_attempts: int = MAX_ATTEMPTS) -> ThrottledRetryPolicy:
+        """A retry policy for one client (a policy belongs to one pipeline)."""
+        return ThrottledRetryPolicy(
+            self, retry_total=max_attempts - 1, retry_status=max_attempts - 1
+        )
+
+
+class ThrottledRetryPolicy(RetryPolicy[Any, Any]):
+    """azure-core's retries (connection errors, 5xx on reads), with every wait, 429 or not,
+    taken at the shared gate instead of in the worker alone."""
+
+    def __init__(self, throttle: SharedThrottle, **kwargs: Any) -> None:
+        super().__init__(retry_backoff_max=throttle.max_wait_s, **kwargs)
+        self._throttle = throttle
+
+    def send(self, request: Any) -> Any:
+        self._throttle.wait_turn()
+        response = super().send(request)
+        if response.http_response.status_code != 429:
+            self._throttle.observe(
+                response.http_response.status_code, response.http_response.headers
+            )
+        return response
+
+    def sleep(self, settings: dict[str, Any], transport: Any, response: Any = None) -> None:
+        if response is not None and response.http_response.status_code == 429:
+            self._throttle.observe(429, response.http_response.headers)
+        else:
+            backoff = self.get_backoff_time(settings)
+            if backoff > 0:
+                self._throttle.close_for(backoff)
+        self._throttle.wait_turn()
