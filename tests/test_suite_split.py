@@ -20,7 +20,7 @@ def recipe(target: str) -> list[str]:
 def test_make_test_and_make_test_e2e_split_the_suite_by_the_marker() -> None:
     """`make test` deselects the e2e marker and `make test-e2e` selects exactly it, so no test
     falls between the two."""
-    assert '$(BIN)/pytest -m "not e2e"' in recipe("test")
+    assert any(line.startswith('$(BIN)/pytest -m "not e2e"') for line in recipe("test"))
     assert "$(BIN)/pytest -m e2e" in recipe("test-e2e")
 
 
