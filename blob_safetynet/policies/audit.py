@@ -440,7 +440,7 @@ class ArmReader:
             )
         elif defender == {}:
             plan = attempt(
-                Facet.DEFENDER, "pricings/get", lambda: self._plan(_subscription(resource_id))
+                Facet.DEFENDER, "pricings/get", lambda: self._plan(subscription_of(resource_id))
             )
             if plan is not None:
                 reads.defender_plan = plan
@@ -502,7 +502,8 @@ def _definition_id(assignment: Mapping[str, Any]) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _subscription(resource_id: str) -> str:
+def subscription_of(resource_id: str) -> str:
+    """The subscription id an ARM resource id names, '' when it names none."""
     parts = resource_id.strip("/").split("/")
     return parts[1] if len(parts) > 1 and parts[0].lower() == "subscriptions" else ""
 

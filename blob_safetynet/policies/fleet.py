@@ -41,6 +41,7 @@ from blob_safetynet.policies.audit import (
     check_arm_endpoint,
     classify,
     client_options,
+    subscription_of,
 )
 from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.rules import evaluate
@@ -162,11 +163,6 @@ class _Readers:
         )
 
 
-def _subscription_of(resource_id: str) -> str:
-    parts = resource_id.strip("/").split("/")
-    return parts[1] if len(parts) > 1 and parts[0].lower() == "subscriptions" else ""
-
-
 def run_fleet_audit(
     scope: Scope,
     credential: TokenCredential,
@@ -208,7 +204,7 @@ def run_fleet_audit(
     )
 
     def audit_one(body: Mapping[str, Any]) -> AccountResult:
-        reader = readers.of(_subscription_of(str(body.get("id", ""))))
+        reader = readers.of(subscription_of(str(body.get("id", ""))))
         reads, errors = reader.read(body)
         account = arm.account(reads)
         return AccountResult(account=account, findings=evaluate(account, limits), errors=errors)
