@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -83,6 +84,18 @@ def _test_folder(path: Path) -> str:
     """`sweeper` for tests/sweeper/..., the empty name for the modules directly in tests/."""
     parts = path.resolve().relative_to(REPO / "tests").parts
     return parts[0] if len(parts) > 1 else ""
+
+
+@pytest.fixture(autouse=True)
+def _logger_levels_restored() -> Iterator[None]:
+    """Each test starts with the log levels a fresh process has: a test that runs the Function's
+    timers leaves the `safetynet` logger at INFO (`let_info_through`), and on a worker that ran
+    one first a CLI test would see progress records a terminal never shows by default."""
+    loggers = [logging.getLogger(), logging.getLogger("safetynet"), logging.getLogger("azure")]
+    levels = [logger.level for logger in loggers]
+    yield
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
 
 
 @pytest.fixture(scope="session")
