@@ -57,6 +57,18 @@ def sweeper_factory(store: DocumentStore, container: ContainerClient) -> Callabl
     return make
 
 
+def target_options(db_url: str, azurite: Azurite, container: ContainerClient) -> list[str]:
+    """The options naming one database and one container, as sweep, reconcile and binding take them."""
+    return [
+        "--db",
+        db_url,
+        "--connection-string",
+        azurite.connection_string,
+        "--container",
+        container.container_name,
+    ]
+
+
 def stale_rows_in(
     store: DocumentStore,
     container: ContainerClient,

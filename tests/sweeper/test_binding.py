@@ -26,6 +26,7 @@ from blob_safetynet.store.tables import Document, Status
 from blob_safetynet.sweeper import binding
 from tests.conftest import RunCli
 from tests.sweeper.conftest import age_row, stale_rows_in
+from tests.sweeper.conftest import target_options as target
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 
@@ -42,12 +43,6 @@ class Deployment:
 
     def target(self, azurite: Azurite, container: ContainerClient | None = None) -> list[str]:
         return target(self.url, azurite, container or self.container)
-
-
-def target(url: str, azurite: Azurite, container: ContainerClient) -> list[str]:
-    """The options naming one database and one container."""
-    blob_options = ["--connection-string", azurite.connection_string]
-    return ["--db", url, *blob_options, "--container", container.container_name]
 
 
 def deployment(url: str, container: ContainerClient) -> Deployment:

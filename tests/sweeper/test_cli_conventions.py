@@ -19,7 +19,7 @@ from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.policies.rules import RULES, ruleset_version
 from blob_safetynet.store.documents import DocumentStore
 from tests.conftest import RunCli
-from tests.sweeper.conftest import stale_rows_in
+from tests.sweeper.conftest import stale_rows_in, target_options
 
 SAFETYNET = Path(sys.executable).parent / "safetynet"
 PROGRESS = "sweep progress (totals so far)"
@@ -38,15 +38,7 @@ def leaves(
 
 
 def sweep_options(db_url: str, azurite: Azurite, container: ContainerClient) -> list[str]:
-    return [
-        "sweep",
-        "--db",
-        db_url,
-        "--connection-string",
-        azurite.connection_string,
-        "--container",
-        container.container_name,
-    ]
+    return ["sweep", *target_options(db_url, azurite, container)]
 
 
 def test_every_command_takes_the_shared_options() -> None:

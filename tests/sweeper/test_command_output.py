@@ -28,6 +28,7 @@ from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
 from tests.conftest import RunCli
 from tests.sweeper.conftest import stale_rows_in
+from tests.sweeper.conftest import target_options as target
 
 LATER = datetime.now(UTC) + timedelta(hours=1)
 
@@ -36,17 +37,6 @@ LATER = datetime.now(UTC) + timedelta(hours=1)
 def bound(store: DocumentStore, container: ContainerClient) -> ContainerClient:
     blobs.bind(container, store.database_id())
     return container
-
-
-def target(db_url: str, azurite: Azurite, container: ContainerClient) -> list[str]:
-    return [
-        "--db",
-        db_url,
-        "--connection-string",
-        azurite.connection_string,
-        "--container",
-        container.container_name,
-    ]
 
 
 def small_container(store: DocumentStore, container: ContainerClient, orphans: int) -> None:
