@@ -520,7 +520,12 @@ def _where_it_goes(pairs: list[Pair]) -> list[str]:
                 f"- {_label(proto.size)}, {proto.writers} writer(s): the put's p50 is "
                 f"{_ms(proto.p(50))}, the bare upload's {_ms(bare.p(50))} "
                 f"(+{_ms(proto.p(50) - bare.p(50))}"
-                + (f"; the target's budget is {_ms(budget)}" if proto.writers == WRITERS else "")
+                + (
+                    f"; the target's budget is {_ms(budget)}, and the p50 less the double's "
+                    f"median tag read is {_ms(proto.p(50) - read)}"
+                    if proto.writers == WRITERS
+                    else ""
+                )
                 + f"). The seal is {PROXY_DELAY_S * 1000:.0f} ms of modeled delay, "
                 f"{_ms1(read)} ms of the double's own tag read (Azure has no such request), "
                 f"{_ms1(azurite)} ms of Azurite's tag write, {_ms1(double)} ms of the double's "
