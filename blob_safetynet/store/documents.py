@@ -83,8 +83,10 @@ class DocumentStore:
         url: str,
         layout: DocumentTable | None = None,
         token_credential: TokenCredential | None = None,
+        pool_size: int | None = None,
     ) -> DocumentStore:
-        return cls(create_engine(url, token_credential), layout)
+        """`pool_size`: the most threads sharing this store at once (`create_engine`)."""
+        return cls(create_engine(url, token_credential, pool_size), layout)
 
     def _server_now(self) -> sa.ColumnElement[datetime]:
         """The database server's current UTC time, as SQL: the one clock every timestamp that
@@ -109,8 +111,17 @@ class DocumentStore:
         return self.engine.dialect.name == "postgresql"
 
     @contextmanager
-    def _connect(self) -> Iterator[Connection]:
+    def _connect(self, *, one_statement: bool = False) -> Iterator[Connection]:
+        """A transaction, committed at the end; with `one_statement`, a connection whose every
+        statement commits by itself: a single statement is a transaction of its own either way
+        (https://www.postgresql.org/docs/current/tutorial-transactions.html, "every SQL
+        statement [is] executed within a transaction"), and without BEGIN and COMMIT it is one
+        round trip to the server instead of three."""
         try:
+            if one_statement:
+                with self.engine.connect() as conn:
+                    yield conn.execution_options(isolation_level="AUTOCOMMIT")
+                return
             with self.engine.begin() as conn:
                 yield conn
         except sa.exc.IntegrityError:
@@ -303,7 +314,7 @@ class DocumentStore:
         when the row is new: a retry's caller compares it with the row's own record.
         """
         try:
-            with self._connect() as conn:
+            with self._connect(one_statement=True) as conn:
                 created = conn.execute(
                     self.table.insert()
                     .values(
@@ -325,7 +336,7 @@ class DocumentStore:
             raise NameConflictError(document.name) from None
 
     def get(self, document_id: str) -> Document | None:
-        with self._connect() as conn:
+        with self._connect(one_statement=True) as conn:
             row = conn.execute(self._select().where(self.table.c.id == document_id)).first()
         return None if row is None else self._to_document(row)
 
@@ -347,7 +358,7 @@ class DocumentStore:
 
     def content(self, document_id: str) -> Content | None:
         c = self.table.c
-        with self._connect() as conn:
+        with self._connect(one_statement=True) as conn:
             row = conn.execute(
                 sa.select(c.content_length, c.content_sha256).where(c.id == document_id)
             ).first()
@@ -382,7 +393,7 @@ class DocumentStore:
         )
         if conn is not None:
             return conn.execute(statement).rowcount == 1
-        with self._connect() as own:
+        with self._connect(one_statement=True) as own:
             return own.execute(statement).rowcount == 1
 
     def abandon(self, document_id: str) -> bool:

@@ -42,12 +42,19 @@ def is_unreachable(error: StoreError) -> bool:
     )
 
 
-def create_engine(url: str, token_credential: TokenCredential | None = None) -> Engine:
+def create_engine(
+    url: str, token_credential: TokenCredential | None = None, pool_size: int | None = None
+) -> Engine:
     """An engine for `url`, or a StoreError that says which schemes are supported.
 
     With `token_credential` (created once by the caller; DefaultAzureCredential on Azure) every
     new connection authenticates with a Microsoft Entra token instead of a password: PostgreSQL
     only, no password in the URL, TLS unless the server is on loopback (`check_entra_url`).
+
+    `pool_size`: the most threads that use the engine at once. SQLAlchemy keeps 5 connections
+    by default and closes each one opened beyond them when it is returned
+    (https://docs.sqlalchemy.org/en/20/core/pooling.html#sqlalchemy.pool.QueuePool), so more
+    writers than that open a new server connection for most of their statements.
     """
     try:
         parsed = sa.make_url(url)
@@ -71,8 +78,9 @@ def create_engine(url: str, token_credential: TokenCredential | None = None) -> 
         except SettingsError as error:
             raise StoreError(str(error)) from None
     connect_args = {"connect_timeout": CONNECT_TIMEOUT_S} if backend == "postgresql" else {}
+    pool = {} if pool_size is None else {"pool_size": pool_size}
     try:
-        engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+        engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args, **pool)
     except (ValueError, TypeError):
         # The driver's words quote the value (e.g. `?timeout=`), which may be anything: name
         # the keys only.

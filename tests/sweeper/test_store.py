@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+from sqlalchemy.pool import QueuePool
 
 from blob_safetynet.cli.main import main
 from blob_safetynet.store.documents import DocumentStore, NameConflictError
@@ -170,3 +172,32 @@ def test_db_upgrade_command(tmp_path: object, capsys: pytest.CaptureFixture[str]
     assert "up to date" in capsys.readouterr().out
     assert main(["db", "upgrade", "--db", f"sqlite:///{tmp_path}/none.db"]) == 2
     assert "db init" in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+def test_reserve_and_publish_send_no_begin_or_commit(postgres_url: str, tmp_path: Path) -> None:
+    """A reservation and a publish each send their one statement alone, without BEGIN and
+    COMMIT around it: one round trip each (libpq's trace shows every message sent)."""
+    store = DocumentStore.from_url(postgres_url, pool_size=1)
+    store.init_schema()
+    with store.engine.connect() as conn:
+        pgconn = conn.connection.dbapi_connection.pgconn  # type: ignore[union-attr]
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as handle:
+        pgconn.trace(handle.fileno())
+        try:
+            assert store.publish(store.reserve(pending("traced")).id)
+        finally:
+            pgconn.untrace()
+    sent = [line for line in trace.read_text().splitlines() if "\tF\t" in line]
+    assert any("INSERT" in line for line in sent)
+    assert any("UPDATE" in line for line in sent)
+    assert not [line for line in sent if '"BEGIN' in line or '"COMMIT' in line]
+
+
+def test_pool_size_keeps_as_many_connections(db_url: str) -> None:
+    """A store made with pool_size keeps that many connections for its concurrent writers,
+    instead of SQLAlchemy's default of 5."""
+    pool = DocumentStore.from_url(db_url, pool_size=8).engine.pool
+    assert isinstance(pool, QueuePool)
+    assert pool.size() == 8
