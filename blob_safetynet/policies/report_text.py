@@ -154,11 +154,11 @@ def attention(report: Judged, context: ReportContext) -> Iterator[tuple[str, Fin
     """(state, finding) of every FAIL, SUPPRESSED and UNKNOWN finding, in that order, most
     severe first, in the report's order otherwise (as a stable sort would give them): one
     pass over the results per state and severity, none held."""
-    ranks = sorted({severity.rank for severity in Severity}, reverse=True)
+    rank_of = {severity: severity.rank for severity in Severity}
     for name in ATTENTION:
-        for rank in ranks:
+        for rank in sorted(set(rank_of.values()), reverse=True):
             for finding in findings_of(report):
-                if finding.severity.rank == rank and state(finding, context) == name:
+                if rank_of[finding.severity] == rank and state(finding, context) == name:
                     yield name, finding
 
 

@@ -252,7 +252,7 @@ def writers_peak(count: int) -> dict[str, tuple[int, int]]:
 
 def test_writers_memory_is_flat_in_the_number_of_accounts() -> None:
     """Each format written for 400 spooled accounts (2,400 findings) peaks at most 1.2 times
-    the traced memory for 40 plus 256 KiB, while the text written is ten times longer (the
+    the traced memory for 40 plus 256 KiB, while the text written is five or more times longer (the
     Markdown's is capped by its budget). tracemalloc counts allocations, not pages, so the bound
     holds on a loaded machine; the sizes are small because tracing slows the writers about
     sixfold (docs/policies.md has the CLI's peak RSS for 1,000 and 10,000 accounts). A first run
@@ -260,7 +260,7 @@ def test_writers_memory_is_flat_in_the_number_of_accounts() -> None:
     writers_peak(2)
     small, large = writers_peak(40), writers_peak(400)
     for name, (peak, chars) in large.items():
-        assert name == "markdown" or chars > 9 * small[name][1], name
+        assert name == "markdown" or chars > 5 * small[name][1], name
         assert peak <= 1.2 * small[name][0] + MIB / 4, (name, small[name][0], peak)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from blob_safetynet.cli.commands.audit_scope import scope_from
-from blob_safetynet.cli.commands.audit_stream import Stream, write_streamed
+from blob_safetynet.cli.commands.audit_stream import Stream, write_spooled
 from blob_safetynet.cli.commands.common import (
     UsageError,
     ascii_int,
@@ -58,14 +58,7 @@ from blob_safetynet.policies.audit import check_arm_endpoint as arm_endpoint_rul
 from blob_safetynet.policies.fleet import run_fleet_audit
 from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.offline import OfflineError, run_offline_audit
-from blob_safetynet.policies.report import (
-    RENDERERS,
-    WRITERS,
-    AuditRenderer,
-    AuditWriter,
-    iter_sarif,
-    render_sarif,
-)
+from blob_safetynet.policies.report import RENDERERS, AuditRenderer, render_sarif
 from blob_safetynet.policies.report_stream import Spool, SpooledReport
 from blob_safetynet.policies.report_stream import apply as apply_streaming
 from blob_safetynet.policies.report_view import (
@@ -483,13 +476,7 @@ def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
     if isinstance(report, SpooledReport):
         applied = apply_streaming(findings_of(report), accepted, today, baseline)
         context = ReportContext(applied, history)
-        writers: dict[str, AuditWriter] = {
-            **WRITERS,
-            "sarif": functools.partial(iter_sarif, category=category),
-        }
-        written = write_streamed(
-            outputs, lambda name: writers[name](report, context), redactor, "audit"
-        )
+        written = write_spooled(outputs, report, context, category, redactor)
     else:
         context = ReportContext(
             suppressions.apply(report.findings, accepted, today, baseline), history

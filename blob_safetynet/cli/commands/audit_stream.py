@@ -11,6 +11,7 @@ not a terminal nothing is printed.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -20,6 +21,9 @@ from typing import IO, Any
 
 from blob_safetynet.cli.commands.outputs import Output
 from blob_safetynet.policies.audit import AccountResult, AuditReport, ReadError
+from blob_safetynet.policies.report import WRITERS, AuditWriter, iter_sarif
+from blob_safetynet.policies.report_stream import SpooledReport
+from blob_safetynet.policies.report_view import ReportContext
 from blob_safetynet.policies.throttle import SharedThrottle
 from blob_safetynet.settings import atomicfile
 from blob_safetynet.settings.redaction import Redactor, printable
@@ -168,3 +172,18 @@ def write_streamed(
             )
             written = False
     return written
+
+
+def write_spooled(
+    outputs: Sequence[Output],
+    report: SpooledReport,
+    context: ReportContext,
+    category: str | None,
+    redactor: Redactor,
+) -> bool:
+    """Every output of a fleet audit, each written from the spool by `report.WRITERS`."""
+    writers: dict[str, AuditWriter] = {
+        **WRITERS,
+        "sarif": functools.partial(iter_sarif, category=category),
+    }
+    return write_streamed(outputs, lambda name: writers[name](report, context), redactor, "audit")
