@@ -3,6 +3,10 @@
 
 Every value that came from outside goes through the format's rule in `blob_safetynet.policies.escaping`.
 
+Each audit format is a generator of text (`iter_*`), which reads the report's results account
+by account and holds none of them: a fleet's results spooled to disk are written with flat
+memory (`report_stream`), and `render_*` is the same text joined, byte for byte.
+
 Over 500 lines: four renderers (table, json, sarif, junit) that share one escaping rule per
 format and the report's shape; csv, markdown and html were already cut out.
 """
@@ -11,27 +15,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from blob_safetynet import package_version
 from blob_safetynet.policies import escaping
-from blob_safetynet.policies.audit import AuditReport, ReadError
+from blob_safetynet.policies.audit import AccountResult, ReadError
 from blob_safetynet.policies.probes import Probe, ProbeOutcome, ProbeResult, VerificationRun
 from blob_safetynet.policies.report_text import (
+    iter_csv,
+    iter_markdown,
     render_csv,
     render_markdown,
     render_verify_csv,
     render_verify_markdown,
 )
 from blob_safetynet.policies.report_view import (
+    Judged,
     ReportContext,
+    all_errors,
     behaviour_by_rule,
     could_not_act,
     counts_line,
     error_line,
+    findings_of,
     leftover_lines,
     settings_by_rule,
     state,
@@ -91,8 +101,58 @@ def _finding_dict(finding: Finding, context: ReportContext) -> dict[str, Any]:
     }
 
 
-def render_json(report: AuditReport, context: ReportContext) -> str:
+class _Arrays:
+    """Lists written item by item into a JSON document: `mark` stands for one in the document,
+    `chunks` is `json.dumps(document, indent=2) + "\n"` with each mark's items in its place."""
+
+    def __init__(self) -> None:
+        self._token = secrets.token_hex(8)
+        self._items: dict[str, Iterable[Any]] = {}
+
+    def mark(self, items: Iterable[Any]) -> str:
+        name = f"\x00{self._token}:{len(self._items)}"
+        self._items[name] = items
+        return name
+
+    def chunks(self, document: dict[str, Any]) -> Iterator[str]:
+        text = json.dumps(document, indent=2) + "\n"
+        spots = sorted((text.index(json.dumps(name)), name) for name in self._items)
+        start = 0
+        for at, name in spots:
+            pad = " " * _leading(text, text.rfind("\n", 0, at) + 1)
+            yield text[start:at]
+            yield from _array(self._items[name], pad)
+            start = at + len(json.dumps(name))
+        yield text[start:]
+
+
+def _leading(text: str, start: int) -> int:
+    """How many spaces the line starting at `start` is indented by."""
+    end = start
+    while end < len(text) and text[end] == " ":
+        end += 1
+    return end - start
+
+
+def _array(items: Iterable[Any], pad: str) -> Iterator[str]:
+    """A JSON list as `json.dumps(..., indent=2)` writes it on a line indented by `pad`."""
+    inner = pad + "  "
+    empty = True
+    for item in items:
+        text = json.dumps(item, indent=2).replace("\n", "\n" + inner)
+        yield ("[\n" if empty else ",\n") + inner + text
+        empty = False
+    yield "[]" if empty else "\n" + pad + "]"
+
+
+def render_json(report: Judged, context: ReportContext) -> str:
     """One object: scope, thresholds, summary, findings, errors, suppressions."""
+    return "".join(iter_json(report, context))
+
+
+def iter_json(report: Judged, context: ReportContext) -> Iterator[str]:
+    """`render_json`, finding by finding."""
+    arrays = _Arrays()
     document = {
         "tool": TOOL_NAME,
         "version": package_version(),
@@ -103,8 +163,8 @@ def render_json(report: AuditReport, context: ReportContext) -> str:
             "containerName": report.thresholds.container,
         },
         "summary": summary(report, context),
-        "findings": [_finding_dict(f, context) for f in report.findings],
-        "errors": [_error_dict(e) for e in report.all_errors],
+        "findings": arrays.mark(_finding_dict(f, context) for f in findings_of(report)),
+        "errors": [_error_dict(e) for e in all_errors(report)],
         "suppressions": {
             "expired": [s.as_dict() for s in context.applied.expired],
             "unused": [s.as_dict() for s in context.applied.unused],
@@ -114,36 +174,47 @@ def render_json(report: AuditReport, context: ReportContext) -> str:
             ],
         },
     }
-    return json.dumps(document, indent=2) + "\n"
+    yield from arrays.chunks(document)
 
 
-def render_table(report: AuditReport, context: ReportContext) -> str:
-    """A plain text table for people, then the read errors and suppression notes."""
-    rows = [("ACCOUNT", "RULE", "SEVERITY", "OUTCOME", "MESSAGE")]
-    rows += [
-        (
+TABLE_HEADER: Final = ("ACCOUNT", "RULE", "SEVERITY", "OUTCOME", "MESSAGE")
+
+
+def _table_rows(report: Judged, context: ReportContext) -> Iterator[tuple[str, ...]]:
+    yield TABLE_HEADER
+    for f in findings_of(report):
+        yield (
             escaping.terminal(f.account),
             f.rule.id,
             f.severity.value,
             state(f, context),
             escaping.terminal(f.message),
         )
-        for f in report.findings
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [escaping.terminal(report.scope.label)] if report.scope.files else []
-    lines += [
-        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4]
-        for row in rows
-    ]
-    if not report.findings and not report.all_errors:
-        lines.append(f"no storage account in {escaping.terminal(report.scope.label)}")
-    lines += [
-        "ERROR " + escaping.terminal(error_line(e, report.scope.label)) for e in report.all_errors
-    ]
-    lines += [escaping.terminal(note) for note in context.applied.notes()]
-    lines.append(counts_line(report, context))
-    return "\n".join(lines) + "\n"
+
+
+def render_table(report: Judged, context: ReportContext) -> str:
+    """A plain text table for people, then the read errors and suppression notes."""
+    return "".join(iter_table(report, context))
+
+
+def iter_table(report: Judged, context: ReportContext) -> Iterator[str]:
+    """`render_table`, a line at a time: one pass for the column widths, one for the rows."""
+    widths = [0] * 4
+    for row in _table_rows(report, context):
+        widths = [max(width, len(cell)) for width, cell in zip(widths, row, strict=False)]
+    if report.scope.files:
+        yield escaping.terminal(report.scope.label) + "\n"
+    for row in _table_rows(report, context):
+        cells = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4]))
+        yield cells + "  " + row[4] + "\n"
+    errors = all_errors(report)
+    if next(findings_of(report), None) is None and not errors:
+        yield f"no storage account in {escaping.terminal(report.scope.label)}\n"
+    for error in errors:
+        yield "ERROR " + escaping.terminal(error_line(error, report.scope.label)) + "\n"
+    for note in context.applied.notes():
+        yield escaping.terminal(note) + "\n"
+    yield counts_line(report, context) + "\n"
 
 
 def sarif_message(text: str) -> dict[str, str]:
@@ -159,11 +230,12 @@ def _sarif_log(
     automation_id: str,
     described: str,
     succeeded: bool,
-    notifications: list[dict[str, Any]],
-    results: list[dict[str, Any]],
-) -> str:
-    """One SARIF 2.1.0 run of this tool, as the JSON text both audit and verify print."""
-    document = {
+    notifications: list[dict[str, Any]] | str,
+    results: list[dict[str, Any]] | str,
+) -> dict[str, Any]:
+    """One SARIF 2.1.0 run of this tool, the document both audit and verify print (the lists
+    may be `_Arrays` marks)."""
+    return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
         "runs": [
@@ -190,7 +262,6 @@ def _sarif_log(
             }
         ],
     }
-    return json.dumps(document, indent=2) + "\n"
 
 
 def _sarif_rule(rule: Rule) -> dict[str, Any]:
@@ -300,35 +371,48 @@ def _unknown(rule_id: str, index: dict[str, int], text: str) -> dict[str, Any]:
     return _notification(text, UNKNOWN_DESCRIPTOR, "warning", (rule_id, index[rule_id]))
 
 
-def render_sarif(report: AuditReport, context: ReportContext, category: str | None = None) -> str:
+def render_sarif(report: Judged, context: ReportContext, category: str | None = None) -> str:
     """SARIF 2.1.0: FAIL results (kind fail, with `suppressions` when suppressed); each UNKNOWN
     verdict one warning notification (descriptor `unknown`, its rule associated), read errors
     and suppression notes notifications too; PASS omitted."""
+    return "".join(iter_sarif(report, context, category))
+
+
+def _audit_notifications(
+    report: Judged, context: ReportContext, index: dict[str, int], errors: list[ReadError]
+) -> Iterator[dict[str, Any]]:
+    for error in errors:
+        yield _notification(error_line(error, report.scope.label), error.kind.value)
+    for f in findings_of(report):
+        if f.outcome is Outcome.UNKNOWN:
+            yield _unknown(f.rule.id, index, f"{f.account}: {f.message}")
+    for note in context.applied.notes():
+        yield _notification(note, "suppression", "warning")
+
+
+def iter_sarif(
+    report: Judged, context: ReportContext, category: str | None = None
+) -> Iterator[str]:
+    """`render_sarif`, result by result and notification by notification."""
     rules = list(report.rules)
     index = {rule.id: number for number, rule in enumerate(rules)}
-    results = [
+    errors = all_errors(report)
+    arrays = _Arrays()
+    results = (
         _sarif_result(finding, index, context)
-        for finding in report.findings
+        for finding in findings_of(report)
         if finding.outcome is Outcome.FAIL
-    ]
-    notifications = (
-        [_notification(error_line(e, report.scope.label), e.kind.value) for e in report.all_errors]
-        + [
-            _unknown(f.rule.id, index, f"{f.account}: {f.message}")
-            for f in report.findings
-            if f.outcome is Outcome.UNKNOWN
-        ]
-        + [_notification(note, "suppression", "warning") for note in context.applied.notes()]
     )
     where = FILES_SCOPE if report.scope.files else report.scope.label
-    return _sarif_log(
+    document = _sarif_log(
         rules=[_sarif_rule(rule) for rule in rules],
         automation_id=automation_id("audit", where, category),
         described=f"safetynet audit: {report.scope.label}",
-        succeeded=not report.all_errors,
-        notifications=notifications,
-        results=results,
+        succeeded=not errors,
+        notifications=arrays.mark(_audit_notifications(report, context, index, errors)),
+        results=arrays.mark(results),
     )
+    yield from arrays.chunks(document)
 
 
 Counts = dict[str, int]
@@ -338,16 +422,22 @@ def _new_counts() -> Counts:
     return {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
 
 
-def _suite(parent: ET.Element, name: str, properties: dict[str, str]) -> ET.Element:
-    """A testsuite with its `properties` block (what was judged, with which thresholds)."""
-    suite = ET.SubElement(parent, "testsuite", name=escaping.xml(name))
+def _suite(parent: ET.Element | None, name: str, properties: dict[str, str]) -> ET.Element:
+    """A testsuite with its `properties` block (what was judged, with which thresholds), a
+    child of `parent` or (None) on its own."""
+    attributes = {"name": escaping.xml(name)}
+    suite = (
+        ET.Element("testsuite", attributes)
+        if parent is None
+        else ET.SubElement(parent, "testsuite", attributes)
+    )
     block = ET.SubElement(suite, "properties")
     for key, value in properties.items():
         ET.SubElement(block, "property", name=key, value=escaping.xml(value))
     return suite
 
 
-def _audit_properties(report: AuditReport) -> dict[str, str]:
+def _audit_properties(report: Judged) -> dict[str, str]:
     limits = report.thresholds
     return {
         "scope": report.scope.label,
@@ -357,29 +447,74 @@ def _audit_properties(report: AuditReport) -> dict[str, str]:
     }
 
 
-def render_junit(report: AuditReport, context: ReportContext) -> str:
+def render_junit(report: Judged, context: ReportContext) -> str:
     """JUnit XML valid against junit-10.xsd: a testsuite per account, a testcase per rule; FAIL
     is a failure, any other outcome but PASS (UNKNOWN, not applicable) and suppressed FAILs are
-    skipped with the reason, a read error is an error testcase. `time` on <testsuites> is the audit's wall clock (reading ARM); judging a
-    rule is a pure function, so testcases take 0."""
-    suites = ET.Element("testsuites", name="safetynet audit")
-    totals = _new_counts()
+    skipped with the reason, a read error is an error testcase. `time` on <testsuites> is the
+    audit's wall clock (reading ARM); judging a rule is a pure function, so testcases take 0."""
+    return "".join(iter_junit(report, context))
+
+
+def _account_suite(
+    result: AccountResult, properties: dict[str, str], context: ReportContext
+) -> ET.Element:
+    suite = _suite(None, result.account.name, properties)
+    counts = _new_counts()
+    for finding in result.findings:
+        _finding_case(suite, finding, result.account.name, counts, context)
+    for error in result.errors:
+        _error_case(suite, error, result.account.name, counts)
+    _set_counts(suite, counts, _new_counts())
+    return suite
+
+
+def _audit_suites(report: Judged, context: ReportContext) -> Iterator[ET.Element]:
     properties = _audit_properties(report)
     for result in report.results:
-        suite = _suite(suites, result.account.name, properties)
-        counts = _new_counts()
-        for finding in result.findings:
-            _finding_case(suite, finding, result.account.name, counts, context)
-        for error in result.errors:
-            _error_case(suite, error, result.account.name, counts)
-        _set_counts(suite, counts, totals)
+        yield _account_suite(result, properties, context)
     if report.errors:
-        suite = _suite(suites, report.scope.label, properties)
+        suite = _suite(None, report.scope.label, properties)
         counts = _new_counts()
         for error in report.errors:
             _error_case(suite, error, "scope", counts)
-        _set_counts(suite, counts, totals)
-    return _junit_text(suites, totals, report.seconds)
+        _set_counts(suite, counts, _new_counts())
+        yield suite
+
+
+def _audit_totals(report: Judged, context: ReportContext) -> Counts:
+    """What the suites will count, counted first: <testsuites> opens with the totals."""
+    totals = _new_counts()
+    for finding in findings_of(report):
+        totals["tests"] += 1
+        if finding.outcome is Outcome.FAIL and context.applied.of(finding) is None:
+            totals["failures"] += 1
+    errors = len(all_errors(report))
+    totals["tests"] += errors
+    totals["errors"] = errors
+    return totals
+
+
+def iter_junit(report: Judged, context: ReportContext) -> Iterator[str]:
+    """`render_junit`, suite by suite: the totals are counted in a first pass over the
+    results, each suite is written when its account is read in the second."""
+    suites = ET.Element("testsuites", name="safetynet audit")
+    totals = _audit_totals(report, context)
+    for key in ("tests", "failures", "errors"):
+        suites.set(key, str(totals[key]))
+    suites.set("time", _seconds(report.seconds))
+    opened = False
+    for suite in _audit_suites(report, context):
+        if not opened:
+            ET.SubElement(suites, "x")
+            text = ET.tostring(suites, encoding="unicode", xml_declaration=True)
+            yield text[: text.index("<x />")]
+            opened = True
+        ET.indent(suite, level=1)
+        yield "\n  " + ET.tostring(suite, encoding="unicode")
+    if opened:
+        yield "\n</testsuites>\n"
+    else:
+        yield ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def _junit_text(suites: ET.Element, totals: Counts, seconds: float) -> str:
@@ -452,14 +587,20 @@ def _set_counts(suite: ET.Element, counts: Counts, totals: Counts) -> None:
     suite.set("time", _seconds(0))
 
 
-AuditRenderer = Callable[[AuditReport, ReportContext], str]
+AuditRenderer = Callable[[Judged, ReportContext], str]
+AuditWriter = Callable[[Judged, ReportContext], Iterator[str]]
 
 
-def render_html(report: AuditReport, context: ReportContext) -> str:
+def render_html(report: Judged, context: ReportContext) -> str:
     """The HTML report; Jinja2 is imported only when one is asked for."""
+    return "".join(iter_html(report, context))
+
+
+def iter_html(report: Judged, context: ReportContext) -> Iterator[str]:
+    """`render_html` as the template writes it."""
     from blob_safetynet.policies import report_html
 
-    return report_html.render_html(report, context)
+    return report_html.iter_html(report, context)
 
 
 RENDERERS: Final[dict[str, AuditRenderer]] = {
@@ -471,6 +612,17 @@ RENDERERS: Final[dict[str, AuditRenderer]] = {
     "markdown": render_markdown,
     "html": render_html,
 }
+
+WRITERS: Final[dict[str, AuditWriter]] = {
+    "table": iter_table,
+    "json": iter_json,
+    "sarif": iter_sarif,
+    "junit": iter_junit,
+    "csv": iter_csv,
+    "markdown": iter_markdown,
+    "html": iter_html,
+}
+"""`RENDERERS`, as generators of text that hold one account's result at a time."""
 
 
 # --- `safetynet verify`: the behaviour probes, with the settings verdict beside them ---------
@@ -657,7 +809,7 @@ def render_verify_sarif(run: VerificationRun, category: str | None = None) -> st
         elif finding.outcome is Outcome.UNKNOWN:
             unknown.append(_unknown(finding.rule.id, index, text))
     notifications = [_notification(text, "incomplete") for text in could_not_act(run)] + unknown
-    return _sarif_log(
+    document = _sarif_log(
         rules=descriptors,
         automation_id=automation_id("verify", where, category),
         described=f"safetynet verify: {run.target}",
@@ -665,6 +817,7 @@ def render_verify_sarif(run: VerificationRun, category: str | None = None) -> st
         notifications=notifications,
         results=results,
     )
+    return json.dumps(document, indent=2) + "\n"
 
 
 def render_verify_junit(run: VerificationRun) -> str:

@@ -13,6 +13,8 @@ import base64
 import datetime as dt
 import hashlib
 import re
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,16 +23,19 @@ import markupsafe
 
 from blob_safetynet import package_version
 from blob_safetynet.policies import escaping
-from blob_safetynet.policies.audit import AuditReport
 from blob_safetynet.policies.probes import ProbeOutcome, VerificationRun
+from blob_safetynet.policies.report_text import attention
 from blob_safetynet.policies.report_view import (
     ATTENTION,
     STATES,
+    Judged,
     ReportContext,
+    all_errors,
     behaviour_by_rule,
     could_not_act,
     counts_by_rule,
     error_line,
+    findings_of,
     settings_by_rule,
     state,
     summary,
@@ -119,11 +124,11 @@ def _heading(finding: Finding) -> str:
     return detail[:1].upper() + detail[1:]
 
 
-def _history(report: AuditReport, context: ReportContext) -> list[dict[str, Any]]:
+def _history(report: Judged, context: ReportContext) -> list[dict[str, Any]]:
     """Per rule, the state counts of each earlier run and of this one (oldest first)."""
     if not context.history:
         return []
-    now = counts_by_rule([(f.rule.id, state(f, context)) for f in report.findings])
+    now = counts_by_rule((f.rule.id, state(f, context)) for f in findings_of(report))
     runs = [*((run.label, run.counts) for run in context.history), ("this run", now)]
     empty = dict.fromkeys(STATES, 0)
     return [
@@ -132,29 +137,65 @@ def _history(report: AuditReport, context: ReportContext) -> list[dict[str, Any]
     ]
 
 
-def render_html(report: AuditReport, context: ReportContext) -> str:
+class _Cards:
+    """The finding cards in `attention` order, computed each time the page iterates them."""
+
+    def __init__(self, report: Judged, context: ReportContext) -> None:
+        self._report, self._context = report, context
+
+    def __bool__(self) -> bool:
+        return any(state(f, self._context) in ATTENTION for f in findings_of(self._report))
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (_finding(f, self._context) for _, f in attention(self._report, self._context))
+
+
+def _matrix(report: Judged, context: ReportContext) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(account, its cells by rule id), accounts in the order their findings first come. Two
+    results of one name (saved files may hold that; live names are unique in Azure) make one
+    row whose later verdicts win, as a dict of all cells would: only names are counted up
+    front, never the findings."""
+    results_of: Counter[str] = Counter()
+    for result in report.results:
+        results_of.update({f.account for f in result.findings})
+    done: set[str] = set()
+    for result in report.results:
+        for name in dict.fromkeys(f.account for f in result.findings):
+            if name in done:
+                continue
+            chosen = [result] if results_of[name] == 1 else report.results
+            if results_of[name] > 1:
+                done.add(name)
+            cells = {
+                f.rule.id: _finding(f, context)
+                for chosen_result in chosen
+                for f in chosen_result.findings
+                if f.account == name
+            }
+            yield name, cells
+
+
+def render_html(report: Judged, context: ReportContext) -> str:
+    return "".join(iter_html(report, context))
+
+
+def iter_html(report: Judged, context: ReportContext) -> Iterator[str]:
+    """The page as the template writes it, the matrix a row and the cards one at a time."""
     environment = _environment()
     assets = {name: (TEMPLATES / name).read_text(encoding="utf-8") for name in ASSETS}
-    findings = [_finding(f, context) for f in report.findings]
-    cells = {(f["account"], f["rule"].id): f for f in findings}
-    accounts = list(dict.fromkeys(f["account"] for f in findings))
     names = sorted({name for rule in report.rules for name in frameworks(rule)})
-    return environment.get_template(TEMPLATE).render(
+    return environment.get_template(TEMPLATE).generate(
         about=_about(report.scope.label, context.generated),
         scope=report.scope.label,
         rules=report.rules,
-        accounts=accounts,
-        cells=cells,
-        findings=sorted(
-            (f for f in findings if f["state"] in ATTENTION),
-            key=lambda f: (ATTENTION.index(f["state"]), -f["rank"]),
-        ),
+        rows=_matrix(report, context),
+        findings=_Cards(report, context),
         summary=summary(report, context),
         states=STATES,
         severities=[s.value for s in reversed(Severity)],
         frameworks=names,
         rule_frameworks={rule.id: _framework_list(rule) for rule in report.rules},
-        errors=[error_line(e, report.scope.label) for e in report.all_errors],
+        errors=[error_line(e, report.scope.label) for e in all_errors(report)],
         notes=context.applied.notes(),
         history=_history(report, context),
         css=assets["report.css"],

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 from blob_safetynet.policies import escaping
-from blob_safetynet.policies.audit import AuditReport
 from blob_safetynet.policies.probes import ProbeOutcome, VerificationRun
 from blob_safetynet.policies.report_view import (
     ATTENTION,
+    Judged,
     ReportContext,
+    all_errors,
     behaviour_by_rule,
     could_not_act,
     counts_line,
     error_line,
+    findings_of,
     settings_by_rule,
     state,
     verify_counts_line,
 )
-from blob_safetynet.policies.rules import RULES, Finding
+from blob_safetynet.policies.rules import RULES, Finding, Severity
 
 CSV_COLUMNS: Final = (
     "account",
@@ -42,13 +45,25 @@ refuses a longer body), and a job summary ($GITHUB_STEP_SUMMARY) at most 1 MiB p
 so one budget fits both."""
 
 
-def render_csv(report: AuditReport, context: ReportContext) -> str:
+def render_csv(report: Judged, context: ReportContext) -> str:
     """One row per finding with the columns of `CSV_COLUMNS`; cells escaped against formula
     injection and control characters."""
+    return "".join(iter_csv(report, context))
+
+
+def iter_csv(report: Judged, context: ReportContext) -> Iterator[str]:
+    """`render_csv`, the header then a row at a time."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for finding in report.findings:
+
+    def row_text(cells: Iterable[str]) -> str:
+        out.seek(0)
+        out.truncate()
+        writer.writerow(cells)
+        return out.getvalue()
+
+    yield row_text(CSV_COLUMNS)
+    for finding in findings_of(report):
         suppression = context.applied.of(finding)
         row = [
             finding.account,
@@ -62,8 +77,7 @@ def render_csv(report: AuditReport, context: ReportContext) -> str:
             suppression.expires.isoformat() if suppression and suppression.expires else "",
             report.scope.label,
         ]
-        writer.writerow([escaping.csv_cell(cell) for cell in row])
-    return out.getvalue()
+        yield row_text([escaping.csv_cell(cell) for cell in row])
 
 
 VERIFY_CSV_COLUMNS: Final = ("kind", "id", "proves", "outcome", "detail", "target", "run")
@@ -122,7 +136,7 @@ def render_verify_markdown(run: VerificationRun) -> str:
             for rule in RULES
         ]
     errors = [f"- error: {escaping.markdown(reason)}" for reason in could_not_act(run)]
-    return _fit(head, rows, tail + ([""] if errors else []) + errors)
+    return _fit(head, rows, tail + ([""] if errors else []) + errors, len(rows))
 
 
 def _finding_row(finding: Finding, context: ReportContext) -> str:
@@ -136,7 +150,19 @@ def _finding_row(finding: Finding, context: ReportContext) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def render_markdown(report: AuditReport, context: ReportContext) -> str:
+def attention(report: Judged, context: ReportContext) -> Iterator[tuple[str, Finding]]:
+    """(state, finding) of every FAIL, SUPPRESSED and UNKNOWN finding, in that order, most
+    severe first, in the report's order otherwise (as a stable sort would give them): one
+    pass over the results per state and severity, none held."""
+    rank_of = {severity: severity.rank for severity in Severity}
+    for name in ATTENTION:
+        for rank in sorted(set(rank_of.values()), reverse=True):
+            for finding in findings_of(report):
+                if rank_of[finding.severity] == rank and state(finding, context) == name:
+                    yield name, finding
+
+
+def render_markdown(report: Judged, context: ReportContext) -> str:
     """A heading, the counts, then every FAIL, SUPPRESSED and UNKNOWN finding (in that order,
     most severe first), the read
     errors and suppression notes; cut to `MARKDOWN_BUDGET` with a note saying how many rows
@@ -147,24 +173,25 @@ def render_markdown(report: AuditReport, context: ReportContext) -> str:
         counts_line(report, context),
         "",
     ]
-    listed = [(state(f, context), f) for f in report.findings]
-    shown = sorted(
-        ((name, f) for name, f in listed if name in ATTENTION),
-        key=lambda pair: (ATTENTION.index(pair[0]), -pair[1].severity.rank),
-    )
-    rows = [_finding_row(f, context) for _, f in shown]
-    if rows:
+    listed = sum(state(f, context) in ATTENTION for f in findings_of(report))
+    rows = (_finding_row(f, context) for _, f in attention(report, context))
+    if listed:
         head += ["| Account | Rule | Severity | State | Message |", "|---|---|---|---|---|"]
     else:
         head.append("Every rule passed on every account.")
     tail = [
         f"- error: {escaping.markdown(error_line(e, report.scope.label))}"
-        for e in report.all_errors
+        for e in all_errors(report)
     ] + [f"- {escaping.markdown(note)}" for note in context.applied.notes()]
-    return _fit(head, rows, ([""] if tail else []) + tail)
+    return _fit(head, rows, ([""] if tail else []) + tail, listed)
 
 
-def _take(lines: list[str], budget: int) -> list[str]:
+def iter_markdown(report: Judged, context: ReportContext) -> Iterator[str]:
+    """`render_markdown`: at most `MARKDOWN_BUDGET` characters, so written in one piece."""
+    yield render_markdown(report, context)
+
+
+def _take(lines: Iterable[str], budget: int) -> list[str]:
     """The leading lines that fit in `budget` characters (each with its newline)."""
     kept: list[str] = []
     for line in lines:
@@ -175,14 +202,15 @@ def _take(lines: list[str], budget: int) -> list[str]:
     return kept
 
 
-def _fit(head: list[str], rows: list[str], tail: list[str]) -> str:
-    """head + as many rows, then tail lines, as the budget allows; a note when any were left
-    out (the note's own length is reserved)."""
+def _fit(head: list[str], rows: Iterable[str], tail: list[str], count: int) -> str:
+    """head + as many of the `count` rows, then tail lines, as the budget allows; a note when
+    any were left out (the note's own length is reserved). `rows` is read only as far as the
+    budget goes."""
     budget = MARKDOWN_BUDGET - sum(len(line) + 1 for line in head) - 200
     kept_rows = _take(rows, budget)
     budget -= sum(len(line) + 1 for line in kept_rows)
     kept_tail = _take(tail, budget)
-    left = len(rows) - len(kept_rows) + len(tail) - len(kept_tail)
+    left = count - len(kept_rows) + len(tail) - len(kept_tail)
     note = []
     if left:
         note = [

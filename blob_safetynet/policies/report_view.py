@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
-from blob_safetynet.policies.audit import AuditReport, ReadError
+from blob_safetynet.policies.audit import AccountResult, ReadError, Scope
+from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.probes import ProbeOutcome, VerificationRun
-from blob_safetynet.policies.rules import RULES, Finding, Outcome
+from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule
 from blob_safetynet.policies.suppressions import Applied, Baseline, Key
 from blob_safetynet.settings import untrusted
 
@@ -20,6 +22,36 @@ STATES: Final = (*(outcome.value for outcome in Outcome), SUPPRESSED)
 ATTENTION: Final = (Outcome.FAIL.value, SUPPRESSED, Outcome.UNKNOWN.value)
 """The states the Markdown and HTML list finding by finding, in this order."""
 MAX_HISTORY_BYTES: Final = 20_000_000
+
+
+class Judged(Protocol):
+    """What a report writer reads: an `AuditReport`, or a fleet's results spooled to disk
+    (`report_stream.SpooledReport`). `results` may be read more than once, in the same order
+    each time; the writers never hold more than one account's result of it at once."""
+
+    @property
+    def scope(self) -> Scope: ...
+    @property
+    def thresholds(self) -> Thresholds: ...
+    @property
+    def results(self) -> Collection[AccountResult]: ...
+    @property
+    def errors(self) -> Sequence[ReadError]: ...
+    @property
+    def rules(self) -> tuple[Rule, ...]: ...
+    @property
+    def seconds(self) -> float: ...
+
+
+def findings_of(report: Judged) -> Iterator[Finding]:
+    """Every finding, account by account, read lazily."""
+    for result in report.results:
+        yield from result.findings
+
+
+def all_errors(report: Judged) -> list[ReadError]:
+    """The scope's read errors, then each account's (bounded per account, so kept)."""
+    return [*report.errors, *(e for result in report.results for e in result.errors)]
 
 
 class HistoryError(ValueError):
@@ -47,17 +79,18 @@ def state(finding: Finding, context: ReportContext) -> str:
     return SUPPRESSED if context.applied.of(finding) else finding.outcome.value
 
 
-def summary(report: AuditReport, context: ReportContext) -> dict[str, int]:
+def summary(report: Judged, context: ReportContext) -> dict[str, int]:
     """Accounts, findings per state and read errors: the counts every format shows."""
-    states = [state(f, context) for f in report.findings]
+    states = Counter(state(f, context) for f in findings_of(report))
+    errors = len(report.errors) + sum(len(result.errors) for result in report.results)
     return {
         "accounts": len(report.results),
-        **{name: states.count(name) for name in STATES},
-        "errors": len(report.all_errors),
+        **{name: states[name] for name in STATES},
+        "errors": errors,
     }
 
 
-def counts_line(report: AuditReport, context: ReportContext) -> str:
+def counts_line(report: Judged, context: ReportContext) -> str:
     """`N account(s): a PASS, b FAIL, ...`: the last line of the table and the Markdown."""
     counts = summary(report, context)
     shown = ", ".join(f"{counts[name]} {name}" for name in STATES)
@@ -69,7 +102,7 @@ def error_line(error: ReadError, scope: str) -> str:
     return f"{error.account or scope} {error.operation}: {error.kind.value}: {error.message}"
 
 
-def counts_by_rule(findings: Sequence[tuple[str, str]]) -> dict[str, dict[str, int]]:
+def counts_by_rule(findings: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
     """(rule id, state) pairs as per-rule counts of each state."""
     counts: dict[str, dict[str, int]] = {}
     for rule, name in findings:

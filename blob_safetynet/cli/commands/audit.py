@@ -1,5 +1,10 @@
 """`safetynet audit`: judge live storage accounts by the policy rules, in a pipeline's format.
 
+A fleet's results are spooled to a temporary file as they are judged and every report is
+written from it with memory flat in the number of accounts (`policies.report_stream`); each
+--output file is written to a temporary file beside it and renamed into place at the end, so an
+interrupted or crashed run leaves no report that looks complete.
+
 Exit 0: no failing rule at or above --fail-on and every rule judged. 1: at least one failed.
 2: bad usage. 3: nothing failed but the audit is incomplete (authentication failed, a
 permission is missing, ARM answered something unreadable, a rule could not be judged, or no
@@ -9,6 +14,7 @@ account was found), so a pipeline never mistakes "could not look" for "compliant
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import functools
 import os
@@ -19,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from blob_safetynet.cli.commands.audit_scope import scope_from
-from blob_safetynet.cli.commands.audit_stream import Stream
+from blob_safetynet.cli.commands.audit_stream import Stream, write_spooled
 from blob_safetynet.cli.commands.common import (
     UsageError,
     ascii_int,
@@ -41,6 +47,7 @@ from blob_safetynet.policies import suppressions
 from blob_safetynet.policies.audit import (
     DEFAULT_CONCURRENCY,
     STORAGE_API_VERSION,
+    AccountResult,
     AuditReport,
     Scope,
     StaticTokenCredential,
@@ -52,10 +59,15 @@ from blob_safetynet.policies.fleet import run_fleet_audit
 from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.offline import OfflineError, run_offline_audit
 from blob_safetynet.policies.report import RENDERERS, AuditRenderer, render_sarif
+from blob_safetynet.policies.report_stream import Spool, SpooledReport
+from blob_safetynet.policies.report_stream import apply as apply_streaming
 from blob_safetynet.policies.report_view import (
     HistoryError,
     HistoryRun,
+    Judged,
     ReportContext,
+    all_errors,
+    findings_of,
     load_baseline,
     load_history,
 )
@@ -323,32 +335,36 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
     return outputs
 
 
-def exit_code(report: AuditReport, context: ReportContext, fail_on: str) -> int:
+def exit_code(report: Judged, context: ReportContext, fail_on: str) -> int:
     """1 when an unsuppressed FAIL is at or above --fail-on; else 3 when anything could not be
     judged or read (or no account was found); else 0."""
     if fail_on != NO_FAIL:
-        failures = report.failures(Severity(fail_on))
-        if any(context.applied.of(f) is None for f in failures):
+        least = Severity(fail_on).rank
+        if any(
+            f.outcome is Outcome.FAIL and f.severity.rank >= least and context.applied.of(f) is None
+            for f in findings_of(report)
+        ):
             return ExitCode.FINDINGS
-    unknown = any(f.outcome is Outcome.UNKNOWN for f in report.findings)
-    if report.all_errors or unknown or not report.results:
+    unknown = any(f.outcome is Outcome.UNKNOWN for f in findings_of(report))
+    if all_errors(report) or unknown or not report.results:
         return ExitCode.INCOMPLETE
     return ExitCode.OK
 
 
-def _warn(report: AuditReport, context: ReportContext, scope: Scope) -> None:
+def _warn(report: Judged, context: ReportContext, scope: Scope) -> None:
     """The read errors, UNKNOWN count, empty scope and stale suppressions, on stderr."""
-    for problem in report.all_errors:
+    errors = all_errors(report)
+    for problem in errors:
         where = printable(problem.account or scope.label)
         print(
             f"safetynet audit: {where}: {problem.operation}: {problem.kind.value}: "
             f"{printable(problem.message, backslashes=False)}",
             file=sys.stderr,
         )
-    unknown = sum(f.outcome is Outcome.UNKNOWN for f in report.findings)
-    if unknown and not report.all_errors:
+    unknown = sum(f.outcome is Outcome.UNKNOWN for f in findings_of(report))
+    if unknown and not errors:
         print(f"safetynet audit: {unknown} rule(s) could not be judged (UNKNOWN)", file=sys.stderr)
-    if not report.results and not report.all_errors:
+    if not report.results and not errors:
         print(
             f"safetynet audit: no storage account found in {printable(scope.label)}; "
             "check the scope and the identity's read permission",
@@ -366,9 +382,10 @@ def _api_version(args: argparse.Namespace) -> str | None:
 
 
 def _live_report(
-    args: argparse.Namespace, limits: Thresholds, redactor: Redactor
-) -> Callable[[], AuditReport]:
-    """The live audit, every option checked and the credential made before ARM is read."""
+    args: argparse.Namespace, limits: Thresholds, redactor: Redactor, spools: contextlib.ExitStack
+) -> Callable[[], AuditReport | SpooledReport]:
+    """The live audit, every option checked and the credential made before ARM is read; a
+    fleet's results go to a `Spool` that `spools` closes."""
     scope = scope_from(args)
     if args.stream is not None and not scope.fleet:
         raise UsageError(
@@ -394,11 +411,21 @@ def _live_report(
     if not scope.fleet:
         return lambda: run_audit(scope, credential, **options)
 
-    def fleet() -> AuditReport:
+    def fleet() -> SpooledReport:
+        spool = spools.enter_context(Spool())
+
+        def judged(result: AccountResult) -> None:
+            spool.append(result)
+            stream.result(result)
+
         with Stream(args.stream, redactor, throttle) as stream:
-            report = run_fleet_audit(scope, credential, on_result=stream.result, **options)
+            report = run_fleet_audit(
+                scope, credential, on_result=judged, keep_results=False, **options
+            )
             stream.finish(report)
-        return report
+        return SpooledReport(
+            report.scope, report.thresholds, spool, report.errors, report.rules, report.seconds
+        )
 
     return fleet
 
@@ -418,6 +445,11 @@ def _offline_report(args: argparse.Namespace, limits: Thresholds) -> Callable[[]
 
 
 def run(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as spools:
+        return _run(args, spools)
+
+
+def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
     as_json = args.format == "json"
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
     try:
@@ -426,7 +458,7 @@ def run(args: argparse.Namespace) -> int:
         judge = (
             _offline_report(args, limits)
             if args.from_file
-            else _live_report(args, limits, redactor)
+            else _live_report(args, limits, redactor, spools)
         )
         today = dt.datetime.now(dt.UTC).date()
         horizon = suppressions.Horizon(today, args.suppression_horizon_days)
@@ -440,15 +472,22 @@ def run(args: argparse.Namespace) -> int:
         return fail("audit", ExitCode.USAGE, str(error), as_json)
     report = judge()
     scope = report.scope
-    applied = suppressions.apply(report.findings, accepted, today, baseline)
-    context = ReportContext(applied, history)
     # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.
-    renderers: dict[str, AuditRenderer] = {
-        **RENDERERS,
-        "sarif": functools.partial(render_sarif, category=category),
-    }
-    texts = {o.format: renderers[o.format](report, context) for o in outputs}
-    if not write_outputs(outputs, texts, redactor, "audit"):
+    if isinstance(report, SpooledReport):
+        applied = apply_streaming(findings_of(report), accepted, today, baseline)
+        context = ReportContext(applied, history)
+        written = write_spooled(outputs, report, context, category, redactor)
+    else:
+        context = ReportContext(
+            suppressions.apply(report.findings, accepted, today, baseline), history
+        )
+        renderers: dict[str, AuditRenderer] = {
+            **RENDERERS,
+            "sarif": functools.partial(render_sarif, category=category),
+        }
+        texts = {o.format: renderers[o.format](report, context) for o in outputs}
+        written = write_outputs(outputs, texts, redactor, "audit")
+    if not written:
         return ExitCode.USAGE
     _warn(report, context, scope)
     return exit_code(report, context, args.fail_on)

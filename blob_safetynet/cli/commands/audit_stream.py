@@ -1,4 +1,5 @@
-"""`safetynet audit --stream FILE` and the progress line of a fleet audit.
+"""`safetynet audit --stream FILE`, the progress line of a fleet audit, and its reports written
+a block at a time.
 
 Each account's verdicts are written as JSON Lines the moment it is judged (one object per
 finding, one per read error of that account), flushed, scrubbed like every report; the scope's
@@ -10,17 +11,26 @@ not a terminal nothing is printed.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from blob_safetynet.cli.commands.outputs import Output
 from blob_safetynet.policies.audit import AccountResult, AuditReport, ReadError
+from blob_safetynet.policies.report import WRITERS, AuditWriter, iter_sarif
+from blob_safetynet.policies.report_stream import SpooledReport
+from blob_safetynet.policies.report_view import ReportContext
 from blob_safetynet.policies.throttle import SharedThrottle
-from blob_safetynet.settings.redaction import Redactor
+from blob_safetynet.settings import atomicfile
+from blob_safetynet.settings.redaction import Redactor, printable
 
 PROGRESS_EVERY_S = 0.5
+BLOCK_CHARS = 1 << 16
+"""About how much text is scrubbed and written at once."""
 
 
 def _error(error: ReadError) -> dict[str, Any]:
@@ -110,3 +120,70 @@ class Stream:
             f"{self._throttle.throttled} throttled, {self._throttle.waits} waits"
         )
         self._terminal.flush()
+
+
+def scrubbed(chunks: Iterable[str], redactor: Redactor) -> Iterator[str]:
+    """`chunks` scrubbed in blocks of whole lines of about `BLOCK_CHARS`: a secret the redactor
+    knows lies within one line of every format (each escapes line breaks in what it quotes)."""
+    pending: list[str] = []
+    size = 0
+    for chunk in chunks:
+        pending.append(chunk)
+        size += len(chunk)
+        if size < BLOCK_CHARS:
+            continue
+        text = "".join(pending)
+        cut = text.rfind("\n") + 1
+        if cut:
+            yield redactor.scrub(text[:cut])
+        pending, size = [text[cut:]], len(text) - cut
+    if pending:
+        yield redactor.scrub("".join(pending))
+
+
+def write_streamed(
+    outputs: Sequence[Output],
+    chunks_of: Callable[[str], Iterable[str]],
+    redactor: Redactor,
+    command: str,
+) -> bool:
+    """Each output's chunks (`chunks_of(format)`), scrubbed, to standard output or to a
+    temporary file beside its path that replaces it once complete (`atomicfile.replacing`;
+    an exception or a signal removes it); False, with the reason on stderr, when a file could
+    not be written."""
+    written = True
+    for output in outputs:
+        blocks = scrubbed(chunks_of(output.format), redactor)
+        if output.path is None:
+            for block in blocks:
+                sys.stdout.write(block)
+            sys.stdout.flush()
+            continue
+        try:
+            with atomicfile.replacing(output.path) as stream:
+                for block in blocks:
+                    stream.write(block.encode("utf-8"))
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            print(
+                f"safetynet {command}: cannot write --output '{printable(str(output.path))}': "
+                f"{reason}",
+                file=sys.stderr,
+            )
+            written = False
+    return written
+
+
+def write_spooled(
+    outputs: Sequence[Output],
+    report: SpooledReport,
+    context: ReportContext,
+    category: str | None,
+    redactor: Redactor,
+) -> bool:
+    """Every output of a fleet audit, each written from the spool by `report.WRITERS`."""
+    writers: dict[str, AuditWriter] = {
+        **WRITERS,
+        "sarif": functools.partial(iter_sarif, category=category),
+    }
+    return write_streamed(outputs, lambda name: writers[name](report, context), redactor, "audit")
