@@ -12,9 +12,11 @@ extra `inventory`, imported only here and only when a report is read.
 The documents table and the crash-window records are streamed in the same order (byte order:
 `COLLATE "C"` on PostgreSQL) and merge-joined with the report a window at a time with Arrow's
 vectorized kernels, so memory stays flat whatever the container holds. PostgreSQL streams the
-ordered query through `COPY (...) TO STDOUT` as CSV, parsed by pyarrow in 8 MiB blocks: nothing
-is buffered on either side, and it moves rows about 1.7 times as fast as a server-side cursor
-(`fetchmany`) did here; SQLite streams with `stream_results`/`yield_per`. A pair the report makes look wrong is never reported
+ordered query through `COPY (...) TO STDOUT` as CSV, its rows gathered into 8 MiB blocks that
+pyarrow parses whole (`copy_blocks`): faster than a server-side cursor (`fetchmany`) and than
+feeding pyarrow's streaming reader a row at a time; ADBC's PostgreSQL driver (binary COPY read
+in C++ into Arrow) was measured at 1.2 times the rate for a 26 MB dependency, and rejected
+(docs/benchmarks.md). SQLite streams with `stream_results`/`yield_per`. A pair the report makes look wrong is never reported
 from the report: the blob is read live (its properties and tags) and its row again, and the
 listing path's own rules (`blob_safetynet.reconcile.listing.Judge`) decide on what is there now. So a blob
 changed or deleted since the run, or a row whose blob came after it, is judged as it is now.
@@ -329,7 +331,9 @@ def _row_suspects(blobs: Any | None, rows: Any | None, cutoff_ms: int) -> list[t
     suspect = pc.fill_null(pc.and_(ready, unsealed), False)
     names: list[str] = rows["name"].filter(suspect).to_pylist()
     missing: list[bool] = pc.is_null(found).filter(suspect).to_pylist()
-    return [(name, MISSING if gone else UNSEALED) for name, gone in zip(names, missing, strict=True)]
+    return [
+        (name, MISSING if gone else UNSEALED) for name, gone in zip(names, missing, strict=True)
+    ]
 
 
 def _column(table: Any | None, name: str, type_: Any = None) -> Any:
