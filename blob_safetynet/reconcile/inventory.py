@@ -12,7 +12,7 @@ extra `inventory`, imported only here and only when a report is read.
 The documents table and the crash-window records are streamed in the same order (byte order:
 `COLLATE "C"` on PostgreSQL) and merge-joined with the report a window at a time with Arrow's
 vectorized kernels, so memory stays flat whatever the container holds. PostgreSQL streams the
-ordered query through `COPY (...) TO STDOUT` as CSV, its rows gathered into 8 MiB blocks that
+ordered query through `COPY (...) TO STDOUT` as CSV, its rows gathered into 2 MiB blocks that
 pyarrow parses whole (`copy_blocks`): faster than a server-side cursor (`fetchmany`) and than
 feeding pyarrow's streaming reader a row at a time; ADBC's PostgreSQL driver (binary COPY read
 in C++ into Arrow) was measured at 1.2 times the rate for a 26 MB dependency, and rejected
@@ -106,8 +106,11 @@ def _millis(value: datetime | None) -> int | None:
     return int(aware.timestamp() * 1000)
 
 
-COPY_BLOCK: Final = 8 << 20
-"""Bytes of COPY's rows parsed at once: about 130,000 rows of the table."""
+COPY_BLOCK: Final = 2 << 20
+"""Bytes of COPY's rows parsed at once, about 33,000 rows. The read-ahead holds up to four
+blocks (two queued, one waiting, one filling) and their tables while the report is still being
+spilled: with 8 MiB blocks the 10 M join peaked at 321 MiB against 230 at 1 M, with 2 MiB at
+255 and 255 (docs/benchmarks.md)."""
 
 
 def _copy_chunks(store: DocumentStore, block_bytes: int) -> Iterator[Any]:
