@@ -21,7 +21,24 @@ CONTAINER = "documents"
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CUTOFF_MS = (NOW - EPOCH) // timedelta(milliseconds=1)
-PIECES = ("a", "A", "z", "Z", "é", "E", "ß", "日本", "\U0001f600", "ÿ", "/", "-", ".", "0", ",", '"')
+PIECES = (
+    "a",
+    "A",
+    "z",
+    "Z",
+    "é",
+    "E",
+    "ß",
+    "日本",
+    "\U0001f600",
+    "ÿ",
+    "/",
+    "-",
+    ".",
+    "0",
+    ",",
+    '"',
+)
 """Name parts whose byte order ("C") differs from a case-folded or accent-aware order, and
 characters CSV quotes."""
 
@@ -82,7 +99,13 @@ def generate(
 
 
 def _full(row: dict[str, object]) -> dict[str, object]:
-    return {"Creation-Time": NOW, "Etag": "0x1", "Content-Length": 1, "BlobType": "BlockBlob", **row}
+    return {
+        "Creation-Time": NOW,
+        "Etag": "0x1",
+        "Content-Length": 1,
+        "BlobType": "BlockBlob",
+        **row,
+    }
 
 
 def _insert_row(
@@ -91,7 +114,10 @@ def _insert_row(
     with store.engine.begin() as conn:
         conn.execute(
             sa.insert(store.table).values(
-                id=f"id-{number}", name=f"doc-{number}", blob_name=name, status=status.value,
+                id=f"id-{number}",
+                name=f"doc-{number}",
+                blob_name=name,
+                status=status.value,
                 created=created,
             )
         )
@@ -101,7 +127,9 @@ def _insert_record(store: DocumentStore, number: int, name: str) -> None:
     with store.engine.begin() as conn:
         conn.execute(
             sa.insert(store.blobs).values(
-                blob_name=name, document_id=f"id-{number}", kind=BlobRecordKind.INTENT.value,
+                blob_name=name,
+                document_id=f"id-{number}",
+                kind=BlobRecordKind.INTENT.value,
                 recorded_utc=NOW,
             )
         )
