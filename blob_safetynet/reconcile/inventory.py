@@ -12,9 +12,11 @@ extra `inventory`, imported only here and only when a report is read.
 The documents table and the crash-window records are streamed in the same order (byte order:
 `COLLATE "C"` on PostgreSQL) and merge-joined with the report a window at a time with Arrow's
 vectorized kernels, so memory stays flat whatever the container holds. PostgreSQL streams the
-ordered query through `COPY (...) TO STDOUT` as CSV, parsed by pyarrow in 8 MiB blocks: nothing
-is buffered on either side, and it moves rows about 1.7 times as fast as a server-side cursor
-(`fetchmany`) did here; SQLite streams with `stream_results`/`yield_per`. A pair the report makes look wrong is never reported
+ordered query through `COPY (...) TO STDOUT` as CSV, its rows gathered into 2 MiB blocks that
+pyarrow parses whole (`copy_blocks`): faster than a server-side cursor (`fetchmany`) and than
+feeding pyarrow's streaming reader a row at a time; ADBC's PostgreSQL driver (binary COPY read
+in C++ into Arrow) was measured at 1.2 times the rate for a 26 MB dependency, and rejected
+(docs/benchmarks.md). SQLite streams with `stream_results`/`yield_per`. A pair the report makes look wrong is never reported
 from the report: the blob is read live (its properties and tags) and its row again, and the
 listing path's own rules (`blob_safetynet.reconcile.listing.Judge`) decide on what is there now. So a blob
 changed or deleted since the run, or a row whose blob came after it, is judged as it is now.
@@ -22,11 +24,11 @@ changed or deleted since the run, or a row whose blob came after it, is judged a
 
 from __future__ import annotations
 
-import io
 import queue
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -57,11 +59,14 @@ from blob_safetynet.store.tables import Status
 _RECORD: Final = "record"
 
 
-def table_chunks(store: DocumentStore, chunk_rows: int = 100_000) -> Iterator[Any]:
+def table_chunks(
+    store: DocumentStore, chunk_rows: int = 100_000, block_bytes: int | None = None
+) -> Iterator[Any]:
     """Every row and crash-window record as Arrow tables (name, status or "record", created in
-    ms), in the report's byte order, streamed: COPY from a server-side query on PostgreSQL."""
+    ms), in the report's byte order, streamed: COPY from a server-side query on PostgreSQL, in
+    blocks of about `block_bytes` (COPY_BLOCK unless given)."""
     if store.engine.dialect.name == "postgresql":
-        yield from _copy_chunks(store)
+        yield from _copy_chunks(store, block_bytes or COPY_BLOCK)
         return
     import pyarrow as pa
 
@@ -101,11 +106,15 @@ def _millis(value: datetime | None) -> int | None:
     return int(aware.timestamp() * 1000)
 
 
-def _copy_chunks(store: DocumentStore) -> Iterator[Any]:
-    """The ordered query through COPY ... TO STDOUT as CSV, parsed by pyarrow in blocks."""
-    import pyarrow as pa
-    import pyarrow.csv as csv
+COPY_BLOCK: Final = 2 << 20
+"""Bytes of COPY's rows parsed at once, about 33,000 rows. The read-ahead holds up to four
+blocks (two queued, one waiting, one filling) and their tables while the report is still being
+spilled: with 8 MiB blocks the 10 M join peaked at 321 MiB against 230 at 1 M, with 2 MiB at
+255 and 255 (docs/benchmarks.md)."""
 
+
+def _copy_chunks(store: DocumentStore, block_bytes: int) -> Iterator[Any]:
+    """The ordered query through COPY ... TO STDOUT as CSV, parsed by pyarrow a block at a time."""
     query = _table_query(store, by_bytes=True).compile(
         dialect=store.engine.dialect, compile_kwargs={"literal_binds": True}
     )
@@ -116,45 +125,43 @@ def _copy_chunks(store: DocumentStore) -> Iterator[Any]:
             raw.cursor() as cursor,
             cursor.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)") as copy,
         ):
-            reader = csv.open_csv(
-                _CopyStream(copy),
-                read_options=csv.ReadOptions(
-                    column_names=["name", "status", "created"], block_size=8 << 20
-                ),
-                parse_options=csv.ParseOptions(newlines_in_values=True),
-                convert_options=csv.ConvertOptions(
-                    column_types={"name": pa.string(), "status": pa.string(), "created": pa.int64()}
-                ),
-            )
-            for batch in reader:
-                yield pa.Table.from_batches([batch])
+            for block in copy_blocks(copy, block_bytes):
+                yield _parse_csv(block)
 
 
-class _CopyStream(io.RawIOBase):
-    """COPY's chunks (a row each) as a readable file whose reads fill the buffer, for
-    pyarrow's streaming CSV reader (a short read would end its block)."""
+def copy_blocks(rows: Iterable[Any], size: int) -> Iterator[bytearray]:
+    """COPY's rows gathered into blocks of about `size` bytes, each ending where a row ends.
 
-    def __init__(self, copy: Iterable[Any]) -> None:
-        self._chunks = iter(copy)
-        self._rest = memoryview(b"")
+    PostgreSQL sends COPY TO STDOUT's data one row a message
+    (https://www.postgresql.org/docs/current/protocol-flow.html#PROTOCOL-COPY: "messages sent
+    from the backend will always correspond to single data rows"), so a block is whole rows
+    and parses alone; appending each row costs one C call instead of the Python copying a
+    file-like reader would do per row (288,000 against 690,000 rows/s measured here).
+    """
+    block = bytearray()
+    for row in rows:
+        block += row
+        if len(block) >= size:
+            yield block
+            block = bytearray()
+    if block:
+        yield block
 
-    def readable(self) -> bool:
-        return True
 
-    def readinto(self, buffer: Any) -> int:
-        target = memoryview(buffer).cast("B")
-        filled = 0
-        while filled < len(target):
-            if not self._rest:
-                chunk = next(self._chunks, None)
-                if chunk is None:
-                    break
-                self._rest = memoryview(chunk).cast("B")
-            size = min(len(target) - filled, len(self._rest))
-            target[filled : filled + size] = self._rest[:size]
-            self._rest = self._rest[size:]
-            filled += size
-        return filled
+def _parse_csv(block: bytearray) -> Any:
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    return csv.read_csv(
+        pa.BufferReader(pa.py_buffer(block)),
+        read_options=csv.ReadOptions(
+            column_names=["name", "status", "created"], block_size=len(block) + 1
+        ),
+        parse_options=csv.ParseOptions(newlines_in_values=True),
+        convert_options=csv.ConvertOptions(
+            column_types={"name": pa.string(), "status": pa.string(), "created": pa.int64()}
+        ),
+    )
 
 
 def read_ahead(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
@@ -248,15 +255,42 @@ def reconcile_inventory(
     judge = Judge(store, container, older_than, repair, result)
     # Milliseconds round down; the live judgement decides at the edge.
     cutoff_ms = int(older_than.timestamp() * 1000) + 1
-    previous: str | None = None
-    for blobs, rows in _aligned(iter(chunks), read_ahead(table_chunks(store))):
-        blobs, previous = _first_of_each(blobs, previous)
-        result.blob_count += 0 if blobs is None else blobs.num_rows
-        for name in _orphan_suspects(blobs, rows, cutoff_ms):
+    for window in joined(chunks, read_ahead(table_chunks(store)), cutoff_ms):
+        result.blob_count += window.blobs
+        for name in window.orphans:
             _unreferenced(judge, name)
-        for name in _row_suspects(blobs, rows, cutoff_ms):
+        for name, _ in window.rows:
             _recheck_row(judge, store, name)
     return result
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window of the join: its distinct report blobs and the suspects it found."""
+
+    blobs: int
+    orphans: list[str]
+    """Report blobs older than the cutoff that no row or crash-window record names."""
+    rows: list[tuple[str, str]]
+    """Ready rows older than the cutoff, in name order, with MISSING (no such blob in the
+    report) or UNSEALED (the report's blob is tagged pending or retired)."""
+
+
+MISSING: Final = "missing"
+UNSEALED: Final = "unsealed"
+
+
+def joined(chunks: Iterable[Any], table: Iterable[Any], cutoff_ms: int) -> Iterator[Window]:
+    """The merge-join of report `chunks` (from `sorted_chunks`) and `table` (from
+    `table_chunks`), both in byte order, a window at a time; `cutoff_ms` is exclusive."""
+    previous: str | None = None
+    for blobs, rows in _aligned(iter(chunks), iter(table)):
+        blobs, previous = _first_of_each(blobs, previous)
+        yield Window(
+            0 if blobs is None else blobs.num_rows,
+            _orphan_suspects(blobs, rows, cutoff_ms),
+            _row_suspects(blobs, rows, cutoff_ms),
+        )
 
 
 def _first_of_each(blobs: Any | None, previous: str | None) -> tuple[Any | None, str | None]:
@@ -285,7 +319,7 @@ def _orphan_suspects(blobs: Any | None, rows: Any | None, cutoff_ms: int) -> lis
     return names
 
 
-def _row_suspects(blobs: Any | None, rows: Any | None, cutoff_ms: int) -> list[str]:
+def _row_suspects(blobs: Any | None, rows: Any | None, cutoff_ms: int) -> list[tuple[str, str]]:
     """Ready rows old enough whose blob the window lacks or holds pending or retired."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -299,7 +333,10 @@ def _row_suspects(blobs: Any | None, rows: Any | None, cutoff_ms: int) -> list[s
     unsealed = pc.fill_null(pc.take(_column(blobs, "unsealed", pa.bool_()), found), True)
     suspect = pc.fill_null(pc.and_(ready, unsealed), False)
     names: list[str] = rows["name"].filter(suspect).to_pylist()
-    return names
+    missing: list[bool] = pc.is_null(found).filter(suspect).to_pylist()
+    return [
+        (name, MISSING if gone else UNSEALED) for name, gone in zip(names, missing, strict=True)
+    ]
 
 
 def _column(table: Any | None, name: str, type_: Any = None) -> Any:

@@ -55,6 +55,8 @@ MERGE_BATCH: Final = 16_384
 """Rows each spilled run holds in memory while the runs are merged."""
 FAN_IN: Final = 32
 """Runs merged at once: a merge step holds at most FAN_IN x MERGE_BATCH rows."""
+PARQUET_BUFFER: Final = 1 << 20
+"""Bytes of a report file read at once."""
 MAX_MANIFEST_BYTES: Final = 1024 * 1024
 """A manifest lists a run's files (one per 1,000,000 objects or so) and the rule: a few kB."""
 MAX_CHECKSUM_BYTES: Final = 1024
@@ -356,11 +358,13 @@ def _spill_runs(
 def _batches(path: Path) -> Iterator[Any]:
     import pyarrow.parquet as pq
 
-    report = pq.ParquetFile(path)
+    # Unbuffered, one thread: pre-buffering and threads read ahead more of a larger file
+    # (peak RSS of reading alone 242 MiB at 1 M, 273 at 10 M; unbuffered 165 and 169).
+    report = pq.ParquetFile(path, pre_buffer=False, buffer_size=PARQUET_BUFFER)
     missing = [f for f in READ_FIELDS if f not in report.schema_arrow.names]
     if missing:
         raise InventoryError(f"inventory file {path.name} lacks the field(s) {', '.join(missing)}")
-    yield from report.iter_batches(batch_size=65_536, columns=list(READ_FIELDS))
+    yield from report.iter_batches(batch_size=65_536, columns=list(READ_FIELDS), use_threads=False)
 
 
 def _protocol_rows(table: Any, container: str) -> Any:
