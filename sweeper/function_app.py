@@ -8,20 +8,27 @@ invocation (and names the setting) instead of failing the host's indexing with n
 
 App settings are documented in docs/function.md. Logs go through `logging`; the host forwards
 them to Application Insights as traces.
+
+The host imports this file to index the timers (the cold start) and invokes one later, so the
+work's modules (SQLAlchemy, the Blob SDK, the verifier) are imported by the first invocation
+that needs them, not here: indexing loads `azure.functions` and the settings' names only
+(tests/sweeper/test_function_app.py holds the entry to that). `sweep_once` and `verify_once`
+stay importable from here, loaded on first access.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 import azure.functions as func
 
-from blob_safetynet.function.invocation import let_info_through
-from blob_safetynet.function.sweep import sweep_once
-from blob_safetynet.function.verify import verify_once
 from blob_safetynet.settings import appsettings
+
+if TYPE_CHECKING:  # loaded by `__getattr__` on first access, not by the host's indexing
+    from blob_safetynet.function.sweep import sweep_once
+    from blob_safetynet.function.verify import verify_once
 
 __all__ = ["app", "sweep_once", "sweep_timer", "verify_once", "verify_timer"]
 
@@ -35,6 +42,25 @@ log = logging.getLogger("safetynet.function")
 app = func.FunctionApp()
 
 
+def __getattr__(name: str) -> Any:
+    """`function_app.sweep_once` and `verify_once`: the work's functions, imported on first use."""
+    if name == "sweep_once":
+        from blob_safetynet.function.sweep import sweep_once
+
+        return sweep_once
+    if name == "verify_once":
+        from blob_safetynet.function.verify import verify_once
+
+        return verify_once
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _let_info_through() -> None:
+    from blob_safetynet.function.invocation import let_info_through
+
+    let_info_through()
+
+
 @app.timer_trigger(
     # The host resolves %NAME% from the app settings, so the schedule changes without a deploy.
     schedule=f"%{SCHEDULE_SETTING}%",
@@ -44,7 +70,9 @@ app = func.FunctionApp()
 )
 def sweep_timer(timer: func.TimerRequest) -> None:
     """Timer entry: the app settings are the process environment on Azure Functions."""
-    let_info_through()
+    from blob_safetynet.function.sweep import sweep_once
+
+    _let_info_through()
     if timer.past_due:
         log.warning("sweep timer is past due; sweeping now")
     sweep_once(os.environ)
@@ -58,5 +86,7 @@ def sweep_timer(timer: func.TimerRequest) -> None:
 )
 def verify_timer(timer: func.TimerRequest) -> None:
     """Continuous verification: the probes and the settings audit, on their own schedule."""
-    let_info_through()
+    from blob_safetynet.function.verify import verify_once
+
+    _let_info_through()
     verify_once(os.environ)

@@ -11,6 +11,7 @@ names are random (a UUID each), so another deployment's container holds none of 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
@@ -21,6 +22,9 @@ from blob_safetynet.store.documents import DocumentStore
 
 EVIDENCE_SAMPLE = 16
 """Rows and records whose blobs a first sweep looks up: a few reads, whatever the table's size."""
+EVIDENCE_LOOKUPS = 8
+"""Lookups in flight at once: within the SDK's default pool of 10 connections per host
+(blob_safetynet/protocol/pooling.py), so none is opened only to be thrown away."""
 INTERNAL_PREFIX = blobs.BINDING_BLOB.split("/", 1)[0] + "/"
 BIND_COMMAND = "safetynet binding bind"
 UNBIND_COMMAND = "safetynet binding unbind"
@@ -110,13 +114,16 @@ def why_unproven(store: DocumentStore, container: ContainerClient) -> str | None
             return "the database has no rows or records but the container holds blobs"
         return None
     found = 0
-    for blob_name, ready in sample:
-        present = _exists(container, blob_name)
-        if present is None:
-            continue
-        if ready and not present:
-            return f"a Ready row's blob ({blob_name}) is not in this container"
-        found += present
+    # The lookups are reads, sent at once; their answers are judged in the sample's order, so
+    # the verdict (and the first reason given) is the one a lookup after another would give.
+    with ThreadPoolExecutor(EVIDENCE_LOOKUPS, thread_name_prefix="binding") as pool:
+        answers = pool.map(lambda item: _exists(container, item[0]), sample)
+        for (blob_name, ready), present in zip(sample, answers, strict=True):
+            if present is None:
+                continue
+            if ready and not present:
+                return f"a Ready row's blob ({blob_name}) is not in this container"
+            found += present
     if not found:
         return f"none of the {len(sample)} newest rows and records has its blob in this container"
     return None

@@ -201,9 +201,12 @@ class Sweeper:
         on_progress: Callable[[SweepReport], None] | None = None,
         lease: SweepLease | None = None,
         stop_requested: Callable[[], str | None] = _never_stop,
+        container_checked: bool = False,
     ) -> None:
         """`stop_requested` names the signal that asked the run to stop (None: go on); it is
-        asked before every chunk, so a stopped run has finished or handed back its claims."""
+        asked before every chunk is claimed, so a stopped run has finished or handed back its
+        claims. `container_checked`: the caller has just read the container's properties (the
+        CLI's target check), so `run` does not read them again."""
         self.store = store
         self.container = container
         self.settings = settings
@@ -213,6 +216,7 @@ class Sweeper:
         self.on_progress = on_progress
         self.lease = lease
         self.stop_requested = stop_requested
+        self.container_checked = container_checked
 
     def _between_chunks(self, check_lease: Callable[[], None]) -> None:
         signal_name = self.stop_requested()
@@ -224,7 +228,8 @@ class Sweeper:
         """Sweep once. Raises SweepLeaseHeldError when another sweeper leads, SweepLeaseStuckError
         when the lease has been held past its limit, ContainerBindingError for a wrong table or
         an unbound pair that cannot be shown to belong together (`binding.ensure_bound`)."""
-        self.container.get_container_properties()  # a wrong container fails here, loudly
+        if not self.container_checked:
+            self.container.get_container_properties()  # a wrong container fails here, loudly
         if not self.settings.dry_run:
             binding.ensure_bound(self.store, self.container)
         if not self.settings.use_lease:
@@ -286,39 +291,79 @@ class Sweeper:
         token: str,
         check_lease: Callable[[], None],
     ) -> None:
+        """Chunk after chunk, pipelined: while one chunk's deletes are in flight the next chunk
+        is claimed (a stamp in the database; no blob is touched), unless a signal asked to
+        stop. Its deletes start only once the chunk before it is finished and the stop and
+        lease checks after that have passed; a run that stops there hands it back at once
+        (docs/sweeper.md, "What overlaps")."""
         now = self.clock()
         cutoff = now - self.settings.cutoff
-        last: Document | None = None
-        while True:
-            self._between_chunks(check_lease)
-            if self.settings.dry_run:
-                documents = self.store.peek_stale(cutoff, self.settings.chunk_size, after=last)
-            else:
-                documents = self.store.claim_stale(
-                    cutoff,
-                    self.settings.chunk_size,
-                    token,
-                    now,
-                    now - self.settings.claim_ttl,
-                    after=last,
-                )
-            if not documents:
-                return
-            last = documents[-1]
-            sendable = []
-            for document in documents:
-                problem = blob_name_problem(document.blob_name)
-                if problem is None:
-                    sendable.append(document)
-                else:
-                    report.examined += 1
-                    report.errors.append(f"document {document.id}: {problem}; left for a human")
+        self._between_chunks(check_lease)
+        documents = self._claim_rows(cutoff, token, now, after=None)
+        while documents:
+            sendable = self._sendable(documents, report)
             classify = self._inspect if self.settings.dry_run else self._delete_batch
-            verdicts: dict[str, Verdict] = {}
-            for result in pool.map(classify, _chunks(sendable, self.settings.batch_size)):
-                verdicts.update(result)
-            self._finish(token, documents, sendable, verdicts, report)
-            self._progress(report)
+            in_flight = [
+                pool.submit(classify, batch)
+                for batch in _chunks(sendable, self.settings.batch_size)
+            ]
+            following: Sequence[Document] = ()
+            claim_failed: StoreError | None = None
+            if self.stop_requested() is None:
+                try:
+                    following = self._claim_rows(cutoff, token, now, after=documents[-1])
+                except StoreError as error:
+                    claim_failed = error  # raised once the chunk in flight is finished
+            try:
+                verdicts: dict[str, Verdict] = {}
+                for future in in_flight:
+                    verdicts.update(future.result())
+                self._finish(token, documents, sendable, verdicts, report)
+                self._progress(report)
+                if claim_failed is not None:
+                    raise claim_failed
+                if following:
+                    self._between_chunks(check_lease)
+            except BaseException:
+                self._hand_back(token, following)
+                raise
+            documents = following
+
+    def _claim_rows(
+        self, cutoff: datetime, token: str, now: datetime, after: Document | None
+    ) -> Sequence[Document]:
+        if self.settings.dry_run:
+            return self.store.peek_stale(cutoff, self.settings.chunk_size, after=after)
+        return self.store.claim_stale(
+            cutoff,
+            self.settings.chunk_size,
+            token,
+            now,
+            now - self.settings.claim_ttl,
+            after=after,
+        )
+
+    def _sendable(self, documents: Sequence[Document], report: SweepReport) -> list[Document]:
+        """The rows whose blob name the service can take; the others are reported and left."""
+        sendable = []
+        for document in documents:
+            problem = blob_name_problem(document.blob_name)
+            if problem is None:
+                sendable.append(document)
+            else:
+                report.examined += 1
+                report.errors.append(f"document {document.id}: {problem}; left for a human")
+        return sendable
+
+    def _hand_back(self, token: str, claimed: Sequence[Document]) -> None:
+        """Release a chunk claimed ahead that this run will not sweep; none of its blobs was
+        touched. A database failing now leaves the claim to expire (`claim_ttl`)."""
+        if not claimed or self.settings.dry_run:
+            return
+        try:
+            self.store.finish_claim(token, [d.id for d in claimed], [], [])
+        except StoreError as error:
+            log.warning("%d claimed row(s) not handed back: %s", len(claimed), error)
 
     def _finish(
         self,

@@ -84,3 +84,35 @@ def test_the_listed_help_lines_are_the_commands_own() -> None:
     choices = next(a for a in full._actions if a.dest == "command")
     own = {a.dest: a.help for a in choices._get_subactions()}
     assert own == {name: help_line for name, (_, help_line) in cli.COMMANDS.items()}
+
+
+def test_the_function_entry_loads_the_work_only_when_a_timer_needs_it() -> None:
+    """Importing sweeper/function_app.py (the host's indexing, the cold start) loads neither
+    SQLAlchemy, the Blob SDK, the sweeper nor the verifier; `function_app.sweep_once` is
+    then the package's own function."""
+    program = (
+        "import json, sys\n"
+        "sys.path.insert(0, 'sweeper')\n"
+        "import function_app\n"
+        "indexed = sorted(sys.modules)\n"
+        "from blob_safetynet.function.sweep import sweep_once\n"
+        "print(json.dumps([indexed, function_app.sweep_once is sweep_once]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    ).stdout
+    indexed, same = json.loads(out)
+    work = ("sqlalchemy", "azure.storage", "blob_safetynet.sweeper", "blob_safetynet.policies")
+    assert [m for m in indexed if m.startswith(work)] == []
+    assert same is True
+
+
+def test_redaction_does_not_load_urllib_request() -> None:
+    """The redaction every command loads at start spells secrets as HTML and XML escape them
+    without importing `xml.sax.saxutils`, which drags `urllib.request` in."""
+    assert "urllib.request" not in loaded_by("--help")

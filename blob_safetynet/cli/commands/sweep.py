@@ -114,6 +114,7 @@ def _run(args: argparse.Namespace, stop: StopSignals) -> int:
             settings,
             on_progress=progress.show if progress else None,
             stop_requested=stop.requested,
+            container_checked=True,  # open_target read its properties
         )
         try:
             try:
