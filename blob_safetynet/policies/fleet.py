@@ -1,5 +1,6 @@
 """The fleet audit: storage accounts of management groups and subscriptions, listed by Resource
-Graph, then read per account through ARM for what Resource Graph does not hold.
+Graph with their role assignments (blob_safetynet/policies/fleet_roles.py) and private endpoint
+connections, then read per account through ARM for what Resource Graph does not hold.
 
 Resource Graph (POST /providers/Microsoft.ResourceGraph/resources, api-version 2021-03-01, the
 one azure-mgmt-resourcegraph 8 sends) answers one KQL query over `subscriptions` or
@@ -11,15 +12,20 @@ Which child resources it holds, and why the rest is read per account: docs/polic
 
 A scope whose listing fails is a scope-level read error (exit 3), and the accounts listed
 before the failure are still judged; an account listed twice (a subscription inside a listed
-management group) is judged once.
+management group) is judged once. A scope whose role assignment query fails has its accounts'
+roles read per account, as the single-subscription audit reads them (never judged on missing
+data). Accounts are dealt to the workers round-robin over their subscriptions
+(`interleaved`), so that every subscription's ARM read budget is spent at once.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from azure.core.credentials import TokenCredential
@@ -36,6 +42,7 @@ from blob_safetynet.policies.audit import (
     AuditReport,
     ErrorKind,
     FetchedOnce,
+    Prefetched,
     ReadError,
     Scope,
     check_arm_endpoint,
@@ -43,6 +50,7 @@ from blob_safetynet.policies.audit import (
     client_options,
     subscription_of,
 )
+from blob_safetynet.policies.fleet_roles import ROLE_ASSIGNMENTS_QUERY, RoleIndex, definitions_query
 from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.throttle import SharedThrottle
@@ -56,13 +64,19 @@ ACCOUNTS_QUERY = (
     "resources"
     " | where type =~ 'microsoft.storage/storageaccounts'"
     " | project id, name, type, location, kind, sku, tags, properties"
-    " | order by id asc"
+    " | order by name asc"
 )
-"""Ordered by id so that pages follow one order; every column the account rules read."""
+"""Every column the account rules read, `properties.privateEndpointConnections` included.
+Ordered so that pages follow one order (an account name is unique in Azure); by name rather
+than id, so that the accounts of different subscriptions come mixed, not one subscription
+after the other."""
 SUBSCRIPTIONS_API_VERSION = "2022-12-01"
 """Subscriptions - List (https://learn.microsoft.com/rest/api/resources/subscriptions/list)."""
 IN_FLIGHT_PER_WORKER = 2
 """Accounts queued per worker: listing runs ahead of judging by this much, no more."""
+LOOKAHEAD = PAGE_SIZE
+"""Listed accounts held back to deal them round-robin over their subscriptions (a bound on
+memory whatever the fleet's size)."""
 
 Judged = Callable[[AccountResult], None]
 
@@ -94,16 +108,21 @@ def _graph_client(
 
 
 def graph_pages(
-    graph: ResourceGraphClient, *, subscriptions: list[str] | None, groups: list[str] | None
+    graph: ResourceGraphClient,
+    *,
+    subscriptions: list[str] | None,
+    groups: list[str] | None,
+    query: str = ACCOUNTS_QUERY,
 ) -> Iterator[list[dict[str, Any]]]:
-    """The storage accounts of one scope, a page at a time, following `$skipToken`."""
+    """The records `query` finds in one scope (by default its storage accounts), a page at a
+    time, following `$skipToken`."""
     from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
 
     token: str | None = None
     while True:
         options = QueryRequestOptions(top=PAGE_SIZE, skip_token=token, result_format="objectArray")
         request = QueryRequest(
-            query=ACCOUNTS_QUERY,
+            query=query,
             subscriptions=subscriptions,
             management_groups=groups,
             options=options,
@@ -144,6 +163,73 @@ def list_subscriptions(graph: ResourceGraphClient) -> list[str]:
         link = body.get("nextLink")
         request = HttpRequest("GET", link) if isinstance(link, str) and link else None
     return ids
+
+
+def interleaved(
+    rows: Iterable[dict[str, Any]], lookahead: int = LOOKAHEAD
+) -> Iterator[dict[str, Any]]:
+    """`rows` round-robin over their subscriptions, holding at most `lookahead` of them; when
+    `rows` fails, the rows held are yielded before the failure is raised."""
+    queues: dict[str, deque[dict[str, Any]]] = {}
+    held = 0
+
+    def one_round() -> Iterator[dict[str, Any]]:
+        nonlocal held
+        for key in list(queues):
+            yield queues[key].popleft()
+            held -= 1
+            if not queues[key]:
+                del queues[key]
+
+    failure: Exception | None = None
+    try:
+        for row in rows:
+            key = subscription_of(str(row.get("id", ""))).lower()
+            queues.setdefault(key, deque()).append(row)
+            held += 1
+            while held >= max(1, lookahead):
+                yield from one_round()
+    except Exception as error:  # the rows listed before a failed page are still dealt
+        failure = error
+    while queues:
+        yield from one_round()
+    if failure is not None:
+        raise failure
+
+
+@dataclass
+class ScopeRoles:
+    """The role assignments and definitions Resource Graph gave for one fleet scope."""
+
+    index: RoleIndex
+    definitions: dict[str, dict[str, Any]]
+    lock: threading.Lock
+
+
+def scope_roles(
+    graph: ResourceGraphClient, *, subscriptions: list[str] | None, groups: list[str] | None
+) -> ScopeRoles | None:
+    """One paged query for the scope's assignments, one for the definitions they name; None
+    when the assignments cannot be read (the accounts' roles are then read per account). A
+    definition missing here is read through ARM (cached per run)."""
+    index = RoleIndex()
+    try:
+        for page in graph_pages(
+            graph, subscriptions=subscriptions, groups=groups, query=ROLE_ASSIGNMENTS_QUERY
+        ):
+            index.add(page)
+    except LISTING_ERRORS:
+        return None
+    definitions: dict[str, dict[str, Any]] = {}
+    if index.guids:
+        try:
+            query = definitions_query(index.guids)
+            for page in graph_pages(graph, subscriptions=subscriptions, groups=groups, query=query):
+                for row in page:
+                    definitions[str(row.get("name", "")).lower()] = row
+        except LISTING_ERRORS:
+            definitions = {}
+    return ScopeRoles(index, definitions, threading.Lock())
 
 
 class _Readers:
@@ -203,9 +289,21 @@ def run_fleet_audit(
         )
     )
 
-    def audit_one(body: Mapping[str, Any]) -> AccountResult:
-        reader = readers.of(subscription_of(str(body.get("id", ""))))
-        reads, errors = reader.read(body)
+    def audit_one(body: Mapping[str, Any], roles: ScopeRoles | None) -> AccountResult:
+        resource_id = str(body.get("id", ""))
+        subscription = subscription_of(resource_id)
+        reader = readers.of(subscription)
+        assignments = None
+        inherited = None if roles is None else reader.inherited_assignments(subscription)
+        if roles is not None and inherited is not None:
+            with roles.lock:
+                assignments = roles.index.take(resource_id, inherited)
+        prefetched = Prefetched(
+            role_assignments=assignments,
+            role_definitions={} if roles is None else roles.definitions,
+            connections_in_body=True,
+        )
+        reads, errors = reader.read(body, prefetched)
         account = arm.account(reads)
         return AccountResult(account=account, findings=evaluate(account, limits), errors=errors)
 
@@ -221,13 +319,13 @@ def run_fleet_audit(
     slots = threading.BoundedSemaphore(max(1, concurrency) * IN_FLIGHT_PER_WORKER)
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
 
-        def submit(body: dict[str, Any]) -> None:
+        def submit(body: dict[str, Any], roles: ScopeRoles | None) -> None:
             key = str(body.get("id", "")).lower()
             if key in seen:
                 return
             seen.add(key)
             slots.acquire()
-            future = pool.submit(audit_one, body)
+            future = pool.submit(audit_one, body, roles)
             future.add_done_callback(lambda _: slots.release())
             pending.append(future)
             _drain(pending, judged, block=False)
@@ -235,10 +333,11 @@ def run_fleet_audit(
         queue = list(_targets(scope, graph, report))
         while queue:
             label, subscriptions, groups = queue.pop(0)
+            roles = scope_roles(graph, subscriptions=subscriptions, groups=groups)
+            pages = graph_pages(graph, subscriptions=subscriptions, groups=groups)
             try:
-                for page in graph_pages(graph, subscriptions=subscriptions, groups=groups):
-                    for body in page:
-                        submit(body)
+                for body in interleaved(row for page in pages for row in page):
+                    submit(body, roles)
             except LISTING_ERRORS as error:
                 if subscriptions and len(subscriptions) > 1:
                     queue[:0] = [(f"subscription {s}", [s], None) for s in subscriptions]
