@@ -411,6 +411,12 @@ class FakeArm:
         self.arm_throttle_schedule: set[int] = set()
         """ARM GETs (1-based, in arrival order) answered 429 with Retry-After."""
         self.retry_after_s = 1
+        self.throttled_subscriptions: dict[str, int] = {}
+        """Lower-case subscription id -> how many of its next ARM GETs answer 429 with
+        Retry-After `retry_after_s` (that subscription's read bucket spent, the others not)."""
+        self.subscription_list_answers: list[Failure] = []
+        """Forced answers to GET /subscriptions, one a request in order, then the real list;
+        a 429 carries Retry-After `retry_after_s`."""
         self.arm_gets = 0
         self.read_buckets: dict[str, TokenBucket] | None = None
         """Set by `model_arm_throttling`: one read bucket per subscription."""
@@ -442,6 +448,7 @@ class FakeArm:
     def admit(self, method: str, path: str) -> tuple[int | None, dict[str, str]]:
         """(429 or None, headers) for one request, before it is answered."""
         graph = method == "POST"
+        named = None if graph else re.match(r"/subscriptions/([^/]+)", path.lower())
         with self._lock:
             if graph:
                 self.graph_requests += 1
@@ -451,10 +458,27 @@ class FakeArm:
                 self.arm_gets += 1
                 scheduled = self.arm_gets in self.arm_throttle_schedule
                 bucket = None
-                named = re.match(r"/subscriptions/([^/]+)", path.lower())
                 if self.read_buckets is not None and named is not None:
                     bucket = self.read_buckets.setdefault(named.group(1), TokenBucket(250, 25))
         headers: dict[str, str] = {}
+        if not graph and path.rstrip("/").lower() == "/subscriptions":
+            with self._lock:
+                forced = (
+                    self.subscription_list_answers.pop(0)
+                    if self.subscription_list_answers
+                    else None
+                )
+            if forced is not None and forced.status == 429:
+                return self._throttled(self.retry_after_s, headers)
+            if forced is not None:
+                return forced.status, headers
+        if not graph and named is not None:
+            with self._lock:
+                left = self.throttled_subscriptions.get(named.group(1), 0)
+                if left:
+                    self.throttled_subscriptions[named.group(1)] = left - 1
+            if left:
+                return self._throttled(self.retry_after_s, headers)
         if scheduled:
             return self._throttled(self.retry_after_s, headers)
         if bucket is None:
@@ -637,6 +661,7 @@ class FakeArm:
             definition = self.definitions.get(f"{home}{ROLE_DEFINITIONS.lower()}/{guid}")
             return (200, definition) if definition else (404, error_body(404))
         if lowered == "/subscriptions":
+            self._count("subscriptions/list")
             return self._page(path, query, [{"subscriptionId": s} for s in self.subscriptions()])
         named = re.match(r"/subscriptions/([^/]+)", lowered)
         if named is None:

@@ -20,13 +20,14 @@ data). Accounts are dealt to the workers round-robin over their subscriptions
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import DeserializationError
@@ -77,8 +78,11 @@ IN_FLIGHT_PER_WORKER = 2
 LOOKAHEAD = PAGE_SIZE
 """Listed accounts held back to deal them round-robin over their subscriptions (a bound on
 memory whatever the fleet's size)."""
+DEALER_POLL_S = 0.05
+"""How often a dealer that holds only accounts of closed gates looks again."""
 
 Judged = Callable[[AccountResult], None]
+T = TypeVar("T")
 
 
 class ListingError(Exception):
@@ -165,36 +169,89 @@ def list_subscriptions(graph: ResourceGraphClient) -> list[str]:
     return ids
 
 
-def interleaved(
-    rows: Iterable[dict[str, Any]], lookahead: int = LOOKAHEAD
-) -> Iterator[dict[str, Any]]:
-    """`rows` round-robin over their subscriptions, holding at most `lookahead` of them; when
-    `rows` fails, the rows held are yielded before the failure is raised."""
-    queues: dict[str, deque[dict[str, Any]]] = {}
-    held = 0
+class Dealer(Generic[T]):
+    """Hands listed accounts to the pool round-robin over their subscriptions, so that every
+    subscription's ARM read budget is spent at once: an account whose subscription's gate is
+    closed (a 429) waits while another subscription's can go, and no subscription holds more
+    than its share of the workers (a worker waiting at a closed gate is a worker lost to the
+    other subscriptions). At most `lookahead` listed accounts are held, whatever the fleet's
+    size."""
 
-    def one_round() -> Iterator[dict[str, Any]]:
-        nonlocal held
-        for key in list(queues):
-            yield queues[key].popleft()
-            held -= 1
-            if not queues[key]:
-                del queues[key]
+    def __init__(
+        self,
+        submit: Callable[[T], Future[Any]],
+        *,
+        key: Callable[[T], str],
+        concurrency: int,
+        throttle: SharedThrottle,
+        lookahead: int = LOOKAHEAD,
+        between: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._submit = submit
+        self._key = key
+        self._between = between
+        self._throttle = throttle
+        self._workers = max(1, concurrency)
+        self._limit = self._workers * IN_FLIGHT_PER_WORKER
+        self._lookahead = max(1, lookahead)
+        self._queues: dict[str, deque[T]] = {}
+        self._held = 0
+        self._in_flight: dict[str, int] = {}
+        self._total = 0
+        self._changed = threading.Condition()
 
-    failure: Exception | None = None
-    try:
-        for row in rows:
-            key = subscription_of(str(row.get("id", ""))).lower()
-            queues.setdefault(key, deque()).append(row)
-            held += 1
-            while held >= max(1, lookahead):
-                yield from one_round()
-    except Exception as error:  # the rows listed before a failed page are still dealt
-        failure = error
-    while queues:
-        yield from one_round()
-    if failure is not None:
-        raise failure
+    def deal(self, rows: Iterable[T]) -> None:
+        """Submits every row; when `rows` fails, the rows held are submitted before the
+        failure is raised (the accounts listed before a failed page are still judged)."""
+        failure: Exception | None = None
+        try:
+            for row in rows:
+                self._queues.setdefault(self._key(row), deque()).append(row)
+                self._held += 1
+                while self._held >= self._lookahead:
+                    self._dispatch()
+        except Exception as error:
+            failure = error
+        while self._queues:
+            self._dispatch()
+        if failure is not None:
+            raise failure
+
+    def _dispatch(self) -> None:
+        while True:
+            self._between()
+            with self._changed:
+                key = self._next()
+                if key is None:
+                    self._changed.wait(DEALER_POLL_S)
+                    continue
+                self._in_flight[key] = self._in_flight.get(key, 0) + 1
+                self._total += 1
+                break
+        waiting = self._queues.pop(key)
+        row = waiting.popleft()
+        self._held -= 1
+        if waiting:
+            self._queues[key] = waiting  # to the back of the round
+        future = self._submit(row)
+        future.add_done_callback(lambda _: self._finished(key))
+
+    def _next(self) -> str | None:
+        """The first subscription of the round under its share, one whose gate is open
+        first; None while the pool is full or every held subscription has its share."""
+        if self._total >= self._limit:
+            return None
+        active = set(self._queues) | {k for k, n in self._in_flight.items() if n}
+        share = -(-self._workers // max(1, len(active)))
+        under = [k for k in self._queues if self._in_flight.get(k, 0) < share]
+        ready = [k for k in under if self._throttle.is_open(k)]
+        return (ready or under)[0] if under else None
+
+    def _finished(self, key: str) -> None:
+        with self._changed:
+            self._in_flight[key] -= 1
+            self._total -= 1
+            self._changed.notify_all()
 
 
 @dataclass
@@ -315,50 +372,58 @@ def run_fleet_audit(
             on_result(result)
 
     seen: set[str] = set()
-    pending: list[Future[AccountResult]] = []
-    slots = threading.BoundedSemaphore(max(1, concurrency) * IN_FLIGHT_PER_WORKER)
+    done: queue.SimpleQueue[Future[AccountResult]] = queue.SimpleQueue()
+
+    def drain() -> None:
+        """Hands finished results to `judged` in the calling thread."""
+        while True:
+            try:
+                future = done.get_nowait()
+            except queue.Empty:
+                return
+            judged(future)
+
+    def fresh(
+        pages: Iterable[list[dict[str, Any]]], roles: ScopeRoles | None
+    ) -> Iterator[tuple[dict[str, Any], ScopeRoles | None]]:
+        for page in pages:
+            for body in page:
+                key = str(body.get("id", "")).lower()
+                if key not in seen:
+                    seen.add(key)
+                    yield body, roles
+
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
 
-        def submit(body: dict[str, Any], roles: ScopeRoles | None) -> None:
-            key = str(body.get("id", "")).lower()
-            if key in seen:
-                return
-            seen.add(key)
-            slots.acquire()
-            future = pool.submit(audit_one, body, roles)
-            future.add_done_callback(lambda _: slots.release())
-            pending.append(future)
-            _drain(pending, judged, block=False)
+        def submit(item: tuple[dict[str, Any], ScopeRoles | None]) -> Future[AccountResult]:
+            future = pool.submit(audit_one, *item)
+            future.add_done_callback(done.put)
+            return future
 
-        queue = list(_targets(scope, graph, report))
-        while queue:
-            label, subscriptions, groups = queue.pop(0)
+        dealer: Dealer[tuple[dict[str, Any], ScopeRoles | None]] = Dealer(
+            submit,
+            key=lambda item: subscription_of(str(item[0].get("id", ""))).lower(),
+            concurrency=concurrency,
+            throttle=gate,
+            between=drain,
+        )
+        targets = list(_targets(scope, graph, report))
+        while targets:
+            label, subscriptions, groups = targets.pop(0)
             roles = scope_roles(graph, subscriptions=subscriptions, groups=groups)
             pages = graph_pages(graph, subscriptions=subscriptions, groups=groups)
             try:
-                for body in interleaved(row for page in pages for row in page):
-                    submit(body, roles)
+                dealer.deal(fresh(pages, roles))
             except LISTING_ERRORS as error:
                 if subscriptions and len(subscriptions) > 1:
-                    queue[:0] = [(f"subscription {s}", [s], None) for s in subscriptions]
+                    targets[:0] = [(f"subscription {s}", [s], None) for s in subscriptions]
                     continue
                 report.errors.append(_listing_error(f"resourceGraph/resources {label}", error))
-        _drain(pending, judged, block=True)
+    drain()
     if keep_results:
         report.results.sort(key=lambda r: (r.account.name, r.account.resource_id or ""))
     report.seconds = time.perf_counter() - started
     return report
-
-
-def _drain(
-    pending: list[Future[AccountResult]],
-    judged: Callable[[Future[AccountResult]], None],
-    *,
-    block: bool,
-) -> None:
-    """Hands finished results to `judged` in the calling thread, in submission order."""
-    while pending and (block or pending[0].done()):
-        judged(pending.pop(0))
 
 
 def _targets(

@@ -119,6 +119,11 @@ class SharedThrottle:
                 self.waited_s += delay
             self._sleep(delay)
 
+    def is_open(self, gate: str = TENANT_GATE) -> bool:
+        """Whether a request at `gate` would go now."""
+        with self._lock:
+            return self._open_at.get(gate, 0.0) <= self._clock()
+
     def close_for(self, seconds: float, gate: str = TENANT_GATE) -> None:
         """Closes `gate` for `seconds` (bounded, plus jitter) unless it is closed longer."""
         wait = min(seconds, self.max_wait_s) * (1 + JITTER * self._jitter())
