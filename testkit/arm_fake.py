@@ -656,6 +656,7 @@ class FakeArm:
             return 403, error_body(403)
         if ROLE_DEFINITIONS.lower() in lowered:
             # Readable at any scope it is assignable at, by its GUID (Role Definitions - Get).
+            self._count("roleDefinitions")
             guid = lowered.rsplit("/", 1)[-1]
             home = f"/subscriptions/{SUBSCRIPTION}".lower()
             definition = self.definitions.get(f"{home}{ROLE_DEFINITIONS.lower()}/{guid}")

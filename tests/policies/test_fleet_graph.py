@@ -124,7 +124,8 @@ def per_account_verdicts(fake: FakeArm) -> dict[tuple[str, str], Outcome]:
 
 def test_roles_from_resource_graph_judge_as_the_per_account_reads(fake: FakeArm) -> None:
     """Assignments from Resource Graph and the subscriptions' atScope() lists give every rule
-    the verdict the per-account reads give, with no per-account role or private endpoint read."""
+    the verdict the per-account reads give, with no per-account role or private endpoint read
+    and only the definitions Resource Graph did not give read through ARM, once each."""
     expected = per_account_verdicts(fake)
     fake.served.clear()
     report = fleet_audit(fake)
@@ -133,6 +134,7 @@ def test_roles_from_resource_graph_judge_as_the_per_account_reads(fake: FakeArm)
     assert "roleAssignments" not in fake.served
     assert "privateEndpointConnections" not in fake.served
     assert fake.served["roleAssignments:atScope"] == SUBSCRIPTIONS
+    assert fake.served["roleDefinitions"] == 1  # Owner, named only above the subscriptions
     accounts = list(fake.accounts.values())
     owner_rule = "SN-NO-BROAD-APP-ROLES"
     by_subscription = {a.subscription: expected[(a.id, owner_rule)] for a in accounts[:3]}
@@ -177,9 +179,11 @@ def test_failed_definition_query_reads_each_definition_once(fake: FakeArm) -> No
     """A refused roledefinitions query has each definition read through ARM once per run."""
     expected = per_account_verdicts(fake)
     fake.graph_failures["roledefinitions"] = Failure(403)
+    fake.served.clear()
     report = fleet_audit(fake)
     assert verdicts(report) == expected
     assert not report.all_errors
+    assert fake.served["roleDefinitions"] == 2  # the uploader and Owner roles
 
 
 def test_roles_unreadable_everywhere_are_unknown_and_exit_3(fake: FakeArm, tmp_path: Path) -> None:
