@@ -20,6 +20,7 @@ data). Accounts are dealt to the workers round-robin over their subscriptions
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 import time
@@ -371,7 +372,7 @@ def run_fleet_audit(
         if on_result is not None:
             on_result(result)
 
-    seen: set[str] = set()
+    seen: set[bytes] = set()
     done: queue.SimpleQueue[Future[AccountResult]] = queue.SimpleQueue()
 
     def drain() -> None:
@@ -388,7 +389,7 @@ def run_fleet_audit(
     ) -> Iterator[tuple[dict[str, Any], ScopeRoles | None]]:
         for page in pages:
             for body in page:
-                key = str(body.get("id", "")).lower()
+                key = _fingerprint(str(body.get("id", "")))
                 if key not in seen:
                     seen.add(key)
                     yield body, roles
@@ -424,6 +425,13 @@ def run_fleet_audit(
         report.results.sort(key=lambda r: (r.account.name, r.account.resource_id or ""))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _fingerprint(resource_id: str) -> bytes:
+    """A 96-bit digest of the lower-case id: what `seen` keeps of each judged account, so that
+    a fleet of any size costs a few bytes an account (a collision is below 1 in 10^20 for
+    10,000 accounts)."""
+    return hashlib.blake2b(resource_id.lower().encode(), digest_size=12).digest()
 
 
 def _targets(

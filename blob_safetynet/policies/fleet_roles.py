@@ -18,6 +18,7 @@ a subscription. An account's assignments are the union, each once.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -46,6 +47,26 @@ _ACCOUNT_DEPTH = 8
 """Segments of a storage account id: subscriptions/S/resourceGroups/G/providers/
 Microsoft.Storage/storageAccounts/N."""
 _GROUP_DEPTH = 4
+KEPT = (
+    "roleDefinitionId",
+    "principalId",
+    "principalType",
+    "scope",
+    "condition",
+    "conditionVersion",
+)
+"""The assignment properties the adapter reads (blob_safetynet/policies/adapters/arm.py); an
+index of a whole fleet keeps only these, the repeated ones interned."""
+
+
+def _compact(row: Mapping[str, Any]) -> dict[str, Any]:
+    props = row.get("properties")
+    kept = {
+        key: sys.intern(value) if isinstance(value, str) and key != "scope" else value
+        for key, value in (props.items() if isinstance(props, Mapping) else ())
+        if key in KEPT
+    }
+    return {"id": row.get("id"), "properties": kept}
 
 
 def _scope(assignment: Mapping[str, Any]) -> str:
@@ -91,7 +112,7 @@ class RoleIndex:
                 key, index = "/" + "/".join(parts[:_ACCOUNT_DEPTH]), self._by_account
             else:
                 continue
-            index.setdefault(key, []).append(row)
+            index.setdefault(key, []).append(_compact(row))
             self.guids.add(definition_guid(row))
         self.guids.discard("")
 
