@@ -76,9 +76,10 @@ SUBSCRIPTIONS_API_VERSION = "2022-12-01"
 """Subscriptions - List (https://learn.microsoft.com/rest/api/resources/subscriptions/list)."""
 IN_FLIGHT_PER_WORKER = 2
 """Accounts queued per worker: listing runs ahead of judging by this much, no more."""
-LOOKAHEAD = PAGE_SIZE
+LOOKAHEAD = 250
 """Listed accounts held back to deal them round-robin over their subscriptions (a bound on
-memory whatever the fleet's size)."""
+memory whatever the fleet's size); the listing's name order already mixes subscriptions, so
+a few hundred give every subscription of a large fleet some accounts at once."""
 DEALER_POLL_S = 0.05
 """How often a dealer that holds only accounts of closed gates looks again."""
 
