@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from blob_safetynet.policies.fleet import ACCOUNTS_QUERY
+from blob_safetynet.policies.fleet_roles import ROLE_ASSIGNMENTS_QUERY, ROLE_DEFINITIONS_QUERY
 from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
 from testkit.tls import make_tls_files
 
@@ -395,11 +397,26 @@ class FakeArm:
         """Answer the first page with resultTruncated "true" and no $skipToken (what Resource
         Graph does for a query it cannot page)."""
         self.graph_requests = 0
+        self.graph_failures: dict[str, Failure] = {}
+        """Forced answers to Resource Graph queries by table kind: "storageaccounts",
+        "roleassignments", "roledefinitions"."""
+        self.graph_omits_connections = False
+        """Serve account rows without `properties.privateEndpointConnections`."""
+        self.inherited_failure: Failure | None = None
+        """A forced answer to a subscription's `roleAssignments?$filter=atScope()` list."""
+        self.served: dict[str, int] = {}
+        """Requests answered, by operation ("roleAssignments", "graph:roleassignments", ...)."""
         self.graph_throttle_schedule: set[int] = set()
         """Resource Graph requests (1-based, in arrival order) answered 429 with Retry-After."""
         self.arm_throttle_schedule: set[int] = set()
         """ARM GETs (1-based, in arrival order) answered 429 with Retry-After."""
         self.retry_after_s = 1
+        self.throttled_subscriptions: dict[str, int] = {}
+        """Lower-case subscription id -> how many of its next ARM GETs answer 429 with
+        Retry-After `retry_after_s` (that subscription's read bucket spent, the others not)."""
+        self.subscription_list_answers: list[Failure] = []
+        """Forced answers to GET /subscriptions, one a request in order, then the real list;
+        a 429 carries Retry-After `retry_after_s`."""
         self.arm_gets = 0
         self.read_buckets: dict[str, TokenBucket] | None = None
         """Set by `model_arm_throttling`: one read bucket per subscription."""
@@ -431,6 +448,7 @@ class FakeArm:
     def admit(self, method: str, path: str) -> tuple[int | None, dict[str, str]]:
         """(429 or None, headers) for one request, before it is answered."""
         graph = method == "POST"
+        named = None if graph else re.match(r"/subscriptions/([^/]+)", path.lower())
         with self._lock:
             if graph:
                 self.graph_requests += 1
@@ -440,10 +458,27 @@ class FakeArm:
                 self.arm_gets += 1
                 scheduled = self.arm_gets in self.arm_throttle_schedule
                 bucket = None
-                named = re.match(r"/subscriptions/([^/]+)", path.lower())
                 if self.read_buckets is not None and named is not None:
                     bucket = self.read_buckets.setdefault(named.group(1), TokenBucket(250, 25))
         headers: dict[str, str] = {}
+        if not graph and path.rstrip("/").lower() == "/subscriptions":
+            with self._lock:
+                forced = (
+                    self.subscription_list_answers.pop(0)
+                    if self.subscription_list_answers
+                    else None
+                )
+            if forced is not None and forced.status == 429:
+                return self._throttled(self.retry_after_s, headers)
+            if forced is not None:
+                return forced.status, headers
+        if not graph and named is not None:
+            with self._lock:
+                left = self.throttled_subscriptions.get(named.group(1), 0)
+                if left:
+                    self.throttled_subscriptions[named.group(1)] = left - 1
+            if left:
+                return self._throttled(self.retry_after_s, headers)
         if scheduled:
             return self._throttled(self.retry_after_s, headers)
         if bucket is None:
@@ -471,9 +506,13 @@ class FakeArm:
         subscriptions or management groups, `$top` a page, continued by `$skipToken`."""
         with self._lock:
             self.requests += 1
-        query = str(request.get("query", "")).lower()
-        if "microsoft.storage/storageaccounts" not in query:
+        kind = self._graph_kind(str(request.get("query", "")))
+        if kind is None:
             return 400, error_body(400)
+        self._count(f"graph:{kind}")
+        if kind in self.graph_failures:
+            failure = self.graph_failures[kind]
+            return failure.status, failure.body or error_body(failure.status)
         subscriptions = {s.lower() for s in request.get("subscriptions") or []}
         for group in request.get("managementGroups") or []:
             if group not in self.management_groups:
@@ -487,11 +526,9 @@ class FakeArm:
         top = min(int(options.get("$top") or 100), self.graph_page_size)
         token = options.get("$skipToken")
         start = int(base64.b64decode(token).decode()) if token else 0
-        members = sorted(
-            (a for a in self.accounts.values() if a.subscription.lower() in subscriptions),
-            key=lambda a: a.id.lower(),
-        )
-        page = [a.body for a in members[start : start + top]]
+        records = self._graph_records(kind, str(request.get("query", "")), subscriptions)
+        page = records[start : start + top]
+        members = records
         body: dict[str, Any] = {
             "totalRecords": len(members),
             "count": len(page),
@@ -505,6 +542,76 @@ class FakeArm:
         if start + top < len(members):
             body["$skipToken"] = base64.b64encode(str(start + top).encode()).decode()
         return 200, body
+
+    @staticmethod
+    def _graph_kind(query: str) -> str | None:
+        """Which of the fleet's queries this is; None for any other text (answered 400), so
+        that a query changed in blob_safetynet/policies/fleet.py fails its tests here."""
+        if query == ACCOUNTS_QUERY:
+            return "storageaccounts"
+        if query == ROLE_ASSIGNMENTS_QUERY:
+            return "roleassignments"
+        head = ROLE_DEFINITIONS_QUERY.split("{names}")[0]
+        if query.startswith(head) and re.fullmatch(r"('[0-9a-f-]+'(, )?)*", _names(query)):
+            return "roledefinitions"
+        return None
+
+    def _graph_records(
+        self, kind: str, query: str, subscriptions: set[str]
+    ) -> list[dict[str, Any]]:
+        """The rows of `kind` in `subscriptions`, filtered and ordered as the query says."""
+        members = [a for a in self.accounts.values() if a.subscription.lower() in subscriptions]
+        if kind == "storageaccounts":
+            members.sort(key=lambda a: a.name)
+            return [self._graph_row(a) for a in members]
+        if kind == "roleassignments":
+            found: dict[str, dict[str, Any]] = {}
+            for account in members:
+                for item in account.role_assignments:
+                    scope = str(item["properties"]["scope"]).lower()
+                    below = scope.startswith("/subscriptions/") and "/resourcegroups/" in scope
+                    on_storage = "/providers/microsoft.storage/storageaccounts/" in scope
+                    if below and ("/providers/" not in scope or on_storage):
+                        found.setdefault(str(item["id"]).lower(), item)
+            return [found[key] for key in sorted(found)]
+        wanted = {name.strip("'") for name in _names(query).split(", ")}
+        return [
+            body
+            for key, body in sorted(self.definitions.items())
+            if key.rsplit("/", 1)[-1] in wanted
+        ]
+
+    def _graph_row(self, account: FakeAccount) -> dict[str, Any]:
+        """The account as Resource Graph holds it: its ARM body, with the read-only
+        `properties.privateEndpointConnections` ARM returns in it."""
+        if self.graph_omits_connections:
+            return account.body
+        props = dict(account.body.get("properties") or {})
+        props["privateEndpointConnections"] = account.private_endpoint_connections
+        return {**account.body, "properties": props}
+
+    def _count(self, operation: str) -> None:
+        with self._lock:
+            self.served[operation] = self.served.get(operation, 0) + 1
+
+    def _inherited(self, subscription: str) -> tuple[int, object]:
+        """Role Assignments - List For Subscription with `$filter=atScope()`: the assignments at
+        the subscription and above it, gathered from its accounts' assignments."""
+        self._count("roleAssignments:atScope")
+        if self.inherited_failure is not None:
+            failure = self.inherited_failure
+            return failure.status, failure.body or error_body(failure.status)
+        found: dict[str, dict[str, Any]] = {}
+        for account in self.accounts.values():
+            if account.subscription.lower() != subscription:
+                continue
+            for item in account.role_assignments:
+                scope = str(item["properties"]["scope"]).rstrip("/").lower()
+                if scope == f"/subscriptions/{subscription}" or not scope.startswith(
+                    "/subscriptions/"
+                ):
+                    found.setdefault(str(item["id"]).lower(), item)
+        return 200, {"value": [found[key] for key in sorted(found)]}
 
     @property
     def endpoint(self) -> str:
@@ -549,11 +656,13 @@ class FakeArm:
             return 403, error_body(403)
         if ROLE_DEFINITIONS.lower() in lowered:
             # Readable at any scope it is assignable at, by its GUID (Role Definitions - Get).
+            self._count("roleDefinitions")
             guid = lowered.rsplit("/", 1)[-1]
             home = f"/subscriptions/{SUBSCRIPTION}".lower()
             definition = self.definitions.get(f"{home}{ROLE_DEFINITIONS.lower()}/{guid}")
             return (200, definition) if definition else (404, error_body(404))
         if lowered == "/subscriptions":
+            self._count("subscriptions/list")
             return self._page(path, query, [{"subscriptionId": s} for s in self.subscriptions()])
         named = re.match(r"/subscriptions/([^/]+)", lowered)
         if named is None:
@@ -566,6 +675,10 @@ class FakeArm:
             refused = self._refuse_api_version(query.get("api-version", [""])[0])
             if refused is not None:
                 return refused
+        if lowered == f"{sub}/providers/microsoft.authorization/roleassignments":
+            if query.get("$filter") != ["atScope()"]:
+                return 400, error_body(400)
+            return self._inherited(named.group(1))
         if lowered == f"{sub}/providers/microsoft.security/pricings/storageaccounts":
             return self._plan(named.group(1))
         if lowered == f"{sub}{PROVIDER}".lower():
@@ -603,6 +716,7 @@ class FakeArm:
         }.get(tail)
         if operation is None:
             return 404, error_body(404)
+        self._count(operation)
         failure = account.failures.get(operation)
         if failure is not None:
             return failure.status, (
@@ -687,6 +801,12 @@ class FakeArm:
             params["page"] = str(start + self.page_size)
             body["nextLink"] = f"{self.endpoint}{path}?{urlencode(params)}"
         return 200, body
+
+
+def _names(query: str) -> str:
+    """The list inside `name in~ (...)` of the role definitions query."""
+    found = re.search(r"name in~ \((.*?)\)", query)
+    return found.group(1) if found else "<none>"
 
 
 class TokenBucket:

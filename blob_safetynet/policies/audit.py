@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -181,6 +181,19 @@ class AuditReport:
         ]
 
 
+@dataclass(frozen=True)
+class Prefetched:
+    """What a fleet audit read for one account from Resource Graph and per-subscription lists
+    (blob_safetynet/policies/fleet.py), so that `ArmReader.read` does not read it again."""
+
+    role_assignments: Sequence[Mapping[str, Any]] | None = None
+    """Every assignment that applies to the account; None: read per account."""
+    role_definitions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Role definition bodies by lower-case GUID; one not here is read (cached per run)."""
+    connections_in_body: bool = False
+    """Take `properties.privateEndpointConnections` from the account's body when it is there."""
+
+
 class StaticTokenCredential:
     """A bearer token handed in by a pipeline (`SAFETYNET_ARM_TOKEN`), used as is.
 
@@ -326,6 +339,7 @@ class ArmReader:
             FetchedOnce() if definitions is None else definitions
         )
         self._plans: FetchedOnce[dict[str, Any]] = FetchedOnce()
+        self._inherited: FetchedOnce[list[dict[str, Any]] | None] = FetchedOnce()
 
     def list_accounts(self, scope: Scope) -> list[dict[str, Any]]:
         if scope.account:
@@ -340,8 +354,11 @@ class ArmReader:
             pages = self.storage.storage_accounts.list()
         return [_as_dict(item) for item in pages]
 
-    def read(self, body: Mapping[str, Any]) -> tuple[arm.ArmReads, list[ReadError]]:
-        """Everything the rules need about one listed account."""
+    def read(
+        self, body: Mapping[str, Any], prefetched: Prefetched | None = None
+    ) -> tuple[arm.ArmReads, list[ReadError]]:
+        """Everything the rules need about one listed account, less what is `prefetched`."""
+        known = prefetched or Prefetched()
         reads = arm.ArmReads(account=body, api_version=self.storage_api_version)
         errors: list[ReadError] = []
         name = str(body.get("name", "?"))
@@ -357,23 +374,32 @@ class ArmReader:
                 reads.reasons[facet] = f"{facet.value} not read ({kind.value}: {operation})"
                 return None
 
-        self._read_attachments(reads, group, name, resource_id, attempt)
+        self._read_attachments(reads, group, name, resource_id, attempt, known)
         if body.get("kind") in NO_BLOB_KINDS:
             for facet in BLOB_FACETS:
                 reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
         else:
             self._read_blob_service(reads, group, name, attempt)
-        assignments = attempt(
-            Facet.ROLES,
-            "roleAssignments/list",
-            lambda: [
-                _as_dict(a) for a in self.authorization.role_assignments.list_for_scope(resource_id)
-            ],
+        assignments = (
+            list(known.role_assignments)
+            if known.role_assignments is not None
+            else attempt(
+                Facet.ROLES,
+                "roleAssignments/list",
+                lambda: [
+                    _as_dict(a)
+                    for a in self.authorization.role_assignments.list_for_scope(resource_id)
+                ],
+            )
         )
         if assignments is not None:
             reads.role_assignments = assignments
             ids = {_definition_id(a) for a in assignments} - {""}
             for definition_id in sorted(ids):
+                guid = definition_id.rstrip("/").rsplit("/", 1)[-1].lower()
+                if guid in known.role_definitions:
+                    reads.role_definitions[definition_id.lower()] = known.role_definitions[guid]
+                    continue
                 definition = attempt(
                     Facet.ROLES,
                     "roleDefinitions/get",
@@ -382,6 +408,25 @@ class ArmReader:
                 if definition:
                     reads.role_definitions[definition_id.lower()] = definition
         return reads, errors
+
+    def inherited_assignments(self, subscription: str) -> list[dict[str, Any]] | None:
+        """The role assignments at the subscription and above it (management groups, the
+        root), which ARM chooses as the ones that apply there (Role Assignments - List For
+        Subscription, `$filter=atScope()`: "all role assignments at or above the scope",
+        https://learn.microsoft.com/rest/api/authorization/role-assignments/list-for-subscription);
+        read once per subscription and run; None when the read failed (the caller reads per
+        account instead)."""
+
+        def fetch() -> list[dict[str, Any]] | None:
+            try:
+                listed = self.authorization.role_assignments.list_for_subscription(
+                    filter="atScope()"
+                )
+                return [_as_dict(a) for a in listed]
+            except (*READ_ERRORS, DeserializationError, ValueError):
+                return None
+
+        return self._inherited.get(subscription.lower(), fetch)
 
     def _read_blob_service(
         self, reads: arm.ArmReads, group: str, name: str, attempt: Attempt
@@ -415,15 +460,28 @@ class ArmReader:
             reads.local_users = users
 
     def _read_attachments(
-        self, reads: arm.ArmReads, group: str, name: str, resource_id: str, attempt: Attempt
+        self,
+        reads: arm.ArmReads,
+        group: str,
+        name: str,
+        resource_id: str,
+        attempt: Attempt,
+        known: Prefetched,
     ) -> None:
-        """Private endpoint connections and the Defender for Storage setting (any kind)."""
-        connections = attempt(
-            Facet.PRIVATE_ENDPOINTS,
-            "privateEndpointConnections/list",
-            lambda: [
-                _as_dict(c) for c in self.storage.private_endpoint_connections.list(group, name)
-            ],
+        """Private endpoint connections (from the account's body when `known` says so and it
+        holds them) and the Defender for Storage setting (any kind)."""
+        props = reads.account.get("properties")
+        in_body = props.get("privateEndpointConnections") if isinstance(props, Mapping) else None
+        connections = (
+            [c for c in in_body if isinstance(c, Mapping)]
+            if known.connections_in_body and isinstance(in_body, list)
+            else attempt(
+                Facet.PRIVATE_ENDPOINTS,
+                "privateEndpointConnections/list",
+                lambda: [
+                    _as_dict(c) for c in self.storage.private_endpoint_connections.list(group, name)
+                ],
+            )
         )
         if connections is not None:
             reads.private_endpoint_connections = connections

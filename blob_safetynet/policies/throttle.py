@@ -7,18 +7,25 @@ Resource Graph reports its per-user quota in `x-ms-user-quota-remaining` and
 `x-ms-user-quota-resets-after` (hh:mm:ss)
 (https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests).
 
-A 429 closes one shared gate until its `Retry-After` (plus jitter) has passed, so the other
+A 429 closes a shared gate until its `Retry-After` (plus jitter) has passed, so the other
 workers wait too instead of each spending the budget on its own retries (no retry storm).
-Every wait is bounded, and so is the number of attempts a request gets.
+There is one gate per budget: ARM's read bucket belongs to a subscription (the request-limits
+page above: "per subscription", and the buckets of different subscriptions are independent), so
+a request under `/subscriptions/{id}` passes that subscription's gate and a 429 for one
+subscription does not stop the workers reading another; Resource Graph's quota belongs to the
+user, so every query passes the one `GRAPH_GATE`. Every wait is bounded, and so is the number
+of attempts a request gets.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from azure.core.pipeline.policies import RetryPolicy
 
@@ -30,6 +37,18 @@ EMPTY_BUDGET_WAIT_S = 1.0
 """ARM refills a subscription's read bucket every second (the request-limits page above)."""
 DEFAULT_RETRY_AFTER_S = 1.0
 """A 429 whose `Retry-After` is missing or unreadable still waits."""
+GRAPH_GATE = "resource-graph"
+TENANT_GATE = ""
+"""ARM requests outside any subscription (the subscription list, management groups)."""
+_SUBSCRIPTION = re.compile(r"^/subscriptions/([^/?]+)", re.IGNORECASE)
+
+
+def gate_of(method: str, path: str) -> str:
+    """The gate a request passes: Resource Graph's, its subscription's, or the tenant's."""
+    if method.upper() == "POST" and "/microsoft.resourcegraph/" in path.lower():
+        return GRAPH_GATE
+    named = _SUBSCRIPTION.match(path)
+    return named.group(1).lower() if named else TENANT_GATE
 
 
 def _seconds(text: str | None) -> float | None:
@@ -82,17 +101,17 @@ class SharedThrottle:
         self._sleep = sleep
         self._jitter = jitter
         self._lock = threading.Lock()
-        self._open_at = 0.0
+        self._open_at: dict[str, float] = {}
         self.throttled = 0
         """429 answers seen."""
         self.waits = 0
         self.waited_s = 0.0
 
-    def wait_turn(self) -> None:
-        """Blocks while the gate is closed."""
+    def wait_turn(self, gate: str = TENANT_GATE) -> None:
+        """Blocks while `gate` is closed."""
         while True:
             with self._lock:
-                delay = self._open_at - self._clock()
+                delay = self._open_at.get(gate, 0.0) - self._clock()
             if delay <= 0:
                 return
             with self._lock:
@@ -100,25 +119,30 @@ class SharedThrottle:
                 self.waited_s += delay
             self._sleep(delay)
 
-    def close_for(self, seconds: float) -> None:
-        """Closes the gate for `seconds` (bounded, plus jitter) unless it is closed longer."""
+    def is_open(self, gate: str = TENANT_GATE) -> bool:
+        """Whether a request at `gate` would go now."""
+        with self._lock:
+            return self._open_at.get(gate, 0.0) <= self._clock()
+
+    def close_for(self, seconds: float, gate: str = TENANT_GATE) -> None:
+        """Closes `gate` for `seconds` (bounded, plus jitter) unless it is closed longer."""
         wait = min(seconds, self.max_wait_s) * (1 + JITTER * self._jitter())
         with self._lock:
-            self._open_at = max(self._open_at, self._clock() + wait)
+            self._open_at[gate] = max(self._open_at.get(gate, 0.0), self._clock() + wait)
 
-    def observe(self, status: int, headers: Mapping[str, str]) -> None:
-        """Reads one answer's throttling headers and closes the gate as they say."""
+    def observe(self, status: int, headers: Mapping[str, str], gate: str = TENANT_GATE) -> None:
+        """Reads one answer's throttling headers and closes `gate` as they say."""
         if status == 429:
             with self._lock:
                 self.throttled += 1
             retry_after = _seconds(headers.get("Retry-After"))
-            self.close_for(DEFAULT_RETRY_AFTER_S if retry_after is None else retry_after)
+            self.close_for(DEFAULT_RETRY_AFTER_S if retry_after is None else retry_after, gate)
             return
         if _int(headers.get("x-ms-user-quota-remaining")) == 0:
             resets = _duration(headers.get("x-ms-user-quota-resets-after"))
-            self.close_for(EMPTY_BUDGET_WAIT_S if resets is None else resets)
+            self.close_for(EMPTY_BUDGET_WAIT_S if resets is None else resets, gate)
         if _int(headers.get("x-ms-ratelimit-remaining-subscription-reads")) == 0:
-            self.close_for(EMPTY_BUDGET_WAIT_S)
+            self.close_for(EMPTY_BUDGET_WAIT_S, gate)
 
     def policy(self, max_attempts: int = MAX_ATTEMPTS) -> ThrottledRetryPolicy:
         """A retry policy for one client (a policy belongs to one pipeline)."""
@@ -129,26 +153,34 @@ class SharedThrottle:
 
 class ThrottledRetryPolicy(RetryPolicy[Any, Any]):
     """azure-core's retries (connection errors, 5xx on reads), with every wait, 429 or not,
-    taken at the shared gate instead of in the worker alone."""
+    taken at the request's shared gate (`gate_of`) instead of in the worker alone."""
 
     def __init__(self, throttle: SharedThrottle, **kwargs: Any) -> None:
         super().__init__(retry_backoff_max=throttle.max_wait_s, **kwargs)
         self._throttle = throttle
 
     def send(self, request: Any) -> Any:
-        self._throttle.wait_turn()
+        gate = _gate(request)
+        self._throttle.wait_turn(gate)
         response = super().send(request)
         if response.http_response.status_code != 429:
             self._throttle.observe(
-                response.http_response.status_code, response.http_response.headers
+                response.http_response.status_code, response.http_response.headers, gate
             )
         return response
 
     def sleep(self, settings: dict[str, Any], transport: Any, response: Any = None) -> None:
+        gate = TENANT_GATE if response is None else _gate(response)
         if response is not None and response.http_response.status_code == 429:
-            self._throttle.observe(429, response.http_response.headers)
+            self._throttle.observe(429, response.http_response.headers, gate)
         else:
             backoff = self.get_backoff_time(settings)
             if backoff > 0:
-                self._throttle.close_for(backoff)
-        self._throttle.wait_turn()
+                self._throttle.close_for(backoff, gate)
+        self._throttle.wait_turn(gate)
+
+
+def _gate(pipeline_object: Any) -> str:
+    """The gate of a pipeline request or response's HTTP request."""
+    http = pipeline_object.http_request
+    return gate_of(http.method, urlsplit(http.url).path)
