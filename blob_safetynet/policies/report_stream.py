@@ -2,7 +2,9 @@
 
 `Spool` keeps each account's result, as it is judged, in an unnamed temporary file (the
 operating system deletes it when it is closed or the process dies) and hands the results back
-in the same order as often as a writer asks; the writers of `report.WRITERS` read it account by
+sorted by account name and resource id, the order of every in-memory report, as often as a
+writer asks (it keeps one small index entry an account: the name, the id and where the record
+lies, about 150 bytes); the writers of `report.WRITERS` read it account by
 account and keep only counts. `apply` is `suppressions.apply` in one pass over the findings,
 whose `of` matches a finding again instead of keeping a key per suppressed finding.
 
@@ -30,9 +32,6 @@ from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule
 from blob_safetynet.policies.rules.base import FixTarget
 from blob_safetynet.policies.suppressions import Applied, Baseline, Key, Suppression, key
 
-_LENGTH = 8
-"""Bytes of each record's length prefix."""
-
 
 def _record(result: AccountResult) -> bytes:
     findings = [
@@ -53,15 +52,16 @@ def _record(result: AccountResult) -> bytes:
 
 
 class Spool:
-    """Account results on disk, in the order appended; each keeps its account's name and
-    resource id, its findings and its errors (not the settings the rules read)."""
+    """Account results on disk, handed back sorted by (name, resource id) whatever order they
+    were judged in; each keeps its account's name and resource id, its findings and its errors
+    (not the settings the rules read)."""
 
     def __init__(self, rules: Sequence[Rule] = RULES) -> None:
         self._rules = {rule.id: rule for rule in rules}
         self._file: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close)
         self._lock = threading.Lock()
         self._end = 0
-        self._count = 0
+        self._index: list[tuple[str, str, int, int]] = []
 
     def __enter__(self) -> Spool:
         return self
@@ -81,24 +81,24 @@ class Spool:
         data = _record(result)
         with self._lock:
             self._file.seek(self._end)
-            self._file.write(len(data).to_bytes(_LENGTH, "big") + data)
-            self._end += _LENGTH + len(data)
-            self._count += 1
+            self._file.write(data)
+            account = result.account
+            self._index.append((account.name, account.resource_id or "", self._end, len(data)))
+            self._end += len(data)
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._index)
 
     def __contains__(self, item: object) -> bool:
         return any(result == item for result in self)
 
     def __iter__(self) -> Iterator[AccountResult]:
-        offset = 0
-        while offset < self._end:
+        with self._lock:
+            index = sorted(self._index)
+        for _, _, offset, size in index:
             with self._lock:
                 self._file.seek(offset)
-                size = int.from_bytes(self._file.read(_LENGTH), "big")
                 data = self._file.read(size)
-            offset += _LENGTH + size
             yield self._result(json.loads(data))
 
     def _result(self, record: list[Any]) -> AccountResult:

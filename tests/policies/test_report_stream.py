@@ -4,6 +4,7 @@ looks complete after an interrupted run."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -121,6 +122,11 @@ def audits(draw: st.DrawFn, results: list[AccountResult]) -> tuple[AuditReport, 
     return report, {"accepted": accepted, "baseline": baseline, "history": draw(st.booleans())}
 
 
+def by_account(results: list[AccountResult]) -> list[AccountResult]:
+    """The order of every in-memory report (`run_audit`, `run_fleet_audit`)."""
+    return sorted(results, key=lambda r: (r.account.name, r.account.resource_id or ""))
+
+
 def spooled(report: AuditReport, spool: Spool) -> SpooledReport:
     for result in report.results:
         spool.append(result)
@@ -134,10 +140,12 @@ def spooled(report: AuditReport, spool: Spool) -> SpooledReport:
 def test_every_format_from_the_spool_equals_the_end_of_run_report(
     judged: list[AccountResult], data: st.DataObject
 ) -> None:
-    """For any results of a fleet on the fake ARM, in any order, with any suppressions and
-    baseline, each format written from the spool (suppressions applied in one pass) is the end-
-    of-run writer's text byte for byte, and the notes and exit code are the same."""
-    report, given_ = data.draw(audits(judged))
+    """For any results of a fleet on the fake ARM, appended in any order, with any suppressions
+    and baseline, each format written from the spool (suppressions applied in one pass) is the
+    end-of-run writer's text for the results sorted by account, byte for byte, and the notes and
+    exit code are the same."""
+    drawn, given_ = data.draw(audits(judged))
+    report = dataclasses.replace(drawn, results=by_account(drawn.results))
     accepted, baseline = given_["accepted"], given_["baseline"]
     assert isinstance(accepted, list)
     assert baseline is None or isinstance(baseline, suppressions.Baseline)
@@ -146,7 +154,7 @@ def test_every_format_from_the_spool_equals_the_end_of_run_report(
         suppressions.apply(report.findings, accepted, TODAY, baseline), runs, GENERATED
     )
     with Spool() as spool:
-        streamed = spooled(report, spool)
+        streamed = spooled(drawn, spool)
         applied = apply_streaming(findings_of(streamed), accepted, TODAY, baseline)
         context = ReportContext(applied, runs, GENERATED)
         for name, render in RENDERERS.items():
@@ -172,7 +180,8 @@ def unstamped(text: str) -> str:
 
 def test_fleet_cli_reports_equal_the_end_of_run_writers(fake: FakeArm, tmp_path: Path) -> None:
     """`safetynet audit --management-group` writes every format, with a suppression, as the end-
-    of-run writer renders the same results in the order they were judged."""
+    of-run writer renders the same results sorted by account, whatever order they were judged
+    in."""
     rules = tmp_path / "accepted.json"
     entry = {"rule": "SN-NO-PUBLIC-ACCESS", "resource": "fleet0000*", "justification": "x" * 12}
     rules.write_text(json.dumps({"suppressions": [{**entry, "expires": str(TODAY)}]}))
@@ -187,7 +196,7 @@ def test_fleet_cli_reports_equal_the_end_of_run_writers(fake: FakeArm, tmp_path:
         on_result=results.append,
         keep_results=False,
     )
-    report.results = results
+    report.results = by_account(results)
     accepted = suppressions.load(rules, [rule.id for rule in RULES])
     context = ReportContext(suppressions.apply(report.findings, accepted, TODAY), [], GENERATED)
     assert code == exit_code(report, context, "high") == ExitCode.FINDINGS
