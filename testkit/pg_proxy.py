@@ -7,7 +7,10 @@ untouched. Armed with `lose_next_commit_answer()`, the proxy forwards the next C
 transaction that wrote (INSERT, UPDATE, DELETE), lets the server commit it, swallows the answer
 and drops the client's connection: the transaction is durable, and the client only sees its
 connection drop. `drop_next_commit()` drops the connection instead of forwarding that COMMIT:
-the server rolls the transaction back, as when the database goes down before the commit. Clients must not negotiate TLS or GSS
+the server rolls the transaction back, as when the database goes down before the commit.
+`lose_next_statement_answer()` does the same to the next write sent outside a transaction block
+(autocommit, no BEGIN: the statement is its own transaction and commits before its answer).
+Clients must not negotiate TLS or GSS
 encryption through it (`sslmode=disable&gssencmode=disable`, which `url_through` adds).
 """
 
@@ -26,8 +29,11 @@ _NEGOTIATION_CODES = frozenset({80877103, 80877104})
 _COMMIT_PREFIXES = (b"COMMIT", b"END")
 _END_PREFIXES = (*_COMMIT_PREFIXES, b"ROLLBACK", b"ABORT")
 _WRITE_PREFIXES = (b"INSERT", b"UPDATE", b"DELETE")
+_BEGIN_PREFIXES = (b"BEGIN", b"START TRANSACTION")
 LOSE_ANSWER = "lose answer"
 DROP_BEFORE = "drop before"
+AT_COMMIT = "commit"
+AT_STATEMENT = "statement"
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes:
@@ -66,6 +72,7 @@ class _Link:
         self.server = socket.create_connection(proxy.upstream, timeout=None)
         self.losing = threading.Event()
         self.wrote = False
+        self.in_block = False
 
     def start(self) -> None:
         threading.Thread(target=self._client_to_server, daemon=True).start()
@@ -91,12 +98,18 @@ class _Link:
         self.close()
 
     def _fault_for(self, sql: bytes) -> str | None:
-        """The armed fault when `sql` commits a transaction that wrote; ends the transaction."""
+        """The armed fault when `sql` commits a transaction that wrote, or is a write outside a
+        transaction block; ends the transaction."""
+        if sql.startswith(_BEGIN_PREFIXES):
+            self.in_block = True
+        if sql.startswith(_WRITE_PREFIXES) and not self.in_block:
+            return self.proxy.take_armed(AT_STATEMENT)
         if not sql.startswith(_END_PREFIXES):
             return None
+        self.in_block = False
         wrote, self.wrote = self.wrote, False
         if wrote and sql.startswith(_COMMIT_PREFIXES):
-            return self.proxy.take_armed()
+            return self.proxy.take_armed(AT_COMMIT)
         return None
 
     def _forward_startup(self) -> None:
@@ -135,7 +148,7 @@ class PostgresProxy:
         self.upstream = upstream
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._lock = threading.Lock()
-        self._armed: list[str] = []
+        self._armed: list[tuple[str, str]] = []
         self._lost = 0
         self._thread = threading.Thread(target=self._accept, name="pg-proxy", daemon=True)
 
@@ -155,16 +168,25 @@ class PostgresProxy:
     def lose_next_commit_answer(self) -> None:
         """The next COMMIT of a write is committed by the server and its answer lost."""
         with self._lock:
-            self._armed.append(LOSE_ANSWER)
+            self._armed.append((LOSE_ANSWER, AT_COMMIT))
+
+    def lose_next_statement_answer(self) -> None:
+        """The next write sent outside a transaction block (its own commit) is committed by the
+        server and its answer lost."""
+        with self._lock:
+            self._armed.append((LOSE_ANSWER, AT_STATEMENT))
 
     def drop_next_commit(self) -> None:
         """The next COMMIT of a write never reaches the server: the connection drops first."""
         with self._lock:
-            self._armed.append(DROP_BEFORE)
+            self._armed.append((DROP_BEFORE, AT_COMMIT))
 
-    def take_armed(self) -> str | None:
+    def take_armed(self, where: str) -> str | None:
+        """The next armed fault, when it is armed for a commit point of this kind."""
         with self._lock:
-            return self._armed.pop(0) if self._armed else None
+            if not self._armed or self._armed[0][1] != where:
+                return None
+            return self._armed.pop(0)[0]
 
     def count_lost(self) -> None:
         with self._lock:

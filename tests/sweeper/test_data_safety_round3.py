@@ -300,7 +300,7 @@ def test_a_lost_reserve_commit_names_the_document_and_the_retry_resumes(
         store = DocumentStore.from_url(database.url_through(postgres_url))
         store.init_schema()
         protocol = UploadProtocol(store, container)
-        database.lose_next_commit_answer()
+        database.lose_next_statement_answer()  # the reservation is one INSERT, its own commit
         with pytest.raises(UploadFailedError) as failed:
             protocol.put("lost.txt", b"bytes", ".txt")
         assert database.lost == 1
