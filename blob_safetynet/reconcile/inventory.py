@@ -191,42 +191,58 @@ def _parse_csv(block: bytearray) -> Any:
     )
 
 
-def read_ahead(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
-    """`source` read ahead by a thread, at most `depth` items: the database sorts and sends
-    the table while the report is being sorted here. Its errors are raised here."""
-    done = object()
-    ahead: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
+class read_ahead(Iterator[Any]):  # noqa: N801 - used as the function it replaced
+    """`source` read ahead by a thread started at once, at most `depth` items: the database
+    sorts and sends the table while the report is being sorted here (started at the first
+    item instead, the table's query waited for the whole report to be spilled). Its errors
+    are raised here; `close` stops it (the join closes it however it ends)."""
 
-    def offer(item: Any) -> bool:
+    _DONE: Final = object()
+
+    def __init__(self, source: Iterator[Any], depth: int = 2) -> None:
+        self._ahead: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._source = source
+        self._worker = threading.Thread(target=self._fill, name="inventory-table", daemon=True)
+        self._worker.start()
+
+    def _offer(self, item: Any) -> bool:
         """Queue `item` unless the consumer has gone; False once it has."""
-        while not stop.is_set():
+        while not self._stop.is_set():
             try:
-                ahead.put(item, timeout=0.1)
+                self._ahead.put(item, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def fill() -> None:
+    def _fill(self) -> None:
         try:
-            for item in source:
-                if not offer(item):
+            for item in self._source:
+                if not self._offer(item):
                     return
-            offer(done)
+            self._offer(self._DONE)
         except BaseException as error:
-            offer(error)
+            self._offer(error)
+        finally:
+            close = getattr(self._source, "close", None)
+            if close is not None:
+                close()
 
-    worker = threading.Thread(target=fill, name="inventory-table", daemon=True)
-    worker.start()
-    try:
-        while (item := ahead.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join()
+    def __next__(self) -> Any:
+        if self._stop.is_set():
+            raise StopIteration
+        item = self._ahead.get()
+        if item is self._DONE or isinstance(item, BaseException):
+            self.close()
+            if item is self._DONE:
+                raise StopIteration
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._worker.join()
 
 
 def _aligned(left: Iterator[Any], right: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
@@ -282,12 +298,16 @@ def reconcile_inventory(
     judge = Judge(store, container, older_than, repair, result)
     # Milliseconds round down; the live judgement decides at the edge.
     cutoff_ms = int(older_than.timestamp() * 1000) + 1
-    for window in joined(chunks, read_ahead(table_chunks(store)), cutoff_ms):
-        result.blob_count += window.blobs
-        for name in window.orphans:
-            _unreferenced(judge, name)
-        for name, _ in window.rows:
-            _recheck_row(judge, store, name)
+    table = read_ahead(table_chunks(store))
+    try:
+        for window in joined(chunks, table, cutoff_ms):
+            result.blob_count += window.blobs
+            for name in window.orphans:
+                _unreferenced(judge, name)
+            for name, _ in window.rows:
+                _recheck_row(judge, store, name)
+    finally:
+        table.close()
     return result
 
 

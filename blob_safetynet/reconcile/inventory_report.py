@@ -374,15 +374,17 @@ def _protocol_rows(table: Any, container: str) -> Any:
     import pyarrow.compute as pc
 
     prefix = f"{container}/"
-    table = table.filter(pc.starts_with(table[NAME], prefix))
-    names = pc.utf8_slice_codeunits(table[NAME], len(prefix))
-    keep = pc.invert(pc.starts_with(names, INTERNAL_PREFIX))
+    keep = pc.and_(
+        pc.starts_with(table[NAME], prefix),
+        pc.invert(pc.starts_with(table[NAME], prefix + INTERNAL_PREFIX)),
+    )
+    table = table.filter(keep)
     columns = {
-        "name": names,
+        "name": pc.utf8_slice_codeunits(table[NAME], len(prefix)),
         "last_modified": pc.cast(table[LAST_MODIFIED], pa.timestamp("ms", "UTC")).cast(pa.int64()),
         "unsealed": _unsealed(table[TAGS]),
     }
-    return pa.table(columns).filter(keep)
+    return pa.table(columns)
 
 
 def _unsealed(tags: Any) -> Any:
