@@ -270,7 +270,7 @@ def previous_join() -> None:
 
     inventory_report._count_at_most = count_at_most
     inventory_report._count_below = count_below
-    inventory._count_below = count_below
+    inventory._count_below = count_below  # type: ignore[attr-defined]
     inventory_report._unsealed = unsealed
     inventory.copy_rows = copy_rows
 

@@ -191,11 +191,16 @@ def _parse_csv(block: bytearray) -> Any:
     )
 
 
-class read_ahead(Iterator[Any]):  # noqa: N801 - used as the function it replaced
-    """`source` read ahead by a thread started at once, at most `depth` items: the database
-    sorts and sends the table while the report is being sorted here (started at the first
-    item instead, the table's query waited for the whole report to be spilled). Its errors
-    are raised here; `close` stops it (the join closes it however it ends)."""
+def read_ahead(source: Iterator[Any], depth: int = 2) -> ReadAhead:
+    """`source` read ahead by a thread started at once, at most `depth` items (`ReadAhead`)."""
+    return ReadAhead(source, depth)
+
+
+class ReadAhead(Iterator[Any]):
+    """A stream read ahead by a thread started at once: the database sorts and sends the
+    table while the report is being sorted here (started at the first item instead, the
+    table's query waited for the whole report to be spilled). The source's errors are raised
+    here; `close` stops the thread (the join closes it however it ends)."""
 
     _DONE: Final = object()
 
@@ -233,10 +238,11 @@ class read_ahead(Iterator[Any]):  # noqa: N801 - used as the function it replace
         if self._stop.is_set():
             raise StopIteration
         item = self._ahead.get()
-        if item is self._DONE or isinstance(item, BaseException):
+        if item is self._DONE:
             self.close()
-            if item is self._DONE:
-                raise StopIteration
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self.close()
             raise item
         return item
 
