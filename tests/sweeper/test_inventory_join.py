@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from blob_safetynet.reconcile.inventory import MISSING, UNSEALED, copy_blocks, joined, table_chunks
+from blob_safetynet.reconcile.inventory import (
+    MISSING,
+    UNSEALED,
+    copy_blocks,
+    copy_rows,
+    joined,
+    table_chunks,
+)
 from blob_safetynet.reconcile.inventory_report import _unsealed, sorted_chunks
 from blob_safetynet.reconcile.listing import INTERNAL_PREFIX
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
@@ -205,3 +212,24 @@ def test_the_unsealed_flag_is_map_lookups_first_state() -> None:
 
     state = pc.fill_null(pc.map_lookup(column, STATE_TAG, "first"), "")
     assert got.to_pylist() == pc.is_in(state, value_set=pa.array([PENDING, RETIRED])).to_pylist()
+
+
+@pytest.mark.postgres
+def test_a_copy_failing_midway_raises_its_error_after_its_rows(postgres_url: str) -> None:
+    """COPY's rows read straight from libpq end with the query's own error, not a short table."""
+    import psycopg
+
+    store = DocumentStore.from_url(postgres_url)
+    query = "COPY (SELECT 10 / (5000 - n) FROM generate_series(1, 6000) AS n) TO STDOUT"
+    got: list[bytes] = []
+    with store.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        with (
+            pytest.raises(psycopg.errors.DivisionByZero),
+            raw.cursor() as cursor,
+            cursor.copy(query) as copy,
+        ):
+            got.extend(bytes(row) for row in copy_rows(copy, raw.pgconn))
+    store.engine.dispose()
+    assert len(got) == 4999
