@@ -20,7 +20,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -248,76 +247,32 @@ def measure_join(url: str, size: int, files: list[Path], baseline: bool = False)
 
 
 def previous_join() -> None:
-    """Put back the join as it was before issue 35's round 2: the report files read with
-    pyarrow's defaults (pre-buffered, threaded) and COPY's rows fed one at a time through a
-    file-like object to pyarrow's streaming CSV reader."""
-    import io
-
+    """Put back the join as it was before issue 35's third round: every COPY row read through
+    psycopg's iterator, the merge's and the join's cuts found by scanning the whole slice, the
+    state tag found with `map_lookup`."""
     import pyarrow as pa
-    import pyarrow.csv as csv
-    import pyarrow.parquet as pq
+    import pyarrow.compute as pc
 
     from blob_safetynet.reconcile import inventory, inventory_report
 
-    def batches(path: Path) -> Iterator[Any]:
-        report = pq.ParquetFile(path)
-        yield from report.iter_batches(
-            batch_size=65_536, columns=list(inventory_report.READ_FIELDS)
-        )
+    def count_at_most(table: Any, bound: str) -> int:
+        return int(pc.sum(pc.less_equal(table["name"], bound)).as_py() or 0)
 
-    class CopyStream(io.RawIOBase):
-        def __init__(self, copy: Any) -> None:
-            self._chunks = iter(copy)
-            self._rest = memoryview(b"")
+    def count_below(table: Any, bound: str) -> int:
+        return int(pc.sum(pc.less(table["name"], bound)).as_py() or 0)
 
-        def readable(self) -> bool:
-            return True
+    def unsealed(tags: Any) -> Any:
+        states = pc.fill_null(pc.map_lookup(tags, "state", "first"), "")
+        return pc.is_in(states, value_set=pa.array(["pending", "retired"]))
 
-        def readinto(self, buffer: Any) -> int:
-            target = memoryview(buffer).cast("B")
-            filled = 0
-            while filled < len(target):
-                if not self._rest:
-                    chunk = next(self._chunks, None)
-                    if chunk is None:
-                        break
-                    self._rest = memoryview(chunk).cast("B")
-                size = min(len(target) - filled, len(self._rest))
-                target[filled : filled + size] = self._rest[:size]
-                self._rest = self._rest[size:]
-                filled += size
-            return filled
+    def copy_rows(copy: Any, pgconn: Any) -> Any:
+        return copy
 
-    def copy_chunks(store: DocumentStore, block_bytes: int) -> Iterator[Any]:
-        query = inventory._table_query(store, by_bytes=True).compile(
-            dialect=store.engine.dialect, compile_kwargs={"literal_binds": True}
-        )
-        with store.engine.connect() as conn:
-            raw = conn.connection.driver_connection
-            assert raw is not None
-            with (
-                raw.cursor() as cursor,
-                cursor.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)") as copy,
-            ):
-                reader = csv.open_csv(
-                    CopyStream(copy),
-                    read_options=csv.ReadOptions(
-                        column_names=["name", "status", "created"], block_size=8 << 20
-                    ),
-                    parse_options=csv.ParseOptions(newlines_in_values=True),
-                    convert_options=csv.ConvertOptions(
-                        column_types={
-                            "name": pa.string(),
-                            "status": pa.string(),
-                            "created": pa.int64(),
-                        }
-                    ),
-                )
-                for batch in reader:
-                    yield pa.Table.from_batches([batch])
-
-    inventory_report._batches = batches
-    inventory._copy_chunks = copy_chunks
+    inventory_report._count_at_most = count_at_most
+    inventory_report._count_below = count_below
+    inventory._count_below = count_below  # type: ignore[attr-defined]
+    inventory_report._unsealed = unsealed
+    inventory.copy_rows = copy_rows
 
 
 def child(url: str, files: list[str], baseline: bool) -> None:
@@ -433,9 +388,9 @@ build/bench-inventory/) joined with a PostgreSQL documents table of the same siz
 between runs in database `{BENCH_DATABASE}`, one schema a size)
 (`blob_safetynet.reconcile.inventory_report.sorted_chunks` + `reconcile_inventory`: sort in runs, spill, merge, stream
 the table in `COLLATE "C"` order, join); each join in a child process, peak RSS its
-`ru_maxrss`, CPU its user + system time. The previous join (before issue 35's second round:
-report files pre-buffered, COPY fed a row at a time to a file-like reader) runs in the same
-run as the baseline. Every blob is sealed and named, so no live call is made: the download of
+`ru_maxrss`, CPU its user + system time. The previous join (before issue 35's third round:
+every COPY row through psycopg's iterator, the cuts found by scanning whole slices, the state
+tag by `map_lookup`) runs in the same run as the baseline. Every blob is sealed and named, so no live call is made: the download of
 the report from the account is not included. Load: the 1-minute load average when each join
 ended, on 2 cores shared with other sessions: peak RSS does not depend on it, wall-clock rates
 do (blobs per CPU second much less so). Listing: List Blobs with tags, 5,000 a page, from

@@ -125,8 +125,35 @@ def _copy_chunks(store: DocumentStore, block_bytes: int) -> Iterator[Any]:
             raw.cursor() as cursor,
             cursor.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)") as copy,
         ):
-            for block in copy_blocks(copy, block_bytes):
+            for block in copy_blocks(copy_rows(copy, raw.pgconn), block_bytes):
                 yield _parse_csv(block)
+
+
+def copy_rows(copy: Any, pgconn: Any) -> Iterator[Any]:
+    """COPY TO's rows: those libpq has already received taken straight from it
+    (`PGconn.get_copy_data` without waiting, one C call a row,
+    https://www.psycopg.org/psycopg3/docs/api/pq.html), the others through psycopg's `read`,
+    which waits for them. 0.4 CPU s a million rows against 0.7 to 0.8 for iterating the copy.
+
+    libpq's -1 ends the COPY; its final result is then read here (a failed query's error is
+    raised as psycopg raises it), since psycopg's own reader did not see the end."""
+    import psycopg
+    from psycopg import pq
+
+    get = pgconn.get_copy_data
+    while True:
+        size, data = get(1)
+        if size > 0:
+            yield data
+        elif size < 0:
+            break
+        elif row := copy.read():
+            yield row
+        else:
+            return
+    while (result := pgconn.get_result()) is not None:
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            raise psycopg.errors.error_from_result(result)
 
 
 def copy_blocks(rows: Iterable[Any], size: int) -> Iterator[bytearray]:
@@ -164,42 +191,64 @@ def _parse_csv(block: bytearray) -> Any:
     )
 
 
-def read_ahead(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
-    """`source` read ahead by a thread, at most `depth` items: the database sorts and sends
-    the table while the report is being sorted here. Its errors are raised here."""
-    done = object()
-    ahead: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
+def read_ahead(source: Iterator[Any], depth: int = 2) -> ReadAhead:
+    """`source` read ahead by a thread started at once, at most `depth` items (`ReadAhead`)."""
+    return ReadAhead(source, depth)
 
-    def offer(item: Any) -> bool:
+
+class ReadAhead(Iterator[Any]):
+    """A stream read ahead by a thread started at once: the database sorts and sends the
+    table while the report is being sorted here (started at the first item instead, the
+    table's query waited for the whole report to be spilled). The source's errors are raised
+    here; `close` stops the thread (the join closes it however it ends)."""
+
+    _DONE: Final = object()
+
+    def __init__(self, source: Iterator[Any], depth: int = 2) -> None:
+        self._ahead: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._source = source
+        self._worker = threading.Thread(target=self._fill, name="inventory-table", daemon=True)
+        self._worker.start()
+
+    def _offer(self, item: Any) -> bool:
         """Queue `item` unless the consumer has gone; False once it has."""
-        while not stop.is_set():
+        while not self._stop.is_set():
             try:
-                ahead.put(item, timeout=0.1)
+                self._ahead.put(item, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def fill() -> None:
+    def _fill(self) -> None:
         try:
-            for item in source:
-                if not offer(item):
+            for item in self._source:
+                if not self._offer(item):
                     return
-            offer(done)
+            self._offer(self._DONE)
         except BaseException as error:
-            offer(error)
+            self._offer(error)
+        finally:
+            close = getattr(self._source, "close", None)
+            if close is not None:
+                close()
 
-    worker = threading.Thread(target=fill, name="inventory-table", daemon=True)
-    worker.start()
-    try:
-        while (item := ahead.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join()
+    def __next__(self) -> Any:
+        if self._stop.is_set():
+            raise StopIteration
+        item = self._ahead.get()
+        if item is self._DONE:
+            self.close()
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._worker.join()
 
 
 def _aligned(left: Iterator[Any], right: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
@@ -255,12 +304,16 @@ def reconcile_inventory(
     judge = Judge(store, container, older_than, repair, result)
     # Milliseconds round down; the live judgement decides at the edge.
     cutoff_ms = int(older_than.timestamp() * 1000) + 1
-    for window in joined(chunks, read_ahead(table_chunks(store)), cutoff_ms):
-        result.blob_count += window.blobs
-        for name in window.orphans:
-            _unreferenced(judge, name)
-        for name, _ in window.rows:
-            _recheck_row(judge, store, name)
+    table = read_ahead(table_chunks(store))
+    try:
+        for window in joined(chunks, table, cutoff_ms):
+            result.blob_count += window.blobs
+            for name in window.orphans:
+                _unreferenced(judge, name)
+            for name, _ in window.rows:
+                _recheck_row(judge, store, name)
+    finally:
+        table.close()
     return result
 
 

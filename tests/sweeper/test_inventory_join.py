@@ -9,8 +9,15 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from blob_safetynet.reconcile.inventory import MISSING, UNSEALED, copy_blocks, joined, table_chunks
-from blob_safetynet.reconcile.inventory_report import sorted_chunks
+from blob_safetynet.reconcile.inventory import (
+    MISSING,
+    UNSEALED,
+    copy_blocks,
+    copy_rows,
+    joined,
+    table_chunks,
+)
+from blob_safetynet.reconcile.inventory_report import _unsealed, sorted_chunks
 from blob_safetynet.reconcile.listing import INTERNAL_PREFIX
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
@@ -183,3 +190,46 @@ def test_copy_blocks_end_where_rows_end() -> None:
 
     assert b"".join(blocks) == b"".join(rows)
     assert all(len(block) >= 20 and block.endswith(b"\n") for block in blocks[:-1])
+
+
+def test_the_unsealed_flag_is_map_lookups_first_state() -> None:
+    """On maps with repeated, missing and null state entries, null maps and a slice, a row is
+    unsealed exactly when map_lookup's first `state` value is pending or retired."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rng = random.Random(3)
+    keys, values = [STATE_TAG, "x", "State"], [PENDING, RETIRED, COMMITTED, "", None]
+    maps = [
+        None
+        if rng.random() < 0.1
+        else [(rng.choice(keys), rng.choice(values)) for _ in range(rng.randint(0, 3))]
+        for _ in range(500)
+    ]
+    column = pa.array(maps, pa.map_(pa.string(), pa.string())).slice(7, 480)
+
+    got = _unsealed(pa.chunked_array([column.slice(0, 200), column.slice(200)]))
+
+    state = pc.fill_null(pc.map_lookup(column, STATE_TAG, "first"), "")
+    assert got.to_pylist() == pc.is_in(state, value_set=pa.array([PENDING, RETIRED])).to_pylist()
+
+
+@pytest.mark.postgres
+def test_a_copy_failing_midway_raises_its_error_after_its_rows(postgres_url: str) -> None:
+    """COPY's rows read straight from libpq end with the query's own error, not a short table."""
+    import psycopg
+
+    store = DocumentStore.from_url(postgres_url)
+    query = "COPY (SELECT 10 / (5000 - n) FROM generate_series(1, 6000) AS n) TO STDOUT"
+    got: list[bytes] = []
+    with store.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        with (
+            pytest.raises(psycopg.errors.DivisionByZero),
+            raw.cursor() as cursor,
+            cursor.copy(query) as copy,
+        ):
+            got.extend(bytes(row) for row in copy_rows(copy, raw.pgconn))
+    store.engine.dispose()
+    assert len(got) == 4999
