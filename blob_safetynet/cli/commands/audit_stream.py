@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from blob_safetynet.cli.commands.outputs import Output
+from blob_safetynet.cli.commands.outputs import Output, say_cannot_write
 from blob_safetynet.policies.audit import AccountResult, AuditReport, ReadError
 from blob_safetynet.policies.report import WRITERS, AuditWriter, iter_sarif
 from blob_safetynet.policies.report_stream import SpooledReport
 from blob_safetynet.policies.report_view import ReportContext
 from blob_safetynet.policies.throttle import SharedThrottle
 from blob_safetynet.settings import atomicfile
-from blob_safetynet.settings.redaction import Redactor, printable
+from blob_safetynet.settings.redaction import Redactor
 
 PROGRESS_EVERY_S = 0.5
 BLOCK_CHARS = 1 << 16
@@ -164,12 +164,7 @@ def write_streamed(
                 for block in blocks:
                     stream.write(block.encode("utf-8"))
         except OSError as error:
-            reason = error.strerror or type(error).__name__
-            print(
-                f"safetynet {command}: cannot write --output '{printable(str(output.path))}': "
-                f"{reason}",
-                file=sys.stderr,
-            )
+            say_cannot_write(command, output.path, error)
             written = False
     return written
 

@@ -123,6 +123,15 @@ def check_outputs(outputs: Sequence[Output], inputs: Sequence[Path | str | None]
             raise UsageError(f"--output: {error}") from None
 
 
+def say_cannot_write(command: str, path: Path, error: OSError) -> None:
+    """One line on stderr naming the --output that could not be written, and why."""
+    reason = error.strerror or type(error).__name__
+    print(
+        f"safetynet {command}: cannot write --output '{printable(str(path))}': {reason}",
+        file=sys.stderr,
+    )
+
+
 def write_outputs(
     outputs: Sequence[Output], texts: Mapping[str, str], redactor: Redactor, command: str
 ) -> bool:
@@ -137,11 +146,6 @@ def write_outputs(
         try:
             atomicfile.write_text(output.path, text)
         except OSError as error:
-            reason = error.strerror or type(error).__name__
-            print(
-                f"safetynet {command}: cannot write --output '{printable(str(output.path))}': "
-                f"{reason}",
-                file=sys.stderr,
-            )
+            say_cannot_write(command, output.path, error)
             written = False
     return written
