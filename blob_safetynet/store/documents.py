@@ -47,6 +47,13 @@ class NameConflictError(RuntimeError):
         self.name = name
 
 
+class IndexState(enum.Enum):
+    VALID = "valid"
+    INVALID = "invalid"
+    """Left by an interrupted concurrent build: kept up to date but never used by a query."""
+    MISSING = "missing"
+
+
 class SwitchResult(enum.Enum):
     SWITCHED = "switched"
     ROW_CHANGED = "row changed"
@@ -272,10 +279,14 @@ class DocumentStore:
             )
 
     def upgrade_schema(self) -> list[str]:
-        """Add what older versions lack (columns, tables, identity); the changes made, in order.
+        """Add what older versions lack (columns, tables, identity, the byte-order index on
+        PostgreSQL); the changes made, in order.
 
         Everything is checked before the first change: a table lacking a column no upgrade adds
-        is refused with nothing changed, and the changes are made in one transaction."""
+        is refused with nothing changed, and the columns and tables are added in one
+        transaction. The index comes after it, built with `CREATE INDEX CONCURRENTLY`, so the
+        application's writes go on meanwhile; an interrupted build leaves it invalid, and the
+        next upgrade drops and builds it again."""
         exists, missing = self._missing()
         if not exists:
             raise StoreError(
@@ -294,7 +305,81 @@ class DocumentStore:
                 )
             self.table.metadata.create_all(conn, tables=[self.blobs, self.meta], checkfirst=True)
             self._ensure_database_id(conn)
-        return missing
+        return missing + self._upgrade_indexes()
+
+    def _upgrade_indexes(self) -> list[str]:
+        """Build the byte-order index on PostgreSQL if it is missing or an interrupted build
+        left it invalid (dropped first), without blocking the table's writers."""
+        state = self.byte_order_index_state()
+        if state in (None, IndexState.VALID):
+            return []
+        name = self.layout.byte_order_index_name
+        if state is IndexState.INVALID:
+            self._refuse_if_building(name)
+            self._run_concurrently(f"DROP INDEX CONCURRENTLY IF EXISTS {self._index_ref()}")
+        index = self.layout.byte_order_index(self.layout.build(sa.MetaData()), concurrently=True)
+        create = sa.schema.CreateIndex(index).compile(dialect=self.engine.dialect)
+        self._run_concurrently(str(create))
+        if state is IndexState.INVALID:
+            return [f"index {name} (rebuilt: an interrupted build had left it invalid)"]
+        return [f"index {name}"]
+
+    def _index_ref(self) -> str:
+        preparer = self.engine.dialect.identifier_preparer
+        name = preparer.quote(self.layout.byte_order_index_name)
+        schema = self.layout.schema
+        return f"{preparer.quote_schema(schema)}.{name}" if schema else name
+
+    def byte_order_index_state(self) -> IndexState | None:
+        """Whether the inventory join's index is there (PostgreSQL; None on other databases):
+        one catalog query. An interrupted `CREATE INDEX CONCURRENTLY` leaves it INVALID
+        (`pg_index.indisvalid`), unused by queries until rebuilt."""
+        if self.engine.dialect.name != "postgresql":
+            return None
+        with self._connect(one_statement=True) as conn:
+            valid = conn.execute(
+                sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:name)"),
+                {"name": self._index_ref()},
+            ).scalar_one_or_none()
+        if valid is None:
+            return IndexState.MISSING
+        return IndexState.VALID if valid else IndexState.INVALID
+
+    def _refuse_if_building(self, name: str) -> None:
+        """An invalid index may be another session's build still running (a client killed
+        with SIGKILL leaves its server process building): dropping it would wait for that."""
+        with self._connect(one_statement=True) as conn:
+            pid = conn.execute(
+                sa.text(
+                    "SELECT pid FROM pg_stat_progress_create_index "
+                    "WHERE index_relid = to_regclass(:name) LIMIT 1"
+                ),
+                {"name": self._index_ref()},
+            ).scalar_one_or_none()
+        if pid is not None:
+            raise StoreError(
+                f"index {name} is being built by another session (server process {pid}); run "
+                "`safetynet db upgrade` again once it has finished"
+            )
+
+    def _run_concurrently(self, statement: str) -> None:
+        """One `... CONCURRENTLY` statement, which PostgreSQL refuses inside a transaction
+        block (https://www.postgresql.org/docs/current/sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY).
+        Stopped by a signal (KeyboardInterrupt or any other exception that is not an Exception),
+        the statement is cancelled on the server before the signal goes on: the client closing
+        its socket would not stop the build."""
+        with self._connect(one_statement=True) as conn:
+            pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+            try:
+                conn.execute(sa.text(statement))
+            except BaseException as stop:
+                if not isinstance(stop, Exception):
+                    self._cancel(pid)
+                raise
+
+    def _cancel(self, pid: int) -> None:
+        with self._connect(one_statement=True) as conn:
+            conn.execute(sa.text("SELECT pg_cancel_backend(:pid)"), {"pid": pid})
 
     # Documents.
 

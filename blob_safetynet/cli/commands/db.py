@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 from collections.abc import Callable
 
 from blob_safetynet.cli.commands.common import fail
+from blob_safetynet.cli.commands.interrupt import EXIT_CODES
 from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.cli.startup import Terminated
 from blob_safetynet.protocol.clients import database_credential
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import (
@@ -38,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     upgrade = actions.add_parser(
         "upgrade",
         help="add what an older schema lacks (claim and content columns, the crash-window "
-        "and identity tables); changes nothing that exists",
+        "and identity tables, on PostgreSQL the blob-name index the inventory join reads, "
+        "built concurrently); changes nothing that exists",
     )
     for action, handler in ((init, run_init), (upgrade, run_upgrade)):
         action.add_argument(
@@ -157,4 +161,15 @@ def run_upgrade(args: argparse.Namespace) -> int:
             )
         return "\n".join(f"added {change}" for change in changes)
 
-    return _run(args, "db upgrade", False, upgrade)
+    try:
+        return _run(args, "db upgrade", False, upgrade)
+    except (KeyboardInterrupt, Terminated) as stop:
+        received = signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM
+        return fail(
+            "db upgrade",
+            EXIT_CODES[received],
+            f"stopped by {received.name}; the columns and tables are added in one transaction "
+            "and an index built concurrently is left invalid when stopped: run `safetynet db "
+            "upgrade` again, it finishes what is left",
+            args.json,
+        )
