@@ -122,6 +122,22 @@ def test_check_schema_passes_without_the_index_and_db_upgrade_adds_it(
     store.engine.dispose()
 
 
+@pytest.mark.postgres
+def test_the_inventory_join_notes_a_missing_index(postgres_url: str, tmp_path: Path) -> None:
+    from blob_safetynet.cli.commands.reconcile_inventory import index_note
+
+    store = DocumentStore.from_url(postgres_url)
+    store.init_schema()
+    assert index_note(store) is None
+    _drop_index(store)
+    note = index_note(store)
+    assert note is not None
+    assert "is missing" in note
+    assert "safetynet db upgrade" in note
+    assert index_note(DocumentStore.from_url(f"sqlite:///{tmp_path / 'd.db'}")) is None
+    store.engine.dispose()
+
+
 @contextmanager
 def writer_blocking_the_build(store: DocumentStore) -> Iterator[None]:
     """An open transaction that has written to the table: `CREATE INDEX CONCURRENTLY` waits for
@@ -270,5 +286,20 @@ def test_a_signal_during_the_build_exits_with_its_code_and_a_rerun_finishes(
     )
     assert rerun.returncode == 0, rerun.stderr
     assert "rebuilt: an interrupted build had left it invalid" in rerun.stdout
+    assert store.byte_order_index_state() is IndexState.VALID
+    store.engine.dispose()
+
+
+@pytest.mark.postgres
+def test_the_inventory_bench_table_gets_the_index_as_the_product_does(postgres_url: str) -> None:
+    """A table the bench filled before the index existed gets it through `upgrade_schema` when
+    reused; one filled now has it from `init_schema` (rebuilt with the others after the fill)."""
+    from benchmarks.inventory import fill_table, upgrade_cached
+
+    fill_table(postgres_url, 2_000)
+    store = DocumentStore.from_url(postgres_url)
+    assert store.byte_order_index_state() is IndexState.VALID
+    _drop_index(store)
+    upgrade_cached(postgres_url)
     assert store.byte_order_index_state() is IndexState.VALID
     store.engine.dispose()

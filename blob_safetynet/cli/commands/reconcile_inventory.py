@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -20,7 +21,8 @@ from blob_safetynet.reconcile.listing import Reconciliation
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError, check_container_name
 from blob_safetynet.settings.vocabulary import DEFAULT_INVENTORY_CONTAINER
-from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.documents import DocumentStore, IndexState
+from blob_safetynet.store.engine import StoreError
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ def reconcile_by_inventory(
     from blob_safetynet.reconcile import inventory, inventory_report
 
     destination = container._get_blob_service_client().get_container_client(options.container)
+    note = index_note(store)
+    if note is not None:
+        print(f"safetynet reconcile: note: {note}", file=sys.stderr)
     try:
         return inventory.reconcile_from_inventory(
             store, container, destination, options.rule, older_than, options.max_age, repair
@@ -95,3 +100,19 @@ def reconcile_by_inventory(
         raise UsageError(f"--inventory: {error}") from None
     except inventory_report.InventoryError as error:
         raise CommandError(ExitCode.INCOMPLETE, f"--inventory: {error}") from None
+
+
+def index_note(store: DocumentStore) -> str | None:
+    """One line when PostgreSQL must sort the whole table for the join (no valid byte-order
+    index): the join is right without it, only slower. None otherwise, or when the catalog
+    cannot be read (the join then reports the database's error itself)."""
+    try:
+        state = store.byte_order_index_state()
+    except StoreError:
+        return None
+    if state not in (IndexState.MISSING, IndexState.INVALID):
+        return None
+    return (
+        f"index {store.layout.byte_order_index_name} is {state.value}: PostgreSQL sorts the whole "
+        "table for the join; `safetynet db upgrade` builds it without blocking writers"
+    )
