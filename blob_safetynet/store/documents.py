@@ -309,7 +309,10 @@ class DocumentStore:
 
     def _upgrade_indexes(self) -> list[str]:
         """Build the byte-order index on PostgreSQL if it is missing or an interrupted build
-        left it invalid (dropped first), without blocking the table's writers."""
+        left it invalid, without blocking the table's writers. An invalid one is dropped and
+        built again, PostgreSQL's own advice for a failed `CREATE INDEX CONCURRENTLY`
+        (https://www.postgresql.org/docs/current/sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY:
+        it "will fail but leave behind an 'invalid' index"; "drop the index and try again")."""
         state = self.byte_order_index_state()
         if state in (None, IndexState.VALID):
             return []

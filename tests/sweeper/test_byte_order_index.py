@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from blob_safetynet.reconcile.inventory import _table_query
 from blob_safetynet.store.documents import DocumentStore, IndexState
+from blob_safetynet.store.engine import StoreError
 from blob_safetynet.store.tables import (
     IDENTIFIER_BYTES,
     Document,
@@ -301,5 +302,25 @@ def test_the_inventory_bench_table_gets_the_index_as_the_product_does(postgres_u
     assert store.byte_order_index_state() is IndexState.VALID
     _drop_index(store)
     upgrade_cached(postgres_url)
+    assert store.byte_order_index_state() is IndexState.VALID
+    store.engine.dispose()
+
+
+@pytest.mark.postgres
+def test_db_upgrade_refuses_while_another_session_builds_the_index(postgres_url: str) -> None:
+    """An invalid index still being built elsewhere is not dropped (the drop would wait for
+    the build and then throw it away): the second upgrade says to run again later."""
+    store = DocumentStore.from_url(postgres_url)
+    store.init_schema()
+    _drop_index(store)
+    with writer_blocking_the_build(store):
+        builder = threading.Thread(target=store.upgrade_schema)
+        builder.start()
+        _build_waiting(store)
+        second = DocumentStore.from_url(postgres_url)
+        with pytest.raises(StoreError, match="being built by another session"):
+            second.upgrade_schema()
+        second.engine.dispose()
+    builder.join(60)
     assert store.byte_order_index_state() is IndexState.VALID
     store.engine.dispose()
