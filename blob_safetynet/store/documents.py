@@ -381,8 +381,16 @@ class DocumentStore:
                 raise
 
     def _cancel(self, pid: int) -> None:
+        """Cancel server process `pid` only while it still runs a concurrent build: the
+        connection may be gone already and its process number reused."""
         with self._connect(one_statement=True) as conn:
-            conn.execute(sa.text("SELECT pg_cancel_backend(:pid)"), {"pid": pid})
+            conn.execute(
+                sa.text(
+                    "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = :pid "
+                    "AND state = 'active' AND query LIKE '% INDEX CONCURRENTLY %'"
+                ),
+                {"pid": pid},
+            )
 
     # Documents.
 
