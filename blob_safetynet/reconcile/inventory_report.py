@@ -25,6 +25,7 @@ import bisect
 import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -334,23 +335,33 @@ def _merge_to_file(runs: list[Path], path: Path) -> Path:
 def _spill_runs(
     files: Iterable[Path], container: str, spill: Path, expected_rows: int | None, run_rows: int
 ) -> list[Path]:
+    """Read the report and spill it as sorted runs. A run is sorted and written by a second
+    thread while this one decodes the next (Arrow's kernels release the GIL): at most one run
+    is in the writer's hands while the next one fills, so memory holds two runs at most."""
     import pyarrow as pa
 
     runs: list[Path] = []
+    writing: Future[Path] | None = None
     pending: list[Any] = []
     pending_rows = 0
     total = 0
-    for path in files:
-        for batch in _batches(path):
-            total += batch.num_rows
-            table = _protocol_rows(pa.Table.from_batches([batch]), container)
-            pending.append(table)
-            pending_rows += table.num_rows
-            if pending_rows >= run_rows:
-                runs.append(_write_run(pa.concat_tables(pending), spill, len(runs)))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="inventory-spill") as writer:
+        for path in files:
+            for batch in _batches(path):
+                total += batch.num_rows
+                table = _protocol_rows(pa.Table.from_batches([batch]), container)
+                pending.append(table)
+                pending_rows += table.num_rows
+                if pending_rows < run_rows:
+                    continue
+                if writing is not None:
+                    runs.append(writing.result())
+                writing = writer.submit(_write_run, pa.concat_tables(pending), spill, len(runs))
                 pending, pending_rows = [], 0
-    if pending:
-        runs.append(_write_run(pa.concat_tables(pending), spill, len(runs)))
+        if writing is not None:
+            runs.append(writing.result())
+        if pending:
+            runs.append(_write_run(pa.concat_tables(pending), spill, len(runs)))
     if expected_rows is not None and total < expected_rows:
         raise InventoryError(
             f"the inventory files hold {total} rows, the manifest counts {expected_rows}: "

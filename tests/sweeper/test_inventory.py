@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -223,6 +224,24 @@ def test_runs_merge_in_name_order_with_repeats_dropped(
     assert sorted(set(got)) == got or got == sorted(got)
     assert list(dict.fromkeys(got)) == expected
     assert not any(u for chunk in chunks for u in chunk["unsealed"].to_pylist())
+
+
+def test_a_run_that_cannot_be_spilled_raises_and_leaves_no_thread(
+    container: ContainerClient, destination: ContainerClient, tmp_path: Path
+) -> None:
+    """A run the spilling thread cannot write raises its error in the reader, whichever run it
+    is, and the spilling thread is gone once the error is raised."""
+    for number in range(10):
+        container.upload_blob(f"b{number}", b"x", tags={STATE_TAG: COMMITTED})
+    write_run(container, destination, RunSpec(files=2))
+    found = find_run(destination, RULE, container.container_name, datetime.now(UTC), DAY)
+    files = download(destination, found, tmp_path)
+    before = {thread.name for thread in threading.enumerate()}
+
+    with pytest.raises(OSError, match="missing"):
+        list(sorted_chunks(files, container.container_name, tmp_path / "missing", run_rows=3))
+
+    assert {thread.name for thread in threading.enumerate()} == before
 
 
 def test_a_stale_run_is_refused(
