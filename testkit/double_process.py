@@ -5,11 +5,14 @@ handling, its own tag reads and the modeled latency's threads then count in the 
 latencies. `python -m testkit.double_process --upstream-port P --delay-s D` serves the same
 handler (same condition evaluation, same per-blob lock, same delay) on a port it prints as its
 first line, then answers one command per stdin line with one JSON line: `counts`, `timings`,
-`reset`, `quit`. `OutOfProcessDouble` starts and drives it.
+`reset`, `audit`, `release CONTAINER`, `quit`. `OutOfProcessDouble` starts and drives it.
+With `--mirror` the condition is evaluated on the tags the double saw written
+(testkit/tag_mirror.py), so Azurite serves a put's two requests only, as Azure would.
 
 Each request is timed inside the double: `handler_s` from its headers read to its answer sent,
 less the modeled delay; `tag_read_s`, the Get Blob Tags the double sends to Azurite to evaluate
-`x-ms-if-tags` (Azure evaluates it inside the service, with no extra round trip); `upstream_s`,
+`x-ms-if-tags` (Azure evaluates it inside the service, with no extra round trip), and
+`tag_reads`, how many it sent (0 where the mirror answered); `upstream_s`,
 from the blob's lock taken to the forwarded request's answer headers (the tag read included).
 So a client's time splits into the delay, Azurite, the double's own work, and the client.
 """
@@ -33,15 +36,22 @@ from azure.storage.blob import BlobServiceClient
 from blob_safetynet.embedded.azurite import dev_connection_string
 from testkit.fault_proxy import request_kind
 from testkit.service_doubles import DoubleServer, _TagGuardHandler
+from testkit.tag_mirror import TagMirror
 
 Timings = dict[str, dict[str, list[float]]]
 """kind -> measure (`handler_s`, `upstream_s`, `tag_read_s`) -> one value per request."""
 
 
 class _TimedServer(DoubleServer):
-    def __init__(self, upstream_port: int, delay_s: float) -> None:
+    def __init__(self, upstream_port: int, delay_s: float, mirror: bool = False) -> None:
         admin = BlobServiceClient.from_connection_string(dev_connection_string(upstream_port))
-        super().__init__(upstream_port, _TimedTagGuardHandler, admin=admin, delay_s=delay_s)
+        super().__init__(
+            upstream_port,
+            _TimedTagGuardHandler,
+            admin=admin,
+            delay_s=delay_s,
+            tag_mirror=TagMirror() if mirror else None,
+        )
         self.timings: Timings = defaultdict(lambda: defaultdict(list))
         self._timings_lock = threading.Lock()
 
@@ -64,7 +74,7 @@ class _TimedTagGuardHandler(_TagGuardHandler):
     _measures: dict[str, float]
 
     def _forward(self) -> None:
-        self._measures = {"tag_read_s": 0.0, "upstream_s": 0.0}
+        self._measures = {"tag_read_s": 0.0, "tag_reads": 0.0, "upstream_s": 0.0}
         started = time.perf_counter()
         super()._forward()
         self._measures["handler_s"] = time.perf_counter() - started - self.server.delay_s
@@ -85,6 +95,7 @@ class _TimedTagGuardHandler(_TagGuardHandler):
             return super()._blob_tags(container, blob)
         finally:
             self._measures["tag_read_s"] += time.perf_counter() - started
+            self._measures["tag_reads"] += 1
 
 
 def _cpu_s() -> float:
@@ -97,6 +108,9 @@ def _answer(server: _TimedServer, command: str) -> object:
         return dict(server.counts())
     if command == "timings":
         return {"timings": server.take_timings(), "cpu_s": _cpu_s()}
+    if command == "audit" or command.startswith("release "):
+        checked, stale = server.audit_mirror(command.partition(" ")[2] or None)
+        return {"checked": checked, "stale": stale}
     if command == "reset":
         server.reset()
         server.take_timings()
@@ -104,9 +118,11 @@ def _answer(server: _TimedServer, command: str) -> object:
     return {"error": f"unknown command {command!r}"}
 
 
-def serve(upstream_port: int, delay_s: float, commands: IO[str], answers: IO[str]) -> None:
+def serve(
+    upstream_port: int, delay_s: float, commands: IO[str], answers: IO[str], mirror: bool = False
+) -> None:
     """Serve until `quit` (or the end of `commands`); the port is the first line answered."""
-    server = _TimedServer(upstream_port, delay_s)
+    server = _TimedServer(upstream_port, delay_s, mirror)
     thread = threading.Thread(target=server.serve_forever, name="tag-double", daemon=True)
     thread.start()
     answers.write(f"{server.server_address[1]}\n")
@@ -128,7 +144,8 @@ class OutOfProcessDouble:
     child process; `double.connection_string`, `counts()`, `reset()` as the in-process one,
     and `timings()`: what the double measured since the last call (or reset)."""
 
-    def __init__(self, upstream_port: int, delay_s: float = 0.0) -> None:
+    def __init__(self, upstream_port: int, delay_s: float = 0.0, *, mirror: bool = False) -> None:
+        self.mirror = mirror
         self._argv = [
             sys.executable,
             "-m",
@@ -137,6 +154,7 @@ class OutOfProcessDouble:
             str(upstream_port),
             "--delay-s",
             repr(delay_s),
+            *(["--mirror"] if mirror else []),
         ]
         self._process: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
@@ -189,6 +207,13 @@ class OutOfProcessDouble:
     def reset(self) -> None:
         self._cpu_at_reset_s = self._ask("reset")["cpu_s"]
 
+    def audit(self, container: str | None = None) -> tuple[int, list[str]]:
+        """With a mirror: (blobs checked against Azurite, those whose tags differed, which the
+        double forgot); with `container`, all of its blobs are forgotten too, as the caller
+        takes it back to act on it directly. (0, []) without a mirror."""
+        answer = self._ask(f"release {container}" if container else "audit")
+        return answer["checked"], answer["stale"]
+
     def timings(self) -> Timings:
         answer = self._ask("timings")
         self.cpu_used_s = answer["cpu_s"] - self._cpu_at_reset_s
@@ -200,8 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m testkit.double_process")
     parser.add_argument("--upstream-port", type=int, required=True)
     parser.add_argument("--delay-s", type=float, default=0.0)
+    parser.add_argument("--mirror", action="store_true", help="testkit/tag_mirror.py")
     args = parser.parse_args(argv)
-    serve(args.upstream_port, args.delay_s, sys.stdin, sys.stdout)
+    serve(args.upstream_port, args.delay_s, sys.stdin, sys.stdout, args.mirror)
 
 
 if __name__ == "__main__":

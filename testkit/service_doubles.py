@@ -28,6 +28,7 @@ from azure.storage.blob import BlobClient, BlobServiceClient
 from blob_safetynet.embedded.azurite import dev_connection_string
 from blob_safetynet.policies.probes import RequestCounter
 from testkit.fault_proxy import _HOP_BY_HOP, LatencyProxy, LatencyProxyServer, _Handler
+from testkit.tag_mirror import READS, TagMirror, blob_of
 
 TENANT = "00000000-0000-0000-0000-000000000000"
 
@@ -126,6 +127,17 @@ class _TagGuardHandler(_Handler):
     server: DoubleServer
 
     def _send_upstream(self, headers: dict[str, str], body: bytes) -> Any:
+        mirror = self.server.tag_mirror
+        if mirror is None or self.command in READS:
+            return self._guarded(headers, body)
+        key = blob_of(self.path)
+        with self.server.blob_lock(*key) if key else contextlib.nullcontext():
+            response = self._guarded(headers, body)
+            if not isinstance(response, _UpstreamAnswer):
+                mirror.observe(self.command, self.path, headers, body, response.status)
+            return response
+
+    def _guarded(self, headers: dict[str, str], body: bytes) -> Any:
         condition = self.headers.get("x-ms-if-tags")
         parts = unquote(urlsplit(self.path).path).split("/", 3)
         if not (self.command == "PUT" and "comp=tags" in self.path and condition):
@@ -134,7 +146,7 @@ class _TagGuardHandler(_Handler):
             return super()._send_upstream(headers, body)
         with self.server.blob_lock(parts[2], parts[3]):
             try:
-                tags = self._blob_tags(parts[2], parts[3])
+                tags = self._condition_tags(parts[2], parts[3])
             except ResourceNotFoundError:
                 return super()._send_upstream(headers, body)
             holds = tags_condition_holds(condition, tags)
@@ -144,8 +156,20 @@ class _TagGuardHandler(_Handler):
                 return _refusal(412, "ConditionNotMet", _NOT_MET)
             return super()._send_upstream(headers, body)
 
+    def _condition_tags(self, container: str, blob: str) -> dict[str, str]:
+        """The tags the condition is evaluated on: the mirror's, where it holds the base blob
+        (a snapshot's or version's condition is read), else Azurite's."""
+        query = parse_qs(urlsplit(self.path).query)
+        mirror = self.server.tag_mirror
+        if mirror is not None and "snapshot" not in query and "versionid" not in query:
+            known = mirror.known((container, blob))
+            if known is not None:
+                return known
+        return self._blob_tags(container, blob)
+
     def _blob_tags(self, container: str, blob: str) -> dict[str, str]:
         """The blob's tags, read straight from Azurite (not through this double)."""
+        self.server.count_tag_read()
         return dict(self.server.admin.get_blob_client(container, blob).get_blob_tags())
 
 
@@ -453,6 +477,13 @@ Misbehaviour = Callable[[Exchange], tuple[int, str] | None]
 """An exchange -> the (status, error code) to answer without forwarding, or None to forward."""
 
 
+def _tags_or_none(blob: BlobClient) -> dict[str, str] | None:
+    try:
+        return dict(blob.get_blob_tags())
+    except ResourceNotFoundError:
+        return None
+
+
 def _tags(blob: BlobClient) -> dict[str, str]:
     try:
         return dict(blob.get_blob_tags())
@@ -632,11 +663,28 @@ class DoubleServer(LatencyProxyServer):
         self.deleted_after: timedelta | None = state.pop("deleted_after", None)
         self.lose: str = state.pop("lose", "")
         self.permanent: tuple[int, str] | None = state.pop("permanent", None)
+        self.tag_mirror: TagMirror | None = state.pop("tag_mirror", None)
+        self.tag_reads = 0
+        """Get Blob Tags the double sent Azurite to evaluate a condition."""
         self.deleted_snapshots: set[tuple[str, str, str]] = set()
         self.lost = False
         self.one_at_a_time = threading.Lock()
         self._blob_locks: dict[tuple[str, str], threading.RLock] = {}
         self._blob_locks_guard = threading.Lock()
+
+    def count_tag_read(self) -> None:
+        with self._lock:
+            self.tag_reads += 1
+
+    def audit_mirror(self, container: str | None = None) -> tuple[int, list[str]]:
+        """`TagMirror.audit` against Azurite; (0, []) without a mirror."""
+        if self.tag_mirror is None:
+            return 0, []
+
+        def read(key: tuple[str, str]) -> dict[str, str] | None:
+            return _tags_or_none(self.admin.get_blob_client(*key))
+
+        return self.tag_mirror.audit(read, container)
 
     def blob_lock(self, container: str, blob: str) -> threading.RLock:
         """One lock per blob: its tag condition is checked and written as one step, while
@@ -658,6 +706,17 @@ class ServiceDouble(LatencyProxy):
             target=self._server.serve_forever, name=handler.__name__, daemon=True
         )
 
+    @property
+    def tag_reads(self) -> int:
+        """Get Blob Tags this double sent Azurite to evaluate conditions, since it started."""
+        server: DoubleServer = self._server  # type: ignore[assignment]
+        return server.tag_reads
+
+    def audit_mirror(self, container: str | None = None) -> tuple[int, list[str]]:
+        """`DoubleServer.audit_mirror`: (blobs checked, those that differed, now forgotten)."""
+        server: DoubleServer = self._server  # type: ignore[assignment]
+        return server.audit_mirror(container)
+
 
 def non_conforming_service(upstream_port: int, admin: BlobServiceClient) -> ServiceDouble:
     """A service on which a create-only upload overwrites (If-None-Match ignored)."""
@@ -665,13 +724,25 @@ def non_conforming_service(upstream_port: int, admin: BlobServiceClient) -> Serv
 
 
 def tag_guarding_service(
-    upstream_port: int, admin: BlobServiceClient | None = None, delay_s: float = 0.0
+    upstream_port: int,
+    admin: BlobServiceClient | None = None,
+    delay_s: float = 0.0,
+    *,
+    mirror: bool = False,
 ) -> ServiceDouble:
     """Azurite with the tag condition on Set Blob Tags enforced, as Azure does; `delay_s` per
     request models the cloud round trip, as the latency proxy does (the double's own tag read
-    goes straight to Azurite and is neither delayed nor counted)."""
+    goes straight to Azurite and is neither delayed nor counted). With `mirror`, the condition
+    is evaluated on the tags the double saw written (testkit/tag_mirror.py) where it knows the
+    blob: for benchmarks only; the default reads Azurite's tags for every condition."""
     admin = admin or BlobServiceClient.from_connection_string(dev_connection_string(upstream_port))
-    return ServiceDouble(upstream_port, _TagGuardHandler, admin=admin, delay_s=delay_s)
+    return ServiceDouble(
+        upstream_port,
+        _TagGuardHandler,
+        admin=admin,
+        delay_s=delay_s,
+        tag_mirror=TagMirror() if mirror else None,
+    )
 
 
 def refusing_service(upstream_port: int, refuse: Refusal) -> ServiceDouble:
