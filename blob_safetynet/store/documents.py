@@ -83,6 +83,10 @@ class DocumentStore:
         self.table = self.layout.build(metadata)
         self.blobs = self.layout.build_blobs(metadata)
         self.meta = self.layout.build_meta(metadata)
+        self._reserve_statement = self._build_reserve()
+        self._publish_statements = {
+            with_blob: self._build_publish(with_blob) for with_blob in (False, True)
+        }
 
     @classmethod
     def from_url(
@@ -401,6 +405,25 @@ class DocumentStore:
         c = self.table.c
         return sa.select(c.id, c.name, c.blob_name, c.status, c.created)
 
+    def _build_reserve(self) -> sa.Insert:
+        """The reservation's INSERT, built once: a statement object used again is compiled
+        and cache-keyed once (https://docs.sqlalchemy.org/en/20/core/connections.html#sql-
+        compilation-caching), where one built per call pays both before each cache lookup."""
+        c = self.table.c
+        return (
+            self.table.insert()
+            .values(
+                id=sa.bindparam("reserve_id", type_=c.id.type),
+                name=sa.bindparam("reserve_name", type_=c.name.type),
+                blob_name=sa.bindparam("reserve_blob_name", type_=c.blob_name.type),
+                status=sa.bindparam("reserve_status", type_=c.status.type),
+                created=self._server_now(),
+                content_length=sa.bindparam("reserve_length", type_=c.content_length.type),
+                content_sha256=sa.bindparam("reserve_sha256", type_=c.content_sha256.type),
+            )
+            .returning(c.created)
+        )
+
     def reserve(self, document: Document, content: Content | None = None) -> Document:
         """Insert a Pending row created at the server's time (not `document.created_utc`: a
         writer's clock may be hours off); a retry with the same id returns the row already there.
@@ -409,21 +432,17 @@ class DocumentStore:
         (one round trip instead of an INSERT and an UPDATE after the upload); it is ours only
         when the row is new: a retry's caller compares it with the row's own record.
         """
+        parameters = {
+            "reserve_id": document.id,
+            "reserve_name": document.name,
+            "reserve_blob_name": document.blob_name,
+            "reserve_status": document.status.value,
+            "reserve_length": None if content is None else content.length,
+            "reserve_sha256": None if content is None else content.sha256,
+        }
         try:
             with self._connect(one_statement=True) as conn:
-                created = conn.execute(
-                    self.table.insert()
-                    .values(
-                        id=document.id,
-                        name=document.name,
-                        blob_name=document.blob_name,
-                        status=document.status.value,
-                        created=self._server_now(),
-                        content_length=None if content is None else content.length,
-                        content_sha256=None if content is None else content.sha256,
-                    )
-                    .returning(self.table.c.created)
-                ).scalar_one()
+                created = conn.execute(self._reserve_statement, parameters).scalar_one()
             return replace(document, created_utc=_utc(created))
         except sa.exc.IntegrityError:
             existing = self.get(document.id)
@@ -473,24 +492,35 @@ class DocumentStore:
             )
         return self.content(document_id) or content
 
+    def _build_publish(self, with_blob: bool) -> sa.Update:
+        """Publish's UPDATE, built once (as `_build_reserve`), with or without the blob name
+        in its condition."""
+        c = self.table.c
+        pending = [
+            c.id == sa.bindparam("publish_id", type_=c.id.type),
+            c.status == Status.PENDING.value,
+        ]
+        if with_blob:
+            pending.append(c.blob_name == sa.bindparam("publish_blob_name", type_=c.blob_name.type))
+        return (
+            self.table.update()
+            .where(*pending)
+            .values(status=Status.READY.value, claim_token=None, claimed=None)
+        )
+
     def publish(
         self, document_id: str, conn: Connection | None = None, blob_name: str | None = None
     ) -> bool:
         """Pending -> Ready; False when the row is not Pending (already Ready, or swept), or,
         with `blob_name`, names another blob (swept, then reserved again under the same id)."""
-        c = self.table.c
-        pending = [c.id == document_id, c.status == Status.PENDING.value]
+        statement = self._publish_statements[blob_name is not None]
+        parameters = {"publish_id": document_id}
         if blob_name is not None:
-            pending.append(c.blob_name == blob_name)
-        statement = (
-            self.table.update()
-            .where(*pending)
-            .values(status=Status.READY.value, claim_token=None, claimed=None)
-        )
+            parameters["publish_blob_name"] = blob_name
         if conn is not None:
-            return conn.execute(statement).rowcount == 1
+            return conn.execute(statement, parameters).rowcount == 1
         with self._connect(one_statement=True) as own:
-            return own.execute(statement).rowcount == 1
+            return own.execute(statement, parameters).rowcount == 1
 
     def abandon(self, document_id: str) -> bool:
         """Remove a Pending row at once (its blob already gone); False when not Pending."""

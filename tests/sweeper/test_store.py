@@ -6,12 +6,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from azure.storage.blob import ContainerClient
 from sqlalchemy.pool import QueuePool
 
 from blob_safetynet.cli.main import main
+from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.store.documents import DocumentStore, NameConflictError
 from blob_safetynet.store.engine import StoreError
-from blob_safetynet.store.tables import Document, DocumentTable, Status, new_document_id
+from blob_safetynet.store.tables import Content, Document, DocumentTable, Status, new_document_id
 
 
 def pending(name: str, blob_name: str | None = None) -> Document:
@@ -201,3 +204,62 @@ def test_pool_size_keeps_as_many_connections(db_url: str) -> None:
     pool = DocumentStore.from_url(db_url, pool_size=8).engine.pool
     assert isinstance(pool, QueuePool)
     assert pool.size() == 8
+
+
+def test_reserve_and_publish_execute_statements_built_once(db_url: str) -> None:
+    """Every reservation executes the one INSERT the store built, and every publish one of its
+    two UPDATEs: SQLAlchemy keys and compiles each statement object once, not once a call."""
+    store = DocumentStore.from_url(db_url)
+    store.init_schema()
+    executed: list[object] = []
+    sa.event.listen(
+        store.engine, "before_execute", lambda conn, statement, *_: executed.append(statement)
+    )
+    for i in range(3):
+        document = store.reserve(pending(f"once-{i}"), Content(i, f"{i:064x}"))
+        assert store.publish(document.id, blob_name=document.blob_name)
+        assert not store.publish(document.id)
+    reserves, by_blob, by_id = executed[0::3], executed[1::3], executed[2::3]
+    for statements in (reserves, by_blob, by_id):
+        assert len(statements) == 3
+        assert all(statement is statements[0] for statement in statements)
+    assert len({id(reserves[0]), id(by_blob[0]), id(by_id[0])}) == 3
+    assert [store.content(d.id) for d in store.all()] == [Content(i, f"{i:064x}") for i in range(3)]
+    assert store.count(Status.READY) == 3
+
+
+def test_publish_by_blob_name_refuses_another_blob(store: DocumentStore) -> None:
+    """A publish that names a blob the row does not hold leaves the row Pending."""
+    document = store.reserve(pending("named", "named.bin"))
+    assert not store.publish(document.id, blob_name="other.bin")
+    assert store.count(Status.PENDING) == 1
+    assert store.publish(document.id, blob_name="named.bin")
+
+
+@pytest.mark.postgres
+def test_a_put_after_the_server_killed_the_pooled_connection(
+    postgres_url: str, container: ContainerClient
+) -> None:
+    """The server ends the pooled session between two puts (pg_terminate_backend, as a
+    restart or an idle timeout would): the next put reconnects and succeeds, unretried."""
+    url = sa.make_url(postgres_url).update_query_dict({"application_name": "put-under-test"})
+    store = DocumentStore.from_url(url.render_as_string(hide_password=False), pool_size=1)
+    store.init_schema()
+    protocol = UploadProtocol(store, container)
+    protocol.put("before.txt", b"before", ".txt")
+    killer = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    try:
+        with killer.connect() as conn:
+            killed = conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'put-under-test'"
+                )
+            ).scalars()
+            assert list(killed) == [True]
+        after = protocol.put("after.txt", b"after", ".txt")
+        assert store.get(after.id) == after
+        assert store.count(Status.READY) == 2
+    finally:
+        killer.dispose()
+        store.engine.dispose()
