@@ -111,18 +111,20 @@ def late_write():
     marks.joinpath("thread").write_text("done")
 
 def main(argv=None):
+    atexit.register(print, "printed at exit")
     atexit.register(marks.joinpath("atexit").write_text, "ran")
+    code = command(["sweep", "--bogus"])
     if mode == "thread":
         threading.Thread(target=late_write).start()
     cli.teardown = Teardown()
-    return command(["sweep", "--bogus"])
+    return code
 
 cli.main = main
 sys.argv[1:] = []
 cli.console_main()
 """
-"""The console entry with `main` wrapped: it registers an atexit handler, may leave a
-non-daemon thread working, and leaves an object whose finalizer runs only at module teardown."""
+"""The console entry with `main` wrapped: it registers atexit handlers (one prints, block-
+buffered, after `main` flushed), may leave a non-daemon thread working, and leaves an object whose finalizer runs only at module teardown."""
 
 
 def test_an_atexit_handler_runs_and_the_modules_are_not_torn_down(tmp_path: Path) -> None:
@@ -130,6 +132,7 @@ def test_an_atexit_handler_runs_and_the_modules_are_not_torn_down(tmp_path: Path
 
     assert done.returncode == 2, done.stderr
     assert (tmp_path / "atexit").read_text() == "ran"
+    assert done.stdout == b"printed at exit\n"
     assert not (tmp_path / "torn-down").exists()
 
 
