@@ -179,7 +179,8 @@ def console_main() -> NoReturn:
     the flush of stdout and stderr. Commands close their own resources before they return
     (database engines disposed, Azurite stopped). While a thread other than the main one is
     alive and not a daemon, `os._exit` would cut its work short: the exit is then the normal
-    `sys.exit`, which waits for it. A stream whose reader went away ends the run as a write
+    `sys.exit`, which waits for it (an executor's workers are such threads, and the hooks
+    `concurrent.futures` registers with `threading._register_atexit` only join them). A stream whose reader went away ends the run as a write
     failing mid-run does, one line and exit 5, never a traceback.
     """
     try:
