@@ -44,7 +44,7 @@ def test_the_protocol_library_alone_pulls_in_no_pulumi() -> None:
 
 def test_the_console_script_lives_in_the_package() -> None:
     """`safetynet` is an entry point into blob_safetynet, not into a top-level module."""
-    assert PROJECT["project"]["scripts"] == {"safetynet": "blob_safetynet.cli.main:main"}
+    assert PROJECT["project"]["scripts"] == {"safetynet": "blob_safetynet.cli.main:console_main"}
 
 
 def test_an_installed_wheel_without_azurite_says_how_to_get_it(

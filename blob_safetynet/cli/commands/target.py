@@ -81,6 +81,8 @@ def add_blob_options(parser: argparse.ArgumentParser) -> None:
 
 def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClient]:
     """The checked table and the container, both read once; nothing is created or written.
+    The table's engine is disposed when the command returns (`args.resources`, which `main`
+    closes), so no connection is left for the process's exit to drop.
 
     Raises CommandError: USAGE for a wrong option or target, INCOMPLETE when a service cannot be
     reached or refuses the credentials.
@@ -91,6 +93,7 @@ def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClien
         # Every option is checked before the first connection to either service.
         service = open_blob_service_client(args)
         store = open_store(args.db, args.db_auth, creating=False, layout=table_layout(args))
+        args.resources.callback(store.engine.dispose)
         store.check_schema()
         container = service.get_container_client(args.container)
         container.get_container_properties()
