@@ -402,7 +402,7 @@ between runs in database `{BENCH_DATABASE}`, one schema a size)
 the table in `COLLATE "C"` order, join); each join in a child process, peak RSS its
 `ru_maxrss`, CPU its user + system time. The previous join (before issue 35's third round:
 every COPY row through psycopg's iterator, the cuts found by scanning whole slices, the state
-tag by `map_lookup`) runs in the same run as the baseline. Every blob is sealed and named, so no live call is made: the download of
+tag by `map_lookup`; on the same indexed table, with the same spilling thread) runs in the same run as the baseline. Every blob is sealed and named, so no live call is made: the download of
 the report from the account is not included. Load: the 1-minute load average when each join
 ended, on 2 cores shared with other sessions: peak RSS does not depend on it, wall-clock rates
 do (blobs per CPU second much less so). Listing: List Blobs with tags, 5,000 a page, from
