@@ -16,29 +16,35 @@ from tests.conftest import RunCli
 from tests.sweeper.conftest import target_options
 
 
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[DocumentStore]:
+    """Every store the command opens through `open_target`, in order."""
+    stores: list[DocumentStore] = []
+    open_store = target.open_store
+
+    def recorded(*args: object, **kwargs: object) -> DocumentStore:
+        stores.append(open_store(*args, **kwargs))  # type: ignore[arg-type]
+        return stores[-1]
+
+    monkeypatch.setattr(target, "open_store", recorded)
+    return stores
+
+
 @pytest.mark.parametrize(
     "command",
     [["sweep"], ["reconcile"], ["adopt"], ["binding", "show"]],
     ids=lambda words: " ".join(words),
 )
+@pytest.mark.usefixtures("store")
 def test_the_commands_engine_holds_no_connection_after_main(
     command: list[str],
-    store: DocumentStore,
     db_url: str,
     azurite: Azurite,
     container: ContainerClient,
     run_cli: RunCli,
-    monkeypatch: pytest.MonkeyPatch,
+    opened: list[DocumentStore],
 ) -> None:
-    opened: list[DocumentStore] = []
-
-    def recorded(*args: object, **kwargs: object) -> DocumentStore:
-        opened.append(open_store(*args, **kwargs))  # type: ignore[arg-type]
-        return opened[-1]
-
-    open_store = target.open_store
-    monkeypatch.setattr(target, "open_store", recorded)
-
+    """Once `main` returns, the store the command opened keeps no pooled connection."""
     code, _, err = run_cli(*command, *target_options(db_url, azurite, container))
 
     assert code in (0, 1), err
@@ -51,13 +57,9 @@ def test_a_table_that_fails_its_check_is_disposed_too(
     azurite: Azurite,
     container: ContainerClient,
     run_cli: RunCli,
-    monkeypatch: pytest.MonkeyPatch,
+    opened: list[DocumentStore],
 ) -> None:
-    opened: list[DocumentStore] = []
-    open_store = target.open_store
-    monkeypatch.setattr(
-        target, "open_store", lambda *a, **k: opened.append(open_store(*a, **k)) or opened[-1]
-    )
+    """A table refused by its schema check (exit 2) leaves no pooled connection either."""
     (tmp_path / "empty.db").touch()
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
 
