@@ -28,7 +28,7 @@ from azure.storage.blob import BlobClient, BlobServiceClient
 from blob_safetynet.embedded.azurite import dev_connection_string
 from blob_safetynet.policies.probes import RequestCounter
 from testkit.fault_proxy import _HOP_BY_HOP, LatencyProxy, LatencyProxyServer, _Handler
-from testkit.tag_mirror import READS, TagMirror, blob_of
+from testkit.tag_mirror import READS, TagMirror, blob_of, tags_in_body
 
 TENANT = "00000000-0000-0000-0000-000000000000"
 
@@ -485,10 +485,7 @@ def _tags_or_none(blob: BlobClient) -> dict[str, str] | None:
 
 
 def _tags(blob: BlobClient) -> dict[str, str]:
-    try:
-        return dict(blob.get_blob_tags())
-    except ResourceNotFoundError:
-        return {}
+    return _tags_or_none(blob) or {}
 
 
 class _MisbehavingHandler(_Handler):
@@ -638,15 +635,9 @@ def seals_then_refuses(exchange: Exchange) -> tuple[int, str] | None:
     """A service that answers 412 to a Set Blob Tags whose x-ms-if-tags fails, after writing
     the tags anyway."""
     if _is_tag_write(exchange) and exchange.condition_holds() is False:
-        exchange.blob.set_blob_tags(_tags_in(exchange.body))
+        exchange.blob.set_blob_tags(tags_in_body(exchange.body))
         return 412, "ConditionNotMet"
     return None
-
-
-def _tags_in(body: bytes) -> dict[str, str]:
-    """The tags of a Set Blob Tags request body (<Tags><TagSet><Tag><Key/><Value/>)."""
-    root = ET.fromstring(body)  # noqa: S314 (the probe's own request on loopback)
-    return {tag.findtext("Key", ""): tag.findtext("Value", "") for tag in root.iter("Tag")}
 
 
 class DoubleServer(LatencyProxyServer):
