@@ -160,11 +160,16 @@ def _run(arguments: list[str], redactor: Redactor) -> int:
             print(error_object(error.code, str(error).splitlines()[0]))
         return int(error.code)
     except Exception as error:
-        message = f"internal error, please report it: {type(error).__name__}: {error}"
+        message = _internal_error(error)
         print(f"safetynet: {printable(redactor.scrub(message))}", file=sys.stderr)
         if as_json:
             print(error_object(ExitCode.INTERNAL, redactor.scrub(message)))
         return int(ExitCode.INTERNAL)
+
+
+def _internal_error(error: BaseException) -> str:
+    """The line an error no command handled ends the run with (exit 5)."""
+    return f"internal error, please report it: {type(error).__name__}: {error}"
 
 
 def console_main() -> NoReturn:
@@ -229,9 +234,8 @@ def _unwritable(error: OSError) -> int:
     from blob_safetynet.settings.redaction import printable
 
     _flush_standard_streams()
-    message = f"internal error, please report it: {type(error).__name__}: {error}"
     with contextlib.suppress(OSError):
-        print(f"safetynet: {printable(message)}", file=sys.stderr, flush=True)
+        print(f"safetynet: {printable(_internal_error(error))}", file=sys.stderr, flush=True)
     _flush_standard_streams()
     return int(ExitCode.INTERNAL)
 

@@ -31,6 +31,11 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
+def received_signal(stop: KeyboardInterrupt | Terminated) -> signal.Signals:
+    """The signal a stop exception stands for: SIGINT for KeyboardInterrupt, else SIGTERM."""
+    return signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM
+
+
 class Outcome:
     """The exit code a stop signal decided, None while none arrived."""
 
@@ -54,7 +59,7 @@ def stopped_cleanly() -> Iterator[Outcome]:
     except (KeyboardInterrupt, Terminated) as stop:
         for number in previous:
             signal.signal(number, signal.SIG_IGN)
-        received = signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM
+        received = received_signal(stop)
         print(f"safetynet: stopped by {received.name}", file=sys.stderr)
         outcome.code = EXIT_CODES[received]
     finally:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 from collections.abc import Callable
 
 from blob_safetynet.cli.commands.common import fail
 from blob_safetynet.cli.commands.interrupt import EXIT_CODES
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.cli.startup import Terminated
+from blob_safetynet.cli.startup import Terminated, received_signal
 from blob_safetynet.protocol.clients import database_credential
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import (
@@ -164,7 +163,7 @@ def run_upgrade(args: argparse.Namespace) -> int:
     try:
         return _run(args, "db upgrade", False, upgrade)
     except (KeyboardInterrupt, Terminated) as stop:
-        received = signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM
+        received = received_signal(stop)
         return fail(
             "db upgrade",
             EXIT_CODES[received],
