@@ -23,8 +23,8 @@ from blob_safetynet import package_version
 from blob_safetynet.cli.main import main
 from blob_safetynet.policies.probes import PROBES, ProbeOutcome, ProbeResult
 from blob_safetynet.policies.probes.runner import VerificationRun
-from blob_safetynet.policies.report import VERIFY_RENDERERS
-from blob_safetynet.policies.report_html import frameworks
+from blob_safetynet.policies.reports.formats import VERIFY_RENDERERS
+from blob_safetynet.policies.reports.html import frameworks
 from blob_safetynet.policies.rules import RULES_BY_ID, ruleset_version
 from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
 from testkit.devtools import Browser

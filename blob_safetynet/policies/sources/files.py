@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from blob_safetynet.policies.adapters import arm
+from blob_safetynet.policies.adapters.arm_json import ArmObject, SpellingError, enum
 from blob_safetynet.policies.adapters.common import KINDS
-from blob_safetynet.policies.arm_json import ArmObject, SpellingError, enum
-from blob_safetynet.policies.audit import AccountResult, AuditReport, Scope
-from blob_safetynet.policies.model import UNKNOWN, Facet, Thresholds
 from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
+from blob_safetynet.policies.rules.model import UNKNOWN, Facet, Thresholds
+from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
 from blob_safetynet.settings import untrusted
 from blob_safetynet.settings.redaction import printable
 

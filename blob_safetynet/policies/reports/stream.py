@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any
 
-from blob_safetynet.policies.audit import AccountResult, ErrorKind, ReadError, Scope
-from blob_safetynet.policies.model import Account, Thresholds
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule
 from blob_safetynet.policies.rules.base import FixTarget
-from blob_safetynet.policies.suppressions import Applied, Baseline, Key, Suppression, key
+from blob_safetynet.policies.rules.model import Account, Thresholds
+from blob_safetynet.policies.rules.suppressions import Applied, Baseline, Key, Suppression, key
+from blob_safetynet.policies.sources.results import AccountResult, ErrorKind, ReadError, Scope
 
 
 def _record(result: AccountResult) -> bytes:
@@ -123,7 +123,7 @@ class Spool:
 
 @dataclass
 class SpooledReport:
-    """An `AuditReport` whose results are a `Spool` (a `report_view.Judged`)."""
+    """An `AuditReport` whose results are a `Spool` (a `view.Judged`)."""
 
     scope: Scope
     thresholds: Thresholds

@@ -1,6 +1,6 @@
 """The rule catalogue as a Markdown table, generated from the rules themselves.
 
-`python -m blob_safetynet.policies.catalogue --write docs/policies.md` replaces the text between the markers below;
+`python -m blob_safetynet.policies.reports.catalogue --write docs/policies.md` replaces the text between the markers below;
 `--check docs/policies.md` exits 1 when that text is stale.
 """
 
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from blob_safetynet.policies.generated_table import cell, replace_between, table_cli
+from blob_safetynet.policies.reports.generated_table import cell, replace_between, table_cli
 from blob_safetynet.policies.rules import RULES, Rule
 
 START: Final = "<!-- rules:start -->"
@@ -18,7 +18,7 @@ END: Final = "<!-- rules:end -->"
 
 
 def _where(rule: Rule) -> str:
-    from blob_safetynet.policies.pack import is_resource_rule
+    from blob_safetynet.policies.pack.crossguard import is_resource_rule
 
     return "resource" if is_resource_rule(rule) else "stack"
 
@@ -58,7 +58,7 @@ def replace_between_markers(text: str, table: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     return table_cli(
         argv,
-        prog="python -m blob_safetynet.policies.catalogue",
+        prog="python -m blob_safetynet.policies.reports.catalogue",
         render=render,
         replace=replace_between_markers,
         table_name="the rule catalogue",

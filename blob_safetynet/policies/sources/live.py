@@ -6,16 +6,13 @@ their role definitions (cached per run). A read that fails leaves its facet UNKN
 reported as what it is (authentication, missing permission, malformed answer), never as a rule
 failure. Accounts are audited concurrently on a thread pool.
 
-Just over 500 lines: the reads of one account and the thread pool over the accounts, which
-share the per-run caches and the error kinds.
+How ARM is reached (endpoint, credential, transport, what a failed read is) is in
+`connection.py`; what an audit produces, for every source and report, in `results.py`.
 """
 
 from __future__ import annotations
 
-import enum
 import functools
-import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,168 +20,74 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import requests
-from azure.core.credentials import AccessToken, TokenCredential
+from azure.core.credentials import TokenCredential
 from azure.core.exceptions import (
-    ClientAuthenticationError,
-    DecodeError,
     DeserializationError,
-    HttpResponseError,
     ResourceNotFoundError,
-    ServiceRequestError,
 )
-from azure.core.pipeline.transport import RequestsTransport
 from azure.core.rest import HttpRequest
 
 from blob_safetynet.policies.adapters import arm
-from blob_safetynet.policies.model import Account, Facet, Thresholds
-from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule, Severity, evaluate
+from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
-from blob_safetynet.policies.throttle import SharedThrottle
-from blob_safetynet.settings import appsettings
-from blob_safetynet.settings.appsettings import SettingsError
-from blob_safetynet.settings.endpoints import parse_endpoint
-from blob_safetynet.settings.redaction import Redactor, display_url, printable
+from blob_safetynet.policies.rules.model import Facet, Thresholds
+from blob_safetynet.policies.sources.connection import (
+    READ_ERRORS,
+    check_arm_endpoint,
+    classify,
+    client_options,
+)
+from blob_safetynet.policies.sources.results import (
+    AccountResult,
+    AuditReport,
+    ReadError,
+    Scope,
+)
+from blob_safetynet.policies.sources.throttle import SharedThrottle
 
 if TYPE_CHECKING:
     from azure.mgmt.authorization import AuthorizationManagementClient
     from azure.mgmt.storage import StorageManagementClient
 
+
 DEFAULT_CONCURRENCY = 8
+
+
 STORAGE_API_VERSION = arm.STORAGE_API_VERSION
+
+
 """The Microsoft.Storage api-version every read uses, whatever azure-mgmt-storage defaults to:
 an SDK upgrade must not silently change what the audit sees. Clouds that lag (sovereign
 clouds) take `--storage-api-version`; an older version cannot show
 `allowSharedKeyAccessForServices`, and the shared key rule says so (UNKNOWN)."""
+
+
 DEFENDER_API_VERSION = "2025-01-01"
+
+
 """The Microsoft.Security api-version of defenderForStorageSettings (its first GA version;
 2022-12-01-preview introduced the per-account setting)."""
+
+
 PRICINGS_API_VERSION = "2024-01-01"
+
+
 """The Microsoft.Security api-version of the subscription's Defender plans (pricings)."""
-ARM_HOSTS = ("management.azure.com", "management.usgovcloudapi.net", "management.chinacloudapi.cn")
-"""Resource Manager of the public, US Government and China clouds (the same documents as the
-blob endpoint suffixes in blob_safetynet/settings/parsed.py)."""
+
+
 T = TypeVar("T")
+
+
 Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
+
+
 """Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""
-
-
-def check_arm_endpoint(
-    endpoint: str, *, allow_custom: bool = False, setting: str = "--arm-endpoint"
-) -> None:
-    """The ARM token goes only to Azure's Resource Manager or loopback, unless allowed; the
-    host is read by `parse_endpoint`, as the HTTP client reads it."""
-    parsed = parse_endpoint(endpoint, setting)
-    shown = display_url(endpoint)
-    if parsed.scheme != "https":
-        raise SettingsError(
-            f"{setting} {shown} must be an https:// URL (tokens are never sent over plain HTTP)"
-        )
-    if parsed.has_query:
-        raise SettingsError(f"{setting} {shown} must not carry user info or a query string")
-    if not (parsed.loopback or parsed.host in ARM_HOSTS or allow_custom):
-        raise SettingsError(
-            f"{setting} {shown} is not Azure Resource Manager ({', '.join(ARM_HOSTS)}) "
-            "or loopback; to send the token there anyway, pass --allow-custom-endpoint"
-        )
-
-
-class ErrorKind(enum.StrEnum):
-    AUTH = "authentication"
-    PERMISSION = "permission"
-    NOT_FOUND = "not-found"
-    MALFORMED = "malformed-response"
-    HTTP = "http"
-
-
-@dataclass(frozen=True)
-class ReadError:
-    """A read that failed: which account, which operation, what kind, ARM's own words."""
-
-    account: str | None
-    operation: str
-    kind: ErrorKind
-    message: str
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What to audit: a subscription, one resource group of it, or one account; or files."""
-
-    subscription_id: str
-    resource_group: str | None = None
-    account: str | None = None
-    files: tuple[str, ...] = ()
-    """Saved ARM JSON judged offline (`blob_safetynet/policies/offline.py`) instead of a live scope."""
-    subscriptions: tuple[str, ...] = ()
-    management_groups: tuple[str, ...] = ()
-    all_subscriptions: bool = False
-    """A fleet (`blob_safetynet/policies/fleet.py`): these subscriptions and management groups,
-    or every subscription the credential can read, listed through Resource Graph."""
-
-    @property
-    def fleet(self) -> bool:
-        return bool(self.subscriptions or self.management_groups or self.all_subscriptions)
-
-    @property
-    def label(self) -> str:
-        """What was judged, in every report format: the ARM scope, or the files."""
-        if self.files:
-            return f"judged from files, not read from Azure: {', '.join(self.files)}"
-        if self.all_subscriptions:
-            return "every subscription the credential can read"
-        if self.fleet:
-            groups = [
-                f"/providers/Microsoft.Management/managementGroups/{group}"
-                for group in self.management_groups
-            ]
-            return ", ".join([*groups, *(f"/subscriptions/{s}" for s in self.subscriptions)])
-        parts = [f"/subscriptions/{self.subscription_id}"]
-        if self.resource_group:
-            parts.append(f"/resourceGroups/{self.resource_group}")
-        if self.account:
-            parts.append(f"/providers/Microsoft.Storage/storageAccounts/{self.account}")
-        return "".join(parts)
-
-
-@dataclass
-class AccountResult:
-    account: Account
-    findings: list[Finding]
-    errors: list[ReadError] = field(default_factory=list)
-
-
-@dataclass
-class AuditReport:
-    scope: Scope
-    thresholds: Thresholds
-    results: list[AccountResult]
-    errors: list[ReadError] = field(default_factory=list)
-    """Errors not tied to one account (listing the scope)."""
-    rules: tuple[Rule, ...] = RULES
-    seconds: float = 0.0
-
-    @property
-    def findings(self) -> list[Finding]:
-        return [finding for result in self.results for finding in result.findings]
-
-    @property
-    def all_errors(self) -> list[ReadError]:
-        return [*self.errors, *(e for result in self.results for e in result.errors)]
-
-    def failures(self, at_least: Severity) -> list[Finding]:
-        """FAIL findings whose severity is `at_least` or above."""
-        return [
-            f
-            for f in self.findings
-            if f.outcome is Outcome.FAIL and f.severity.rank >= at_least.rank
-        ]
 
 
 @dataclass(frozen=True)
 class Prefetched:
     """What a fleet audit read for one account from Resource Graph and per-subscription lists
-    (blob_safetynet/policies/fleet.py), so that `ArmReader.read` does not read it again."""
+    (blob_safetynet/policies/sources/fleet.py), so that `ArmReader.read` does not read it again."""
 
     role_assignments: Sequence[Mapping[str, Any]] | None = None
     """Every assignment that applies to the account; None: read per account."""
@@ -192,61 +95,6 @@ class Prefetched:
     """Role definition bodies by lower-case GUID; one not here is read (cached per run)."""
     connections_in_body: bool = False
     """Take `properties.privateEndpointConnections` from the account's body when it is there."""
-
-
-class StaticTokenCredential:
-    """A bearer token handed in by a pipeline (`SAFETYNET_ARM_TOKEN`), used as is.
-
-    It is never logged, printed or put in a repr.
-    """
-
-    def __init__(self, token: str, lifetime_seconds: int = 3600) -> None:
-        self._token = token
-        self._expires_on = int(time.time()) + lifetime_seconds
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken(self._token, self._expires_on)
-
-    def __repr__(self) -> str:
-        return "StaticTokenCredential(<hidden>)"
-
-
-def default_credential() -> TokenCredential:
-    """DefaultAzureCredential; a malformed credential variable is a SettingsError naming it."""
-    from azure.identity import DefaultAzureCredential
-
-    return appsettings.from_credential_environment(DefaultAzureCredential, os.environ)
-
-
-def classify(error: Exception) -> tuple[ErrorKind, str]:
-    """The kind of a failed read and a message safe to print (no headers, no token)."""
-    if isinstance(error, ClientAuthenticationError):
-        return ErrorKind.AUTH, _first_line(error)
-    if isinstance(error, (DecodeError, DeserializationError, json.JSONDecodeError)):
-        return ErrorKind.MALFORMED, _first_line(error)
-    if isinstance(error, ResourceNotFoundError):
-        return ErrorKind.NOT_FOUND, _first_line(error)
-    if isinstance(error, HttpResponseError):
-        if error.status_code == 403:
-            return ErrorKind.PERMISSION, _first_line(error)
-        if error.status_code == 401:
-            return ErrorKind.AUTH, _first_line(error)
-        return ErrorKind.HTTP, _first_line(error)
-    if isinstance(error, ServiceRequestError):
-        return ErrorKind.HTTP, _first_line(error)
-    return ErrorKind.MALFORMED, f"{type(error).__name__}: {_first_line(error)}"
-
-
-def _first_line(error: Exception) -> str:
-    """ARM's own words, shortened, escaped, and scrubbed of anything credential-like: an error
-    body may echo the request's token, and these words go into every report format."""
-    text = str(error).strip() or type(error).__name__
-    line = " ".join(line.strip() for line in text.splitlines()[:2] if line.strip())
-    return printable(Redactor().scrub(line))
-
-
-READ_ERRORS = (HttpResponseError, ClientAuthenticationError, ServiceRequestError, DecodeError)
-"""What a read may raise that is the service's answer, not a bug here (plus malformed bodies)."""
 
 
 def _as_dict(model: Any) -> dict[str, Any]:
@@ -274,25 +122,6 @@ class FetchedOnce(Generic[T]):
             if key not in self._values:
                 self._values[key] = fetch()
             return self._values[key]
-
-
-def client_options(
-    arm_endpoint: str | None, concurrency: int, connection_verify: str | bool | None
-) -> dict[str, Any]:
-    """The transport (a pool sized for `concurrency`) and endpoint options of an azure-mgmt
-    client; the caller has checked `arm_endpoint` (`check_arm_endpoint`)."""
-    session = requests.Session()
-    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=max(10, concurrency))
-    session.mount("https://", adapter)
-    session.mount("http://", adapter)
-    transport_options: dict[str, Any] = {}
-    if connection_verify is not None:
-        transport_options["connection_verify"] = connection_verify
-    options: dict[str, Any] = {"transport": RequestsTransport(session=session, **transport_options)}
-    if arm_endpoint:
-        options["base_url"] = arm_endpoint.rstrip("/")
-        options["credential_scopes"] = [arm_endpoint.rstrip("/") + "/.default"]
-    return options
 
 
 class ArmReader:

@@ -7,10 +7,10 @@ then merges properties given under the policy's own name; the Python analyzer ha
 only `policyConfig[<its name>]`, `pulumi_policy.policy._get_policy_config`). Thresholds must
 therefore be repeated per policy, which this module writes:
 
-    python -m blob_safetynet.policies.pack_config --max-pending-days 3 > policy-config.json
+    python -m blob_safetynet.policies.pack.config --max-pending-days 3 > policy-config.json
     pulumi up --policy-pack policies --policy-pack-config policy-config.json
 
-What it writes is first checked against the pack's own config schema (`blob_safetynet.policies.pack.
+What it writes is first checked against the pack's own config schema (`blob_safetynet.policies.pack.crossguard.
 CONFIG_SCHEMA`, a JSON Schema the Pulumi CLI validates a config file with:
 https://pulumi.com/docs/using-pulumi/crossguard/configuration): a value the schema rejects is
 refused here (exit 2) rather than written into a file `pulumi up` would refuse later.
@@ -26,15 +26,15 @@ from typing import Any, Final
 
 from pulumi_policy import PolicyConfigSchema
 
-from blob_safetynet.policies.model import Thresholds
-from blob_safetynet.policies.pack import CONFIG_SCHEMA
+from blob_safetynet.policies.pack.crossguard import CONFIG_SCHEMA
 from blob_safetynet.policies.rules import RULES
+from blob_safetynet.policies.rules.model import Thresholds
 
 DEFAULTS = Thresholds()
 
 
 def config_values(thresholds: Thresholds) -> dict[str, Any]:
-    """The pack's config keys (its schema, `blob_safetynet.policies.pack.CONFIG_SCHEMA`) for `thresholds`."""
+    """The pack's config keys (its schema, `blob_safetynet.policies.pack.crossguard.CONFIG_SCHEMA`) for `thresholds`."""
     return {
         "minBlobSoftDeleteDays": thresholds.min_blob_soft_delete_days,
         "maxPendingDays": thresholds.max_pending_days,
@@ -136,7 +136,7 @@ def _bound_problems(value: object, rules: Mapping[str, Any]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m blob_safetynet.policies.pack_config",
+        prog="python -m blob_safetynet.policies.pack.config",
         description="Print a policy pack config file with these thresholds under every policy.",
     )
     parser.add_argument(

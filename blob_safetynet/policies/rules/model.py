@@ -172,7 +172,7 @@ class RoleAssignment:
     data_actions: Maybe[tuple[str, ...]]
     not_data_actions: Maybe[tuple[str, ...]]
     condition: Maybe[str | None] = None
-    """The assignment's ABAC condition (None: a plain grant); `blob_safetynet.policies.roles` parses it."""
+    """The assignment's ABAC condition (None: a plain grant); `blob_safetynet.policies.rules.roles` parses it."""
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,11 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
-from blob_safetynet.policies import suppressions
 from blob_safetynet.policies.adapters import pulumi_props
 from blob_safetynet.policies.adapters.pulumi_props import StackResource
-from blob_safetynet.policies.model import Account, Facet, Thresholds
-from blob_safetynet.policies.rules import RULES, Finding, FixTarget, Outcome, Rule
+from blob_safetynet.policies.rules import RULES, Finding, FixTarget, Outcome, Rule, suppressions
 from blob_safetynet.policies.rules.base import failed
+from blob_safetynet.policies.rules.model import Account, Facet, Thresholds
 
 PACK_NAME: Final = "blob-safetynet"
 STACK: Final = "<stack>"
@@ -108,7 +107,7 @@ CONFIG_SCHEMA: Final = PolicyConfigSchema(
     }
 )
 """The thresholds every policy accepts, set under each policy's own name in a policy config file
-(`python -m blob_safetynet.policies.pack_config`); the CLI drops them under `"all"`."""
+(`python -m blob_safetynet.policies.pack.config`); the CLI drops them under `"all"`."""
 
 
 class RuleUnknown(UnknownValueError):

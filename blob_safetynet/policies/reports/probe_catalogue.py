@@ -1,6 +1,6 @@
 """The probe table of docs/verification.md, generated from the probes themselves.
 
-`python -m blob_safetynet.policies.probes.catalogue --write docs/verification.md` replaces the text between the
+`python -m blob_safetynet.policies.reports.probe_catalogue --write docs/verification.md` replaces the text between the
 markers; `--check docs/verification.md` exits 1 when it is stale.
 """
 
@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from blob_safetynet.policies.generated_table import cell, replace_between, table_cli
 from blob_safetynet.policies.probes import PROBES, Probe
+from blob_safetynet.policies.reports.generated_table import cell, replace_between, table_cli
 
 START: Final = "<!-- probes:start -->"
 END: Final = "<!-- probes:end -->"
@@ -42,7 +42,7 @@ def replace_between_markers(text: str, table: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     return table_cli(
         argv,
-        prog="python -m blob_safetynet.policies.probes.catalogue",
+        prog="python -m blob_safetynet.policies.reports.probe_catalogue",
         render=render,
         replace=replace_between_markers,
         table_name="the probe table",

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
 
-from blob_safetynet.policies.audit import AccountResult, ReadError, Scope
-from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.probes import ProbeOutcome, VerificationRun
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule
-from blob_safetynet.policies.suppressions import Applied, Baseline, Key
+from blob_safetynet.policies.rules.model import Thresholds
+from blob_safetynet.policies.rules.suppressions import Applied, Baseline, Key
+from blob_safetynet.policies.sources.results import AccountResult, ReadError, Scope
 from blob_safetynet.settings import untrusted
 
 SUPPRESSED: Final = "SUPPRESSED"
@@ -26,7 +26,7 @@ MAX_HISTORY_BYTES: Final = 20_000_000
 
 class Judged(Protocol):
     """What a report writer reads: an `AuditReport`, or a fleet's results spooled to disk
-    (`report_stream.SpooledReport`). `results` may be read more than once, in the same order
+    (`stream.SpooledReport`). `results` may be read more than once, in the same order
     each time; the writers never hold more than one account's result of it at once."""
 
     @property
@@ -41,6 +41,10 @@ class Judged(Protocol):
     def rules(self) -> tuple[Rule, ...]: ...
     @property
     def seconds(self) -> float: ...
+
+
+TOOL_NAME: Final = "safetynet"
+TOOL_URI: Final = "https://github.com/blob-safetynet/blob-safetynet"
 
 
 def findings_of(report: Judged) -> Iterator[Finding]:

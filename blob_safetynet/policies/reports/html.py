@@ -22,10 +22,10 @@ import jinja2
 import markupsafe
 
 from blob_safetynet import package_version
-from blob_safetynet.policies import escaping
 from blob_safetynet.policies.probes import ProbeOutcome, VerificationRun
-from blob_safetynet.policies.report_text import attention
-from blob_safetynet.policies.report_view import (
+from blob_safetynet.policies.reports import escaping
+from blob_safetynet.policies.reports.markdown import attention
+from blob_safetynet.policies.reports.view import (
     ATTENTION,
     STATES,
     Judged,

@@ -1,5 +1,5 @@
 """The fleet audit: storage accounts of management groups and subscriptions, listed by Resource
-Graph with their role assignments (blob_safetynet/policies/fleet_roles.py) and private endpoint
+Graph with their role assignments (blob_safetynet/policies/sources/fleet_roles.py) and private endpoint
 connections, then read per account through ARM for what Resource Graph does not hold.
 
 Resource Graph (POST /providers/Microsoft.ResourceGraph/resources, api-version 2021-03-01, the
@@ -35,27 +35,35 @@ from azure.core.exceptions import DeserializationError
 from azure.core.rest import HttpRequest
 
 from blob_safetynet.policies.adapters import arm
-from blob_safetynet.policies.audit import (
-    DEFAULT_CONCURRENCY,
+from blob_safetynet.policies.rules import evaluate
+from blob_safetynet.policies.rules.model import Thresholds
+from blob_safetynet.policies.sources.connection import (
     READ_ERRORS,
-    STORAGE_API_VERSION,
-    AccountResult,
-    ArmReader,
-    AuditReport,
-    ErrorKind,
-    FetchedOnce,
-    Prefetched,
-    ReadError,
-    Scope,
     check_arm_endpoint,
     classify,
     client_options,
+)
+from blob_safetynet.policies.sources.fleet_roles import (
+    ROLE_ASSIGNMENTS_QUERY,
+    RoleIndex,
+    definitions_query,
+)
+from blob_safetynet.policies.sources.live import (
+    DEFAULT_CONCURRENCY,
+    STORAGE_API_VERSION,
+    ArmReader,
+    FetchedOnce,
+    Prefetched,
     subscription_of,
 )
-from blob_safetynet.policies.fleet_roles import ROLE_ASSIGNMENTS_QUERY, RoleIndex, definitions_query
-from blob_safetynet.policies.model import Thresholds
-from blob_safetynet.policies.rules import evaluate
-from blob_safetynet.policies.throttle import SharedThrottle
+from blob_safetynet.policies.sources.results import (
+    AccountResult,
+    AuditReport,
+    ErrorKind,
+    ReadError,
+    Scope,
+)
+from blob_safetynet.policies.sources.throttle import SharedThrottle
 
 if TYPE_CHECKING:
     from azure.mgmt.resourcegraph import ResourceGraphClient

@@ -3,7 +3,7 @@
 One run = every probe against the target (with the identity in use, the deployed app's verifier
 identity, limited by ABAC to `.safetynet/verify/`), the settings rules on the account when an
 audit is given, and a census of every lifecycle canary ever planted. The result becomes one JSON
-history record (blob_safetynet/policies/history.py) and one custom event per check plus per-run metrics in
+history record (blob_safetynet/policies/continuous/history.py) and one custom event per check plus per-run metrics in
 Application Insights (names: blob_safetynet/settings/signals.py, which the alert rules query as well). The
 Function's timer and the tests call `verify_continuously` alike; only the clock, the telemetry
 providers and the audit are handed in.
@@ -19,7 +19,7 @@ from typing import Any, Final
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 
-from blob_safetynet.policies.history import SCHEMA, write_record
+from blob_safetynet.policies.continuous.history import SCHEMA, write_record
 from blob_safetynet.policies.probes import PROBES, Probe, Target, run_probes
 from blob_safetynet.policies.probes.liveness import canary_census
 from blob_safetynet.policies.probes.runner import VerificationRun
