@@ -16,6 +16,7 @@ from blob_safetynet.policies.reports.view import (
     all_errors,
     behaviour_by_rule,
     findings_of,
+    reads_summary,
     settings_by_rule,
     state,
     summary,
@@ -110,7 +111,7 @@ def iter_json(report: Judged, context: ReportContext) -> Iterator[str]:
             "maxPendingDays": report.thresholds.max_pending_days,
             "containerName": report.thresholds.container,
         },
-        "summary": summary(report, context),
+        "summary": {**summary(report, context), **reads_summary(report)},
         "findings": arrays.mark(_finding_dict(f, context) for f in findings_of(report)),
         "errors": [_error_dict(e) for e in all_errors(report)],
         "suppressions": {

@@ -131,6 +131,7 @@ class SpooledReport:
     errors: list[ReadError] = field(default_factory=list)
     rules: tuple[Rule, ...] = RULES
     seconds: float = 0.0
+    requests: int = 0
 
 
 def _baseline_suppression(finding: Finding, baseline: Baseline) -> Suppression:

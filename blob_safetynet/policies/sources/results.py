@@ -16,6 +16,8 @@ class ErrorKind(enum.StrEnum):
     NOT_FOUND = "not-found"
     MALFORMED = "malformed-response"
     HTTP = "http"
+    NETWORK = "network"
+    """No answer: the connection failed, dropped or stalled past the read timeout."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class AccountResult:
     account: Account
     findings: list[Finding]
     errors: list[ReadError] = field(default_factory=list)
+    deleted: bool = False
+    """ARM answered 404 for the account after it was listed: its rules are NOT_APPLICABLE."""
 
 
 @dataclass
@@ -84,6 +88,8 @@ class AuditReport:
     """Errors not tied to one account (listing the scope)."""
     rules: tuple[Rule, ...] = RULES
     seconds: float = 0.0
+    requests: int = 0
+    """HTTP requests sent to Resource Manager and Resource Graph, retries included."""
 
     @property
     def findings(self) -> list[Finding]:
