@@ -1003,16 +1003,28 @@ class _TlsServer(ThreadingHTTPServer):
         self._fake = fake
 
     def get_request(self) -> tuple[Any, Any]:
-        while True:
-            raw, address = self.socket.accept()
-            if not self._fake.refuses():
-                break
-            _reset(raw)
+        raw, address = self.socket.accept()
+        if self._fake.refuses():
+            _refuse(raw)
+            raise OSError("connection refused by the fake")  # socketserver skips it
         try:
             return self._context.wrap_socket(raw, server_side=True), address
         except (OSError, ssl.SSLError):
             raw.close()
             raise
+
+
+def _refuse(connection: socket.socket) -> None:
+    """Read the client's TLS hello, then close without a word: the client's handshake meets the
+    end of the stream (SSLEOFError), which azure-core raises as ServiceRequestError. Closing
+    before the hello arrives, or with it unread, would reset the connection instead, which
+    azure-core raises as a ServiceResponseError."""
+    connection.settimeout(2)
+    with contextlib.suppress(OSError):
+        connection.recv(1 << 16)
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
+    connection.close()
 
 
 def _reset(connection: socket.socket) -> None:
