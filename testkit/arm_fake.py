@@ -21,6 +21,7 @@ import struct
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -454,6 +455,10 @@ class FakeArm:
         """A forced answer to a subscription's `roleAssignments?$filter=atScope()` list."""
         self.served: dict[str, int] = {}
         """Requests answered, by operation ("roleAssignments", "graph:roleassignments", ...)."""
+        self.account_reads: Counter[str] = Counter()
+        """Requests answered under each account (its name), whatever the operation."""
+        self.subscription_reads: Counter[str] = Counter()
+        """ARM GETs under each lower-case subscription that took a token of its read bucket."""
         self.graph_throttle_schedule: set[int] = set()
         """Resource Graph requests (1-based, in arrival order) answered 429 with Retry-After."""
         self.arm_throttle_schedule: set[int] = set()
@@ -540,6 +545,9 @@ class FakeArm:
         if bucket is None:
             return None, headers
         taken, remaining, wait = bucket.take()
+        if taken and named is not None:
+            with self._lock:
+                self.subscription_reads[named.group(1)] += 1
         if graph:
             headers["x-ms-user-quota-remaining"] = str(remaining)
             headers["x-ms-user-quota-resets-after"] = time.strftime(
@@ -818,6 +826,8 @@ class FakeArm:
         if operation is None:
             return 404, error_body(404)
         self._count(operation)
+        with self._lock:
+            self.account_reads[account.name] += 1
         failure = account.failures.get(operation)
         if failure is not None:
             return failure.status, (
