@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,21 @@ def test_stream_writes_every_verdict_as_json_lines(
     assert streamed == reported
     assert len(lines) == len(document["findings"])
     assert "accounts judged" not in capsys.readouterr().err
+
+
+def test_stream_replaces_a_planted_link_and_is_owner_only(fake: FakeArm, tmp_path: Path) -> None:
+    """A --stream FILE that is a symlink to another file: the link is replaced by a new file of
+    mode 0600 holding the verdicts, and the file it pointed to is left as it was."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    stream = tmp_path / "fleet.jsonl"
+    stream.symlink_to(victim)
+    code = main(["audit", "--management-group", "mg-all", "--stream", str(stream)])
+    assert code == ExitCode.FINDINGS
+    assert victim.read_text() == "keep"
+    assert not stream.is_symlink()
+    assert stat.S_IMODE(stream.stat().st_mode) & 0o077 == 0
+    assert json.loads(stream.read_text().splitlines()[0])["type"] in ("finding", "error")
 
 
 def test_progress_line_on_a_terminal_counts_accounts(fake: FakeArm) -> None:

@@ -88,3 +88,18 @@ def test_an_unknown_format_is_a_usage_error(tmp_path: Path) -> None:
     """Only azure-policy is a format; another exits 2."""
     code = main(["policy", "export", "--format", "bicep", "--scope", SCOPE, str(tmp_path)])
     assert code == 2
+
+
+def test_a_definitions_folder_that_is_a_link_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DIR/definitions a symbolic link to a folder elsewhere: exit 2 naming the link, nothing
+    written where it points."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    (folder / "definitions").symlink_to(elsewhere, target_is_directory=True)
+    assert export_to(folder) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == []

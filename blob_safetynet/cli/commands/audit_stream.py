@@ -12,6 +12,7 @@ not a terminal nothing is printed.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import sys
 import time
@@ -66,7 +67,7 @@ class Stream:
 
     def __enter__(self) -> Stream:
         if self._path is not None:
-            self._file = self._path.open("w", encoding="utf-8")
+            self._file = io.TextIOWrapper(atomicfile.create(self._path), encoding="utf-8")
         self._started = time.monotonic()
         return self
 
