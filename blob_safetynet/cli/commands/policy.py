@@ -69,7 +69,7 @@ def _folder_problem(text: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    scope = str(args.scope).rstrip("/")
+    scope = str(args.scope)
     problem = export.scope_problem(scope)
     if problem:
         return fail("policy export", ExitCode.USAGE, f"--scope {scope!r}: {problem}", False)
