@@ -1,8 +1,9 @@
 """One escaping of untrusted text for every CI agent, on every line a CI step prints.
 
 The GitHub runner and the Azure Pipelines agent read each line of a step's standard output and
-standard error for commands, and lines come from .NET's `ReadLine` (a CR, an LF or a CRLF ends
-one):
+standard error for commands, and lines come from .NET's `ReadLine` ("a carriage return, a line
+feed, a carriage return followed by a line feed" ends one:
+https://learn.microsoft.com/dotnet/api/system.io.textreader.readline):
 
 - Azure Pipelines acts on `##vso[` anywhere in a line (`Command.TryParse`:
   `message.IndexOf("##vso[")`, https://github.com/microsoft/azure-pipelines-agent/blob/master/src/Microsoft.VisualStudio.Services.Agent/Command.cs),
