@@ -45,13 +45,23 @@ from azure.storage.blob import BlobClient, ContainerClient
 from blob_safetynet.protocol import blobs
 from blob_safetynet.reconcile.listing import RepairRefusedError, check_binding
 from blob_safetynet.recover import containers
-from blob_safetynet.recover.nets import DELETED, SNAPSHOT, VERSION, Digest, KeptCopy, read_digest
+from blob_safetynet.recover.nets import (
+    DELETED,
+    SNAPSHOT,
+    VERSION,
+    BlobNets,
+    Digest,
+    KeptCopy,
+    read_digest,
+    read_nets,
+)
 from blob_safetynet.recover.plan import (
     COPIES_DIFFER,
     EXPIRED,
     NO_COPY,
     Target,
     check_target,
+    judge,
     plan_rows,
 )
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG, tag_condition
@@ -191,6 +201,25 @@ def recover_document(
     except (AzureError, blobs.TagTransitionError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         return Outcome(document_id, blob_name, FAILED, f"{type(error).__name__}: {first}")
+
+
+def recover_one(store: DocumentStore, container: ContainerClient, document_id: str) -> Outcome:
+    """Judge and recover one document now, without a plan (the verifier's drill, a person's
+    single fix): its row, then its blob and the nets' copies of that name read by one listing
+    under the blob's name as prefix."""
+    found = store.get_with_content(document_id)
+    if found is None or found[0].status is not Status.READY:
+        return Outcome(document_id, "", SKIPPED, "no Ready row with this id")
+    document, content = found
+    listed = read_nets(container, prefix=document.blob_name).get(document.blob_name, BlobNets())
+    row = judge(container, document, content, listed)
+    if row is None:
+        return Outcome(
+            document_id, document.blob_name, INTACT, "the live blob holds the row's bytes"
+        )
+    if row.reason is not None:
+        return Outcome(document_id, document.blob_name, UNRECOVERABLE, row.reason)
+    return recover_document(store, container, document.id, document.blob_name, row.copies)
 
 
 @dataclass

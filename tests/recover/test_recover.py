@@ -13,7 +13,7 @@ from blob_safetynet.embedded.azurite import create_unique_container
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import RepairRefusedError
-from blob_safetynet.recover.apply import INTACT, RESTORED, UNRECOVERABLE, apply_plan
+from blob_safetynet.recover.apply import INTACT, RESTORED, UNRECOVERABLE, apply_plan, recover_one
 from blob_safetynet.recover.plan import COPIES_DIFFER, EXPIRED, NO_COPY, make_plan
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
@@ -154,3 +154,19 @@ def test_a_plan_for_another_target_is_refused_before_any_write(
         apply_plan(store, bound, plan)
 
     assert not bound.get_blob_client(document.blob_name).exists()
+
+
+def test_one_document_is_recovered_without_a_plan(
+    protocol: UploadProtocol, store: DocumentStore, bound: ContainerClient
+) -> None:
+    """`recover_one` judges and restores a single document (the drill's entry point), and says
+    `intact` when run again."""
+    document = protocol.put("one.txt", b"only me", ".txt")
+    protocol.put("other.txt", b"not me", ".txt")
+    bound.delete_blob(document.blob_name)
+
+    first = recover_one(store, bound, document.id)
+    again = recover_one(store, bound, document.id)
+
+    assert (first.status, again.status) == (RESTORED, INTACT)
+    assert bound.get_blob_client(document.blob_name).download_blob().readall() == b"only me"
