@@ -170,3 +170,44 @@ def test_one_document_is_recovered_without_a_plan(
 
     assert (first.status, again.status) == (RESTORED, INTACT)
     assert bound.get_blob_client(document.blob_name).download_blob().readall() == b"only me"
+
+
+def test_a_deleted_container_is_restored_then_its_documents_come_back(
+    nets: RecoveryDouble, protocol: UploadProtocol, store: DocumentStore, bound: ContainerClient
+) -> None:
+    """Documents deleted and overwritten, then their container deleted: the plan names the
+    deleted container with its version and days left; applying it restores the container, then
+    every document's bytes, and a second plan lists nothing."""
+    documents = put_many(protocol, 30)
+    for document in documents[:10]:
+        bound.delete_blob(document.blob_name)
+    for document in documents[10:15]:
+        bound.upload_blob(document.blob_name, b"wrong bytes", overwrite=True)
+    bound.delete_container()
+
+    plan = make_plan(store, bound)
+    restore = plan["container_restore"]
+    assert (restore["name"], restore["days_left"]) == (bound.container_name, 7)
+    assert plan["summary"]["soonest_days_left"] == 7
+    result = apply_plan(store, bound, round_trip(plan))
+
+    assert result.container_restored == restore["version"]
+    assert result.count(RESTORED) == 15
+    assert_all_readable(bound, documents)
+    assert make_plan(store, bound)["rows"] == []
+
+
+def test_a_container_is_restored_only_while_its_name_is_free(
+    nets: RecoveryDouble, protocol: UploadProtocol, store: DocumentStore, bound: ContainerClient
+) -> None:
+    """A live container created under the deleted one's name between plan and apply makes the
+    plan refused: nothing is written to the new container."""
+    protocol.put("doc.txt", b"right", ".txt")
+    bound.delete_container()
+    plan = round_trip(make_plan(store, bound))
+    bound.create_container()
+
+    with pytest.raises(RepairRefusedError):
+        apply_plan(store, bound, plan)
+
+    assert list(bound.list_blobs()) == []
