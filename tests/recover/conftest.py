@@ -41,11 +41,17 @@ def store(db_url: str) -> Iterator[DocumentStore]:
     documents.engine.dispose()
 
 
-@pytest.fixture
-def bound(service: BlobServiceClient, store: DocumentStore) -> Iterator[ContainerClient]:
-    """A fresh container on the double, bound to the test's database as a first sweep leaves it."""
+def bound_container(double: RecoveryDouble, store: DocumentStore) -> ContainerClient:
+    """A fresh container on `double`, bound to `store`'s database as a first sweep leaves it."""
+    service = BlobServiceClient.from_connection_string(double.connection_string)
     container = create_unique_container(service, "r")
     blobs.bind(container, store.database_id())
+    return container
+
+
+@pytest.fixture
+def bound(nets: RecoveryDouble, store: DocumentStore) -> Iterator[ContainerClient]:
+    container = bound_container(nets, store)
     yield container
     if container.exists():
         container.delete_container()
