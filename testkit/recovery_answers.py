@@ -106,8 +106,8 @@ def list_entry(name: str, kept: Kept, days_left: int, with_tags: bool) -> ET.Ele
         ET.SubElement(properties, tag).text = value
     if with_tags and kept.tags:
         tag_set = ET.SubElement(ET.SubElement(entry, "Tags"), "TagSet")
-        for key, value in sorted(kept.tags.items()):
-            tag = ET.SubElement(tag_set, "Tag")
-            ET.SubElement(tag, "Key").text = key
-            ET.SubElement(tag, "Value").text = value
+        for name_, text in sorted(kept.tags.items()):
+            element = ET.SubElement(tag_set, "Tag")
+            ET.SubElement(element, "Key").text = name_
+            ET.SubElement(element, "Value").text = text
     return entry

@@ -199,7 +199,8 @@ def recover_document(
     except _Changed as changed:
         return Outcome(document_id, blob_name, SKIPPED, str(changed))
     except HttpResponseError as error:
-        answer = str(getattr(error.error_code, "value", error.error_code) or error.reason)
+        code = getattr(error, "error_code", None)
+        answer = str(getattr(code, "value", code) or error.reason)
         return Outcome(document_id, blob_name, FAILED, f"HTTP {error.status_code} {answer}")
     except (AzureError, blobs.TagTransitionError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""

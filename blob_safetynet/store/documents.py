@@ -19,7 +19,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 import sqlalchemy as sa
 from azure.core.credentials import TokenCredential
@@ -488,9 +487,12 @@ class DocumentStore:
             c.id, c.name, c.blob_name, c.status, c.created, c.content_length, c.content_sha256
         )
 
-    def _to_pair(self, row: sa.Row[Any]) -> tuple[Document, Content | None]:
+    def _to_pair(
+        self, row: sa.Row[str, str, str, str, datetime, int, str]
+    ) -> tuple[Document, Content | None]:
         content = None if row[5] is None or row[6] is None else Content(int(row[5]), str(row[6]))
-        return self._to_document(row), content
+        document = Document(row[0], row[1], row[2], Status(row[3]), _utc(row[4]))
+        return document, content
 
     def ready_with_content(
         self, after_id: str = "", limit: int = 1000

@@ -16,7 +16,7 @@ MAX_PLAN_BYTES = 64 * 2**20
 """A plan lists one blob per ~150-500 bytes: this is over a hundred thousand entries."""
 
 
-def check_output(path: Path | None, option: str, *inputs: object) -> None:
+def check_output(path: Path | None, option: str, *inputs: str | Path | None) -> None:
     """SettingsError for an unwritable plan path, or one that is one of `inputs` (the database,
     the plan applied), before anything is read or changed."""
     if path is None:
