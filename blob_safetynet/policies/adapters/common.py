@@ -23,6 +23,7 @@ from blob_safetynet.policies.rules.model import (
     Network,
     Retention,
     TagFilter,
+    arm_fold,
 )
 
 KINDS = ("Storage", "StorageV2", "BlobStorage", "FileStorage", "BlockBlobStorage")
@@ -61,8 +62,8 @@ def get_bool(data: Mapping[str, Any], key: str, default: bool) -> Maybe[bool]:
         return default
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
+    if isinstance(value, str) and arm_fold(value) in ("true", "false"):
+        return arm_fold(value) == "true"
     return UNKNOWN
 
 
@@ -370,4 +371,4 @@ def plan_enabled(pricing: Mapping[str, Any]) -> Maybe[bool]:
     tier = UNKNOWN if props is UNKNOWN else get_str(props, "pricingTier")
     if tier is UNKNOWN:
         return UNKNOWN
-    return tier is not None and tier.lower() == "standard"
+    return tier is not None and arm_fold(tier) == "standard"

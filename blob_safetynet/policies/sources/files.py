@@ -37,7 +37,7 @@ from blob_safetynet.policies.adapters.arm_json import ArmObject, SpellingError, 
 from blob_safetynet.policies.adapters.common import KINDS
 from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
-from blob_safetynet.policies.rules.model import UNKNOWN, Facet, Thresholds
+from blob_safetynet.policies.rules.model import ARM_IGNORECASE, UNKNOWN, Facet, Thresholds, arm_fold
 from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
 from blob_safetynet.settings import untrusted
 from blob_safetynet.settings.redaction import printable
@@ -67,12 +67,14 @@ _CLI_NAMES: Final = {
     "networkruleset": "networkAcls",
 }
 """The two account properties the SDK (and so the CLI's output) names otherwise than REST."""
-_ACCOUNT_IN_ID: Final = re.compile(r"/providers/Microsoft\.Storage/storageAccounts/([^/]+)", re.I)
-_PARAMETER: Final = re.compile(r"parameters\('([^']+)'\)", re.I)
+_ACCOUNT_IN_ID: Final = re.compile(
+    r"/providers/Microsoft\.Storage/storageAccounts/([^/]+)", ARM_IGNORECASE
+)
+_PARAMETER: Final = re.compile(r"parameters\('([^']+)'\)", ARM_IGNORECASE)
 _EXPRESSION: Final = re.compile(
     r"\[(?:parameters\('[^']+'\)|concat\((?:parameters\('[^']+'\)|'[^']*')"
     r"(?:\s*,\s*(?:parameters\('[^']+'\)|'[^']*'))*\))\]",
-    re.I,
+    ARM_IGNORECASE,
 )
 NOT_IN_FILES: Final = {
     Facet.ROLES: "role assignments are read only from Azure (not judged from files)",
@@ -137,7 +139,7 @@ def group(documents: Iterable[tuple[object, str]], api_version: str | None = Non
     accounts: dict[str, _Pieces] = {}
     for document, shown in documents:
         for resource in resources(document, shown, api_version or ""):
-            key = resource.account.lower()
+            key = arm_fold(resource.account)
             piece = accounts.setdefault(key, _Pieces(resource.account))
             _add(piece, resource)
     return [accounts[key] for key in sorted(accounts)]
@@ -181,7 +183,7 @@ def resources(document: object, source: str, api_version: str) -> list[_Resource
 def _template(document: Mapping[str, Any], source: str) -> list[_Resource]:
     parameters = document.get("parameters")
     defaults = {
-        str(key).casefold(): value.get("defaultValue")
+        arm_fold(str(key)): value.get("defaultValue")
         for key, value in (parameters.items() if isinstance(parameters, Mapping) else ())
         if isinstance(value, Mapping)
     }
@@ -212,14 +214,14 @@ def _declared(
             continue
         kind, name = str(item.get("type", "")), item.get("name")
         if parent is not None:
-            if kind.lower().startswith("microsoft."):
+            if arm_fold(kind).startswith("microsoft."):
                 raise OfflineError(
                     f"{source}: the nested resource type '{printable(kind)}' is fully "
                     "qualified; inside a parent's `resources` ARM takes a type relative to "
                     "the parent's (see docs/policies.md)"
                 )
             kind = f"{parent[0]}/{kind}"
-        kind = kind.lower()
+        kind = arm_fold(kind)
         if not kind.startswith(_PROVIDER):
             continue
         text = name if isinstance(name, str) else ""
@@ -242,7 +244,7 @@ def _resource(
     it (the last segment: `documents`, not `acct/default/documents`)."""
     if not isinstance(item, Mapping):
         raise OfflineError(f"{source}: {_SHAPES}")
-    kind = declared[0] if declared else str(item.get("type", "")).lower()
+    kind = declared[0] if declared else arm_fold(str(item.get("type", "")))
     if kind not in KNOWN_TYPES:
         raise OfflineError(f"{source}: type '{printable(str(item.get('type')))}': {_SHAPES}")
     body = _rest_shape(item, kind)
@@ -269,12 +271,12 @@ def _rest_shape(item: Mapping[str, Any], kind: str) -> ArmObject:
     """`item` with `properties` nested, as ARM's REST API returns it."""
     if isinstance(item.get("properties"), Mapping):
         return item if isinstance(item, ArmObject) else ArmObject(item)
-    top = [(key, value) for key, value in item.items() if key.casefold() in _RESOURCE_KEYS]
-    flat = [(key, value) for key, value in item.items() if key.casefold() not in _RESOURCE_KEYS]
+    top = [(key, value) for key, value in item.items() if arm_fold(key) in _RESOURCE_KEYS]
+    flat = [(key, value) for key, value in item.items() if arm_fold(key) not in _RESOURCE_KEYS]
     if kind == ACCOUNT:
-        flat = [(_CLI_NAMES.get(key.casefold(), key), value) for key, value in flat]
+        flat = [(_CLI_NAMES.get(arm_fold(key), key), value) for key, value in flat]
         flat = [
-            (key, _connections(value) if key.casefold() == "privateendpointconnections" else value)
+            (key, _connections(value) if arm_fold(key) == "privateendpointconnections" else value)
             for key, value in flat
         ]
     try:
@@ -312,14 +314,14 @@ def _resolve(expression: str, parameters: Mapping[str, object], source: str) -> 
             "parameters('...') and concat(...) of them and literals are read"
         )
     inner = expression[1:-1]
-    parts = re.findall(r"parameters\('[^']+'\)|'[^']*'", inner, re.I)
+    parts = re.findall(r"parameters\('[^']+'\)|'[^']*'", inner, ARM_IGNORECASE)
     text = ""
     for part in parts:
         if part.startswith("'"):
             text += part[1:-1]
             continue
         key = _PARAMETER.fullmatch(part)
-        value = parameters.get(key.group(1).casefold()) if key else None
+        value = parameters.get(arm_fold(key.group(1))) if key else None
         if not isinstance(value, str):
             raise OfflineError(
                 f"{source}: the parameter in '{printable(expression)}' has no string default value"
@@ -355,7 +357,7 @@ def _child_name(body: Mapping[str, Any]) -> str:
     """A child's own name, in lower case (ARM's names are case-insensitive): the last segment
     of its name, else of its resource id."""
     name = body.get("name") or body.get("id")
-    return str(name or "").rstrip("/").rsplit("/", 1)[-1].lower()
+    return arm_fold(str(name or "").rstrip("/").rsplit("/", 1)[-1])
 
 
 def _second(piece: _Pieces, resource: _Resource, what: str) -> None:
