@@ -122,7 +122,8 @@ def network(props: Mapping[str, Any], acls_key: str) -> Network:
     accounts accept connections from clients on any network"
     (https://learn.microsoft.com/azure/storage/common/storage-network-security), so an absent
     `publicNetworkAccess` is Enabled and absent network rules allow; `bypass` defaults to
-    AzureServices (NetworkRuleSet in the Microsoft.Storage REST spec)."""
+    AzureServices (NetworkRuleSet in the Microsoft.Storage REST spec) when absent; an empty
+    `bypass` is present and names no service, as the Azure Policy definition reads it."""
     access = get_str(props, "publicNetworkAccess", NETWORK_ACCESS)
     acls = mapping(props.get(acls_key))
     if acls is UNKNOWN:
@@ -136,7 +137,8 @@ def network(props: Mapping[str, Any], acls_key: str) -> Network:
             bypass
             if bypass is UNKNOWN
             else tuple(
-                enum(part.strip(), BYPASS) for part in (bypass or "AzureServices").split(",")
+                enum(part.strip(), BYPASS)
+                for part in ("AzureServices" if bypass is None else bypass).split(",")
             )
         ),
     )
