@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from blob_safetynet.sweeper._moved import MOVED, SPLIT
+from tests import tree
 
 
 @pytest.fixture
@@ -48,7 +49,13 @@ def test_an_old_path_still_serves_its_names_with_one_warning_at_the_importer() -
         "assert UploadProtocol is New\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=tree.TREE,
+        env=tree.environment(),
     )
     warned = [line for line in done.stderr.splitlines() if "DeprecationWarning" in line]
     assert len(warned) == 1

@@ -3,26 +3,19 @@
 With $TESTS_TREE_UNDER_TEST set, a finder placed first on sys.meta_path looks where the import
 system would find `blob_safetynet`; anywhere outside that tree, the child says so on stderr and
 exits 97 before it runs a line of the other copy. Then the test's own start-up hooks, the
-modules named in $TESTS_CHILD_HOOKS, are imported.
+modules named in $TESTS_CHILD_HOOKS, are imported. Only `os` and `sys` are imported here, so
+the tests that count a child's modules count the command's own.
 """
 
-from __future__ import annotations
-
-import importlib
 import os
 import sys
-from importlib.machinery import ModuleSpec
-from types import ModuleType
-from typing import Any
 
 
 class TreeGuard:
-    def __init__(self, tree: str) -> None:
+    def __init__(self, tree):
         self.tree = os.path.realpath(tree)
 
-    def find_spec(
-        self, name: str, path: Any = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
+    def find_spec(self, name, path=None, target=None):
         if name != "blob_safetynet":
             return None
         for finder in sys.meta_path:
@@ -46,4 +39,4 @@ class TreeGuard:
 if os.environ.get("TESTS_TREE_UNDER_TEST"):
     sys.meta_path.insert(0, TreeGuard(os.environ["TESTS_TREE_UNDER_TEST"]))
 for _hook in filter(None, os.environ.get("TESTS_CHILD_HOOKS", "").split(",")):
-    importlib.import_module(_hook)
+    __import__(_hook)
