@@ -61,8 +61,7 @@ def test_a_child_started_with_the_trees_environment_imports_the_tree(
         hook = tmp_path / "hook"
         hook.mkdir()
         (hook / "show_tree.py").write_text(
-            "import blob_safetynet, sys\n"
-            "sys.stderr.write(blob_safetynet.__file__ + '\\n')\n"
+            "import blob_safetynet, sys\nsys.stderr.write(blob_safetynet.__file__ + '\\n')\n"
         )
         done = subprocess.run(
             command,
