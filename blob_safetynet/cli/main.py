@@ -137,7 +137,7 @@ def _main(argv: Sequence[str] | None) -> int:
     stdout, stderr = sys.stdout, sys.stderr
     output = StandardOutput(stdout)
     sys.stdout = cast(TextIO, ScrubbingStream(cast(TextIO, output), redactor))
-    sys.stderr = cast(TextIO, ScrubbingStream(stderr or _Discarded(), redactor))
+    sys.stderr = cast(TextIO, ScrubbingStream(stderr or cast(TextIO, _Discarded()), redactor))
     safetynet_logger = logging.getLogger("safetynet")
     level = safetynet_logger.level
     handler = install_logging(redactor)
