@@ -18,8 +18,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from benchmarks import machine
-from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
 from blob_safetynet.policies.rules import RULES, Outcome
+from blob_safetynet.policies.sources.connection import StaticTokenCredential
+from blob_safetynet.policies.sources.live import run_audit
+from blob_safetynet.policies.sources.results import Scope
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, fleet
 
 ACCOUNTS = 200

@@ -4,7 +4,7 @@ path, in one run, on the fake ARM with a modelled round trip and ARM's default r
 The fake ARM (testkit.arm_fake) runs in a process of its own with a 10 ms delay on every
 request and `model_arm_throttling`: a read bucket of 250 per subscription refilled at 25 a
 second, and Resource Graph's example quota of 15 queries per 5 seconds (sources in
-blob_safetynet/policies/throttle.py). Each audit runs in a fresh process, so its peak RSS
+blob_safetynet/policies/sources/throttle.py). Each audit runs in a fresh process, so its peak RSS
 (ru_maxrss) is its own. `SAFETYNET_BENCH_FLEET_SIZES` (default "1000,10000") sets the fleet
 sizes the Resource Graph path runs at; the per-account path runs at the sizes of
 `SAFETYNET_BENCH_FLEET_BASELINE_SIZES` (default "1000,2000"): at 10,000 accounts it would take
@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from benchmarks import machine
-from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
-from blob_safetynet.policies.fleet import run_fleet_audit
-from blob_safetynet.policies.throttle import SharedThrottle
+from blob_safetynet.policies.sources.connection import StaticTokenCredential
+from blob_safetynet.policies.sources.fleet import run_fleet_audit
+from blob_safetynet.policies.sources.live import run_audit
+from blob_safetynet.policies.sources.results import Scope
+from blob_safetynet.policies.sources.throttle import SharedThrottle
 from testkit.arm_fake import TOKEN, FakeArm, fleet, fleet_subscription
 
 SUBSCRIPTIONS = 20

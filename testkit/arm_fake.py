@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from blob_safetynet.policies.fleet import ACCOUNTS_QUERY
-from blob_safetynet.policies.fleet_roles import ROLE_ASSIGNMENTS_QUERY, ROLE_DEFINITIONS_QUERY
+from blob_safetynet.policies.sources.fleet import ACCOUNTS_QUERY
+from blob_safetynet.policies.sources.fleet_roles import (
+    ROLE_ASSIGNMENTS_QUERY,
+    ROLE_DEFINITIONS_QUERY,
+)
 from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
 from testkit.tls import make_tls_files
 
@@ -439,7 +442,7 @@ class FakeArm:
     def model_arm_throttling(self) -> None:
         """ARM's documented default read budget (a bucket of 250 per subscription, refilled at
         25 a second) and Resource Graph's example quota (15 queries per 5 seconds): see
-        blob_safetynet/policies/throttle.py for the sources."""
+        blob_safetynet/policies/sources/throttle.py for the sources."""
         self.read_buckets = {}
         self.graph_quota = TokenBucket(15, 15 / 5)
 
@@ -546,7 +549,7 @@ class FakeArm:
     @staticmethod
     def _graph_kind(query: str) -> str | None:
         """Which of the fleet's queries this is; None for any other text (answered 400), so
-        that a query changed in blob_safetynet/policies/fleet.py fails its tests here."""
+        that a query changed in blob_safetynet/policies/sources/fleet.py fails its tests here."""
         if query == ACCOUNTS_QUERY:
             return "storageaccounts"
         if query == ROLE_ASSIGNMENTS_QUERY:

@@ -1,7 +1,7 @@
 """Continuous verification's telemetry kept in memory: what the Azure Monitor exporters would send.
 
 Real OpenTelemetry SDK providers with the SDK's own in-memory exporter and reader, handed to
-`blob_safetynet.policies.continuous.Telemetry` exactly as the Function hands it the Azure Monitor ones; the
+`blob_safetynet.policies.continuous.run.Telemetry` exactly as the Function hands it the Azure Monitor ones; the
 `customEvents` rows come from the Azure Monitor exporter's own record conversion.
 """
 
@@ -18,7 +18,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
-from blob_safetynet.policies.continuous import Telemetry
+from blob_safetynet.policies.continuous.run import Telemetry
 
 
 class RecordedTelemetry:

@@ -21,7 +21,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from blob_safetynet.policies.pack import POLICIES
+from blob_safetynet.policies.pack.crossguard import POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "blob_safetynet"
@@ -108,7 +108,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 import blob_safetynet
-from blob_safetynet.policies.pack import POLICIES
+from blob_safetynet.policies.pack.crossguard import POLICIES
 
 assert Path(blob_safetynet.__file__).is_relative_to(sys.prefix), blob_safetynet.__file__
 registered = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.test_boundaries import BLOB_SIDE, MOVED, layer_files, project_imports, within
+from tests.test_boundaries import BLOB_SIDE, layer_files, project_imports, within
 
 PARTS = (
     "blob_safetynet.cli",
@@ -33,8 +33,6 @@ def main() -> None:
     edges: Counter[tuple[str, str]] = Counter()
     modules: dict[str, set[str]] = {}
     for path, module in layer_files():
-        if module in MOVED:
-            continue  # the old paths' aliases, for one release
         here = part_of(module)
         for imported in project_imports(path):
             there = part_of(imported)

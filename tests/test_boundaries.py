@@ -6,10 +6,9 @@ import ast
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
-
-from blob_safetynet.sweeper._moved import MOVED
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "blob_safetynet"
@@ -47,10 +46,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("testkit", ("testkit",)),
     ("embedded", ("blob_safetynet.embedded",)),
     ("function", ("blob_safetynet.function",)),
+    ("recover", ("blob_safetynet.recover",)),
     ("runtime", PARTS),
     *((prefix.rsplit(".", 1)[1], (prefix,)) for prefix in BLOB_SIDE),
 )
-"""Top to bottom. A module may import its own layer (within its own package) or a lower one."""
+"""Top to bottom. A module may import its own layer (within its own package) or a lower one.
+`recover` sits just above the parts: it applies plans the way `reconcile` does (its refusal,
+its binding check) and the verifier's drill (function) runs it."""
 OUTSIDE = ("tests", "benchmarks", "function_app")
 """Project code that sits above every layer: no layer may import it."""
 TOP_FOLDERS = ("sweeper", "policies", "infra")
@@ -198,12 +200,10 @@ def project_imports(path: Path) -> set[str]:
 
 
 def test_every_import_goes_down_the_layers() -> None:
-    """Each layer imports its own package or a lower layer: CLI, testkit, the parts, the bottom.
-    (The old paths' aliases import their new modules, wherever those now sit.)"""
+    """Each layer imports its own package or a lower layer: CLI, testkit, the parts, the bottom."""
     offenders = [
         f"{path.relative_to(ROOT)}: {imported} ({reason})"
         for path, module in layer_files()
-        if module not in MOVED
         for imported in sorted(project_imports(path))
         if (reason := layer_violations(module, imported)) is not None
     ]
@@ -216,19 +216,6 @@ def project_files() -> Iterator[Path]:
         parts = path.relative_to(ROOT).parts
         if parts[0] not in GENERATED and not any("venv" in part for part in parts):
             yield path
-
-
-def test_no_project_code_imports_an_old_path() -> None:
-    """The aliases at the modules' old paths are for applications, for one release: the
-    project's own code, tests and docs' examples import the new paths."""
-    aliases = {ROOT.joinpath(*old.split(".")).with_suffix(".py") for old in MOVED}
-    offenders = [
-        f"{path.relative_to(ROOT)}: {imported}"
-        for path in project_files()
-        if path not in aliases
-        for imported in sorted(imported_modules(path) & MOVED.keys())
-    ]
-    assert offenders == []
 
 
 def test_dynamic_imports_are_string_literals_the_graph_can_see() -> None:
@@ -252,7 +239,7 @@ def test_the_graph_sees_imports_in_function_bodies_and_by_string(tmp_path: Path)
         "import importlib\n"
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    import blob_safetynet.policies.audit\n"
+        "    import blob_safetynet.policies.sources.live\n"
         "def later() -> None:\n"
         "    from blob_safetynet.embedded import crash\n"
         "    importlib.import_module('blob_safetynet.cli.main')\n"
@@ -260,7 +247,7 @@ def test_the_graph_sees_imports_in_function_bodies_and_by_string(tmp_path: Path)
         encoding="utf-8",
     )
     assert {
-        "blob_safetynet.policies.audit",
+        "blob_safetynet.policies.sources.live",
         "blob_safetynet.embedded.crash",
         "blob_safetynet.cli.main",
         "blob_safetynet.infra.config",
@@ -277,7 +264,10 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
         layer_violations("blob_safetynet.settings.vocabulary", "blob_safetynet.sweeper.sweep")
         is not None
     )
-    assert layer_violations("blob_safetynet.policies.audit", "blob_safetynet.cli.main") is not None
+    assert (
+        layer_violations("blob_safetynet.policies.sources.live", "blob_safetynet.cli.main")
+        is not None
+    )
     assert (
         layer_violations("blob_safetynet.infra.storage", "blob_safetynet.store.documents")
         is not None
@@ -286,7 +276,9 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
     assert layer_violations("blob_safetynet.embedded.crash", "sweeper.function_app") is not None
     assert layer_violations("blob_safetynet.cli.demo", "blob_safetynet.embedded.crash") is None
     assert (
-        layer_violations("blob_safetynet.policies.audit", "blob_safetynet.settings.redaction")
+        layer_violations(
+            "blob_safetynet.policies.sources.live", "blob_safetynet.settings.redaction"
+        )
         is None
     )
     assert (
@@ -309,12 +301,15 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
         ("blob_safetynet.store.documents", "blob_safetynet.protocol.blobs", False),
         ("blob_safetynet.protocol.blobs", "blob_safetynet.sweeper.binding", False),
         ("blob_safetynet.settings.parsed", "blob_safetynet.store.engine", False),
-        ("blob_safetynet.function.verify", "blob_safetynet.policies.audit", True),
+        ("blob_safetynet.function.verify", "blob_safetynet.policies.sources.live", True),
         ("blob_safetynet.function.sweep", "blob_safetynet.sweeper.sweep", True),
         ("blob_safetynet.sweeper.sweep", "blob_safetynet.function.sweep", False),
-        ("blob_safetynet.policies.audit", "blob_safetynet.settings.parsed", False),
-        ("blob_safetynet.policies.audit", "blob_safetynet.protocol.blobs", False),
-        ("blob_safetynet.reconcile.adopt", "blob_safetynet.policies.audit", False),
+        ("blob_safetynet.policies.sources.live", "blob_safetynet.settings.parsed", False),
+        ("blob_safetynet.policies.sources.live", "blob_safetynet.protocol.blobs", False),
+        ("blob_safetynet.reconcile.adopt", "blob_safetynet.policies.sources.live", False),
+        ("blob_safetynet.recover.apply", "blob_safetynet.reconcile.listing", True),
+        ("blob_safetynet.reconcile.listing", "blob_safetynet.recover.apply", False),
+        ("blob_safetynet.function.verify", "blob_safetynet.recover.apply", True),
     ],
 )
 def test_the_blob_side_layers_go_reconcile_sweeper_protocol_store_settings(
@@ -327,7 +322,14 @@ def test_the_blob_side_layers_go_reconcile_sweeper_protocol_store_settings(
 
 @pytest.mark.parametrize(
     "package",
-    [*PARTS, *BLOB_SIDE, "blob_safetynet.function", "testkit", "blob_safetynet.embedded"],
+    [
+        *PARTS,
+        *BLOB_SIDE,
+        "blob_safetynet.recover",
+        "blob_safetynet.function",
+        "testkit",
+        "blob_safetynet.embedded",
+    ],
 )
 def test_runtime_parts_and_testkit_never_import_the_cli_tests_or_benchmarks(package: str) -> None:
     """Nothing the function or the demo runs can depend on the CLI, the tests or the benchmarks."""
@@ -376,10 +378,7 @@ def test_bottom_modules_import_only_the_standard_library(module: str) -> None:
 
 def test_rules_and_model_import_no_sdk() -> None:
     """Rules are pure functions over the normalized model: no Azure, Pulumi or database SDK."""
-    paths = [
-        ROOT / PACKAGE / "policies" / "model.py",
-        *(ROOT / PACKAGE / "policies" / "rules").rglob("*.py"),
-    ]
+    paths = list((ROOT / PACKAGE / "policies" / "rules").rglob("*.py"))
     offenders = {str(p.relative_to(ROOT)): sorted(imported_roots(p) & set(SDKS)) for p in paths}
     assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -400,18 +399,16 @@ def test_probes_may_use_the_blob_sdk_but_no_other_part() -> None:
     ]
 
 
-def test_rules_and_model_do_not_reach_the_probes() -> None:
-    """The SDK-free rules never import the probes, so the SDK cannot leak in through them."""
-    paths = [
-        ROOT / PACKAGE / "policies" / "model.py",
-        *(ROOT / PACKAGE / "policies" / "rules").rglob("*.py"),
-    ]
+def test_rules_import_nothing_of_policies_but_the_rules() -> None:
+    """The SDK-free rules (and the model, roles and suppressions beside them) import no other
+    room of `policies/`, so neither the SDK nor a report can leak in through them."""
+    paths = list((ROOT / PACKAGE / "policies" / "rules").rglob("*.py"))
     offenders = [
         f"{p.relative_to(ROOT)}: {module}"
         for p in paths
         for module in imported_modules(p)
-        if module.startswith("blob_safetynet.policies.probes")
-        or module.startswith("blob_safetynet.policies.report")
+        if within(module, "blob_safetynet.policies")
+        and not within(module, "blob_safetynet.policies.rules")
     ]
     assert offenders == []
 
@@ -430,4 +427,42 @@ def test_a_module_over_500_lines_says_why_at_its_top() -> None:
         and "500 lines"
         not in (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "")
     ]
+    assert offenders == []
+
+
+POLICY_ROOMS: Final = {
+    "rules": (),
+    "adapters": ("rules",),
+    "sources": ("adapters", "rules"),
+    "pack": ("adapters", "rules"),
+    "governance": ("rules",),
+    "probes": ("rules",),
+    "continuous": ("probes", "rules"),
+    "reports": ("sources", "pack", "probes", "rules"),
+}
+"""The rooms of `blob_safetynet/policies/`, each a concept, and the rooms each may import: the
+rules at the bottom (model, RBAC facts, suppressions and the rules), adapters building the model,
+sources reading facts through the adapters, the pack, the Azure Policy export, the probes and the
+continuous run beside them, and the reports on top."""
+
+
+def test_policies_is_made_of_its_named_rooms() -> None:
+    """`policies/` holds its rooms and nothing else at its top level, so a newcomer finds a
+    concept (where SARIF is written, where the fleet is throttled) from the tree alone."""
+    top = ROOT / PACKAGE / "policies"
+    entries = {p.name for p in top.iterdir() if p.name != "__pycache__"}
+    assert entries == {"__init__.py", *POLICY_ROOMS}
+
+
+def test_policies_rooms_import_only_the_rooms_below_them() -> None:
+    """Inside `policies/`, each room imports itself and the rooms POLICY_ROOMS allows it."""
+    offenders = []
+    for room, allowed in POLICY_ROOMS.items():
+        for path in (ROOT / PACKAGE / "policies" / room).rglob("*.py"):
+            for module in imported_modules(path):
+                if not within(module, "blob_safetynet.policies"):
+                    continue
+                other = module.split(".")[2] if module.count(".") >= 2 else ""
+                if other != room and other not in allowed:
+                    offenders.append(f"{path.relative_to(ROOT)}: {module}")
     assert offenders == []

@@ -17,7 +17,9 @@ from urllib.parse import urlsplit
 import pytest
 from urllib3.util import parse_url
 
-from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
+from blob_safetynet.policies.sources.connection import StaticTokenCredential
+from blob_safetynet.policies.sources.live import run_audit
+from blob_safetynet.policies.sources.results import Scope
 from blob_safetynet.protocol.clients import blob_service_client
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.appsettings import SettingsError

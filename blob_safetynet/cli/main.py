@@ -60,6 +60,10 @@ COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
         lambda: importlib.import_module("blob_safetynet.cli.commands.reconcile"),
         "audit container against table; repair what is safe (lists blobs)",
     ),
+    "recover": (
+        lambda: importlib.import_module("blob_safetynet.cli.commands.recover"),
+        "give back documents deleted or overwritten behind the protocol (plan, then apply)",
+    ),
     "audit": (
         lambda: importlib.import_module("blob_safetynet.cli.commands.audit"),
         "audit live storage accounts against the policy rules",

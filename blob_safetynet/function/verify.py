@@ -25,7 +25,7 @@ from blob_safetynet.settings import appsettings, signals
 from blob_safetynet.settings.parsed import SettingsError, check_blob_endpoint, check_container_name
 
 if TYPE_CHECKING:  # imported per invocation: the sweep timer never loads the verifier's code
-    from blob_safetynet.policies.continuous import Audit, Telemetry
+    from blob_safetynet.policies.continuous.run import Audit, Telemetry
     from blob_safetynet.policies.probes import Target
 
 ACCOUNT_URL_SETTING: Final = appsettings.ACCOUNT_URL.name
@@ -137,7 +137,7 @@ def verify_once(
 def _verify_once(
     env: Mapping[str, str], telemetry: Telemetry | None, now: Callable[[], datetime] | None
 ) -> dict[str, Any]:
-    from blob_safetynet.policies.continuous import verify_continuously
+    from blob_safetynet.policies.continuous.run import verify_continuously
     from blob_safetynet.policies.probes import ProbeSettings, Target
 
     settings = VerifySettings.from_environment(env)
@@ -194,9 +194,11 @@ def _audit(settings: VerifySettings, target: Target) -> Audit | None:
     """The settings audit of the data account, read with the verifier identity, if configured."""
     if settings.account_id is None:
         return None
-    from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
-    from blob_safetynet.policies.continuous import SettingsVerdict
-    from blob_safetynet.policies.model import Thresholds
+    from blob_safetynet.policies.continuous.run import SettingsVerdict
+    from blob_safetynet.policies.rules.model import Thresholds
+    from blob_safetynet.policies.sources.connection import StaticTokenCredential
+    from blob_safetynet.policies.sources.live import run_audit
+    from blob_safetynet.policies.sources.results import Scope
 
     subscription, group, account = settings.account_id
     token = settings.arm_token
@@ -233,7 +235,7 @@ def _azure_monitor(env: Mapping[str, str]) -> Telemetry | None:
         return None
     from azure.identity import ManagedIdentityCredential
 
-    from blob_safetynet.policies.continuous import azure_monitor_telemetry
+    from blob_safetynet.policies.continuous.run import azure_monitor_telemetry
 
     client_id = appsettings.AZURE_CLIENT_ID.read(env) or None
     return azure_monitor_telemetry(connection, ManagedIdentityCredential(client_id=client_id))

@@ -2,6 +2,5 @@
 without SKIP LOCKED (`lease`), the heartbeat `verify` reads (`heartbeat`) and the container's
 binding to its database (`binding`).
 
-May import the protocol, store and settings packages (tests/test_boundaries.py). The other
-modules here are aliases of the modules that moved out (`_moved.py`), for one release.
+May import the protocol, store and settings packages (tests/test_boundaries.py).
 """

@@ -26,7 +26,6 @@ from blob_safetynet.infra.function_zip import (
     BuildError,
     build_zip,
 )
-from blob_safetynet.sweeper._moved import MOVED
 
 REPO = Path(__file__).resolve().parents[2]
 FULL_BUILD = os.environ.get("SAFETYNET_TEST_FULL_BUILD") == "1"
@@ -127,16 +126,13 @@ RUNTIME_MODULES = (
     "reconcile/inventory.py",
     "reconcile/inventory_report.py",
     "reconcile/listing.py",
-    "sweeper/_moved.py",
     "function/__init__.py",
     "function/invocation.py",
     "function/sweep.py",
     "function/verify.py",
-    *(f"sweeper/{old.rsplit('.', 1)[1]}.py" for old in MOVED),
 )
 """The runtime packages as they ship; a module added to one of them must be added here on
-purpose. The old paths' aliases ship for one release, so an application's code in the Function
-that still imports them runs."""
+purpose."""
 
 
 def test_zip_holds_exactly_the_entry_and_the_runtime_packages(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.infra.alerts import AlertRule, alert_rules, iso_duration, rounding_notes
 from blob_safetynet.infra.config import ConfigError, parse
-from blob_safetynet.policies.continuous import verify_continuously
+from blob_safetynet.policies.continuous.run import verify_continuously
 from blob_safetynet.policies.probes import ProbeSettings, Target
 from blob_safetynet.policies.probes.liveness import PENDING_LIFECYCLE
 from testkit.kql import UnsupportedQueryError, run_query

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from blob_safetynet.policies.model import (
+from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
     AccountSettings,
@@ -18,7 +18,7 @@ from blob_safetynet.policies.model import (
     RoleAssignment,
     TagFilter,
 )
-from blob_safetynet.policies.roles import BUILT_IN_ROLES, RoleDefinition
+from blob_safetynet.policies.rules.roles import BUILT_IN_ROLES, RoleDefinition
 from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, PENDING, RETIRED, STATE_TAG
 
 ACCOUNT_ID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/docs"

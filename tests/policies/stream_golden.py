@@ -14,12 +14,17 @@ import random
 from pathlib import Path
 
 from blob_safetynet import package_version
-from blob_safetynet.policies import suppressions
-from blob_safetynet.policies.audit import AccountResult, AuditReport, ErrorKind, ReadError, Scope
-from blob_safetynet.policies.model import Account, Thresholds
-from blob_safetynet.policies.report import RENDERERS
-from blob_safetynet.policies.report_view import STATES, HistoryRun, ReportContext
-from blob_safetynet.policies.rules import RULES, Finding, Outcome
+from blob_safetynet.policies.reports.formats import RENDERERS
+from blob_safetynet.policies.reports.view import STATES, HistoryRun, ReportContext
+from blob_safetynet.policies.rules import RULES, Finding, Outcome, suppressions
+from blob_safetynet.policies.rules.model import Account, Thresholds
+from blob_safetynet.policies.sources.results import (
+    AccountResult,
+    AuditReport,
+    ErrorKind,
+    ReadError,
+    Scope,
+)
 
 GOLDEN = Path(__file__).parent / "data" / "streamed.json"
 TODAY = dt.date(2026, 12, 2)

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from blob_safetynet.policies.adapters import arm, pulumi_props
-from blob_safetynet.policies.model import UNKNOWN, Facet, Thresholds
 from blob_safetynet.policies.rules import Outcome, evaluate
+from blob_safetynet.policies.rules.model import UNKNOWN, Facet, Thresholds
 from testkit.arm_fake import compliant_account
 
 DATA = Path(__file__).parent / "data"

@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from blob_safetynet.policies import offline
 from blob_safetynet.policies.adapters import arm
-from blob_safetynet.policies.arm_json import ArmObject
-from blob_safetynet.policies.model import Account, Facet, Thresholds
-from blob_safetynet.policies.offline import run_offline_audit
+from blob_safetynet.policies.adapters.arm_json import ArmObject
 from blob_safetynet.policies.rules import RULES, evaluate
+from blob_safetynet.policies.rules.model import Account, Facet, Thresholds
+from blob_safetynet.policies.sources import files as offline
+from blob_safetynet.policies.sources.files import run_offline_audit
 from testkit.arm_fake import compliant_account, local_user
 from tests.conftest import RunCli
 from tests.policies.test_offline_audit import cli_output

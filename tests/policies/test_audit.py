@@ -20,13 +20,10 @@ import pytest
 
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
-from blob_safetynet.policies.audit import (
-    STORAGE_API_VERSION,
-    ArmReader,
-    ErrorKind,
-    StaticTokenCredential,
-)
 from blob_safetynet.policies.rules import RULES, Outcome
+from blob_safetynet.policies.sources.connection import StaticTokenCredential
+from blob_safetynet.policies.sources.live import STORAGE_API_VERSION, ArmReader
+from blob_safetynet.policies.sources.results import ErrorKind
 from testkit.arm_fake import (
     BLOB_OWNER,
     MALFORMED,

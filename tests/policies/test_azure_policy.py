@@ -21,9 +21,9 @@ import pytest
 
 from blob_safetynet.policies.adapters import arm
 from blob_safetynet.policies.governance import aliases, export, forms
-from blob_safetynet.policies.model import Thresholds
-from blob_safetynet.policies.pack import CONFIG_SCHEMA
+from blob_safetynet.policies.pack.crossguard import CONFIG_SCHEMA
 from blob_safetynet.policies.rules import RULES, Outcome
+from blob_safetynet.policies.rules.model import Thresholds
 from testkit.arm_fake import compliant_account, file_storage_account, set_path
 from testkit.azure_policy import Verdict, judge
 

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from blob_safetynet.policies.catalogue import END, START, main, render, replace_between_markers
+from blob_safetynet.policies.reports.catalogue import (
+    END,
+    START,
+    main,
+    render,
+    replace_between_markers,
+)
 from blob_safetynet.policies.rules import RULES
 
 CATALOGUE_DOC = Path(__file__).resolve().parents[2] / "docs" / "policies.md"

@@ -1,4 +1,4 @@
-"""The escaping rule of each format (blob_safetynet/policies/escaping.py), one behaviour per test."""
+"""The escaping rule of each format (blob_safetynet/policies/reports/escaping.py), one behaviour per test."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from blob_safetynet.policies import escaping
+from blob_safetynet.policies.reports import escaping
 
 
 def test_terminal_shows_escape_sequences_as_text() -> None:

@@ -20,17 +20,13 @@ import pytest
 from blob_safetynet.cli.commands.audit_stream import Stream
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
-from blob_safetynet.policies.audit import (
-    AuditReport,
-    ErrorKind,
-    Scope,
-    StaticTokenCredential,
-    run_audit,
-)
-from blob_safetynet.policies.fleet import run_fleet_audit
-from blob_safetynet.policies.report_stream import _record as spool_record
+from blob_safetynet.policies.reports.stream import _record as spool_record
 from blob_safetynet.policies.rules import Outcome
-from blob_safetynet.policies.throttle import MAX_ATTEMPTS, SharedThrottle
+from blob_safetynet.policies.sources.connection import StaticTokenCredential
+from blob_safetynet.policies.sources.fleet import run_fleet_audit
+from blob_safetynet.policies.sources.live import run_audit
+from blob_safetynet.policies.sources.results import AuditReport, ErrorKind, Scope
+from blob_safetynet.policies.sources.throttle import MAX_ATTEMPTS, SharedThrottle
 from blob_safetynet.settings.redaction import Redactor
 from testkit.arm_fake import TOKEN, FakeArm, fleet_subscription, mixed_fleet
 from tests import tree

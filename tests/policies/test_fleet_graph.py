@@ -19,17 +19,13 @@ import pytest
 
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
-from blob_safetynet.policies.audit import (
-    AccountResult,
-    AuditReport,
-    Scope,
-    StaticTokenCredential,
-    run_audit,
-)
-from blob_safetynet.policies.fleet import Dealer, run_fleet_audit
-from blob_safetynet.policies.model import Facet
 from blob_safetynet.policies.rules import RULES, Outcome
-from blob_safetynet.policies.throttle import MAX_ATTEMPTS, SharedThrottle, gate_of
+from blob_safetynet.policies.rules.model import Facet
+from blob_safetynet.policies.sources.connection import StaticTokenCredential
+from blob_safetynet.policies.sources.fleet import Dealer, run_fleet_audit
+from blob_safetynet.policies.sources.live import run_audit
+from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
+from blob_safetynet.policies.sources.throttle import MAX_ATTEMPTS, SharedThrottle, gate_of
 from testkit.arm_fake import (
     OWNER,
     TOKEN,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from blob_safetynet.policies.offline import MAX_FILE_BYTES
+from blob_safetynet.policies.sources.files import MAX_FILE_BYTES
 from testkit.arm_fake import compliant_account
 from tests.conftest import RunCli
 

@@ -11,8 +11,8 @@ import pytest
 
 from blob_safetynet.policies.adapters import arm, pulumi_props
 from blob_safetynet.policies.adapters.pulumi_props import StackResource
-from blob_safetynet.policies.model import UNKNOWN, Encryption, Network, Thresholds
 from blob_safetynet.policies.rules import RULES_BY_ID, Outcome
+from blob_safetynet.policies.rules.model import UNKNOWN, Encryption, Network, Thresholds
 from testkit.arm_fake import FakeAccount, compliant_account, local_user
 
 STRING = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"

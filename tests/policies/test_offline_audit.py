@@ -19,12 +19,14 @@ from typing import Any
 
 import pytest
 
-from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
-from blob_safetynet.policies.model import Facet, Thresholds
-from blob_safetynet.policies.offline import MAX_FILE_BYTES, run_offline_audit
-from blob_safetynet.policies.report import RENDERERS
-from blob_safetynet.policies.report_view import ReportContext
+from blob_safetynet.policies.reports.formats import RENDERERS
+from blob_safetynet.policies.reports.view import ReportContext
 from blob_safetynet.policies.rules import RULES, Finding
+from blob_safetynet.policies.rules.model import Facet, Thresholds
+from blob_safetynet.policies.sources.connection import StaticTokenCredential
+from blob_safetynet.policies.sources.files import MAX_FILE_BYTES, run_offline_audit
+from blob_safetynet.policies.sources.live import run_audit
+from blob_safetynet.policies.sources.results import Scope
 from testkit.arm_fake import (
     SUBSCRIPTION,
     TOKEN,

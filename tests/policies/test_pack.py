@@ -28,10 +28,10 @@ from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from blob_safetynet.infra import config as infra_config
 from blob_safetynet.policies.adapters.pulumi_props import UNKNOWN_SENTINELS
-from blob_safetynet.policies.model import Thresholds
-from blob_safetynet.policies.pack import POLICIES, is_resource_rule, thresholds
-from blob_safetynet.policies.pack_config import main as pack_config_main
+from blob_safetynet.policies.pack.config import main as pack_config_main
+from blob_safetynet.policies.pack.crossguard import POLICIES, is_resource_rule, thresholds
 from blob_safetynet.policies.rules import RULES, RULES_BY_ID
+from blob_safetynet.policies.rules.model import Thresholds
 from tests.infra.harness import DELETE, Mutate, StackRun, run_stack, set_input
 from tests.policies.stack_view import as_policy_resources, stack_outputs
 
@@ -343,7 +343,7 @@ def test_unknown_inputs_are_reported_as_unknown_not_passed() -> None:
 def test_generated_pack_config_gives_every_policy_the_thresholds(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`python -m blob_safetynet.policies.pack_config` puts the same thresholds under every policy's own name."""
+    """`python -m blob_safetynet.policies.pack.config` puts the same thresholds under every policy's own name."""
     assert pack_config_main(["--max-pending-days", "3", "--deployment-principal", "ci"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert set(document) == set(RULES_BY_ID)

@@ -1,4 +1,4 @@
-"""`python -m blob_safetynet.policies.pack_config` writes only what the pack's own config schema accepts."""
+"""`python -m blob_safetynet.policies.pack.config` writes only what the pack's own config schema accepts."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from blob_safetynet.policies.model import Thresholds
-from blob_safetynet.policies.pack import CONFIG_SCHEMA
-from blob_safetynet.policies.pack_config import config_values, main, schema_problems
+from blob_safetynet.policies.pack.config import config_values, main, schema_problems
+from blob_safetynet.policies.pack.crossguard import CONFIG_SCHEMA
+from blob_safetynet.policies.rules.model import Thresholds
 
 SCHEMA = {"type": "object", "properties": CONFIG_SCHEMA.properties}
 

@@ -21,10 +21,10 @@ import pytest
 from pulumi.runtime.proto import analyzer_pb2
 
 from blob_safetynet.policies.adapters.pulumi_props import UNKNOWN_SENTINELS
-from blob_safetynet.policies.model import Thresholds
-from blob_safetynet.policies.pack import is_resource_rule
-from blob_safetynet.policies.pack_config import pack_config
+from blob_safetynet.policies.pack.config import pack_config
+from blob_safetynet.policies.pack.crossguard import is_resource_rule
 from blob_safetynet.policies.rules import RULES, RULES_BY_ID
+from blob_safetynet.policies.rules.model import Thresholds
 from tests.infra.harness import StackRun, run_stack
 from tests.policies.pulumi_cli import RunningPack, StackResource, start_pack
 from tests.policies.stack_view import stack_outputs

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from blob_safetynet.policies.probes import PROBES
-from blob_safetynet.policies.probes.catalogue import main, render
+from blob_safetynet.policies.reports.probe_catalogue import main, render
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "verification.md"
 

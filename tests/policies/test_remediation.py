@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from blob_safetynet.infra.config import KEYS
-from blob_safetynet.policies.model import Thresholds
-from blob_safetynet.policies.offline import run_offline_audit
-from blob_safetynet.policies.report import RENDERERS
-from blob_safetynet.policies.report_view import ReportContext
+from blob_safetynet.policies.reports.formats import RENDERERS
+from blob_safetynet.policies.reports.view import ReportContext
 from blob_safetynet.policies.rules import RULES, FixTarget, Outcome
+from blob_safetynet.policies.rules.model import Thresholds
+from blob_safetynet.policies.sources.files import run_offline_audit
 
 SAVED = Path(__file__).parent / "data" / "az-storage-account-show.json"
 PULUMI_WORDS = re.compile(r"Pulumi|blob_safetynet/|StackConfig")

@@ -20,7 +20,7 @@ import xmlschema
 from blob_safetynet.cli.main import main
 from blob_safetynet.policies.probes import PROBES, ProbeOutcome, ProbeResult
 from blob_safetynet.policies.probes.runner import VerificationRun
-from blob_safetynet.policies.report import VERIFY_RENDERERS
+from blob_safetynet.policies.reports.formats import VERIFY_RENDERERS
 from testkit.arm_fake import Failure, FakeArm, compliant_account, set_path
 from tests.policies.arm_env import use_fake_arm
 from tests.policies.hostile import CORPUS, FORBIDDEN_IN_XML, raw_controls

@@ -15,11 +15,11 @@ import xmlschema
 
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
-from blob_safetynet.policies.audit import AccountResult, AuditReport, Scope
-from blob_safetynet.policies.model import Account, Thresholds
-from blob_safetynet.policies.report_text import MARKDOWN_BUDGET, render_markdown
-from blob_safetynet.policies.report_view import ReportContext
+from blob_safetynet.policies.reports.markdown import MARKDOWN_BUDGET, render_markdown
+from blob_safetynet.policies.reports.view import ReportContext
 from blob_safetynet.policies.rules import RULES, Finding, Outcome
+from blob_safetynet.policies.rules.model import Account, Thresholds
+from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
 from testkit.arm_fake import SUBSCRIPTION, Failure, FakeArm, compliant_account, set_path
 from tests.policies.arm_env import use_fake_arm
 

@@ -23,22 +23,21 @@ from hypothesis import strategies as st
 from blob_safetynet.cli.commands.audit import exit_code
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
-from blob_safetynet.policies import suppressions
-from blob_safetynet.policies.audit import (
+from blob_safetynet.policies.reports.formats import RENDERERS, WRITERS
+from blob_safetynet.policies.reports.stream import Spool, SpooledReport
+from blob_safetynet.policies.reports.stream import apply as apply_streaming
+from blob_safetynet.policies.reports.view import STATES, HistoryRun, ReportContext, findings_of
+from blob_safetynet.policies.rules import RULES, Finding, Outcome, suppressions
+from blob_safetynet.policies.rules.model import Account, Thresholds
+from blob_safetynet.policies.sources.connection import StaticTokenCredential
+from blob_safetynet.policies.sources.fleet import run_fleet_audit
+from blob_safetynet.policies.sources.results import (
     AccountResult,
     AuditReport,
     ErrorKind,
     ReadError,
     Scope,
-    StaticTokenCredential,
 )
-from blob_safetynet.policies.fleet import run_fleet_audit
-from blob_safetynet.policies.model import Account, Thresholds
-from blob_safetynet.policies.report import RENDERERS, WRITERS
-from blob_safetynet.policies.report_stream import Spool, SpooledReport
-from blob_safetynet.policies.report_stream import apply as apply_streaming
-from blob_safetynet.policies.report_view import STATES, HistoryRun, ReportContext, findings_of
-from blob_safetynet.policies.rules import RULES, Finding, Outcome
 from testkit.arm_fake import TOKEN, Failure, FakeArm, fleet_subscription, mixed_fleet
 from tests import tree
 from tests.policies import stream_golden

@@ -8,7 +8,9 @@ import dataclasses
 
 import pytest
 
-from blob_safetynet.policies.model import (
+from blob_safetynet.policies.rules import RULES_BY_ID, Outcome
+from blob_safetynet.policies.rules.base import Finding
+from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
     Container,
@@ -17,9 +19,7 @@ from blob_safetynet.policies.model import (
     TagFilter,
     Thresholds,
 )
-from blob_safetynet.policies.roles import OWNER_LIKE, PERMANENT_DELETE
-from blob_safetynet.policies.rules import RULES_BY_ID, Outcome
-from blob_safetynet.policies.rules.base import Finding
+from blob_safetynet.policies.rules.roles import OWNER_LIKE, PERMANENT_DELETE
 from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
 from tests.policies import models as m
 from tests.policies.test_rules import THRESHOLDS, fenced

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from blob_safetynet.policies.model import UNKNOWN, Account, Container, Facet, Thresholds
 from blob_safetynet.policies.rules import RULES, RULES_BY_ID, Outcome, Rule, RuleScope, evaluate
 from blob_safetynet.policies.rules.base import Framework
+from blob_safetynet.policies.rules.model import UNKNOWN, Account, Container, Facet, Thresholds
 from tests.policies import models as m
 
 THRESHOLDS = Thresholds()

@@ -6,7 +6,8 @@ import pytest
 
 from blob_safetynet.infra import access
 from blob_safetynet.infra.access import SWEEPER_CONDITION
-from blob_safetynet.policies.model import (
+from blob_safetynet.policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
+from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
     Container,
@@ -16,7 +17,7 @@ from blob_safetynet.policies.model import (
     TagFilter,
     Thresholds,
 )
-from blob_safetynet.policies.roles import (
+from blob_safetynet.policies.rules.roles import (
     ACCOUNT_WRITE,
     BLOBS,
     LIST_KEYS,
@@ -27,7 +28,6 @@ from blob_safetynet.policies.roles import (
     built_in_role,
     parse_condition,
 )
-from blob_safetynet.policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from tests.policies import models as m
 
 THRESHOLDS = Thresholds()

@@ -12,10 +12,10 @@ import pytest
 from blob_safetynet.cli import main as cli
 from tests import tree
 
-HEAVY = ("azure.mgmt", "blob_safetynet.policies.audit", "pulumi", "jinja2")
+HEAVY = ("azure.mgmt", "blob_safetynet.policies.sources.live", "pulumi", "jinja2")
 """The audit's ARM clients, the Pulumi SDK, the HTML report's templates."""
 NEEDS_AUDIT = {"audit", "verify"}
-"""Their parsers list the audit's rules and formats (blob_safetynet.policies.audit), but load
+"""Their parsers list the audit's rules and formats (blob_safetynet.policies.sources.live), but load
 neither an ARM client nor Jinja2 until a run reads ARM or renders HTML."""
 SAVED_ACCOUNT = (
     Path(__file__).resolve().parents[1] / "policies" / "data" / "az-storage-account-show.json"
@@ -49,7 +49,7 @@ def test_a_command_loads_none_of_the_heavy_modules(command: str) -> None:
     audit and verify, not the audit either)."""
     heavy = [m for m in loaded_by(command, "--help") if m.startswith(HEAVY)]
     if command in NEEDS_AUDIT:
-        heavy = [m for m in heavy if not m.startswith("blob_safetynet.policies.audit")]
+        heavy = [m for m in heavy if not m.startswith("blob_safetynet.policies.sources.live")]
     assert heavy == []
 
 

@@ -14,7 +14,7 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.function import verify as verify_function
-from blob_safetynet.policies.history import read_history
+from blob_safetynet.policies.continuous.history import read_history
 from blob_safetynet.policies.probes import PROBES
 from blob_safetynet.settings import appsettings, signals
 from blob_safetynet.settings.parsed import SettingsError
@@ -273,7 +273,9 @@ def test_the_timers_audit_reads_nothing_outside_the_verifier_identitys_roles(
 def test_the_fake_resource_manager_refuses_reads_outside_the_granted_scopes() -> None:
     """The scope check the test above relies on: a read above the granted resource group (the
     subscription's Defender plan) answers 403 and is listed as refused."""
-    from blob_safetynet.policies.audit import Scope, StaticTokenCredential, run_audit
+    from blob_safetynet.policies.sources.connection import StaticTokenCredential
+    from blob_safetynet.policies.sources.live import run_audit
+    from blob_safetynet.policies.sources.results import Scope
 
     with FakeArm() as arm:
         account = arm.add(compliant_account("acct1", "rg-x"))

@@ -25,7 +25,7 @@ from blob_safetynet.embedded.azurite import AZURITE_BIN_ENV, DEV_KEY, Azurite, d
 from blob_safetynet.policies.probes import ProbeOutcome, ProbeResult
 from blob_safetynet.policies.probes.runner import VerificationRun
 from blob_safetynet.policies.probes.writes import CREATE_ONLY
-from blob_safetynet.policies.report import RENDERERS, VERIFY_RENDERERS
+from blob_safetynet.policies.reports.formats import RENDERERS, VERIFY_RENDERERS
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, FakeArm, compliant_account
 
 pytestmark = [pytest.mark.verification, pytest.mark.usefixtures("emulator_only")]

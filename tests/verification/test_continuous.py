@@ -11,8 +11,8 @@ import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.policies.continuous import SettingsVerdict, verify_continuously
-from blob_safetynet.policies.history import HistoryError, read_history, write_record
+from blob_safetynet.policies.continuous.history import HistoryError, read_history, write_record
+from blob_safetynet.policies.continuous.run import SettingsVerdict, verify_continuously
 from blob_safetynet.policies.probes import PROBES, ProbeSettings, Target
 from blob_safetynet.policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
 from blob_safetynet.policies.rules import RULES, Finding, Outcome

@@ -10,8 +10,8 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite
-from blob_safetynet.policies.continuous import verify_continuously
-from blob_safetynet.policies.history import SCHEMA, history_name
+from blob_safetynet.policies.continuous.history import SCHEMA, history_name
+from blob_safetynet.policies.continuous.run import verify_continuously
 from blob_safetynet.policies.probes import Target
 from blob_safetynet.policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
 

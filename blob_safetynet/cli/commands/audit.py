@@ -43,25 +43,11 @@ from blob_safetynet.cli.commands.outputs import (
     write_outputs,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.policies import suppressions
-from blob_safetynet.policies.audit import (
-    DEFAULT_CONCURRENCY,
-    STORAGE_API_VERSION,
-    AccountResult,
-    AuditReport,
-    Scope,
-    StaticTokenCredential,
-    default_credential,
-    run_audit,
-)
-from blob_safetynet.policies.audit import check_arm_endpoint as arm_endpoint_rule
-from blob_safetynet.policies.fleet import run_fleet_audit
-from blob_safetynet.policies.model import Thresholds
-from blob_safetynet.policies.offline import OfflineError, run_offline_audit
-from blob_safetynet.policies.report import RENDERERS, AuditRenderer, render_sarif
-from blob_safetynet.policies.report_stream import Spool, SpooledReport
-from blob_safetynet.policies.report_stream import apply as apply_streaming
-from blob_safetynet.policies.report_view import (
+from blob_safetynet.policies.reports.formats import RENDERERS, AuditRenderer
+from blob_safetynet.policies.reports.sarif import render_sarif
+from blob_safetynet.policies.reports.stream import Spool, SpooledReport
+from blob_safetynet.policies.reports.stream import apply as apply_streaming
+from blob_safetynet.policies.reports.view import (
     HistoryError,
     HistoryRun,
     Judged,
@@ -71,9 +57,16 @@ from blob_safetynet.policies.report_view import (
     load_baseline,
     load_history,
 )
-from blob_safetynet.policies.rules import RULES, Outcome, Severity
-from blob_safetynet.policies.suppressions import Baseline
-from blob_safetynet.policies.throttle import SharedThrottle
+from blob_safetynet.policies.rules import RULES, Outcome, Severity, suppressions
+from blob_safetynet.policies.rules.model import Thresholds
+from blob_safetynet.policies.rules.suppressions import Baseline
+from blob_safetynet.policies.sources.connection import StaticTokenCredential, default_credential
+from blob_safetynet.policies.sources.connection import check_arm_endpoint as arm_endpoint_rule
+from blob_safetynet.policies.sources.files import OfflineError, run_offline_audit
+from blob_safetynet.policies.sources.fleet import run_fleet_audit
+from blob_safetynet.policies.sources.live import DEFAULT_CONCURRENCY, STORAGE_API_VERSION, run_audit
+from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
+from blob_safetynet.policies.sources.throttle import SharedThrottle
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError, check_container_name
 from blob_safetynet.settings.redaction import Redactor, printable
@@ -255,7 +248,7 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
 
 
 def check_arm_endpoint(endpoint: str | None, allow_custom: bool) -> None:
-    """`blob_safetynet.policies.audit.check_arm_endpoint` for the option, its refusal a UsageError."""
+    """`blob_safetynet.policies.sources.connection.check_arm_endpoint` for the option, its refusal a UsageError."""
     if endpoint is None:
         return
     try:

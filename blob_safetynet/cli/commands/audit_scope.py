@@ -10,7 +10,7 @@ import os
 import re
 
 from blob_safetynet.cli.commands.common import UsageError
-from blob_safetynet.policies.audit import Scope
+from blob_safetynet.policies.sources.results import Scope
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.redaction import printable
 

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from blob_safetynet.cli.commands.outputs import Output, say_cannot_write
-from blob_safetynet.policies.audit import AccountResult, AuditReport, ReadError
-from blob_safetynet.policies.report import WRITERS, AuditWriter, iter_sarif
-from blob_safetynet.policies.report_stream import SpooledReport
-from blob_safetynet.policies.report_view import ReportContext
-from blob_safetynet.policies.throttle import SharedThrottle
+from blob_safetynet.policies.reports.formats import WRITERS, AuditWriter
+from blob_safetynet.policies.reports.sarif import iter_sarif
+from blob_safetynet.policies.reports.stream import SpooledReport
+from blob_safetynet.policies.reports.view import ReportContext
+from blob_safetynet.policies.sources.results import AccountResult, AuditReport, ReadError
+from blob_safetynet.policies.sources.throttle import SharedThrottle
 from blob_safetynet.settings import atomicfile
 from blob_safetynet.settings.redaction import Redactor
 

@@ -1,7 +1,7 @@
 """`safetynet history`: each probe's and rule's outcomes over the continuous verification runs.
 
 Reads the history records the verification timer writes (`.safetynet/verify/history/`), at most
-`--limit` of them and each at most 1 MiB (blob_safetynet/policies/history.py), and prints one line per check,
+`--limit` of them and each at most 1 MiB (blob_safetynet/policies/continuous/history.py), and prints one line per check,
 oldest run first. Everything taken from a record is escaped for the terminal. Exit codes
 (`blob_safetynet.cli.exitcodes`): 0 the newest run of every check passed or could not be judged; 1 a
 check's newest outcome is FAIL; 2 bad usage or no such container; 3 no record could be read, or
@@ -27,7 +27,7 @@ from blob_safetynet.cli.commands.target import (
     open_blob_service_client,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.policies.history import (
+from blob_safetynet.policies.continuous.history import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     History,

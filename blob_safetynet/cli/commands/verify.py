@@ -41,8 +41,6 @@ from blob_safetynet.cli.commands.target import (
 from blob_safetynet.cli.conventions import terminal_progress
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite, AzuriteError
-from blob_safetynet.policies.audit import StaticTokenCredential, default_credential, run_audit
-from blob_safetynet.policies.model import UNKNOWN, Thresholds
 from blob_safetynet.policies.probes import (
     PROBES,
     Probe,
@@ -54,8 +52,12 @@ from blob_safetynet.policies.probes import (
 from blob_safetynet.policies.probes.base import TargetMissingError
 from blob_safetynet.policies.probes.runner import VerificationRun, describe_target
 from blob_safetynet.policies.probes.writes import CONCURRENT_WRITERS
-from blob_safetynet.policies.report import VERIFY_RENDERERS, render_verify_sarif
+from blob_safetynet.policies.reports.formats import VERIFY_RENDERERS
+from blob_safetynet.policies.reports.sarif import render_verify_sarif
 from blob_safetynet.policies.rules import Finding, Outcome
+from blob_safetynet.policies.rules.model import UNKNOWN, Thresholds
+from blob_safetynet.policies.sources.connection import StaticTokenCredential, default_credential
+from blob_safetynet.policies.sources.live import run_audit
 from blob_safetynet.protocol.pooling import pooled_transport
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError

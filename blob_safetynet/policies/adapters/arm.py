@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from blob_safetynet.policies.adapters import common
-from blob_safetynet.policies.model import (
+from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
     AccountSettings,

@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from blob_safetynet.policies.arm_json import enum
-from blob_safetynet.policies.model import (
+from blob_safetynet.policies.adapters.arm_json import enum
+from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     AccountSettings,
     BlobService,

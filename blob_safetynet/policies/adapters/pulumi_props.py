@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from blob_safetynet.policies.adapters import common
-from blob_safetynet.policies.model import (
+from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
     AccountSettings,
@@ -24,7 +24,7 @@ from blob_safetynet.policies.model import (
     Maybe,
     RoleAssignment,
 )
-from blob_safetynet.policies.roles import (
+from blob_safetynet.policies.rules.roles import (
     RoleDefinition,
     built_in_role,
     is_management_group,

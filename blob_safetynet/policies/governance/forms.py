@@ -21,7 +21,6 @@ from blob_safetynet.policies.governance.language import (
     not_switched,
     parameter,
 )
-from blob_safetynet.policies.model import Thresholds
 from blob_safetynet.policies.rules import RULES, Rule
 from blob_safetynet.policies.rules.access import (
     NEVER_GRANTED_ACTIONS,
@@ -51,6 +50,7 @@ from blob_safetynet.policies.rules.data_protection import (
 )
 from blob_safetynet.policies.rules.encryption import CMK_ENCRYPTION, INFRA_ENCRYPTION, KEY_VAULT
 from blob_safetynet.policies.rules.lifecycle import PENDING_LIFECYCLE
+from blob_safetynet.policies.rules.model import Thresholds
 from blob_safetynet.policies.rules.network import (
     CLOSED_PUBLIC_ACCESS,
     DENY,

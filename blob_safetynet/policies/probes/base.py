@@ -32,7 +32,7 @@ from azure.storage.blob import (
     ExponentialRetry,
 )
 
-from blob_safetynet.policies.model import Thresholds
+from blob_safetynet.policies.rules.model import Thresholds
 from blob_safetynet.settings.endpoints import is_loopback_host
 from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
 

@@ -7,7 +7,6 @@ import json
 from dataclasses import asdict
 from typing import Final
 
-from blob_safetynet.policies.model import Account, Thresholds
 from blob_safetynet.policies.rules.access import (
     NEVER_GRANTED_ACTIONS,
     NO_BROAD_APP_ROLES,
@@ -44,6 +43,7 @@ from blob_safetynet.policies.rules.data_protection import (
 )
 from blob_safetynet.policies.rules.encryption import CMK_ENCRYPTION, INFRA_ENCRYPTION
 from blob_safetynet.policies.rules.lifecycle import PENDING_LIFECYCLE
+from blob_safetynet.policies.rules.model import Account, Thresholds
 from blob_safetynet.policies.rules.network import (
     NETWORK_DEFAULT_DENY,
     PRIVATE_ENDPOINT,

@@ -3,8 +3,18 @@ action that undoes a net."""
 
 from __future__ import annotations
 
-from blob_safetynet.policies.model import UNKNOWN, Account, Facet, RoleAssignment, Thresholds
-from blob_safetynet.policies.roles import (
+from blob_safetynet.policies.rules.base import (
+    Remediation,
+    Rule,
+    RuleScope,
+    Severity,
+    Verdict,
+    failed,
+    passed,
+    unknown,
+)
+from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, RoleAssignment, Thresholds
+from blob_safetynet.policies.rules.roles import (
     CONDITIONABLE,
     DATA_ACTIONS,
     NEVER_GRANTED,
@@ -16,16 +26,6 @@ from blob_safetynet.policies.roles import (
     normalize_scope,
     parse_condition,
     scope_covers,
-)
-from blob_safetynet.policies.rules.base import (
-    Remediation,
-    Rule,
-    RuleScope,
-    Severity,
-    Verdict,
-    failed,
-    passed,
-    unknown,
 )
 
 APPLICATION_PRINCIPALS = ("ServicePrincipal",)

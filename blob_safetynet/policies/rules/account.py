@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Thresholds
 from blob_safetynet.policies.rules.base import (
     Remediation,
     Rule,
@@ -16,6 +15,7 @@ from blob_safetynet.policies.rules.base import (
     settings_of,
     unknown,
 )
+from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, Thresholds
 
 TAG_CAPABLE_KINDS = ("StorageV2", "BlockBlobStorage")
 """Account kinds that support blob index tags (general-purpose v2, premium block blob)."""

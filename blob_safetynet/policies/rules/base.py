@@ -6,7 +6,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from blob_safetynet.policies.model import (
+from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
     AccountSettings,

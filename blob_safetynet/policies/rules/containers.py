@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Thresholds
 from blob_safetynet.policies.rules.base import (
     Remediation,
     Rule,
@@ -12,6 +11,7 @@ from blob_safetynet.policies.rules.base import (
     passed,
     unknown,
 )
+from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, Thresholds
 
 PRIVATE = (None, "None")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Maybe, Thresholds
 from blob_safetynet.policies.rules.base import (
     Remediation,
     Rule,
@@ -15,6 +14,7 @@ from blob_safetynet.policies.rules.base import (
     settings_of,
     unknown,
 )
+from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, Maybe, Thresholds
 
 
 def _at_most(value: Maybe[int | None], maximum: int, policy: str, unit: str) -> Verdict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from blob_safetynet.policies.model import UNKNOWN, Account, Encryption, Facet, Thresholds
 from blob_safetynet.policies.rules.base import (
     Remediation,
     Rule,
@@ -15,6 +14,7 @@ from blob_safetynet.policies.rules.base import (
     settings_of,
     unknown,
 )
+from blob_safetynet.policies.rules.model import UNKNOWN, Account, Encryption, Facet, Thresholds
 
 KEY_VAULT = "Microsoft.Keyvault"
 """The key source of a customer-managed key (compared without regard to case)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from blob_safetynet.policies.model import UNKNOWN, Account, Facet, LifecycleRule, Thresholds
 from blob_safetynet.policies.rules.base import (
     Remediation,
     Rule,
@@ -13,6 +12,7 @@ from blob_safetynet.policies.rules.base import (
     passed,
     unknown,
 )
+from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, LifecycleRule, Thresholds
 from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG
 
 BLOCK_BLOB = "blockBlob"

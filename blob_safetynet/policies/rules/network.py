@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Network, Thresholds
 from blob_safetynet.policies.rules.base import (
     Remediation,
     Rule,
@@ -15,6 +14,7 @@ from blob_safetynet.policies.rules.base import (
     settings_of,
     unknown,
 )
+from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, Network, Thresholds
 
 NETWORK_SECURITY = "https://learn.microsoft.com/azure/storage/common/storage-network-security"
 CLOSED_PUBLIC_ACCESS = ("Disabled", "SecuredByPerimeter")

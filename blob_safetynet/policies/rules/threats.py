@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from blob_safetynet.policies.model import UNKNOWN, Account, Facet, Thresholds
 from blob_safetynet.policies.rules.base import (
     Remediation,
     Rule,
@@ -15,6 +14,7 @@ from blob_safetynet.policies.rules.base import (
     settings_of,
     unknown,
 )
+from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, Thresholds
 
 
 def _check_cross_tenant(account: Account, _: Thresholds) -> Verdict:

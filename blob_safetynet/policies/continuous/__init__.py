@@ -1,0 +1,1 @@
+"""Continuous verification: the probes and the audit on a schedule, and its history."""

@@ -1,0 +1,1 @@
+"""The CrossGuard policy pack built from the rules, and its config file."""

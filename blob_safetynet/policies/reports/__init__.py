@@ -1,0 +1,1 @@
+"""How results are shown: one module per output format, the shared view and escaping."""

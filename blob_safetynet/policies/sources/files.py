@@ -1,0 +1,407 @@
+"""The offline audit: judge saved ARM JSON with the live audit's adapter and rules.
+
+Files a compliance team holds, each one of:
+
+- `az storage account show`, `az storage account blob-service-properties show`,
+  `az storage account management-policy show`, `az storage container-rm list`: the Azure CLI
+  prints the SDK's models with their properties flattened to the top (`enableHttpsTrafficOnly`,
+  `networkRuleSet`, `deleteRetentionPolicy`, `policy`, `publicAccess` beside `id` and `name`);
+  https://learn.microsoft.com/cli/azure/storage/account#az-storage-account-show,
+  https://learn.microsoft.com/cli/azure/storage/account/blob-service-properties#az-storage-account-blob-service-properties-show,
+  https://learn.microsoft.com/cli/azure/storage/account/management-policy#az-storage-account-management-policy-show,
+  https://learn.microsoft.com/cli/azure/storage/container-rm#az-storage-container-rm-list;
+- the REST bodies themselves (`az resource show`, a saved GET), `properties` nested;
+- an ARM template export (`az group export`, the portal's Export template): a `resources` list
+  of REST-shaped resources named `acct`, `acct/default`, `acct/default/<container>`, or by
+  `[parameters('p')]` expressions whose `defaultValue` the export fills in
+  (https://learn.microsoft.com/azure/azure-resource-manager/templates/export-template-cli).
+
+Every file is grouped by the account its resource id or name names, normalised to the REST
+shape, and handed to `blob_safetynet.policies.adapters.arm.account` like a live read. A facet no file holds
+(role assignments, Defender, anything not given) stays UNKNOWN with a reason that says so,
+never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
+naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from blob_safetynet.policies.adapters import arm
+from blob_safetynet.policies.adapters.arm_json import ArmObject, SpellingError, enum
+from blob_safetynet.policies.adapters.common import KINDS
+from blob_safetynet.policies.rules import evaluate
+from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
+from blob_safetynet.policies.rules.model import UNKNOWN, Facet, Thresholds
+from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
+from blob_safetynet.settings import untrusted
+from blob_safetynet.settings.redaction import printable
+
+MAX_FILES: Final = 256
+MAX_FILE_BYTES: Final = 16 * 1024 * 1024
+"""A whole subscription's template export is a few MB; anything larger is not an export."""
+MAX_DEPTH: Final = 64
+"""ARM nests child resources at most five levels deep (child-resource-name-type), each level
+a few objects; a lifecycle rule's filters are eight levels into its resource."""
+_PROVIDER: Final = "microsoft.storage/storageaccounts"
+ACCOUNT: Final = _PROVIDER
+BLOB_SERVICE: Final = f"{_PROVIDER}/blobservices"
+CONTAINER: Final = f"{_PROVIDER}/blobservices/containers"
+POLICY: Final = f"{_PROVIDER}/managementpolicies"
+LOCAL_USER: Final = f"{_PROVIDER}/localusers"
+ENDPOINT_CONNECTION: Final = f"{_PROVIDER}/privateendpointconnections"
+KNOWN_TYPES: Final = (ACCOUNT, BLOB_SERVICE, CONTAINER, POLICY, LOCAL_USER, ENDPOINT_CONNECTION)
+_RESOURCE_KEYS: Final = frozenset(
+    {"id", "name", "type", "kind", "sku", "location", "tags", "identity", "extendedlocation"}
+    | {"apiversion", "dependson", "resources", "condition", "comments", "copy"}
+)
+"""Top-level keys of a resource (lower case), whatever the shape; the CLI flattens everything
+else."""
+_CLI_NAMES: Final = {
+    "enablehttpstrafficonly": "supportsHttpsTrafficOnly",
+    "networkruleset": "networkAcls",
+}
+"""The two account properties the SDK (and so the CLI's output) names otherwise than REST."""
+_ACCOUNT_IN_ID: Final = re.compile(r"/providers/Microsoft\.Storage/storageAccounts/([^/]+)", re.I)
+_PARAMETER: Final = re.compile(r"parameters\('([^']+)'\)", re.I)
+_EXPRESSION: Final = re.compile(
+    r"\[(?:parameters\('[^']+'\)|concat\((?:parameters\('[^']+'\)|'[^']*')"
+    r"(?:\s*,\s*(?:parameters\('[^']+'\)|'[^']*'))*\))\]",
+    re.I,
+)
+NOT_IN_FILES: Final = {
+    Facet.ROLES: "role assignments are read only from Azure (not judged from files)",
+    Facet.DEFENDER: "Defender for Storage is read only from Azure (not judged from files)",
+}
+
+
+class OfflineError(ValueError):
+    """A file cannot be read or holds no shape the offline audit knows; the message names it."""
+
+
+@dataclass
+class _Pieces:
+    """What the files hold about one account, in the REST shape."""
+
+    name: str
+    sources: list[str] = field(default_factory=list)
+    account: Mapping[str, Any] | None = None
+    api_version: str = ""
+    blob_service: Mapping[str, Any] | None = None
+    containers: dict[str, Any] | None = None
+    policy: Mapping[str, Any] | None = None
+    local_users: dict[str, Any] | None = None
+    connections: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class _Resource:
+    kind: str
+    account: str
+    body: ArmObject
+    api_version: str
+    source: str
+
+
+def run_offline_audit(
+    paths: Sequence[Path], thresholds: Thresholds, api_version: str | None = None
+) -> AuditReport:
+    """Judge the accounts the files describe. `api_version`: the Microsoft.Storage version the
+    CLI outputs were read with, when known (a template export names its own per resource)."""
+    started = time.perf_counter()
+    pieces = collect(paths, api_version)
+    scope = Scope("", files=tuple(str(path) for path in paths))
+    results = []
+    for account in (arm.account(reads_of(piece)) for piece in pieces):
+        findings = evaluate(account, thresholds, every_rule=True)
+        results.append(AccountResult(account=account, findings=findings))
+    report = AuditReport(scope=scope, thresholds=thresholds, results=results)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def collect(paths: Sequence[Path], api_version: str | None = None) -> list[_Pieces]:
+    """The files' resources grouped by account, in name order."""
+    if len(paths) > MAX_FILES:
+        raise OfflineError(f"--from-file: {len(paths)} files; at most {MAX_FILES}")
+    return group(((load(path), printable(str(path))) for path in paths), api_version)
+
+
+def group(documents: Iterable[tuple[object, str]], api_version: str | None = None) -> list[_Pieces]:
+    """The resources of parsed documents (each with the name it is shown by), by account."""
+    accounts: dict[str, _Pieces] = {}
+    for document, shown in documents:
+        for resource in resources(document, shown, api_version or ""):
+            key = resource.account.lower()
+            piece = accounts.setdefault(key, _Pieces(resource.account))
+            _add(piece, resource)
+    return [accounts[key] for key in sorted(accounts)]
+
+
+def load(path: Path) -> object:
+    """The JSON in `path` (`-`: standard input), read as ARM reads it (`arm_json`): at most
+    MAX_FILE_BYTES and MAX_DEPTH levels, UTF-8 (a BOM allowed) or UTF-16 with a BOM (what
+    PowerShell's `>` writes)."""
+    shown = printable(str(path))
+    try:
+        data = untrusted.read_input(path, shown, max_bytes=MAX_FILE_BYTES)
+    except untrusted.UntrustedInputError as error:
+        raise OfflineError(str(error)) from None
+    encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError:
+        raise OfflineError(f"{shown}: not UTF-8 or UTF-16 text") from None
+    try:
+        return untrusted.load_json(
+            text, shown, max_bytes=MAX_FILE_BYTES, max_depth=MAX_DEPTH, pairs=ArmObject
+        )
+    except untrusted.UntrustedInputError as error:
+        raise OfflineError(str(error)) from None
+    except SpellingError as error:
+        raise OfflineError(f"{shown}: {error}") from None
+
+
+def resources(document: object, source: str, api_version: str) -> list[_Resource]:
+    """The storage resources of one file's JSON, whichever of the known shapes it has."""
+    if isinstance(document, Mapping) and isinstance(document.get("resources"), list):
+        return _template(document, source)
+    items = document if isinstance(document, list) else [document]
+    found = [_resource(item, source, api_version) for item in items]
+    if not found and isinstance(document, list):
+        raise OfflineError(f"{source}: an empty list: nothing to judge")
+    return found
+
+
+def _template(document: Mapping[str, Any], source: str) -> list[_Resource]:
+    parameters = document.get("parameters")
+    defaults = {
+        str(key).casefold(): value.get("defaultValue")
+        for key, value in (parameters.items() if isinstance(parameters, Mapping) else ())
+        if isinstance(value, Mapping)
+    }
+    found = [
+        resource
+        for item, kind, name in _declared(document["resources"], source, defaults, None)
+        if kind in KNOWN_TYPES
+        for resource in [_resource(item, source, "", (kind, name))]
+    ]
+    if not found:
+        raise OfflineError(f"{source}: the template holds no Microsoft.Storage account resource")
+    return found
+
+
+def _declared(
+    items: list[Any],
+    source: str,
+    parameters: Mapping[str, object],
+    parent: tuple[str, str] | None,
+) -> list[tuple[Mapping[str, Any], str, str]]:
+    """Every resource a template declares, each with its full type (lower case) and full
+    name, children included wherever ARM accepts them: in a parent's `resources` a child's
+    type and name are relative to the parent's
+    (https://learn.microsoft.com/azure/azure-resource-manager/templates/child-resource-name-type)."""
+    declared: list[tuple[Mapping[str, Any], str, str]] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        kind, name = str(item.get("type", "")), item.get("name")
+        if parent is not None:
+            if kind.lower().startswith("microsoft."):
+                raise OfflineError(
+                    f"{source}: the nested resource type '{printable(kind)}' is fully "
+                    "qualified; inside a parent's `resources` ARM takes a type relative to "
+                    "the parent's (see docs/policies.md)"
+                )
+            kind = f"{parent[0]}/{kind}"
+        kind = kind.lower()
+        if not kind.startswith(_PROVIDER):
+            continue
+        text = name if isinstance(name, str) else ""
+        if text.startswith("["):
+            text = _resolve(text, parameters, source)
+        if parent is not None:
+            text = f"{parent[1]}/{text}"
+        declared.append((item, kind, text))
+        children = item.get("resources")
+        if isinstance(children, list):
+            declared += _declared(children, source, parameters, (kind, text))
+    return declared
+
+
+def _resource(
+    item: object, source: str, api_version: str, declared: tuple[str, str] | None = None
+) -> _Resource:
+    """One resource: of a saved REST body or CLI output (`declared` None), or of a template
+    with its full type and resolved full name (`declared`); its body named as ARM's GET names
+    it (the last segment: `documents`, not `acct/default/documents`)."""
+    if not isinstance(item, Mapping):
+        raise OfflineError(f"{source}: {_SHAPES}")
+    kind = declared[0] if declared else str(item.get("type", "")).lower()
+    if kind not in KNOWN_TYPES:
+        raise OfflineError(f"{source}: type '{printable(str(item.get('type')))}': {_SHAPES}")
+    body = _rest_shape(item, kind)
+    if declared is None:
+        name = _account_name(body, source)
+    else:
+        if not declared[1]:
+            raise OfflineError(f"{source}: a resource with neither a resource id nor a name")
+        name = declared[1].split("/")[0]
+        body = body.replaced("name", declared[1].rsplit("/", 1)[-1])
+    if kind == ACCOUNT:
+        body = body.replaced("name", name)
+    version = item.get("apiVersion") if declared is not None else api_version
+    return _Resource(kind, name, body, version if isinstance(version, str) else "", source)
+
+
+_SHAPES: Final = (
+    "not a storage account, blob service properties, management policy, container list, "
+    "local users, private endpoint connection or ARM template export (see docs/policies.md)"
+)
+
+
+def _rest_shape(item: Mapping[str, Any], kind: str) -> ArmObject:
+    """`item` with `properties` nested, as ARM's REST API returns it."""
+    if isinstance(item.get("properties"), Mapping):
+        return item if isinstance(item, ArmObject) else ArmObject(item)
+    top = [(key, value) for key, value in item.items() if key.casefold() in _RESOURCE_KEYS]
+    flat = [(key, value) for key, value in item.items() if key.casefold() not in _RESOURCE_KEYS]
+    if kind == ACCOUNT:
+        flat = [(_CLI_NAMES.get(key.casefold(), key), value) for key, value in flat]
+        flat = [
+            (key, _connections(value) if key.casefold() == "privateendpointconnections" else value)
+            for key, value in flat
+        ]
+    try:
+        return ArmObject([*top, ("properties", ArmObject(flat))])
+    except SpellingError as error:
+        raise OfflineError(f"the CLI output's flattened properties: {error}") from None
+
+
+def _connections(value: object) -> object:
+    if not isinstance(value, list):
+        return value
+    return [_rest_shape(c, ENDPOINT_CONNECTION) if isinstance(c, Mapping) else c for c in value]
+
+
+def _account_name(body: Mapping[str, Any], source: str) -> str:
+    """The account a resource belongs to: from its resource id, else its (template) name."""
+    resource_id = body.get("id")
+    if isinstance(resource_id, str) and not resource_id.startswith("["):
+        match = _ACCOUNT_IN_ID.search(resource_id)
+        if match:
+            return match.group(1)
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise OfflineError(f"{source}: a resource with neither a resource id nor a name")
+    return name.split("/")[0]
+
+
+def _resolve(expression: str, parameters: Mapping[str, object], source: str) -> str:
+    """`[parameters('p')]` or `[concat(parameters('p'), '/default')]` with the parameters'
+    default values (`parameters` keyed in lower case: template functions and their arguments
+    are case-insensitive); any other expression cannot be judged offline."""
+    if not _EXPRESSION.fullmatch(expression):
+        raise OfflineError(
+            f"{source}: cannot resolve the name '{printable(expression)}' offline; only "
+            "parameters('...') and concat(...) of them and literals are read"
+        )
+    inner = expression[1:-1]
+    parts = re.findall(r"parameters\('[^']+'\)|'[^']*'", inner, re.I)
+    text = ""
+    for part in parts:
+        if part.startswith("'"):
+            text += part[1:-1]
+            continue
+        key = _PARAMETER.fullmatch(part)
+        value = parameters.get(key.group(1).casefold()) if key else None
+        if not isinstance(value, str):
+            raise OfflineError(
+                f"{source}: the parameter in '{printable(expression)}' has no string default value"
+            )
+        text += value
+    return text
+
+
+def _add(piece: _Pieces, resource: _Resource) -> None:
+    """One resource into its account's pieces; a second document for one resource, of any
+    kind, is refused (which one is the truth cannot be told)."""
+    body, kind = resource.body, resource.kind
+    if resource.source not in piece.sources:
+        piece.sources.append(resource.source)
+    if kind in (CONTAINER, LOCAL_USER, ENDPOINT_CONNECTION):
+        attribute = {CONTAINER: "containers", LOCAL_USER: "local_users"}.get(kind, "connections")
+        listed: dict[str, Any] = getattr(piece, attribute) or {}
+        name = _child_name(body)
+        if name in listed:
+            _second(piece, resource, f"{kind.rsplit('/', 1)[-1][:-1]} '{printable(name)}'")
+        listed[name] = body
+        setattr(piece, attribute, listed)
+        return
+    attribute = {ACCOUNT: "account", BLOB_SERVICE: "blob_service", POLICY: "policy"}[kind]
+    if getattr(piece, attribute) is not None:
+        _second(piece, resource, kind.rsplit("/", 1)[-1])
+    setattr(piece, attribute, body)
+    if kind == ACCOUNT:
+        piece.api_version = resource.api_version
+
+
+def _child_name(body: Mapping[str, Any]) -> str:
+    """A child's own name, in lower case (ARM's names are case-insensitive): the last segment
+    of its name, else of its resource id."""
+    name = body.get("name") or body.get("id")
+    return str(name or "").rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def _second(piece: _Pieces, resource: _Resource, what: str) -> None:
+    raise OfflineError(
+        f"{resource.source}: a second {what} document for account "
+        f"'{printable(piece.name)}' (the first in {', '.join(piece.sources)})"
+    )
+
+
+def reads_of(piece: _Pieces) -> arm.ArmReads:
+    """The live audit's reads, from the files: what no file holds stays UNKNOWN, with why."""
+    body = piece.account or {"name": piece.name, "properties": UNKNOWN}
+    reads = arm.ArmReads(account=body, api_version=piece.api_version)
+    reads.reasons.update(NOT_IN_FILES)
+    connections = (
+        list(piece.connections.values()) if piece.connections else _connections_of(piece.account)
+    )
+    given: dict[Facet, object] = {
+        Facet.SETTINGS: piece.account,
+        Facet.BLOB_SERVICE: piece.blob_service,
+        Facet.CONTAINERS: piece.containers,
+        Facet.LIFECYCLE: piece.policy,
+        Facet.LOCAL_USERS: piece.local_users,
+        Facet.PRIVATE_ENDPOINTS: connections,
+    }
+    for facet, value in given.items():
+        if value is None:
+            reads.reasons[facet] = f"{facet.value} not in the files"
+    if piece.blob_service is not None:
+        reads.blob_service_properties = piece.blob_service
+    if piece.containers is not None:
+        reads.containers = list(piece.containers.values())
+    if piece.policy is not None:
+        reads.management_policy = piece.policy
+    if piece.local_users is not None:
+        reads.local_users = list(piece.local_users.values())
+    if connections is not None:
+        reads.private_endpoint_connections = connections
+    if enum(body.get("kind"), KINDS) in NO_BLOB_KINDS:
+        for facet in BLOB_FACETS:
+            reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
+    return reads
+
+
+def _connections_of(account: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The account's own `privateEndpointConnections` (both shapes carry the list)."""
+    props = account.get("properties") if account is not None else None
+    listed = props.get("privateEndpointConnections") if isinstance(props, Mapping) else None
+    return list(listed) if isinstance(listed, list) else None
