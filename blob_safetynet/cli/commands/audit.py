@@ -58,6 +58,7 @@ from blob_safetynet.policies.reports.view import (
     load_history,
 )
 from blob_safetynet.policies.rules import RULES, Outcome, Severity, suppressions
+from blob_safetynet.policies.rules.data_protection import SOFT_DELETE_DAYS
 from blob_safetynet.policies.rules.model import Thresholds
 from blob_safetynet.policies.rules.suppressions import Baseline
 from blob_safetynet.policies.sources.connection import StaticTokenCredential, default_credential
@@ -209,7 +210,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     limits = parser.add_argument_group("thresholds (same as the policy pack's config)")
     limits.add_argument(
-        "--min-blob-soft-delete-days", type=ascii_int, default=DEFAULTS.min_blob_soft_delete_days
+        "--min-blob-soft-delete-days",
+        type=ascii_int,
+        default=DEFAULTS.min_blob_soft_delete_days,
+        help=f"1-{SOFT_DELETE_DAYS[-1]}, the days Azure can keep a deleted blob "
+        f"(default {DEFAULTS.min_blob_soft_delete_days})",
     )
     limits.add_argument("--max-pending-days", type=ascii_int, default=DEFAULTS.max_pending_days)
     limits.add_argument(
@@ -229,12 +234,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
-    for option, days in (
-        ("--min-blob-soft-delete-days", args.min_blob_soft_delete_days),
-        ("--max-pending-days", args.max_pending_days),
+    for option, days, most in (
+        ("--min-blob-soft-delete-days", args.min_blob_soft_delete_days, SOFT_DELETE_DAYS[-1]),
+        ("--max-pending-days", args.max_pending_days, MAX_DAYS),
     ):
-        if not 1 <= days <= MAX_DAYS:
-            raise UsageError(f"{option} must be between 1 and {MAX_DAYS}")
+        if not 1 <= days <= most:
+            raise UsageError(f"{option} must be between 1 and {most}")
     try:
         check_container_name(args.container, "--container")
     except SettingsError as error:
