@@ -7,7 +7,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.recover.plan import make_plan
 from blob_safetynet.store.documents import DocumentStore
 from testkit.recovery_double import RecoveryDouble
+from tests import tree
 from tests.conftest import RunCli
 from tests.recover.conftest import bound_container
 
@@ -98,22 +98,20 @@ def test_killed_at_random_instants_and_rerun_it_finishes(
     """`recover --apply` killed (SIGKILL) at random instants, then run again to the end:
     every document holds its bytes and a last plan lists nothing."""
     data = lose(protocol, bound, 24)
-    argv = [
-        sys.executable,
-        "-m",
-        "blob_safetynet.cli.main",
-        "recover",
-        *options(db_url, nets, bound),
-        "--apply",
-    ]
+    argv = [*tree.MODULE, "recover", *options(db_url, nets, bound), "--apply"]
+    env = tree.environment()
     rng = random.Random(44)
     for _ in range(4):
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree.TREE, env=env
+        )
         time.sleep(rng.uniform(0.5, 2.5))
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
         process.wait()
-    finished = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    finished = subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, check=False, cwd=tree.TREE, env=env
+    )
 
     assert finished.returncode == ExitCode.OK, finished.stdout + finished.stderr
     documents = sorted(store.all(), key=lambda d: int(d.name.split("-")[1].split(".")[0]))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from blob_safetynet.cli.commands.audit_scope import scope_from
-from blob_safetynet.cli.commands.audit_stream import Stream, write_spooled
+from blob_safetynet.cli.commands.audit_stream import Stream, failed_streams, write_spooled
 from blob_safetynet.cli.commands.common import (
     UsageError,
     ascii_int,
@@ -380,10 +380,14 @@ def _api_version(args: argparse.Namespace) -> str | None:
 
 
 def _live_report(
-    args: argparse.Namespace, limits: Thresholds, redactor: Redactor, spools: contextlib.ExitStack
+    args: argparse.Namespace,
+    limits: Thresholds,
+    redactor: Redactor,
+    spools: contextlib.ExitStack,
+    streams: list[Stream],
 ) -> Callable[[], AuditReport | SpooledReport]:
     """The live audit, every option checked and the credential made before ARM is read; a
-    fleet's results go to a `Spool` that `spools` closes."""
+    fleet's results go to a `Spool` that `spools` closes, its --stream added to `streams`."""
     scope = scope_from(args)
     if args.stream is not None and not scope.fleet:
         raise UsageError(
@@ -417,6 +421,7 @@ def _live_report(
             stream.result(result)
 
         with Stream(args.stream, redactor, throttle) as stream:
+            streams.append(stream)
             report = run_fleet_audit(
                 scope, credential, on_result=judged, keep_results=False, **options
             )
@@ -450,13 +455,14 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
     as_json = args.format == "json"
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
+    streams: list[Stream] = []
     try:
         limits = thresholds_from(args)
         outputs = _outputs(args)
         judge = (
             _offline_report(args, limits)
             if args.from_file
-            else _live_report(args, limits, redactor, spools)
+            else _live_report(args, limits, redactor, spools, streams)
         )
         today = dt.datetime.now(dt.UTC).date()
         horizon = suppressions.Horizon(today, args.suppression_horizon_days)
@@ -485,7 +491,8 @@ def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
         }
         texts = {o.format: renderers[o.format](report, context) for o in outputs}
         written = write_outputs(outputs, texts, redactor, "audit")
-    if not written:
+    # After the other reports: a --stream that failed is an output error, not a lost audit.
+    if failed_streams(streams, "audit") or not written:
         return ExitCode.USAGE
     _warn(report, context, scope)
     return exit_code(report, context, args.fail_on)
