@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+from tests import tree
+
 ROOT = Path(__file__).resolve().parents[1]
 _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 _TOKEN = re.compile(r"\s*(?:('(?:[^']|'')*')|(&&|\|\||==|!=|!|\(|\))|([A-Za-z_][\w.\-]*(?:\(\))?))")
@@ -135,8 +137,11 @@ def azure_command(line: str) -> Command | None:
 
 
 def base_environment() -> dict[str, str]:
-    """What any runner's shell has: PATH and HOME, nothing of this test process's settings."""
-    return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+    """What any runner's shell has: PATH and HOME, nothing of this test process's settings;
+    and the tree under test, which the steps' `python -m blob_safetynet.cli.ci` imports."""
+    return tree.environment(
+        {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+    )
 
 
 def read_outputs(path: Path) -> dict[str, str]:

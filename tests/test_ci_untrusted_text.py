@@ -18,6 +18,7 @@ import pytest
 
 from blob_safetynet.cli.agent_output import neutralise
 from blob_safetynet.cli.exitcodes import ExitCode
+from tests import tree
 from tests.ci_steps import (
     ROOT,
     ActionRun,
@@ -88,7 +89,7 @@ def test_every_line_of_the_process_and_its_children_is_neutralised(tmp_path: Pat
         [sys.executable, str(script)],
         capture_output=True,
         cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"},
+        env=tree.environment({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}),
         check=True,
     )
     stdout, stderr = agent_lines(done.stdout), agent_lines(done.stderr)

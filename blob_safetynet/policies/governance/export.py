@@ -20,6 +20,13 @@ INITIATIVE_NAME: Final = "safetynet-storage"
 BASE_EFFECTS: Final = ("Audit", "Deny", "Disabled")
 DEFAULT_EFFECT: Final = "Audit"
 CATEGORY: Final = "Storage"
+MODIFY_EFFECT: Final = (
+    "Modify sets the compliant value in a create or update request that carries the property "
+    "and, on existing resources, through a remediation task, "
+)
+"""A request without the property's parent (`deleteRetentionPolicy`) is not modified: "If the
+'parent' property ... isn't present in the request, modification is skipped"
+(https://learn.microsoft.com/azure/governance/policy/concepts/effect-modify#skipped-modification)."""
 
 
 def scope_problem(scope: str) -> str | None:
@@ -66,8 +73,10 @@ def policy_rule(form: PolicyForm) -> dict[str, Any]:
 
 
 def _parameter(item: Parameter) -> dict[str, Any]:
+    bounds = {"allowedValues": list(item.allowed)} if item.allowed else {}
     return {
         "type": item.type,
+        **bounds,
         "defaultValue": item.default,
         "metadata": {"displayName": item.name, "description": item.description},
     }
@@ -84,7 +93,7 @@ def definition(form: PolicyForm) -> dict[str, Any]:
             "metadata": {
                 "displayName": "Effect",
                 "description": "Audit reports, Deny refuses the create or update, "
-                + ("Modify sets the compliant value, " if form.modify else "")
+                + (MODIFY_EFFECT if form.modify else "")
                 + "Disabled turns the definition off",
             },
         },
