@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from blob_safetynet.cli.main import build_parser
 from blob_safetynet.policies.reports.formats import RENDERERS
 from blob_safetynet.policies.reports.view import ReportContext
 from blob_safetynet.policies.rules import RULES, Finding
@@ -441,3 +442,22 @@ def test_the_docs_table_of_what_files_cannot_show_names_the_rules_that_say_so(
     table = text[text.index("| fact | why files cannot show it | rules |") :].split("\n\n")[0]
     listed = set(re.findall(r"`(SN-[A-Z-]+)`", table))
     assert listed == {*NOT_IN_AN_EXPORT, "SN-NO-LOCAL-USERS"}
+
+
+def test_storage_api_version_does_not_apply_to_a_template_export(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    """An export written at an api-version without the shared key switch stays NOT_IN_FILES
+    for it whatever --storage-api-version says, as the option's help and docs/policies.md
+    say: a template's resources name their own apiVersion."""
+    path = portal_export(account_of("acctapi", False), tmp_path / "t.json")
+    code, out, _ = run_cli(
+        "audit", "--from-file", str(path), "--storage-api-version", "2026-09-01", "--format", "json"
+    )
+    outcomes = {f["rule"]: f["outcome"] for f in json.loads(out)["findings"]}
+    assert (code, outcomes["SN-SHARED-KEY-OFF"]) == (0, "NOT_IN_FILES")
+    audit = build_parser()._subparsers._group_actions[0].choices["audit"]  # type: ignore[union-attr]
+    (option,) = [a for a in audit._actions if "--storage-api-version" in a.option_strings]
+    docs = (Path(__file__).parents[2] / "docs" / "policies.md").read_text(encoding="utf-8")
+    for text in (str(option.help), docs):
+        assert "does not apply to a template export" in text
