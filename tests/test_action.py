@@ -21,7 +21,12 @@ from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.policies.reports import escaping
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, Failure, FakeArm, compliant_account
 from tests.ci_steps import ROOT, ActionRun, run_action
-from tests.policies.test_offline_audit import account_of, cli_files
+from tests.policies.test_offline_audit import (
+    NOT_IN_AN_EXPORT,
+    account_of,
+    cli_files,
+    portal_export,
+)
 
 DOC = ROOT / "docs" / "ci-github.md"
 BIN = Path(sys.executable).parent
@@ -174,9 +179,39 @@ def test_audit_files_step_summarises_counts_uploads_and_fails_on_findings(worksp
     assert sarif["runs"][0]["automationDetails"]["id"] == "safetynet-audit-files/"
 
 
-def test_audit_files_with_fail_on_none_still_fails_on_unknown(workspace: Path) -> None:
-    """`fail-on: none` turns FAILs into no failure, but files leave the role and Defender rules
-    UNKNOWN: exit 3, and the step fails, because could not look never passes."""
+def export_workspace(root: Path, compliant: bool) -> Path:
+    """A checkout whose arm/ holds one account's template export as the portal writes it."""
+    (root / "arm").mkdir(parents=True)
+    portal_export(account_of("acctexport", not compliant), root / "arm" / "export.json")
+    return root
+
+
+def test_the_documented_step_is_green_on_a_compliant_export(tmp_path: Path) -> None:
+    """The docs' audit-files step on a compliant account's template export passes: what the
+    export cannot show (roles, Defender, private endpoints, the shared key switch) is
+    NOT_IN_FILES in the summary and no output counts it as unknown or failed."""
+    result = run(with_vars(action_steps()["files"]["with"]), export_workspace(tmp_path, True))
+    assert result.outputs["exit-code"] == "0", result.log
+    assert not result.failed
+    assert result.outcomes["verdict"] == "success"
+    assert (result.outputs["fail"], result.outputs["unknown"]) == ("0", "0")
+    assert json_summary(result)["NOT_IN_FILES"] == len(NOT_IN_AN_EXPORT)
+    assert "**NOT_IN_FILES**" in result.summary
+
+
+def test_the_documented_step_is_red_on_a_non_compliant_export(tmp_path: Path) -> None:
+    """The same step on a non-compliant account's export fails the job: exit 1."""
+    result = run(with_vars(action_steps()["files"]["with"]), export_workspace(tmp_path, False))
+    assert result.outputs["exit-code"] == str(int(ExitCode.FINDINGS))
+    assert int(result.outputs["fail"]) > 0
+    assert result.outcomes["verdict"] == "failure"
+
+
+def test_files_that_leave_out_a_part_they_could_hold_could_not_look(workspace: Path) -> None:
+    """`fail-on: none` turns FAILs into no failure, but without the blob service's file the
+    blob rules are UNKNOWN: exit 3, and the step fails, because could not look never passes."""
+    for path in (workspace / "arm").glob("*-blob-service.json"):
+        path.unlink()
     inputs = {**with_vars(action_steps()["files"]["with"]), "fail-on": "none"}
     result = run(inputs, workspace)
     assert int(result.outputs["unknown"]) > 0
@@ -282,9 +317,17 @@ def test_verify_step_on_the_embedded_emulator_summarises_its_table(workspace: Pa
     assert "SNV-CREATE-ONLY" in result.summary
     assert "```text" in result.summary
     assert int(result.outputs["pass"]) == summary["PASS"] > 0
-    assert int(result.outputs["unknown"]) == summary["NOT_VERIFIABLE"]
+    assert int(result.outputs["unknown"]) == summary["NOT_VERIFIABLE"] > 0
     (given,) = [g for uses, g in result.uses if "upload-sarif" in uses]
     assert given["category"] == "safetynet-verify"
+
+
+def test_the_docs_say_what_verify_exits_on_not_verifiable() -> None:
+    """The run above exits 0 with NOT_VERIFIABLE probes; docs/ci-github.md says so where it
+    says what the step exits on, and no longer that it exits 3 on every unreached verdict."""
+    text = " ".join(DOC.read_text().split())
+    assert "verify exits 0 on a NOT_VERIFIABLE probe" in text
+    assert "still exits 3 on them" not in text
 
 
 def test_a_code_block_cannot_be_closed_by_the_text_it_holds() -> None:

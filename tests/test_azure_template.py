@@ -17,7 +17,12 @@ import yaml
 
 from blob_safetynet.cli.exitcodes import ExitCode
 from tests.ci_steps import ROOT, TemplateRun, expand_template, run_template
-from tests.policies.test_offline_audit import account_of, cli_files
+from tests.policies.test_offline_audit import (
+    NOT_IN_AN_EXPORT,
+    account_of,
+    cli_files,
+    portal_export,
+)
 
 TEMPLATE = ROOT / "templates" / "safetynet.yml"
 DOC = ROOT / "docs" / "ci-azure-pipelines.md"
@@ -79,8 +84,32 @@ def test_the_documented_step_publishes_junit_sarif_and_fails_on_findings(workspa
     assert sarif["runs"][0]["automationDetails"]["id"] == "safetynet-audit-files/"
 
 
+@pytest.mark.parametrize(
+    ("compliant", "code"), [(True, ExitCode.OK), (False, ExitCode.FINDINGS)], ids=["green", "red"]
+)
+def test_the_documented_step_judges_what_a_template_export_shows(
+    tmp_path: Path, compliant: bool, code: ExitCode
+) -> None:
+    """The docs' step on one account's template export as the portal writes it: a compliant
+    account's passes (what the export cannot show is NOT_IN_FILES, counted as neither failed
+    nor unknown), a non-compliant one's fails the last step with exit 1."""
+    root = tmp_path / "s"
+    (root / "arm").mkdir(parents=True)
+    portal_export(account_of("acctexport", not compliant), root / "arm" / "export.json")
+    result = run(doc_parameters(), root)
+    summary = json.loads(Path(result.outputs["json"]).read_text())["summary"]
+    assert result.outputs["exit_code"] == str(int(code)), result.stdout
+    assert result.codes[-1] == code
+    assert result.outputs["unknown"] == "0"
+    assert summary["NOT_IN_FILES"] == len(NOT_IN_AN_EXPORT)
+    assert (result.outputs["fail"] == "0") is compliant
+
+
 def test_could_not_look_fails_the_last_step(workspace: Path) -> None:
-    """failOn none: no FAIL counts, but files leave rules UNKNOWN, exit 3, the step fails."""
+    """failOn none: no FAIL counts, but without the blob service's files the blob rules are
+    UNKNOWN, exit 3, the step fails."""
+    for path in (workspace / "arm").glob("*-blob-service.json"):
+        path.unlink()
     result = run({**doc_parameters(), "failOn": "none"}, workspace)
     assert result.outputs["exit_code"] == str(int(ExitCode.INCOMPLETE))
     assert result.codes[-1] == ExitCode.INCOMPLETE

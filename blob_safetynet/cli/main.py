@@ -80,6 +80,10 @@ COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
         lambda: importlib.import_module("blob_safetynet.cli.commands.policy"),
         "export the rules as Azure Policy definitions and an initiative",
     ),
+    "config": (
+        lambda: importlib.import_module("blob_safetynet.cli.commands.config"),
+        "check a stack's configuration offline (the step before pulumi preview)",
+    ),
     "build-function": (
         lambda: importlib.import_module("blob_safetynet.cli.commands.function"),
         "build the sweeper's Azure Functions zip with Linux x86-64 wheels",

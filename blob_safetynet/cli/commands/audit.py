@@ -1,14 +1,19 @@
 """`safetynet audit`: judge live storage accounts by the policy rules, in a pipeline's format.
 
 A fleet's results are spooled to a temporary file as they are judged and every report is
-written from it with memory flat in the number of accounts (`policies.report_stream`); each
+written from it with memory flat in the number of accounts (`policies.reports.stream`); each
 --output file is written to a temporary file beside it and renamed into place at the end, so an
 interrupted or crashed run leaves no report that looks complete.
 
 Exit 0: no failing rule at or above --fail-on and every rule judged. 1: at least one failed.
 2: bad usage. 3: nothing failed but the audit is incomplete (authentication failed, a
 permission is missing, ARM answered something unreadable, a rule could not be judged, or no
-account was found), so a pipeline never mistakes "could not look" for "compliant".
+account was found), so a pipeline never mistakes "could not look" for "compliant". With
+--from-file, a rule whose facts no saved file can hold is NOT_IN_FILES: reported in every
+format, it leaves the exit code to what the files do show.
+
+Just over 500 lines: the options of one command (live, fleet and files share them) and the
+exit-code decision they feed; the reports are written in `audit_stream`.
 """
 
 from __future__ import annotations
@@ -191,7 +196,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--storage-api-version",
         help=f"Microsoft.Storage api-version to read with (default {STORAGE_API_VERSION}, "
         "pinned; pass an older one where a cloud lags); with --from-file, the version the "
-        "CLI outputs were read with (default: unknown, so what it may lack is UNKNOWN)",
+        "CLI outputs were read with (default: unknown, so what it may lack is NOT_IN_FILES); "
+        "it does not apply to a template export, whose resources name their own apiVersion",
     )
     conn.add_argument(
         "--allow-custom-endpoint",
@@ -362,6 +368,13 @@ def _warn(report: Judged, context: ReportContext, scope: Scope) -> None:
     unknown = sum(f.outcome is Outcome.UNKNOWN for f in findings_of(report))
     if unknown and not errors:
         print(f"safetynet audit: {unknown} rule(s) could not be judged (UNKNOWN)", file=sys.stderr)
+    unseen = sum(f.outcome is Outcome.NOT_IN_FILES for f in findings_of(report))
+    if unseen:
+        print(
+            f"safetynet audit: {unseen} verdict(s) NOT_IN_FILES: their facts are not in saved "
+            "files (role assignments, Defender for Storage, ...); a live audit judges them",
+            file=sys.stderr,
+        )
     if not report.results and not errors:
         print(
             f"safetynet audit: no storage account found in {printable(scope.label)}; "

@@ -17,6 +17,7 @@ from blob_safetynet.policies.rules.model import (
     Account,
     AccountSettings,
     Facet,
+    Fact,
     Maybe,
     RoleAssignment,
     arm_fold,
@@ -102,6 +103,8 @@ class ArmReads:
     """The subscription's Defender for Storage plan (pricings/StorageAccounts), read when the
     account has no setting of its own; {} when ARM answered 404."""
     reasons: dict[Facet, str] = field(default_factory=dict)
+    not_held: set[Fact] = field(default_factory=set)
+    """What the source cannot hold (`Account.not_held`); empty for ARM itself."""
     api_version: str = STORAGE_API_VERSION
     """The Microsoft.Storage api-version the bodies were read with."""
 
@@ -142,6 +145,7 @@ def account(reads: ArmReads) -> Account:
         local_users=_each(reads.local_users, _name),
         defender_enabled=_defender(reads.defender_settings, reads.defender_plan),
         unknown_reasons=dict(reads.reasons),
+        not_held=frozenset(reads.not_held),
     )
 
 

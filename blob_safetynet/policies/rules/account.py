@@ -15,7 +15,14 @@ from blob_safetynet.policies.rules.base import (
     settings_of,
     unknown,
 )
-from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, Thresholds, arm_fold
+from blob_safetynet.policies.rules.model import (
+    SHARED_KEY_SWITCH,
+    UNKNOWN,
+    Account,
+    Facet,
+    Thresholds,
+    arm_fold,
+)
 
 TAG_CAPABLE_KINDS = ("StorageV2", "BlockBlobStorage")
 """Account kinds that support blob index tags (general-purpose v2, premium block blob)."""
@@ -98,7 +105,8 @@ def _check_shared_key(account: Account, _: Thresholds) -> Verdict:
             return failed("shared key access is allowed (absent means allowed)")
         return unknown(
             "the account disallows shared key, but the blob service's own setting "
-            "(allowSharedKeyAccessForServices) was not readable"
+            f"({SHARED_KEY_SWITCH}) was not readable",
+            SHARED_KEY_SWITCH,
         )
     if for_blob is False and allowed:
         # Microsoft documents no precedence between the account and the per-service switch.

@@ -81,6 +81,14 @@ class Facet(enum.Enum):
     DEFENDER = "Defender for Storage settings"
 
 
+SHARED_KEY_SWITCH: Final = "allowSharedKeyAccessForServices"
+"""The blob service's own shared key switch, a setting an api-version before 2026-09-01 does not
+return (`blob_safetynet.policies.adapters.arm.STORAGE_API_VERSION`)."""
+
+Fact: TypeAlias = Facet | str
+"""What a verdict may lack: a facet, or a setting named by its ARM property (`SHARED_KEY_SWITCH`)."""
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """The numbers a deployment may tune; the pack's config schema and the audit's options."""
@@ -223,6 +231,9 @@ class Account:
     """Whether Microsoft Defender for Storage protects the account."""
     unknown_reasons: Mapping[Facet, str] = field(default_factory=dict)
     """Why a facet is UNKNOWN, when there is more to say than "not known yet"."""
+    not_held: frozenset[Fact] = frozenset()
+    """What the source cannot hold at all (saved files: role assignments, Defender for Storage,
+    ...): a verdict that lacks only these is NOT_IN_FILES, not UNKNOWN. Empty for live reads."""
 
     def facet(self, facet: Facet) -> object:
         """The value of one facet (UNKNOWN when it was not read)."""

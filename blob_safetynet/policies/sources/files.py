@@ -19,10 +19,16 @@ Files a compliance team holds, each one of:
   (`_nested`), and a linked one, which is not in the file, is refused.
 
 Every file is grouped by the account its resource id or name names, normalised to the REST
-shape, and handed to `blob_safetynet.policies.adapters.arm.account` like a live read. A facet no file holds
-(role assignments, Defender, anything not given) stays UNKNOWN with a reason that says so,
-never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
+shape, and handed to `blob_safetynet.policies.adapters.arm.account` like a live read. What no
+file of these shapes can hold (role assignments, Defender for Storage; local users and private
+endpoint connections when no file of their own is given; the blob service's shared key switch
+at an api-version before it) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
+other facet no file holds stays UNKNOWN with a reason naming the file to add, never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
 naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each.
+
+Just over 500 lines: the shapes of a saved file (CLI outputs, template exports and their nested
+deployments) and the pieces of one account they fill share the resource types, the expression
+resolver and the refusals; each half alone would import the other's.
 """
 
 from __future__ import annotations
@@ -39,7 +45,14 @@ from blob_safetynet.policies.adapters.arm_json import ArmObject, SpellingError, 
 from blob_safetynet.policies.adapters.common import KINDS
 from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
-from blob_safetynet.policies.rules.model import ARM_IGNORECASE, UNKNOWN, Facet, Thresholds, arm_fold
+from blob_safetynet.policies.rules.model import (
+    ARM_IGNORECASE,
+    SHARED_KEY_SWITCH,
+    UNKNOWN,
+    Facet,
+    Thresholds,
+    arm_fold,
+)
 from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
 from blob_safetynet.settings import untrusted
 from blob_safetynet.settings.redaction import printable
@@ -86,6 +99,23 @@ NOT_IN_FILES: Final = {
     Facet.ROLES: "role assignments are read only from Azure (not judged from files)",
     Facet.DEFENDER: "Defender for Storage is read only from Azure (not judged from files)",
 }
+"""Facets no file of these shapes holds: Microsoft.Authorization and Microsoft.Security
+resources, not the account's."""
+NOT_IN_ACCOUNT_FILES: Final = {
+    Facet.LOCAL_USERS: "no file lists the account's local users (`az storage account local-user "
+    "list`; an account document and a template export do not)",
+    Facet.PRIVATE_ENDPOINTS: "no file lists the account's private endpoint connections (`az "
+    "storage account show` does; a template export's account resource does not)",
+}
+"""Facets the account's own documents do not carry: when no file of their own is given, the
+rules that need them are NOT_IN_FILES."""
+GIVE: Final = {
+    Facet.SETTINGS: "`az storage account show`",
+    Facet.BLOB_SERVICE: "`az storage account blob-service-properties show`",
+    Facet.CONTAINERS: "`az storage container-rm list`",
+    Facet.LIFECYCLE: "`az storage account management-policy show`",
+}
+"""The file that holds each facet a template export also holds: left out, it is UNKNOWN."""
 
 
 class OfflineError(ValueError):
@@ -442,6 +472,9 @@ def reads_of(piece: _Pieces) -> arm.ArmReads:
     body = piece.account or {"name": piece.name, "properties": UNKNOWN}
     reads = arm.ArmReads(account=body, api_version=piece.api_version)
     reads.reasons.update(NOT_IN_FILES)
+    reads.not_held.update(NOT_IN_FILES)
+    if piece.api_version < arm.STORAGE_API_VERSION:
+        reads.not_held.add(SHARED_KEY_SWITCH)
     connections = (
         list(piece.connections.values()) if piece.connections else _connections_of(piece.account)
     )
@@ -454,8 +487,11 @@ def reads_of(piece: _Pieces) -> arm.ArmReads:
         Facet.PRIVATE_ENDPOINTS: connections,
     }
     for facet, value in given.items():
-        if value is None:
-            reads.reasons[facet] = f"{facet.value} not in the files"
+        if value is None and facet in NOT_IN_ACCOUNT_FILES:
+            reads.reasons[facet] = NOT_IN_ACCOUNT_FILES[facet]
+            reads.not_held.add(facet)
+        elif value is None:
+            reads.reasons[facet] = f"{facet.value} not in the files (add {GIVE[facet]})"
     if piece.blob_service is not None:
         reads.blob_service_properties = piece.blob_service
     if piece.containers is not None:
