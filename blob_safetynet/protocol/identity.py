@@ -156,25 +156,18 @@ class Succession:
 
 
 def text_problem(text: str, what: str, longest: int) -> str | None:
-    """Why `text` cannot be a document id, name or blob name in metadata, or None."""
+    """Why `text` cannot be carried as a document id, name or blob name, or None: it must be 1
+    to `longest` characters of Unicode text (what the table's column holds). Control characters
+    are carried (percent-encoded): a legacy row may hold them; `put` refuses them itself."""
     if not text:
         return f"{what} must not be empty"
     if len(text) > longest:
         return f"{what} is {len(text)} characters; at most {longest}"
-    if any(ord(ch) < 32 for ch in text):
-        return f"{what} must not contain control characters"
     try:
         text.encode()
     except UnicodeEncodeError:
         return f"{what} is not valid Unicode text (it holds a lone surrogate)"
     return None
-
-
-def name_problem(name: str) -> str | None:
-    """Why `name` cannot be a document name, or None (the protocol's rule and the reader's)."""
-    if name and not name.strip():
-        return "document name must not be empty"
-    return text_problem(name, "document name", MAX_NAME_LENGTH)
 
 
 def _encode_text(text: str) -> str:
@@ -249,7 +242,7 @@ def encode(
     ):
         if text is not None and (problem := text_problem(text, what, longest)):
             raise IdentityError(problem)
-    if problem := name_problem(name):
+    if problem := text_problem(name, "document name", MAX_NAME_LENGTH):
         raise IdentityError(problem)
     if content is not None and length is not None and content.length != length:
         raise IdentityError(f"length {length} differs from the content's {content.length}")
@@ -355,8 +348,7 @@ def _decoded(pairs: Mapping[str, str]) -> Identity:
     if cut not in (None, "1"):
         raise IdentityError(f"{KEY_NAME_CUT} must be '1' when present")
     name = _decode_text(pairs[KEY_NAME], KEY_NAME)
-    problem = text_problem(name, "document name", MAX_NAME_LENGTH) if cut else name_problem(name)
-    if problem:
+    if problem := text_problem(name, "document name", MAX_NAME_LENGTH):
         raise IdentityError(problem)
     name_sha256 = _hex64(pairs, KEY_NAME_SHA256)
     if not cut and _sha256(name) != name_sha256:

@@ -79,17 +79,25 @@ class UploadFailedError(OperationFailedError):
 
 
 def validate_name(name: str) -> str:
-    """`name` when a document may have it: the rule its identity metadata is read back by."""
-    if problem := identity.name_problem(name):
+    if not name or not name.strip():
+        raise InvalidNameError("document name must not be empty")
+    if problem := _text_problem(name, "document name", MAX_NAME_LENGTH):
         raise InvalidNameError(problem)
     return name
 
 
 def validate_document_id(document_id: str) -> str:
     """`document_id` when the table's `id` column and the identity metadata can hold it."""
-    if problem := identity.text_problem(document_id, "document id", identity.MAX_ID_LENGTH):
+    if problem := _text_problem(document_id, "document id", identity.MAX_ID_LENGTH):
         raise InvalidNameError(problem)
     return document_id
+
+
+def _text_problem(text: str, what: str, longest: int) -> str | None:
+    """The identity metadata's rule (length, Unicode text) with no control characters."""
+    if len(text) <= longest and any(ord(ch) < 32 for ch in text):
+        return f"{what} must not contain control characters"
+    return identity.text_problem(text, what, longest)
 
 
 def validate_extension(extension: str) -> str:

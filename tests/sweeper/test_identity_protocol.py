@@ -18,10 +18,12 @@ from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.protocol import identity
 from blob_safetynet.protocol.upload import InvalidNameError, UploadProtocol
 from blob_safetynet.reconcile.listing import list_blobs
+from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
-from blob_safetynet.store.tables import Content
+from blob_safetynet.store.tables import Content, Document, Status, new_document_id
 from testkit.service_doubles import ServiceDouble, tag_guarding_service
 
+NOW = datetime.now(UTC)
 HOSTILE_NAMES = {
     "emoji-1024": "\U0001f600" * 1024,
     "ascii-1024": "n" * 1024,
@@ -106,6 +108,20 @@ def test_a_staged_upload_carries_the_identity_in_its_block_list(
     document = UploadProtocol(store, staged).put("big.bin", data, ".bin")
     read = identity_of(container, document.blob_name)
     assert (read.length, read.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+
+
+def test_a_legacy_row_s_name_the_protocol_would_refuse_is_carried_on_replace(
+    protocol: UploadProtocol, store: DocumentStore, container: ContainerClient
+) -> None:
+    """A row written before the protocol may hold control characters in its name; replacing
+    it writes them into the new blob's identity, which reads back exactly."""
+    legacy = Document(new_document_id(), "legacy\tname\n", "legacy.bin", Status.PENDING, NOW)
+    store.reserve(legacy)
+    container.upload_blob(legacy.blob_name, b"v1", tags={STATE_TAG: COMMITTED})
+    assert store.publish(legacy.id)
+    replaced = protocol.replace(legacy.id, b"v2", ".bin")
+    read = identity_of(container, replaced.blob_name)
+    assert (read.name, read.replaces) == ("legacy\tname\n", "legacy.bin")
 
 
 @pytest.fixture
