@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from blob_safetynet.cli.commands.audit_scope import scope_from
-from blob_safetynet.cli.commands.audit_stream import Stream, write_spooled
+from blob_safetynet.cli.commands.audit_stream import Stream, failed_streams, write_spooled
 from blob_safetynet.cli.commands.common import (
     UsageError,
     ascii_int,
@@ -58,6 +58,7 @@ from blob_safetynet.policies.reports.view import (
     load_history,
 )
 from blob_safetynet.policies.rules import RULES, Outcome, Severity, suppressions
+from blob_safetynet.policies.rules.data_protection import SOFT_DELETE_DAYS
 from blob_safetynet.policies.rules.model import Thresholds
 from blob_safetynet.policies.rules.suppressions import Baseline
 from blob_safetynet.policies.sources.connection import StaticTokenCredential, default_credential
@@ -209,7 +210,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     limits = parser.add_argument_group("thresholds (same as the policy pack's config)")
     limits.add_argument(
-        "--min-blob-soft-delete-days", type=ascii_int, default=DEFAULTS.min_blob_soft_delete_days
+        "--min-blob-soft-delete-days",
+        type=ascii_int,
+        default=DEFAULTS.min_blob_soft_delete_days,
+        help=f"1-{SOFT_DELETE_DAYS[-1]}, the days Azure can keep a deleted blob "
+        f"(default {DEFAULTS.min_blob_soft_delete_days})",
     )
     limits.add_argument("--max-pending-days", type=ascii_int, default=DEFAULTS.max_pending_days)
     limits.add_argument(
@@ -229,12 +234,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
-    for option, days in (
-        ("--min-blob-soft-delete-days", args.min_blob_soft_delete_days),
-        ("--max-pending-days", args.max_pending_days),
+    for option, days, most in (
+        ("--min-blob-soft-delete-days", args.min_blob_soft_delete_days, SOFT_DELETE_DAYS[-1]),
+        ("--max-pending-days", args.max_pending_days, MAX_DAYS),
     ):
-        if not 1 <= days <= MAX_DAYS:
-            raise UsageError(f"{option} must be between 1 and {MAX_DAYS}")
+        if not 1 <= days <= most:
+            raise UsageError(f"{option} must be between 1 and {most}")
     try:
         check_container_name(args.container, "--container")
     except SettingsError as error:
@@ -375,10 +380,14 @@ def _api_version(args: argparse.Namespace) -> str | None:
 
 
 def _live_report(
-    args: argparse.Namespace, limits: Thresholds, redactor: Redactor, spools: contextlib.ExitStack
+    args: argparse.Namespace,
+    limits: Thresholds,
+    redactor: Redactor,
+    spools: contextlib.ExitStack,
+    streams: list[Stream],
 ) -> Callable[[], AuditReport | SpooledReport]:
     """The live audit, every option checked and the credential made before ARM is read; a
-    fleet's results go to a `Spool` that `spools` closes."""
+    fleet's results go to a `Spool` that `spools` closes, its --stream added to `streams`."""
     scope = scope_from(args)
     if args.stream is not None and not scope.fleet:
         raise UsageError(
@@ -412,6 +421,7 @@ def _live_report(
             stream.result(result)
 
         with Stream(args.stream, redactor, throttle) as stream:
+            streams.append(stream)
             report = run_fleet_audit(
                 scope, credential, on_result=judged, keep_results=False, **options
             )
@@ -445,13 +455,14 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
     as_json = args.format == "json"
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
+    streams: list[Stream] = []
     try:
         limits = thresholds_from(args)
         outputs = _outputs(args)
         judge = (
             _offline_report(args, limits)
             if args.from_file
-            else _live_report(args, limits, redactor, spools)
+            else _live_report(args, limits, redactor, spools, streams)
         )
         today = dt.datetime.now(dt.UTC).date()
         horizon = suppressions.Horizon(today, args.suppression_horizon_days)
@@ -480,7 +491,8 @@ def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
         }
         texts = {o.format: renderers[o.format](report, context) for o in outputs}
         written = write_outputs(outputs, texts, redactor, "audit")
-    if not written:
+    # After the other reports: a --stream that failed is an output error, not a lost audit.
+    if failed_streams(streams, "audit") or not written:
         return ExitCode.USAGE
     _warn(report, context, scope)
     return exit_code(report, context, args.fail_on)
