@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.policies.reports import escaping
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, Failure, FakeArm, compliant_account
 from tests.ci_steps import ROOT, ActionRun, run_action
 from tests.policies.test_offline_audit import (
@@ -375,7 +376,7 @@ def test_an_unknown_command_is_bad_usage_said_in_the_summary(workspace: Path) ->
     an error annotation is printed, and upload-sarif is not asked (no SARIF was written)."""
     result = run({"command": "scan", "python": sys.executable}, workspace)
     assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
-    assert "input command 'scan'" in result.summary
+    assert escaping.markdown("input command 'scan'") in result.summary
     assert "::error title=safetynet::" in result.log
     assert not [u for u in result.uses if "upload-sarif" in u[0]]
     assert result.failed
@@ -479,5 +480,58 @@ def test_a_reports_dir_that_is_a_file_is_bad_usage(workspace: Path) -> None:
     inputs = {**with_vars(action_steps()["files"]["with"]), "reports-dir": "taken"}
     result = run(inputs, workspace)
     assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
-    assert "input reports-dir" in result.summary
+    assert escaping.markdown("input reports-dir") in result.summary
     assert "Traceback" not in result.log
+
+
+def committed_link(workspace: Path, name: str, target: Path) -> None:
+    """A symbolic link a pull request commits into the checkout."""
+    (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+    (workspace / name).symlink_to(target, target_is_directory=target.is_dir())
+
+
+@pytest.mark.parametrize(
+    ("inputs", "plant", "said"),
+    [
+        ({"reports-dir": "linked"}, ("linked", "folder"), "leads outside the workspace"),
+        ({"reports-dir": "inside-link"}, ("inside-link", "arm"), "symbolic link"),
+        ({"reports-dir": "../outside"}, None, "is outside the workspace"),
+        ({"reports-dir": "/etc"}, None, "is outside the workspace"),
+        ({"files": "arm/*.json"}, ("arm/leak.json", "file"), "leads outside the workspace"),
+        ({"files": "../outside/*.json"}, None, "is outside the workspace"),
+        ({"suppressions": "s.yml"}, ("s.yml", "file"), "leads outside the workspace"),
+    ],
+)
+def test_path_inputs_are_confined_to_the_workspace(
+    workspace: Path,
+    inputs: dict[str, str],
+    plant: tuple[str, str] | None,
+    said: str,
+) -> None:
+    """A reports folder, file pattern or suppressions file outside the workspace, or reached
+    through a committed link that leads outside it (or, for the folder written into, any
+    link), is bad usage: exit 2 naming the input, and nothing outside is written or removed."""
+    outside = workspace.parent / "outside"
+    outside.mkdir()
+    (outside / "audit-files.json").write_text("keep")
+    (outside / "secret.json").write_text("{}")
+    if plant is not None:
+        name, kind = plant
+        target = {"folder": outside, "file": outside / "secret.json"}.get(kind)
+        committed_link(workspace, name, target or workspace / kind)
+    result = run({**with_vars(action_steps()["files"]["with"]), **inputs}, workspace)
+    assert result.outputs["exit-code"] == str(int(ExitCode.USAGE)), result.log
+    assert escaping.markdown(said) in result.summary
+    assert sorted(p.name for p in outside.iterdir()) == ["audit-files.json", "secret.json"]
+    assert (outside / "audit-files.json").read_text() == "keep"
+    assert result.outcomes["verdict"] == "failure"
+
+
+def test_markup_from_an_input_does_not_render_in_the_job_summary(workspace: Path) -> None:
+    """An input holding HTML (`<img src=...>`) is quoted in the summary escaped, so GitHub's
+    Markdown shows it as text instead of loading the image."""
+    inputs = {"command": '<img src="https://example.invalid/x.png">', "python": sys.executable}
+    result = run(inputs, workspace)
+    assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
+    assert not re.search(r"(?<!\\)<", result.summary)
+    assert "\\<img src\\=" in result.summary

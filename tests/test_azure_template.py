@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import sys
 import tomllib
 from pathlib import Path
@@ -186,3 +187,36 @@ def test_the_default_tag_is_this_packages_version_in_its_own_repository() -> Non
     assert declared["version"]["default"] == project["version"]
     assert f"git+{project['urls']['Source']}@v$INPUT_VERSION" in TEMPLATE.read_text()
     assert GIT_REF.endswith(f"@v{project['version']}")
+
+
+def test_a_committed_summary_link_is_replaced_not_written_through(workspace: Path) -> None:
+    """`<reports>/audit-files.summary.md` committed as a link to a file elsewhere: the summary
+    replaces the link with a file of its own (mode 0600), the file it pointed to is unchanged,
+    and the uploaded summary is that new file."""
+    victim = workspace.parent / "victim.md"
+    victim.write_text("keep")
+    (workspace / "safetynet-reports").mkdir()
+    (workspace / "safetynet-reports" / "audit-files.summary.md").symlink_to(victim)
+    result = run(doc_parameters(), workspace)
+    uploaded = re.search(r"##vso\[task\.uploadsummary\](.+)", result.stdout)
+    assert uploaded
+    summary = Path(uploaded.group(1))
+    assert victim.read_text() == "keep"
+    assert not summary.is_symlink()
+    assert "| Account | Rule | Severity | State | Message |" in summary.read_text()
+    assert stat.S_IMODE(summary.stat().st_mode) & 0o077 == 0
+
+
+def test_a_reports_folder_that_is_a_committed_link_is_bad_usage(workspace: Path) -> None:
+    """reportsDir a link to a folder outside the workspace: exit 2 naming the input, and the
+    earlier reports in the folder it points to are neither removed nor rewritten."""
+    outside = workspace.parent / "outside"
+    outside.mkdir()
+    (outside / "audit-files.json").write_text("keep")
+    (workspace / "safetynet-reports").symlink_to(outside, target_is_directory=True)
+    result = run(doc_parameters(), workspace)
+    assert result.outputs["exit_code"] == str(int(ExitCode.USAGE))
+    assert "input reports-dir" in result.stdout
+    assert result.codes[-1] == ExitCode.USAGE
+    assert sorted(p.name for p in outside.iterdir()) == ["audit-files.json"]
+    assert (outside / "audit-files.json").read_text() == "keep"

@@ -461,3 +461,29 @@ def test_storage_api_version_does_not_apply_to_a_template_export(
     docs = (Path(__file__).parents[2] / "docs" / "policies.md").read_text(encoding="utf-8")
     for text in (str(option.help), docs):
         assert "does not apply to a template export" in text
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "rule", "outcome"),
+    [
+        ("enableHttpsTrafficOnly", False, "SN-HTTPS-TLS", "FAIL"),
+        ("networkRuleSet", {"bypass": "None", "defaultAction": "Deny"}, "SN-TRUSTED-SERVICES", "FAIL"),
+        ("networkRuleSet", {"bypass": "AzureServices", "defaultAction": "Deny"}, "SN-NETWORK-DEFAULT-DENY", "PASS"),
+    ],
+)  # fmt: skip
+def test_the_cli_names_of_az_storage_account_show_are_read(
+    tmp_path: Path, key: str, value: object, rule: str, outcome: str
+) -> None:
+    """`az storage account show` names the HTTPS switch `enableHttpsTrafficOnly` and the
+    firewall `networkRuleSet` (the SDK's names): each is read as REST's property, so
+    `enableHttpsTrafficOnly: false` fails SN-HTTPS-TLS and the firewall it gives is judged,
+    where an unread name would leave the permissive defaults (HTTPS only, no firewall)."""
+    saved = json.loads(
+        (Path(__file__).parent / "data" / "az-storage-account-show.json").read_text()
+    )
+    saved[key] = value
+    path = tmp_path / "account.json"
+    path.write_text(json.dumps(saved), encoding="utf-8")
+    report = run_offline_audit([path], Thresholds(), "2024-01-01")
+    outcomes = {f.rule.id: f.outcome.value for f in report.findings}
+    assert outcomes[rule] == outcome

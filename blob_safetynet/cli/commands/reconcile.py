@@ -18,6 +18,7 @@ from typing import Any
 
 from azure.storage.blob import ContainerClient
 
+from blob_safetynet.cli.commands import plan_file
 from blob_safetynet.cli.commands.common import (
     CommandError,
     UsageError,
@@ -48,13 +49,10 @@ from blob_safetynet.reconcile.listing import (
     plan_orphan_deletion,
     reconcile,
 )
-from blob_safetynet.settings import appsettings, atomicfile, untrusted
+from blob_safetynet.settings import appsettings, untrusted
 from blob_safetynet.settings.parsed import SettingsError
 from blob_safetynet.settings.redaction import printable
 from blob_safetynet.store.documents import DocumentStore
-
-MAX_PLAN_BYTES = 64 * 2**20
-"""A plan lists one blob per ~150 bytes: this is several hundred thousand deletions."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -163,21 +161,11 @@ def _apply(
 def _check_plan_output(args: argparse.Namespace) -> None:
     """Refuse an unwritable --write-plan, or one that is the database or the plan applied,
     before anything is read or repaired."""
-    if args.write_plan is None:
-        return
-    try:
-        atomicfile.check_output_path(args.write_plan)
-        atomicfile.refuse_same(args.write_plan, args.db, args.apply_plan)
-    except atomicfile.OutputPathError as error:
-        raise SettingsError(f"--write-plan: {error}") from None
+    plan_file.check_output(args.write_plan, "--write-plan", args.db, args.apply_plan)
 
 
 def _write_plan(path: Path, plan: dict[str, Any]) -> None:
-    try:
-        atomicfile.write_text(path, json.dumps(plan, indent=2) + "\n")
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise UsageError(f"cannot write --write-plan '{printable(str(path))}': {reason}") from None
+    plan_file.write(path, plan, "--write-plan")
 
 
 def _read_plan(args: argparse.Namespace) -> dict[str, Any]:
@@ -186,12 +174,7 @@ def _read_plan(args: argparse.Namespace) -> dict[str, Any]:
     if args.max_share is not None and not 0 < args.max_share <= 1:  # also refuses nan
         raise SettingsError("--max-share must be above 0 and at most 1")
     shown = printable(str(args.apply_plan))
-    try:
-        plan = untrusted.read_json_file(args.apply_plan, f"'{shown}'", max_bytes=MAX_PLAN_BYTES)
-    except untrusted.UntrustedInputError as error:
-        raise SettingsError(f"--apply-plan: {error}") from None
-    if not isinstance(plan, dict):
-        raise SettingsError(f"--apply-plan: '{shown}' is not a reconcile plan")
+    plan = plan_file.read(args.apply_plan, "--apply-plan", "reconcile")
     entries = plan.get("delete")
     for number, entry in enumerate(entries if isinstance(entries, list) else [], start=1):
         if isinstance(entry, dict) and "last_modified" in entry:

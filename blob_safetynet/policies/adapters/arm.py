@@ -20,6 +20,7 @@ from blob_safetynet.policies.rules.model import (
     Fact,
     Maybe,
     RoleAssignment,
+    arm_fold,
 )
 
 STORAGE_API_VERSION: Final = "2026-09-01"
@@ -53,10 +54,13 @@ def settings(body: Mapping[str, Any], api_version: str = STORAGE_API_VERSION) ->
 def role_assignment(
     body: Mapping[str, Any], definitions: Mapping[str, Mapping[str, Any]]
 ) -> RoleAssignment:
-    """From a role assignment body and the role definition bodies read so far (by lower-case id)."""
+    """From a role assignment body and the role definition bodies read so far (by id, folded
+    by `arm_fold`)."""
     props = _properties(body)
     definition_id = common.get_str(props, "roleDefinitionId")
-    definition = definitions.get(definition_id.lower()) if isinstance(definition_id, str) else None
+    definition = (
+        definitions.get(arm_fold(definition_id)) if isinstance(definition_id, str) else None
+    )
     if definition is None:
         perms: tuple[Maybe[tuple[str, ...]], ...] = (UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
         role: Maybe[str] = definition_id if isinstance(definition_id, str) else UNKNOWN

@@ -21,6 +21,7 @@ from blob_safetynet.policies.rules.model import (
     Account,
     Facet,
     Thresholds,
+    arm_fold,
 )
 
 TAG_CAPABLE_KINDS = ("StorageV2", "BlockBlobStorage")
@@ -181,9 +182,11 @@ def _check_https_tls(account: Account, _: Thresholds) -> Verdict:
     if not settings.https_only:
         problems.append("plain HTTP is accepted")
     tls = settings.minimum_tls_version
-    # ARM compares enum values without regard to case (docs/policies.md, Azure Policy alike).
-    known = tls.upper() in TLS_VERSIONS
-    if not known or TLS_VERSIONS.index(tls.upper()) < TLS_VERSIONS.index(MIN_TLS):
+    # ARM compares enum values by ASCII case only (model.arm_fold): `TLS1_2` with a long s
+    # is no TLS version ARM knows.
+    known = [arm_fold(version) for version in TLS_VERSIONS]
+    rank = known.index(arm_fold(tls)) if arm_fold(tls) in known else -1
+    if rank < TLS_VERSIONS.index(MIN_TLS):
         problems.append(f"minimum TLS version is {tls} (absent means TLS1_0)")
     if problems:
         return failed(", ".join(problems))

@@ -11,6 +11,8 @@ This module imports no SDK.
 from __future__ import annotations
 
 import enum
+import re
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias, TypeGuard, TypeVar
@@ -33,6 +35,32 @@ UNKNOWN: Final = Unknown.UNKNOWN
 
 Maybe: TypeAlias = T | Unknown
 """A value of type T, or UNKNOWN."""
+
+
+_ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+ARM_IGNORECASE: Final = re.IGNORECASE | re.ASCII
+"""The regex flags of a pattern matched against ARM names: A-Z match a-z, nothing else does
+(Python's IGNORECASE alone matches the long s, U+017F, to `s` and the Kelvin sign to `k`)."""
+
+
+def arm_fold(text: str) -> str:
+    """`text` as Resource Manager compares names and enum values: A-Z folded to a-z, every
+    other character kept as it is.
+
+    ARM and its resource providers are .NET services; their JSON binding and their name and
+    enum comparisons are ordinal ignore-case (StringComparer.OrdinalIgnoreCase,
+    https://learn.microsoft.com/dotnet/standard/base-types/best-practices-strings), which
+    upper-cases each UTF-16 code unit by its simple mapping, never by full case folding: `ß`
+    stays `ß` (no `ss`), the Kelvin sign upper-cases to itself (never `K`), and .NET pins the
+    only two non-ASCII letters whose simple upper case is ASCII, the dotless i (U+0131) and
+    the long s (U+017F), to themselves, so that no non-ASCII character ever equals an ASCII one
+    (dotnet/runtime `GlobalizationNative_InitOrdinalCasingPage` in
+    src/native/libs/System.Globalization.Native/pal_casing.c; the decision,
+    https://github.com/dotnet/runtime/issues/32247). Every name the Microsoft.Storage schema
+    has and every value of its enums is ASCII, so against them this fold is exactly .NET's.
+    A name spelt with `ß`, the long s or the Kelvin sign is therefore another, unknown property to
+    ARM, and to the audit an absent one: its documented default, never the value written."""
+    return text.translate(_ASCII_LOWER)
 
 
 def is_known(value: Maybe[T]) -> TypeGuard[T]:

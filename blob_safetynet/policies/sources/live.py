@@ -30,7 +30,7 @@ from azure.core.rest import HttpRequest
 from blob_safetynet.policies.adapters import arm
 from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
-from blob_safetynet.policies.rules.model import Facet, Thresholds
+from blob_safetynet.policies.rules.model import Facet, Thresholds, arm_fold
 from blob_safetynet.policies.sources.connection import (
     READ_ERRORS,
     check_arm_endpoint,
@@ -225,9 +225,9 @@ class ArmReader:
             reads.role_assignments = assignments
             ids = {_definition_id(a) for a in assignments} - {""}
             for definition_id in sorted(ids):
-                guid = definition_id.rstrip("/").rsplit("/", 1)[-1].lower()
+                guid = arm_fold(definition_id.rstrip("/").rsplit("/", 1)[-1])
                 if guid in known.role_definitions:
-                    reads.role_definitions[definition_id.lower()] = known.role_definitions[guid]
+                    reads.role_definitions[arm_fold(definition_id)] = known.role_definitions[guid]
                     continue
                 definition = attempt(
                     Facet.ROLES,
@@ -235,7 +235,7 @@ class ArmReader:
                     functools.partial(self._definition, definition_id, resource_id),
                 )
                 if definition:
-                    reads.role_definitions[definition_id.lower()] = definition
+                    reads.role_definitions[arm_fold(definition_id)] = definition
         return reads, errors
 
     def inherited_assignments(self, subscription: str) -> list[dict[str, Any]] | None:
@@ -255,7 +255,7 @@ class ArmReader:
             except (*READ_ERRORS, DeserializationError, ValueError):
                 return None
 
-        return self._inherited.get(subscription.lower(), fetch)
+        return self._inherited.get(arm_fold(subscription), fetch)
 
     def _read_blob_service(
         self, reads: arm.ArmReads, group: str, name: str, attempt: Attempt
@@ -378,7 +378,7 @@ class ArmReader:
         subscription-scope read."""
         guid = definition_id.rstrip("/").rsplit("/", 1)[-1]
         return self._definitions.get(
-            definition_id.lower(),
+            arm_fold(definition_id),
             lambda: _as_dict(self.authorization.role_definitions.get(scope.lstrip("/"), guid)),
         )
 
@@ -392,12 +392,12 @@ def _definition_id(assignment: Mapping[str, Any]) -> str:
 def subscription_of(resource_id: str) -> str:
     """The subscription id an ARM resource id names, '' when it names none."""
     parts = resource_id.strip("/").split("/")
-    return parts[1] if len(parts) > 1 and parts[0].lower() == "subscriptions" else ""
+    return parts[1] if len(parts) > 1 and arm_fold(parts[0]) == "subscriptions" else ""
 
 
 def _resource_group(resource_id: str) -> str:
     parts = resource_id.strip("/").split("/")
-    lowered = [part.lower() for part in parts]
+    lowered = [arm_fold(part) for part in parts]
     if "resourcegroups" in lowered:
         index = lowered.index("resourcegroups")
         if index + 1 < len(parts):
