@@ -140,3 +140,18 @@ class Browser:
             "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}
         )
         path.write_bytes(base64.b64decode(shot["data"]))
+
+    def emulate_media(self, media: str) -> None:
+        """Lay the page out for `media` ("print" or "screen"), as printing would."""
+        self._send("Emulation.setEmulatedMedia", {"media": media})
+
+    def print_pdf(self, path: Path) -> bytes:
+        """The page printed as Chromium's print dialog would, at the page size its CSS `@page`
+        asks for (A4 for the reports), without header or footer; written to `path`."""
+        printed = self._send(
+            "Page.printToPDF",
+            {"preferCSSPageSize": True, "printBackground": True, "displayHeaderFooter": False},
+        )
+        data = base64.b64decode(printed["data"])
+        path.write_bytes(data)
+        return data

@@ -10,6 +10,15 @@ not run (they are other repositories' actions). Azure Pipelines
 .../scripts/logging-commands): `${{ parameters.x }}` is substituted when the template is
 expanded, `$(Name)` macros before a step runs, and `##vso[task.setvariable]` lines set variables
 that later steps see as environment variables.
+
+Both read commands as their agents do (`github_command`, `azure_command`, ported from
+actions/runner's src/Runner.Common/ActionCommand.cs and azure-pipelines-agent's
+src/Microsoft.VisualStudio.Services.Agent/Command.cs): from every line of stdout and of stderr,
+a line ending at CR, LF or CRLF as .NET's ReadLine ends it; GitHub's `::name props::data` after
+leading white space and its older `##[name props]data` anywhere in a line, with
+`stop-commands`; Azure's `##vso[area.event props]data` anywhere in a line, with a variable set
+`isreadonly` never set again. Every command read is recorded, so a test can hold a step to the
+commands it means to give.
 """
 
 from __future__ import annotations
@@ -24,14 +33,115 @@ from typing import Any
 
 import yaml
 
+from tests import tree
+
 ROOT = Path(__file__).resolve().parents[1]
 _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 _TOKEN = re.compile(r"\s*(?:('(?:[^']|'')*')|(&&|\|\||==|!=|!|\(|\))|([A-Za-z_][\w.\-]*(?:\(\))?))")
 
 
+_DOTNET_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+GITHUB_COMMANDS = frozenset(
+    {
+        "set-env",
+        "set-output",
+        "save-state",
+        "add-mask",
+        "add-path",
+        "add-matcher",
+        "remove-matcher",
+        "warning",
+        "error",
+        "notice",
+        "debug",
+        "group",
+        "endgroup",
+        "echo",
+        "stop-commands",
+    }
+)
+"""The runner's registered command extensions (src/Runner.Worker/ActionCommandManager.cs and
+its neighbours) and stop-commands."""
+
+
+@dataclass
+class Command:
+    """One command an agent read from a step's output."""
+
+    name: str
+    properties: dict[str, str]
+    data: str
+    line: str
+
+
+def agent_lines(data: bytes) -> list[str]:
+    """A step's stream as an agent reads it: UTF-8, one line per .NET ReadLine."""
+    lines = _DOTNET_LINE_BREAK.split(data.decode("utf-8", "replace"))
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def _unescape(text: str, mappings: tuple[tuple[str, str], ...]) -> str:
+    for escaped, raw in mappings:
+        text = text.replace(escaped, raw)
+    return text
+
+
+_GITHUB_DATA = (("%0D", "\r"), ("%0A", "\n"), ("%25", "%"))
+_GITHUB_PROPERTY = (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","), ("%25", "%"))
+_GITHUB_LEGACY = (("%3B", ";"), ("%0D", "\r"), ("%0A", "\n"), ("%5D", "]"), ("%25", "%"))
+_AZURE = (("%3B", ";"), ("%0D", "\r"), ("%0A", "\n"), ("%5D", "]"), ("%AZP25", "%"))
+
+
+def _properties(text: str, separator: str, mappings: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    found = {}
+    for item in (p for p in text.split(separator) if p):
+        pair = [part for part in item.split("=", 1) if part]
+        if len(pair) == 2:
+            found[pair[0].lower()] = _unescape(pair[1], mappings)
+    return found
+
+
+def github_command(line: str, registered: frozenset[str] = GITHUB_COMMANDS) -> Command | None:
+    """The workflow command the runner reads in `line` (TryParseV2, then TryParse), if any."""
+    trimmed = line.lstrip()
+    if trimmed.startswith("::"):
+        end = trimmed.find("::", 2)
+        if end >= 0:
+            name, _, rest = trimmed[2:end].partition(" ")
+            if name.lower() in registered:
+                properties = _properties(rest.strip(), ",", _GITHUB_PROPERTY)
+                data = _unescape(trimmed[end + 2 :], _GITHUB_DATA)
+                return Command(name.lower(), properties, data, line)
+    prefix = line.find("##[")
+    end = line.find("]", prefix) if prefix >= 0 else -1
+    if end < 0:
+        return None
+    name, _, rest = line[prefix + 3 : end].partition(" ")
+    if name.lower() not in registered:
+        return None
+    properties = _properties(rest, ";", _GITHUB_LEGACY)
+    return Command(name.lower(), properties, _unescape(line[end + 1 :], _GITHUB_LEGACY), line)
+
+
+def azure_command(line: str) -> Command | None:
+    """The logging command the Azure Pipelines agent reads in `line` (`##vso[` anywhere)."""
+    prefix = line.find("##vso[")
+    end = line.find("]", prefix) if prefix >= 0 else -1
+    if end < 0:
+        return None
+    name, _, rest = line[prefix + 6 : end].partition(" ")
+    if len([part for part in name.split(".") if part]) != 2:
+        return None
+    properties = _properties(rest, ";", _AZURE)
+    return Command(name.lower(), properties, _unescape(line[end + 1 :], _AZURE), line)
+
+
 def base_environment() -> dict[str, str]:
-    """What any runner's shell has: PATH and HOME, nothing of this test process's settings."""
-    return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+    """What any runner's shell has: PATH and HOME, nothing of this test process's settings;
+    and the tree under test, which the steps' `python -m blob_safetynet.cli.ci` imports."""
+    return tree.environment(
+        {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+    )
 
 
 def read_outputs(path: Path) -> dict[str, str]:
@@ -167,6 +277,29 @@ class ActionRun:
     summary: str = ""
     log: str = ""
     failed: bool = False
+    commands: list[Command] = field(default_factory=list)
+    stopped: str | None = None
+    """The token of a `stop-commands` still in force."""
+
+    def read_commands(self, data: bytes) -> dict[str, str]:
+        """The commands of one stream of a step, as the runner processes them; the outputs
+        `set-output` set."""
+        outputs: dict[str, str] = {}
+        for line in agent_lines(data):
+            registered = GITHUB_COMMANDS | ({self.stopped} if self.stopped else set())
+            command = github_command(line, frozenset(registered))
+            if command is None:
+                continue
+            if self.stopped:
+                if command.name == self.stopped.lower():
+                    self.stopped = None
+                continue
+            self.commands.append(command)
+            if command.name == "stop-commands":
+                self.stopped = command.data
+            elif command.name == "set-output" and "name" in command.properties:
+                outputs[command.properties["name"]] = command.data
+        return outputs
 
 
 def run_action(
@@ -208,7 +341,7 @@ def run_action(
         assert step["shell"] == "bash"
         files["GITHUB_OUTPUT"].write_text("")
         step_env = {k: interpolate(as_text(v), contexts) for k, v in step.get("env", {}).items()}
-        done = subprocess.run(
+        raw = subprocess.run(
             [
                 "bash",
                 "--noprofile",
@@ -231,14 +364,14 @@ def run_action(
                 **step_env,
             },
             capture_output=True,
-            text=True,
             check=False,
         )
-        result.log += done.stdout + done.stderr
-        result.codes[name] = done.returncode
-        result.outcomes[name] = "success" if done.returncode == 0 else "failure"
-        result.failed = result.failed or done.returncode != 0
-        steps[name] = {"outputs": read_outputs(files["GITHUB_OUTPUT"])}
+        result.log += (raw.stdout + raw.stderr).decode("utf-8", "replace")
+        result.codes[name] = raw.returncode
+        result.outcomes[name] = "success" if raw.returncode == 0 else "failure"
+        result.failed = result.failed or raw.returncode != 0
+        set_by_commands = result.read_commands(raw.stdout) | result.read_commands(raw.stderr)
+        steps[name] = {"outputs": set_by_commands | read_outputs(files["GITHUB_OUTPUT"])}
     result.outputs = {
         name: interpolate(spec["value"], contexts) for name, spec in metadata["outputs"].items()
     }
@@ -249,7 +382,6 @@ def run_action(
 
 
 _MACRO = re.compile(r"\$\(([A-Za-z_][\w.]*)\)")
-_SETVARIABLE = re.compile(r"^##vso\[task\.setvariable variable=([^;\]]+)((?:;[^\]]*)?)\](.*)$")
 
 
 @dataclass
@@ -261,7 +393,28 @@ class TemplateRun:
     variables: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     stdout: str = ""
+    stderr: str = ""
     failed: bool = False
+    commands: list[Command] = field(default_factory=list)
+    read_only: set[str] = field(default_factory=set)
+
+    def read_commands(self, data: bytes) -> None:
+        """The logging commands of one stream of a step, as the agent processes them."""
+        for line in agent_lines(data):
+            command = azure_command(line)
+            if command is None:
+                continue
+            self.commands.append(command)
+            name = command.properties.get("variable")
+            if command.name != "task.setvariable" or not name:
+                continue
+            output = command.properties.get("isoutput", "").lower() == "true"
+            key = ("output:" if output else "") + name.upper()
+            if key in self.read_only:
+                continue
+            if command.properties.get("isreadonly", "").lower() == "true":
+                self.read_only.add(key)
+            (self.outputs if output else self.variables)[name] = command.data
 
 
 def expand_template(path: Path, parameters: Mapping[str, object]) -> list[dict[str, Any]]:
@@ -385,24 +538,19 @@ def run_template(
                 **base_environment(),
                 **dict(env),
                 "SYSTEM_DEFAULTWORKINGDIRECTORY": str(workspace),
+                "BUILD_SOURCESDIRECTORY": str(workspace),
                 "AGENT_TEMPDIRECTORY": str(temp),
                 "TF_BUILD": "True",
                 **variables_env,
                 **step_env,
             },
             capture_output=True,
-            text=True,
             check=False,
         )
-        result.stdout += done.stdout
-        for line in done.stdout.splitlines():
-            match = _SETVARIABLE.match(line)
-            if match:
-                name, properties, value = match.groups()
-                value = value.replace("%0A", "\n").replace("%0D", "\r").replace("%5D", "]")
-                value = value.replace("%3B", ";").replace("%AZP25", "%")
-                target = result.outputs if "isOutput=true" in properties else result.variables
-                target[name] = value
+        result.stdout += done.stdout.decode("utf-8", "replace")
+        result.stderr += done.stderr.decode("utf-8", "replace")
+        result.read_commands(done.stdout)
+        result.read_commands(done.stderr)
         result.codes.append(done.returncode)
         result.failed = result.failed or done.returncode != 0
     return result

@@ -20,9 +20,16 @@ from testkit.scratch_db import (
     scratch_database,
     scratch_schema,
     unreachable_reason,
+    with_settings,
 )
 
 POSTGRES_ADMIN_URL = admin_url_from_environment()
+TEST_TIMEOUTS = {"lock_timeout": "20s", "statement_timeout": "60s"}
+"""Every connection of a PostgreSQL test (in-process or a CLI it starts with the URL) gives up
+on a lock after 20 s and on a statement after 60 s: a test whose code waits on a lock its own
+other session holds (a `DROP INDEX CONCURRENTLY` behind the test's open transaction) fails with
+the server's error instead of hanging. The longest wait a test means is 3 s
+(tests/sweeper/test_byte_order_index.py holds a build that long)."""
 REQUIRE_POSTGRES = os.environ.get("SAFETYNET_REQUIRE_POSTGRES") == "1"
 
 
@@ -138,7 +145,8 @@ def container(container_factory: Callable[[], ContainerClient]) -> ContainerClie
 
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
-    """A database of its own for this test session, dropped at the end."""
+    """A database of its own for this test session, dropped at the end; its URL carries
+    `TEST_TIMEOUTS`."""
     reason = unreachable_reason(POSTGRES_ADMIN_URL)
     if reason is not None:
         message = f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable: {reason}"
@@ -146,7 +154,7 @@ def postgres_database() -> Iterator[str]:
             pytest.fail(message)
         pytest.skip(message)
     with scratch_database(POSTGRES_ADMIN_URL, prefix="safetynet_test") as url:
-        yield url
+        yield with_settings(url, TEST_TIMEOUTS)
 
 
 @pytest.fixture

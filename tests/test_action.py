@@ -4,12 +4,12 @@ executed with the files and variables a runner sets, against saved ARM JSON and 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,15 @@ import pytest
 import yaml
 
 from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.policies.reports import escaping
 from testkit.arm_fake import SUBSCRIPTION, TOKEN, Failure, FakeArm, compliant_account
 from tests.ci_steps import ROOT, ActionRun, run_action
-from tests.policies.test_offline_audit import account_of, cli_files
+from tests.policies.test_offline_audit import (
+    NOT_IN_AN_EXPORT,
+    account_of,
+    cli_files,
+    portal_export,
+)
 
 DOC = ROOT / "docs" / "ci-github.md"
 BIN = Path(sys.executable).parent
@@ -99,20 +105,109 @@ def test_action_metadata_validates_against_schemastores_schema() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_default_version_is_the_packages_own() -> None:
-    """The action installs the version it was tagged with: its `version` default is
-    pyproject.toml's version, so a tag (or its commit SHA) pins both."""
+FAKE_PYTHON = """#!{python}
+import os
+import sys
+from pathlib import Path
+
+args = sys.argv[1:]
+if args[:2] == ["-m", "venv"]:
+    (Path(args[2]) / "bin").mkdir(parents=True, exist_ok=True)
+    made = Path(args[2]) / "bin" / "python"
+    made.write_text(Path(__file__).read_text())
+    made.chmod(0o755)
+    sys.exit(0)
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(repr(args) + "\\n")
+if "wheel" in args:
+    folder = Path(args[args.index("--wheel-dir") + 1])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "blob_safetynet-0.1.0-py3-none-any.whl").write_text("")
+if args[:1] == ["-c"]:
+    print("blob-safetynet 0.1.0")
+"""
+"""Stands in for python3 (and the venv's python it makes): records every call after `-m venv`
+and leaves what `pip wheel` would, so the install step's choice is seen without an index."""
+
+
+def fake_python(folder: Path) -> dict[str, str]:
+    """PATH with the fake python3 first, and where it records its calls."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fake = folder / "python3"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    return {"PATH": f"{folder}:/usr/bin:/bin", "FAKE_LOG": str(folder / "calls.log")}
+
+
+def pip_calls(env: dict[str, str]) -> list[list[str]]:
+    lines = Path(env["FAKE_LOG"]).read_text().splitlines()
+    quiet = {"--quiet", "--disable-pip-version-check"}
+    return [
+        [word for word in call[2:] if word not in quiet]
+        for call in map(ast.literal_eval, lines)
+        if call[:2] == ["-m", "pip"]
+    ]
+
+
+GIT_REF = "blob-safetynet @ git+https://github.com/blob-safetynet/blob-safetynet@v0.1.0"
+
+
+@pytest.mark.parametrize(
+    ("inputs", "installed"),
+    [
+        ({}, "{action}/policies/wheels/blob_safetynet-0.1.0-py3-none-any.whl"),
+        (
+            {"package": "dist/blob_safetynet-0.1.0-py3-none-any.whl"},
+            "dist/blob_safetynet-0.1.0-py3-none-any.whl",
+        ),
+        ({"package": GIT_REF}, GIT_REF),
+        ({"version": "0.1.0"}, "blob-safetynet==0.1.0"),
+    ],
+    ids=["own-source", "wheel", "git-ref", "index"],
+)
+def test_the_install_step_takes_the_actions_source_a_wheel_a_git_ref_or_the_index(
+    tmp_path: Path, inputs: dict[str, str], installed: str
+) -> None:
+    """By default the action builds its own source (the tag's or commit's) into a wheel in its
+    pack's wheels/ and installs that: no index is asked for blob-safetynet. `package` takes a
+    wheel or a git ref instead, `version` the index."""
+    action = tmp_path / "action"
+    action.mkdir()
+    shutil.copy(ROOT / "action.yml", action / "action.yml")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    env = fake_python(tmp_path / "bin")
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    result = run_action(action, {"command": "audit", **inputs}, workspace, temp, env)
+    assert result.outcomes["install"] == "success", result.log
+    calls = pip_calls(env)
+    if not inputs:
+        assert calls[0] == [
+            "wheel",
+            "--no-deps",
+            "--wheel-dir",
+            f"{action}/policies/wheels",
+            str(action),
+        ]
+    assert calls[-1] == ["install", installed.format(action=action)]
+    assert len(calls) == (2 if not inputs else 1)
+
+
+def test_the_packs_requirements_find_the_wheel_where_the_action_builds_it() -> None:
+    """policies/requirements.txt looks in ./wheels, the folder the action's install step
+    fills, so `preview` with the action's own pack finds blob-safetynet without an index."""
     metadata = yaml.safe_load((ROOT / "action.yml").read_text())
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert metadata["inputs"]["version"]["default"] == project["version"]
+    (install,) = [s for s in metadata["runs"]["steps"] if s.get("id") == "install"]
+    assert 'wheels="$SAFETYNET_ACTION_PATH/policies/wheels"' in install["run"]
+    lines = (ROOT / "policies" / "requirements.txt").read_text().splitlines()
+    assert "--find-links ./wheels" in lines
 
 
 WORKFLOWS = {
     "docs/ci-github.md": doc_workflow,
     "examples/github-actions.yml": (ROOT / "examples" / "github-actions.yml").read_text,
-    "examples/release/github-release.yml": (
-        ROOT / "examples" / "release" / "github-release.yml"
-    ).read_text,
+    ".github/workflows/release.yml": (ROOT / ".github" / "workflows" / "release.yml").read_text,
 }
 
 
@@ -173,9 +268,39 @@ def test_audit_files_step_summarises_counts_uploads_and_fails_on_findings(worksp
     assert sarif["runs"][0]["automationDetails"]["id"] == "safetynet-audit-files/"
 
 
-def test_audit_files_with_fail_on_none_still_fails_on_unknown(workspace: Path) -> None:
-    """`fail-on: none` turns FAILs into no failure, but files leave the role and Defender rules
-    UNKNOWN: exit 3, and the step fails, because could not look never passes."""
+def export_workspace(root: Path, compliant: bool) -> Path:
+    """A checkout whose arm/ holds one account's template export as the portal writes it."""
+    (root / "arm").mkdir(parents=True)
+    portal_export(account_of("acctexport", not compliant), root / "arm" / "export.json")
+    return root
+
+
+def test_the_documented_step_is_green_on_a_compliant_export(tmp_path: Path) -> None:
+    """The docs' audit-files step on a compliant account's template export passes: what the
+    export cannot show (roles, Defender, private endpoints, the shared key switch) is
+    NOT_IN_FILES in the summary and no output counts it as unknown or failed."""
+    result = run(with_vars(action_steps()["files"]["with"]), export_workspace(tmp_path, True))
+    assert result.outputs["exit-code"] == "0", result.log
+    assert not result.failed
+    assert result.outcomes["verdict"] == "success"
+    assert (result.outputs["fail"], result.outputs["unknown"]) == ("0", "0")
+    assert json_summary(result)["NOT_IN_FILES"] == len(NOT_IN_AN_EXPORT)
+    assert "**NOT_IN_FILES**" in result.summary
+
+
+def test_the_documented_step_is_red_on_a_non_compliant_export(tmp_path: Path) -> None:
+    """The same step on a non-compliant account's export fails the job: exit 1."""
+    result = run(with_vars(action_steps()["files"]["with"]), export_workspace(tmp_path, False))
+    assert result.outputs["exit-code"] == str(int(ExitCode.FINDINGS))
+    assert int(result.outputs["fail"]) > 0
+    assert result.outcomes["verdict"] == "failure"
+
+
+def test_files_that_leave_out_a_part_they_could_hold_could_not_look(workspace: Path) -> None:
+    """`fail-on: none` turns FAILs into no failure, but without the blob service's file the
+    blob rules are UNKNOWN: exit 3, and the step fails, because could not look never passes."""
+    for path in (workspace / "arm").glob("*-blob-service.json"):
+        path.unlink()
     inputs = {**with_vars(action_steps()["files"]["with"]), "fail-on": "none"}
     result = run(inputs, workspace)
     assert int(result.outputs["unknown"]) > 0
@@ -251,7 +376,7 @@ def test_an_unknown_command_is_bad_usage_said_in_the_summary(workspace: Path) ->
     an error annotation is printed, and upload-sarif is not asked (no SARIF was written)."""
     result = run({"command": "scan", "python": sys.executable}, workspace)
     assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
-    assert "input command 'scan'" in result.summary
+    assert escaping.markdown("input command 'scan'") in result.summary
     assert "::error title=safetynet::" in result.log
     assert not [u for u in result.uses if "upload-sarif" in u[0]]
     assert result.failed
@@ -281,9 +406,17 @@ def test_verify_step_on_the_embedded_emulator_summarises_its_table(workspace: Pa
     assert "SNV-CREATE-ONLY" in result.summary
     assert "```text" in result.summary
     assert int(result.outputs["pass"]) == summary["PASS"] > 0
-    assert int(result.outputs["unknown"]) == summary["NOT_VERIFIABLE"]
+    assert int(result.outputs["unknown"]) == summary["NOT_VERIFIABLE"] > 0
     (given,) = [g for uses, g in result.uses if "upload-sarif" in uses]
     assert given["category"] == "safetynet-verify"
+
+
+def test_the_docs_say_what_verify_exits_on_not_verifiable() -> None:
+    """The run above exits 0 with NOT_VERIFIABLE probes; docs/ci-github.md says so where it
+    says what the step exits on, and no longer that it exits 3 on every unreached verdict."""
+    text = " ".join(DOC.read_text().split())
+    assert "verify exits 0 on a NOT_VERIFIABLE probe" in text
+    assert "still exits 3 on them" not in text
 
 
 def test_a_code_block_cannot_be_closed_by_the_text_it_holds() -> None:
@@ -347,5 +480,58 @@ def test_a_reports_dir_that_is_a_file_is_bad_usage(workspace: Path) -> None:
     inputs = {**with_vars(action_steps()["files"]["with"]), "reports-dir": "taken"}
     result = run(inputs, workspace)
     assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
-    assert "input reports-dir" in result.summary
+    assert escaping.markdown("input reports-dir") in result.summary
     assert "Traceback" not in result.log
+
+
+def committed_link(workspace: Path, name: str, target: Path) -> None:
+    """A symbolic link a pull request commits into the checkout."""
+    (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+    (workspace / name).symlink_to(target, target_is_directory=target.is_dir())
+
+
+@pytest.mark.parametrize(
+    ("inputs", "plant", "said"),
+    [
+        ({"reports-dir": "linked"}, ("linked", "folder"), "leads outside the workspace"),
+        ({"reports-dir": "inside-link"}, ("inside-link", "arm"), "symbolic link"),
+        ({"reports-dir": "../outside"}, None, "is outside the workspace"),
+        ({"reports-dir": "/etc"}, None, "is outside the workspace"),
+        ({"files": "arm/*.json"}, ("arm/leak.json", "file"), "leads outside the workspace"),
+        ({"files": "../outside/*.json"}, None, "is outside the workspace"),
+        ({"suppressions": "s.yml"}, ("s.yml", "file"), "leads outside the workspace"),
+    ],
+)
+def test_path_inputs_are_confined_to_the_workspace(
+    workspace: Path,
+    inputs: dict[str, str],
+    plant: tuple[str, str] | None,
+    said: str,
+) -> None:
+    """A reports folder, file pattern or suppressions file outside the workspace, or reached
+    through a committed link that leads outside it (or, for the folder written into, any
+    link), is bad usage: exit 2 naming the input, and nothing outside is written or removed."""
+    outside = workspace.parent / "outside"
+    outside.mkdir()
+    (outside / "audit-files.json").write_text("keep")
+    (outside / "secret.json").write_text("{}")
+    if plant is not None:
+        name, kind = plant
+        target = {"folder": outside, "file": outside / "secret.json"}.get(kind)
+        committed_link(workspace, name, target or workspace / kind)
+    result = run({**with_vars(action_steps()["files"]["with"]), **inputs}, workspace)
+    assert result.outputs["exit-code"] == str(int(ExitCode.USAGE)), result.log
+    assert escaping.markdown(said) in result.summary
+    assert sorted(p.name for p in outside.iterdir()) == ["audit-files.json", "secret.json"]
+    assert (outside / "audit-files.json").read_text() == "keep"
+    assert result.outcomes["verdict"] == "failure"
+
+
+def test_markup_from_an_input_does_not_render_in_the_job_summary(workspace: Path) -> None:
+    """An input holding HTML (`<img src=...>`) is quoted in the summary escaped, so GitHub's
+    Markdown shows it as text instead of loading the image."""
+    inputs = {"command": '<img src="https://example.invalid/x.png">', "python": sys.executable}
+    result = run(inputs, workspace)
+    assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
+    assert not re.search(r"(?<!\\)<", result.summary)
+    assert "\\<img src\\=" in result.summary

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,13 @@ import yaml
 
 from blob_safetynet.cli.exitcodes import ExitCode
 from tests.ci_steps import ROOT, TemplateRun, expand_template, run_template
-from tests.policies.test_offline_audit import account_of, cli_files
+from tests.policies.test_offline_audit import (
+    NOT_IN_AN_EXPORT,
+    account_of,
+    cli_files,
+    portal_export,
+)
+from tests.test_action import GIT_REF, fake_python, pip_calls
 
 TEMPLATE = ROOT / "templates" / "safetynet.yml"
 DOC = ROOT / "docs" / "ci-azure-pipelines.md"
@@ -78,8 +86,32 @@ def test_the_documented_step_publishes_junit_sarif_and_fails_on_findings(workspa
     assert sarif["runs"][0]["automationDetails"]["id"] == "safetynet-audit-files/"
 
 
+@pytest.mark.parametrize(
+    ("compliant", "code"), [(True, ExitCode.OK), (False, ExitCode.FINDINGS)], ids=["green", "red"]
+)
+def test_the_documented_step_judges_what_a_template_export_shows(
+    tmp_path: Path, compliant: bool, code: ExitCode
+) -> None:
+    """The docs' step on one account's template export as the portal writes it: a compliant
+    account's passes (what the export cannot show is NOT_IN_FILES, counted as neither failed
+    nor unknown), a non-compliant one's fails the last step with exit 1."""
+    root = tmp_path / "s"
+    (root / "arm").mkdir(parents=True)
+    portal_export(account_of("acctexport", not compliant), root / "arm" / "export.json")
+    result = run(doc_parameters(), root)
+    summary = json.loads(Path(result.outputs["json"]).read_text())["summary"]
+    assert result.outputs["exit_code"] == str(int(code)), result.stdout
+    assert result.codes[-1] == code
+    assert result.outputs["unknown"] == "0"
+    assert summary["NOT_IN_FILES"] == len(NOT_IN_AN_EXPORT)
+    assert (result.outputs["fail"] == "0") is compliant
+
+
 def test_could_not_look_fails_the_last_step(workspace: Path) -> None:
-    """failOn none: no FAIL counts, but files leave rules UNKNOWN, exit 3, the step fails."""
+    """failOn none: no FAIL counts, but without the blob service's files the blob rules are
+    UNKNOWN, exit 3, the step fails."""
+    for path in (workspace / "arm").glob("*-blob-service.json"):
+        path.unlink()
     result = run({**doc_parameters(), "failOn": "none"}, workspace)
     assert result.outputs["exit_code"] == str(int(ExitCode.INCOMPLETE))
     assert result.codes[-1] == ExitCode.INCOMPLETE
@@ -118,3 +150,73 @@ def test_bad_input_is_exit_2_in_the_summary(workspace: Path) -> None:
     )
     assert result.codes[-1] == ExitCode.USAGE
     assert not tasks(result, "PublishBuildArtifacts@1")
+
+
+@pytest.mark.parametrize(
+    ("parameters", "installed"),
+    [
+        ({}, GIT_REF),
+        (
+            {"package": "dist/blob_safetynet-0.1.0-py3-none-any.whl"},
+            "dist/blob_safetynet-0.1.0-py3-none-any.whl",
+        ),
+        ({"package": "blob-safetynet==0.1.0"}, "blob-safetynet==0.1.0"),
+    ],
+    ids=["tag", "wheel", "index"],
+)
+def test_the_install_step_takes_the_tag_a_wheel_or_the_index(
+    tmp_path: Path, parameters: dict[str, str], installed: str
+) -> None:
+    """By default the template installs its own version's tag from the repository (no index
+    serves blob-safetynet); `package` takes a wheel, a folder or any requirement instead."""
+    workspace = tmp_path / "s"
+    workspace.mkdir()
+    temp = tmp_path / "agent-temp"
+    temp.mkdir()
+    env = fake_python(tmp_path / "bin")
+    run_template(TEMPLATE, {"command": "audit", **parameters}, workspace, temp, env)
+    assert pip_calls(env) == [["install", installed]]
+
+
+def test_the_default_tag_is_this_packages_version_in_its_own_repository() -> None:
+    """The template's `version` default is pyproject.toml's version and its git URL the
+    project's Source URL, so the tag a pipeline references installs that tag's code."""
+    template = yaml.safe_load(TEMPLATE.read_text())
+    declared = {p["name"]: p for p in template["parameters"]}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert declared["version"]["default"] == project["version"]
+    assert f"git+{project['urls']['Source']}@v$INPUT_VERSION" in TEMPLATE.read_text()
+    assert GIT_REF.endswith(f"@v{project['version']}")
+
+
+def test_a_committed_summary_link_is_replaced_not_written_through(workspace: Path) -> None:
+    """`<reports>/audit-files.summary.md` committed as a link to a file elsewhere: the summary
+    replaces the link with a file of its own (mode 0600), the file it pointed to is unchanged,
+    and the uploaded summary is that new file."""
+    victim = workspace.parent / "victim.md"
+    victim.write_text("keep")
+    (workspace / "safetynet-reports").mkdir()
+    (workspace / "safetynet-reports" / "audit-files.summary.md").symlink_to(victim)
+    result = run(doc_parameters(), workspace)
+    uploaded = re.search(r"##vso\[task\.uploadsummary\](.+)", result.stdout)
+    assert uploaded
+    summary = Path(uploaded.group(1))
+    assert victim.read_text() == "keep"
+    assert not summary.is_symlink()
+    assert "| Account | Rule | Severity | State | Message |" in summary.read_text()
+    assert stat.S_IMODE(summary.stat().st_mode) & 0o077 == 0
+
+
+def test_a_reports_folder_that_is_a_committed_link_is_bad_usage(workspace: Path) -> None:
+    """reportsDir a link to a folder outside the workspace: exit 2 naming the input, and the
+    earlier reports in the folder it points to are neither removed nor rewritten."""
+    outside = workspace.parent / "outside"
+    outside.mkdir()
+    (outside / "audit-files.json").write_text("keep")
+    (workspace / "safetynet-reports").symlink_to(outside, target_is_directory=True)
+    result = run(doc_parameters(), workspace)
+    assert result.outputs["exit_code"] == str(int(ExitCode.USAGE))
+    assert "input reports-dir" in result.stdout
+    assert result.codes[-1] == ExitCode.USAGE
+    assert sorted(p.name for p in outside.iterdir()) == ["audit-files.json"]
+    assert (outside / "audit-files.json").read_text() == "keep"

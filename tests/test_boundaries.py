@@ -46,10 +46,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("testkit", ("testkit",)),
     ("embedded", ("blob_safetynet.embedded",)),
     ("function", ("blob_safetynet.function",)),
+    ("recover", ("blob_safetynet.recover",)),
     ("runtime", PARTS),
     *((prefix.rsplit(".", 1)[1], (prefix,)) for prefix in BLOB_SIDE),
 )
-"""Top to bottom. A module may import its own layer (within its own package) or a lower one."""
+"""Top to bottom. A module may import its own layer (within its own package) or a lower one.
+`recover` sits just above the parts: it applies plans the way `reconcile` does (its refusal,
+its binding check) and the verifier's drill (function) runs it."""
 OUTSIDE = ("tests", "benchmarks", "function_app")
 """Project code that sits above every layer: no layer may import it."""
 TOP_FOLDERS = ("sweeper", "policies", "infra")
@@ -304,6 +307,9 @@ def test_the_check_refuses_an_upward_or_sideways_import() -> None:
         ("blob_safetynet.policies.sources.live", "blob_safetynet.settings.parsed", False),
         ("blob_safetynet.policies.sources.live", "blob_safetynet.protocol.blobs", False),
         ("blob_safetynet.reconcile.adopt", "blob_safetynet.policies.sources.live", False),
+        ("blob_safetynet.recover.apply", "blob_safetynet.reconcile.listing", True),
+        ("blob_safetynet.reconcile.listing", "blob_safetynet.recover.apply", False),
+        ("blob_safetynet.function.verify", "blob_safetynet.recover.apply", True),
     ],
 )
 def test_the_blob_side_layers_go_reconcile_sweeper_protocol_store_settings(
@@ -316,7 +322,14 @@ def test_the_blob_side_layers_go_reconcile_sweeper_protocol_store_settings(
 
 @pytest.mark.parametrize(
     "package",
-    [*PARTS, *BLOB_SIDE, "blob_safetynet.function", "testkit", "blob_safetynet.embedded"],
+    [
+        *PARTS,
+        *BLOB_SIDE,
+        "blob_safetynet.recover",
+        "blob_safetynet.function",
+        "testkit",
+        "blob_safetynet.embedded",
+    ],
 )
 def test_runtime_parts_and_testkit_never_import_the_cli_tests_or_benchmarks(package: str) -> None:
     """Nothing the function or the demo runs can depend on the CLI, the tests or the benchmarks."""

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import tree
+
+ROOT = tree.TREE
 MODULE, ENTRY = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
     "scripts"
 ]["safetynet"].split(":")
@@ -25,8 +29,7 @@ ACCOUNT = ROOT / "tests" / "policies" / "data" / "az-storage-account-show.json"
 
 
 def environment(buffered: bool = True) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")}
-    env["PYTHONPATH"] = str(ROOT)
+    env = tree.environment({k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")})
     env.pop("PYTHONUNBUFFERED", None)
     if not buffered:
         env["PYTHONUNBUFFERED"] = "1"
@@ -171,3 +174,134 @@ def test_a_closed_stdout_is_one_line_and_exit_5(args: tuple[str, ...], buffered:
     assert done.stderr.count(b"safetynet: internal error") == 1
     assert b"Traceback" not in done.stderr
     assert b"Exception ignored" not in done.stderr
+
+
+BROKEN_PIPE = (
+    b"safetynet: internal error, please report it: BrokenPipeError: [Errno 32] Broken pipe\n"
+)
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+def test_a_reader_that_leaves_a_large_output_early_is_one_line_and_exit_5(
+    tmp_path: Path, buffered: bool
+) -> None:
+    """Some 200 KB of JSON into a pipe whose reader takes one line and closes it (`| head -1`):
+    exit 5 and the one line, also unbuffered, where the interpreter drops the unwritten rest of
+    a partial write without an error (never the command's own exit 1)."""
+    args = ("audit", "--format", "json", "--from-file", *accounts(tmp_path, 12))
+    process = subprocess.Popen(
+        [sys.executable, "-c", CONSOLE_SCRIPT, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=environment(buffered),
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == b"{\n"
+    process.stdout.close()
+    _, err = process.communicate(timeout=120)
+
+    assert process.returncode == 5, err
+    assert err.endswith(BROKEN_PIPE)
+    assert err.count(b"safetynet: internal error") == 1
+    assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("args", [("--version",), ("sweep", "--bogus", "--json")])
+def test_a_stdout_closed_at_the_start_is_one_line_and_exit_5(
+    args: tuple[str, ...], buffered: bool
+) -> None:
+    """Started with descriptor 1 closed (`>&-`, Python's sys.stdout is None): the first write
+    ends the run with one line on stderr and exit 5, not a traceback and exit 120."""
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-c", CONSOLE_SCRIPT, *args],
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=environment(buffered),
+        timeout=120,
+        check=False,
+    )
+
+    line = b"safetynet: internal error, please report it: OSError: [Errno 9] standard output is closed\n"
+    assert done.returncode == 5, done.stderr
+    assert done.stderr.endswith(line)
+    assert done.stderr.count(b"safetynet: internal error") == 1
+    assert b"Traceback" not in done.stderr
+
+
+def test_a_stderr_closed_at_the_start_keeps_the_commands_code() -> None:
+    """Started with descriptor 2 closed (`2>&-`): what stderr would say is dropped and the run
+    ends with the command's own code (2 for a bad option)."""
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-c", CONSOLE_SCRIPT, "sweep", "-x"],
+        capture_output=True,
+        cwd=ROOT,
+        env=environment(),
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, b"")
+
+
+LATE_SIGNAL = """
+import atexit, sys, threading, time
+from pathlib import Path
+from blob_safetynet.cli import main as cli
+
+marks, mode = Path(sys.argv[1]), sys.argv[2]
+command = cli.main
+
+def slow_exit_handler():
+    marks.joinpath("waiting").write_text("atexit")
+    time.sleep(60)
+
+def slow_thread():
+    while threading.main_thread().is_alive():
+        time.sleep(0.01)
+    marks.joinpath("waiting").write_text("thread")
+    time.sleep(60)
+
+def main(argv=None):
+    code = command(["sweep", "--bogus"])
+    if mode == "atexit":
+        atexit.register(slow_exit_handler)
+    else:
+        threading.Thread(target=slow_thread).start()
+    return code
+
+cli.main = main
+sys.argv[1:] = []
+cli.console_main()
+"""
+"""The console entry with `main` wrapped: once the command has returned, an atexit handler or
+the normal exit's wait for a non-daemon thread takes a minute, and writes `waiting` first."""
+
+
+@pytest.mark.parametrize("mode", ["atexit", "thread"])
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_after_main_returned_exits_128_plus_its_number_with_one_line(
+    tmp_path: Path, mode: str, sent: signal.Signals
+) -> None:
+    """A signal during the atexit handlers, or while the exit waits for a thread, ends the run
+    at once with `safetynet: stopped by SIG...` and 130 or 143: no traceback, no raw -15."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", LATE_SIGNAL, str(tmp_path), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=environment(),
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "waiting").exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the exit never started waiting"
+        time.sleep(0.01)
+    process.send_signal(sent)
+    _, err = process.communicate(timeout=30)
+
+    assert process.returncode == 128 + sent, err
+    assert err.endswith(f"safetynet: stopped by {sent.name}\n".encode())
+    assert err.count(b"stopped by") == 1
+    assert b"Traceback" not in err
+    assert b"Exception ignored" not in err

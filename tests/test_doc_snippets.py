@@ -31,6 +31,7 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
+from tests import tree
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -70,7 +71,7 @@ class Reader:
 
     def __init__(self, folder: Path, env: dict[str, str]) -> None:
         self.folder = folder
-        self.env = {**env, "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"}
+        self.env = tree.environment({**env, "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"})
         self.namespace: dict[str, object] = {"__name__": "__snippet__"}
         self.background: list[subprocess.Popen[str]] = []
 

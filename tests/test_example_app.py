@@ -12,6 +12,7 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
+from tests import tree
 from tests.conftest import RunCli
 
 pytestmark = pytest.mark.e2e  # examples/app.py as a real process
@@ -47,7 +48,7 @@ def app(tmp_path: Path, azurite: Azurite, container: ContainerClient, run_cli: R
         "SAFETYNET_CONNECTION_STRING": azurite.connection_string,
         "SAFETYNET_CONTAINER": container.container_name,
     }
-    return App(env, tmp_path)
+    return App(tree.environment(env), tmp_path)
 
 
 def test_put_get_replace_delete_and_list(app: App, container: ContainerClient) -> None:

@@ -7,7 +7,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,10 +17,11 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from blob_safetynet.embedded.azurite import DEV_KEY, dev_connection_string
+from tests import tree
 
 pytestmark = pytest.mark.e2e  # `safetynet local` as a real process
 
-SAFETYNET = Path(sys.executable).parent / "safetynet"
+SAFETYNET = tree.CONSOLE_SCRIPT
 START_TIMEOUT_S = 60
 
 
@@ -33,6 +33,7 @@ def local(*options: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=tree.environment(),
     )
     try:
         assert process.stdout is not None
@@ -139,7 +140,11 @@ def test_a_port_in_use_is_refused_with_exit_2() -> None:
 def test_bad_options_exit_2_with_a_message(options: list[str], message: str) -> None:
     """Out-of-range ports and missing folders are refused, not passed on to Azurite."""
     result = subprocess.run(
-        [str(SAFETYNET), "local", *options], capture_output=True, text=True, check=False
+        [str(SAFETYNET), "local", *options],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=tree.environment(),
     )
     assert result.returncode == 2
     assert message in result.stderr

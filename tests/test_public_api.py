@@ -11,6 +11,7 @@ import blob_safetynet.protocol as protocol
 from blob_safetynet.protocol import clients, upload
 from blob_safetynet.settings import appsettings
 from blob_safetynet.store import documents, engine, tables
+from tests import tree
 
 
 def test_every_exported_name_is_the_object_its_module_defines() -> None:
@@ -45,6 +46,12 @@ def test_one_module_of_the_package_loads_no_database_layer() -> None:
     resolved on first use."""
     code = "import sys, blob_safetynet.protocol.blobs; print('sqlalchemy' in sys.modules)"
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=tree.TREE,
+        env=tree.environment(),
     )
     assert done.stdout.strip() == "False"

@@ -1,10 +1,10 @@
 """Issue 29: SIGINT and SIGTERM while the real `safetynet` console script imports its modules end
 the run with 130 or 143 and one line, never a traceback or a raw -15.
 
-A `sitecustomize` put on PYTHONPATH (the test's, never shipped) slows each import of the project,
-SQLAlchemy and the Azure SDK by a millisecond and writes the module's name to a file as its
-import begins; the test sends the signal when a chosen module starts loading, a random few
-milliseconds later.
+A start-up hook (the test's, never shipped; imported by tests/tree_guard's `sitecustomize`) slows
+each import of the project, SQLAlchemy and the Azure SDK by a millisecond and writes the module's
+name to a file as its import begins; the test sends the signal when a chosen module starts
+loading, a random few milliseconds later. The console script runs this tree (tests/tree.py).
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-SAFETYNET = Path(sys.executable).parent / "safetynet"
+from tests import tree
+
+SAFETYNET = tree.CONSOLE_SCRIPT
 HOOK = '''
 import os, sys, time
 
@@ -63,9 +64,12 @@ def test_a_signal_during_start_up_exits_128_plus_its_number_with_one_line(
     """At each moment of the imports, the console script exits 130 (SIGINT) or 143 (SIGTERM)
     and says `safetynet: stopped by SIG...` on one line, with no traceback."""
     rng = random.Random(f"{command}-{sent.name}")
-    (tmp_path / "sitecustomize.py").write_text(HOOK, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")}
-    env["PYTHONPATH"] = str(tmp_path)
+    (tmp_path / "slow_imports.py").write_text(HOOK, encoding="utf-8")
+    env = tree.environment(
+        {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")},
+        path=[tmp_path],
+        hooks=["slow_imports"],
+    )
     for moment, module in MOMENTS.items():
         marks = tmp_path / f"marks-{moment}"
         env["STARTUP_TEST_MARKS"] = str(marks)

@@ -9,6 +9,11 @@ the report paths and the exit code of the contract (docs/cli.md). It exits 0 onc
 are written, whatever the verdict, so the publishing steps after it run; the action's and the
 template's last step fails the job by that exit code. Pages: docs/ci-github.md and
 docs/ci-azure-pipelines.md.
+
+What a pull request controls (template names, Pulumi's output, file names) reaches the agent
+only through `agent_output.neutralise`: every line the step and its children print, so no such
+text can set a variable or an output. The path inputs are confined to the workspace, and every
+file is written by `settings.atomicfile` without following a link.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from blob_safetynet.cli.agent_output import AgentOutput, neutralise
 from blob_safetynet.cli.exitcodes import MEANINGS, ExitCode
+from blob_safetynet.policies.reports import escaping
+from blob_safetynet.settings import atomicfile
 from blob_safetynet.settings.redaction import printable
 
 COMMANDS: Final = ("preview", "audit", "audit-files", "verify")
@@ -80,8 +88,30 @@ def _words(value: str) -> list[str]:
 
 
 def workspace(env: Mapping[str, str]) -> Path:
-    """The checkout the step runs in: GitHub's workspace or Azure Pipelines' working directory."""
-    return Path(env.get("GITHUB_WORKSPACE") or env.get("SYSTEM_DEFAULTWORKINGDIRECTORY") or ".")
+    """The checkout the step runs in: GitHub's workspace, Azure Pipelines' sources folder, else
+    the working directory."""
+    named = (
+        env.get("GITHUB_WORKSPACE")
+        or env.get("BUILD_SOURCESDIRECTORY")
+        or env.get("SYSTEM_DEFAULTWORKINGDIRECTORY")
+        or os.curdir
+    )
+    return Path(os.path.abspath(named))
+
+
+def confined(root: Path, value: str, name: str) -> Path:
+    """`value` (relative to the workspace `root`) as a path inside it; InputError when it is
+    outside, or when a symbolic link on the way (a pull request can commit one) leads outside."""
+    path = Path(os.path.abspath(root / value))
+    if path != root and root not in path.parents:
+        raise InputError(f"input {name}: '{printable(value)}' is outside the workspace")
+    real_root, real = root.resolve(), path.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise InputError(
+            f"input {name}: '{printable(value)}' leads outside the workspace through a "
+            "symbolic link"
+        )
+    return path
 
 
 def read_step(env: Mapping[str, str]) -> Step:
@@ -92,7 +122,7 @@ def read_step(env: Mapping[str, str]) -> Step:
             f"input command '{printable(command)}' is not one of {', '.join(COMMANDS)}"
         )
     workdir = workspace(env)
-    reports = workdir / (_input(env, "reports-dir") or DEFAULT_REPORTS)
+    reports = confined(workdir, _input(env, "reports-dir") or DEFAULT_REPORTS, "reports-dir")
     category = _input(env, "category") or f"safetynet-{command}"
     if command == "preview":
         return Step(command, [], reports, [], category, workdir, _preview_args(env))
@@ -149,7 +179,8 @@ def _files(patterns: str, workdir: Path) -> list[str]:
     found: dict[str, None] = {}
     for pattern in _words(patterns):
         matches = sorted(
-            str(workdir / match) for match in glob.glob(pattern, root_dir=workdir, recursive=True)
+            str(confined(workdir, match, "files"))
+            for match in glob.glob(pattern, root_dir=workdir, recursive=True)
         )
         if not matches:
             raise InputError(f"input files: '{printable(pattern)}' matches no file")
@@ -164,7 +195,7 @@ def _report_args(env: Mapping[str, str], command: str, workdir: Path) -> list[st
             args += ["--fail-on", _input(env, "fail-on")]
         for name in ("suppressions", "baseline"):
             if _input(env, name):
-                args += [f"--{name}", str(workdir / _input(env, name))]
+                args += [f"--{name}", str(confined(workdir, _input(env, name), name))]
     elif _input(env, "suppressions") or _input(env, "baseline"):
         raise InputError("inputs suppressions and baseline are read only by the audit commands")
     return args
@@ -188,9 +219,9 @@ def prepare(step: Step) -> None:
     """The reports folder made, and this command's reports of an earlier run removed, so no
     count or path of a stale file is read as this run's."""
     try:
-        step.reports.mkdir(parents=True, exist_ok=True)
+        atomicfile.make_folders(step.reports, base=step.workdir)
         for path in report_paths(step).values():
-            path.unlink(missing_ok=True)
+            atomicfile.remove(path, base=step.workdir)
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise InputError(f"input reports-dir '{printable(str(step.reports))}': {reason}") from None
@@ -215,6 +246,7 @@ def run_preview(step: Step) -> tuple[int, str]:
         return ExitCode.INCOMPLETE, "the pulumi CLI is not on PATH (install it before this step)"
     text = done.stdout + done.stderr
     sys.stdout.write(text)
+    sys.stdout.flush()
     if done.returncode == 0:
         return ExitCode.OK, text
     return (ExitCode.FINDINGS if PREVIEW_VIOLATION.search(text) else ExitCode.INCOMPLETE), text
@@ -260,7 +292,7 @@ def summary_text(step: Step, code: int, preview_text: str = "", problem: str = "
     the preview's output for preview)."""
     verdict = f"**safetynet {step.command}: exit {code}**, {meaning(code)}\n\n"
     if problem:
-        return verdict + f"{printable(problem)}\n"
+        return verdict + f"{escaping.markdown(problem)}\n"
     paths = report_paths(step)
     if "markdown" in paths and paths["markdown"].is_file():
         return verdict + paths["markdown"].read_text()
@@ -292,15 +324,15 @@ class GitHub(Runner):
 
     def output(self, name: str, value: str) -> None:
         delimiter = f"safetynet_{secrets.token_hex(8)}"
-        with open(self.env["GITHUB_OUTPUT"], "a", encoding="utf-8") as file:
-            file.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+        text = f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
+        atomicfile.append_text(self.env["GITHUB_OUTPUT"], text)
 
     def summary(self, text: str, reports: Path, name: str) -> None:
-        with open(self.env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as file:
-            file.write(text)
+        atomicfile.append_text(self.env["GITHUB_STEP_SUMMARY"], text)
 
     def error(self, text: str) -> None:
-        escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        shown = neutralise(text)
+        escaped = shown.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         self.out(f"::error title=safetynet::{escaped}")
 
 
@@ -330,15 +362,15 @@ class Azure(Runner):
     def summary(self, text: str, reports: Path, name: str) -> None:
         path = reports / f"{name}.summary.md"
         try:
-            reports.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            atomicfile.make_folders(reports, base=workspace(self.env))
+            atomicfile.write_text(path, text, base=workspace(self.env))
         except OSError as error:
             self.error(f"cannot write the summary {printable(str(path))}: {error.strerror}")
             return
         self.out(f"##vso[task.uploadsummary]{_vso(str(path.resolve()))}")
 
     def error(self, text: str) -> None:
-        self.out(f"##vso[task.logissue type=error]{_vso(text)}")
+        self.out(f"##vso[task.logissue type=error]{_vso(neutralise(text))}")
 
 
 RUNNERS: Final[dict[str, type[Runner]]] = {"github": GitHub, "azure": Azure}
@@ -388,7 +420,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.USAGE
     from blob_safetynet.cli.main import main as cli
 
-    return step_main(args[0], os.environ, cli, print)
+    with AgentOutput() as agent:
+        return step_main(args[0], os.environ, cli, agent.command)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ class ExitCode(enum.IntEnum):
     INCOMPLETE = 3
     SERVICE_FAILED = 4
     INTERNAL = 5
+    EXPIRING = 6
+    """`safetynet recover`: a kept copy the plan needs expires within the horizon."""
     INTERRUPTED = 130
     """128 + SIGINT (2), what a shell reports for a command stopped by Ctrl-C."""
     TERMINATED = 143
@@ -35,6 +37,8 @@ MEANINGS: Final = {
     ExitCode.SERVICE_FAILED: "the database or the blob service failed mid-run; what finished is "
     "reported and running again finishes the rest",
     ExitCode.INTERNAL: "a bug in safetynet: an unexpected error, reported without a traceback",
+    ExitCode.EXPIRING: "recover only: a kept copy (or deleted container) the plan needs expires "
+    "within --expiry-horizon days; apply the plan now",
     ExitCode.INTERRUPTED: "stopped by SIGINT (Ctrl-C) between two chunks: what finished is "
     "reported, claims and the lease are released; running again finishes the rest",
     ExitCode.TERMINATED: "stopped by SIGTERM the same way as by SIGINT",

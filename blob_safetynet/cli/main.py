@@ -19,10 +19,16 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
-from blob_safetynet.cli.startup import stopped_cleanly
+from blob_safetynet.cli.startup import (
+    EXIT_CODES,
+    ignore_stop_signals,
+    stop_at_once,
+    stopped_cleanly,
+)
 
 if TYPE_CHECKING:
     from blob_safetynet.cli.commands.common import Parser
+    from blob_safetynet.cli.standard_streams import StandardOutput
     from blob_safetynet.settings.redaction import Redactor
 
 COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
@@ -54,6 +60,10 @@ COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
         lambda: importlib.import_module("blob_safetynet.cli.commands.reconcile"),
         "audit container against table; repair what is safe (lists blobs)",
     ),
+    "recover": (
+        lambda: importlib.import_module("blob_safetynet.cli.commands.recover"),
+        "give back documents deleted or overwritten behind the protocol (plan, then apply)",
+    ),
     "audit": (
         lambda: importlib.import_module("blob_safetynet.cli.commands.audit"),
         "audit live storage accounts against the policy rules",
@@ -69,6 +79,10 @@ COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
     "policy": (
         lambda: importlib.import_module("blob_safetynet.cli.commands.policy"),
         "export the rules as Azure Policy definitions and an initiative",
+    ),
+    "config": (
+        lambda: importlib.import_module("blob_safetynet.cli.commands.config"),
+        "check a stack's configuration offline (the step before pulumi preview)",
     ),
     "build-function": (
         lambda: importlib.import_module("blob_safetynet.cli.commands.function"),
@@ -122,30 +136,62 @@ def _main(argv: Sequence[str] | None) -> int:
     import logging
 
     from blob_safetynet.cli.commands.common import install_logging, redactor_for
+    from blob_safetynet.cli.exitcodes import ExitCode
+    from blob_safetynet.cli.standard_streams import StandardOutput, say_unwritable
     from blob_safetynet.settings.redaction import ScrubbingStream
 
     arguments = list(sys.argv[1:] if argv is None else argv)
     redactor = redactor_for(arguments, os.environ)
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout = cast(TextIO, ScrubbingStream(stdout, redactor))
-    sys.stderr = cast(TextIO, ScrubbingStream(stderr, redactor))
+    output = StandardOutput(stdout)
+    sys.stdout = cast(TextIO, ScrubbingStream(cast(TextIO, output), redactor))
+    sys.stderr = cast(TextIO, ScrubbingStream(stderr or cast(TextIO, _Discarded()), redactor))
     safetynet_logger = logging.getLogger("safetynet")
     level = safetynet_logger.level
     handler = install_logging(redactor)
     try:
-        return _run(arguments, redactor)
+        try:
+            code = _run(arguments, redactor, output)
+        finally:
+            with contextlib.suppress(OSError):  # a failure of stdout is kept in `output`
+                sys.stdout.flush()
+            with contextlib.suppress(OSError):
+                sys.stderr.flush()
+    except (OSError, SystemExit):  # --json's error object, argparse's --version or --help
+        if output.failure is None:
+            raise
+        code = ExitCode.INTERNAL
     finally:
         logging.getLogger().removeHandler(handler)
         safetynet_logger.setLevel(level)
-        sys.stdout.flush()
-        sys.stderr.flush()
         sys.stdout, sys.stderr = stdout, stderr
+    if output.failure is None:
+        return code
+    say_unwritable(output.failure)
+    return int(ExitCode.INTERNAL)
 
 
-def _run(arguments: list[str], redactor: Redactor) -> int:
+class _Discarded:
+    """stderr when the process started with it closed (`2>&-`): what it would say is dropped."""
+
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _run(arguments: list[str], redactor: Redactor, output: StandardOutput) -> int:
+    """The command's code; a failure to write stdout is left to `_main` to say, once."""
     from blob_safetynet.cli import conventions
     from blob_safetynet.cli.commands.common import CommandError, error_object, wants_json
     from blob_safetynet.cli.exitcodes import ExitCode
+    from blob_safetynet.cli.standard_streams import internal_error
     from blob_safetynet.settings.redaction import printable
 
     as_json = wants_json(arguments)
@@ -160,16 +206,13 @@ def _run(arguments: list[str], redactor: Redactor) -> int:
             print(error_object(error.code, str(error).splitlines()[0]))
         return int(error.code)
     except Exception as error:
-        message = _internal_error(error)
+        if output.failure is not None:
+            return int(ExitCode.INTERNAL)
+        message = internal_error(error)
         print(f"safetynet: {printable(redactor.scrub(message))}", file=sys.stderr)
         if as_json:
             print(error_object(ExitCode.INTERNAL, redactor.scrub(message)))
         return int(ExitCode.INTERNAL)
-
-
-def _internal_error(error: BaseException) -> str:
-    """The line an error no command handled ends the run with (exit 5)."""
-    return f"internal error, please report it: {type(error).__name__}: {error}"
 
 
 def console_main() -> NoReturn:
@@ -185,22 +228,33 @@ def console_main() -> NoReturn:
     (database engines disposed, Azurite stopped). While a thread other than the main one is
     alive and not a daemon, `os._exit` would cut its work short: the exit is then the normal
     `sys.exit`, which waits for it (an executor's workers are such threads, and the hooks
-    `concurrent.futures` registers with `threading._register_atexit` only join them). A stream whose reader went away ends the run as a write
-    failing mid-run does, one line and exit 5, never a traceback.
+    `concurrent.futures` registers with `threading._register_atexit` only join them). A stdout
+    that cannot be written, whenever a write or the last flush meets it, ends the run with one
+    line and exit 5 (`standard_streams`); a signal after `main` returned ends it at once with
+    `stopped by SIG...` and 130 or 143 (`startup.stop_at_once`), never a traceback.
     """
+    stop_at_once()
+    from blob_safetynet.cli.standard_streams import flush_standard_streams, say_unwritable
+
     try:
         code = main()
     except SystemExit as stop:  # argparse's exit after --help and --version
         if not (stop.code is None or isinstance(stop.code, int)):
             raise
         code = stop.code or 0
-    except OSError as error:  # main's last flush of stdout or stderr
-        code = _unwritable(error)
+    except OSError as error:  # the line of a stop signal, on a stderr that failed
+        say_unwritable(error)
+        code = 5
+    if code in EXIT_CODES.values():
+        ignore_stop_signals()
     if _threads_working():
         sys.exit(code)
     atexit._run_exitfuncs()
-    failure = _flush_standard_streams()
-    os._exit(code if failure is None else _unwritable(failure))
+    failure = flush_standard_streams()
+    if failure is not None:
+        say_unwritable(failure)
+        code = 5
+    os._exit(code)
 
 
 def _threads_working() -> bool:
@@ -209,35 +263,6 @@ def _threads_working() -> bool:
         thread is not main_thread and not thread.daemon and thread.is_alive()
         for thread in threading.enumerate()
     )
-
-
-def _flush_standard_streams() -> OSError | None:
-    """Flush stdout and stderr; the first error, if any. A stream that cannot be flushed is
-    pointed at os.devnull so no later flush fails again (as the signal module's note on
-    SIGPIPE advises: https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
-    failure = None
-    for stream, underlying in ((sys.stdout, sys.__stdout__), (sys.stderr, sys.__stderr__)):
-        try:
-            stream.flush()
-        except OSError as error:
-            failure = failure or error
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, cast(TextIO, underlying).fileno())
-                os.close(devnull)
-    return failure
-
-
-def _unwritable(error: OSError) -> int:
-    """Exit 5 after the line a write failing mid-run prints (`_run`), on stderr if it can."""
-    from blob_safetynet.cli.exitcodes import ExitCode
-    from blob_safetynet.settings.redaction import printable
-
-    _flush_standard_streams()
-    with contextlib.suppress(OSError):
-        print(f"safetynet: {printable(_internal_error(error))}", file=sys.stderr, flush=True)
-    _flush_standard_streams()
-    return int(ExitCode.INTERNAL)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from blob_safetynet.settings import appsettings
+from blob_safetynet.settings import appsettings, atomicfile
 from blob_safetynet.settings.redaction import PUBLISHED_KEY
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ class Azurite:
             command += ["--cert", str(self.tls.cert), "--key", str(self.tls.key)]
             if self.tls.oauth:
                 command += ["--oauth", "basic"]
-        with log.open("wb") as log_file:
+        with atomicfile.create(log) as log_file:
             # cwd: Azurite drops its debug and extent files in the working directory.
             self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
                 command,

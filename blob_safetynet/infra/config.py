@@ -12,10 +12,11 @@ key cannot be parsed twice with different rules.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -309,7 +310,7 @@ def parse(
     """
     unknown = sorted(set(raw) - set(KEYS))
     if unknown:
-        raise ConfigError(unknown[0], f"unknown key (known keys: {', '.join(KEYS)})")
+        raise ConfigError(unknown[0], unknown_key(unknown[0]))
     values = {**DEFAULTS, **raw}
     pending_days = _integer(values, "pendingExpiryDays", 1, 365)
     cutoff = _text(values, "sweeperCutoff")
@@ -360,6 +361,31 @@ def parse(
     )
 
 
+def unknown_key(key: str) -> str:
+    """The problem with a key the table does not have, naming the nearest keys (a typo), not
+    all of them."""
+    folded = {known.casefold(): known for known in KEYS}
+    near = difflib.get_close_matches(key.casefold(), folded, n=3, cutoff=0.6)
+    if not near:
+        return "unknown key, and no key of this program is close to it"
+    return f"unknown key; did you mean {' or '.join(folded[n] for n in near)}?"
+
+
+def refuse_plain_secrets(present: Mapping[str, object], is_secret: Callable[[str], bool]) -> None:
+    """The database URL, and alert webhooks when there are any, must be stored as secrets
+    (`pulumi config set --secret`): ConfigError when `present` holds one in plain text."""
+    if present.get(DATABASE_URL_KEY) is not None and not is_secret(DATABASE_URL_KEY):
+        raise ConfigError(DATABASE_URL_KEY, "is stored in plain text")
+    hooks = present.get(WEBHOOKS_KEY)
+    has_hooks = hooks is not None and str(hooks).strip() not in ("", "[]")
+    if has_hooks and not is_secret(WEBHOOKS_KEY):
+        raise ConfigError(
+            WEBHOOKS_KEY,
+            "is stored in plain text; a webhook URL often carries its token: set it with "
+            "`pulumi config set --secret`",
+        )
+
+
 def load() -> StackConfig:
     """Reads every key from the stack's configuration (namespace `blob-safetynet`) and parses it."""
     import pulumi
@@ -375,17 +401,7 @@ def load() -> StackConfig:
         # The raw value, read without Config.get so reading the secret logs no warning; it is
         # wrapped back into a secret Output wherever the program uses it.
         raw[key] = runtime_config.get_config(f"{prefix}{key}")
-    db_key = f"{prefix}{DATABASE_URL_KEY}"
-    if raw.get(DATABASE_URL_KEY) is not None and not runtime_config.is_config_secret(db_key):
-        raise ConfigError(DATABASE_URL_KEY, "is stored in plain text")
-    hooks = raw.get(WEBHOOKS_KEY)
-    has_hooks = hooks is not None and str(hooks).strip() not in ("", "[]")
-    if has_hooks and not runtime_config.is_config_secret(f"{prefix}{WEBHOOKS_KEY}"):
-        raise ConfigError(
-            WEBHOOKS_KEY,
-            "is stored in plain text; a webhook URL often carries its token: set it with "
-            "`pulumi config set --secret`",
-        )
+    refuse_plain_secrets(raw, lambda key: runtime_config.is_config_secret(f"{prefix}{key}"))
     root_directory = pulumi.runtime.get_root_directory()
     return parse(raw, root=Path(root_directory) if root_directory else Path.cwd())
 

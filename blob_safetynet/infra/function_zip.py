@@ -20,7 +20,7 @@ program uses to decide whether to redeploy).
 from __future__ import annotations
 
 import re
-import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -143,20 +143,18 @@ def build_zip(
             raise BuildError(f"{folder} is missing: build the function zip from a source checkout")
     check_output(output)
     with tempfile.TemporaryDirectory(prefix="sweeper-function-") as scratch:
-        stage = Path(scratch) / "stage"
-        stage.mkdir()
+        stage = atomicfile.make_folders(Path(scratch) / "stage")
         for name in ROOT_FILES:
-            shutil.copy2(FUNCTION_DIR / name, stage / name)
+            _copy(FUNCTION_DIR / name, stage / name)
         package = stage / PACKAGE_DIR.name
         for name in RUNTIME_PACKAGES:
             _copy_package(PACKAGE_DIR / name, package / name)
-        shutil.copy2(PACKAGE_DIR / "__init__.py", package / "__init__.py")
+        _copy(PACKAGE_DIR / "__init__.py", package / "__init__.py")
         _copy_package(VERIFICATION_PACKAGE_DIR, package / "policies")
         requirements = stage / "requirements.txt"
         write_requirements(requirements, python_version)
         if with_dependencies:
-            site = stage / SITE_PACKAGES
-            site.mkdir(parents=True)
+            site = atomicfile.make_folders(stage / SITE_PACKAGES)
             (pip or run_pip)(pip_command(site, python_version, requirements))
         # An exclusive temporary file renamed into place: a failed write (disk full) leaves
         # nothing half-written, and a file or symlink planted beside the output is never opened.
@@ -169,7 +167,7 @@ def check_output(output: Path) -> None:
     """Refuse, before anything is built, an output that cannot be written (its folder, made if
     missing, is not a writable folder; it is a folder) or that is one of the zip's inputs."""
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
+        atomicfile.make_folders(output.parent)
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise BuildError(
@@ -196,11 +194,12 @@ def write_requirements(path: Path, python_version: str) -> None:
         pins = locked_requirements(RUNTIME_REQUIREMENTS, TargetPlatform(python_version))
     except LockError as error:
         raise BuildError(str(error)) from None
-    path.write_text(
+    atomicfile.write_text(
+        path,
         "# Pre-installed under .python_packages by `safetynet build-function`;\n"
         "# the zip is deployed without a remote build. Versions from uv.lock.\n"
         + "".join(f"{line}\n" for line in pins),
-        encoding="utf-8",
+        mode=ZIP_MODE,
     )
 
 
@@ -218,8 +217,13 @@ def _copy_package(source: Path, target: Path) -> None:
     for path in sorted(source.rglob("*")):
         relative = path.relative_to(source)
         if path.suffix == ".py" and not _SKIPPED_PARTS.intersection(relative.parts):
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target / relative)
+            atomicfile.make_folders((target / relative).parent)
+            _copy(path, target / relative)
+
+
+def _copy(source: Path, target: Path) -> None:
+    """`source`'s bytes to `target`, its permission bits kept (the zip keeps the executable one)."""
+    atomicfile.write_bytes(target, source.read_bytes(), mode=stat.S_IMODE(source.stat().st_mode))
 
 
 def _write_zip(stage: Path, output: BinaryIO) -> int:

@@ -21,16 +21,13 @@ from typing import Any, Final
 import pulumi
 from pulumi_azure_native import authorization
 
+from blob_safetynet.settings.vocabulary import policy_scope_problem
+
 MANAGEMENT_GROUP_PREFIX: Final = "/providers/Microsoft.Management/managementGroups/"
 REMEDIATING_EFFECTS: Final = frozenset({"modify", "deployifnotexists"})
 ASSIGNMENT_NAME_LIMIT: Final = 24
 """The longest assignment name a management group scope takes
 (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules#microsoftauthorization)."""
-_SCOPE = re.compile(
-    r"/subscriptions/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-    r"|/providers/Microsoft\.Management/managementGroups/[A-Za-z0-9_().-]{1,90}",
-    re.IGNORECASE,
-)
 _PARAMETER = re.compile(r"\[parameters\('([A-Za-z0-9_]+)'\)\]")
 
 
@@ -62,12 +59,9 @@ class SafetyNetGovernanceArgs:
     """False assigns with enforcementMode DoNotEnforce: evaluated and reported, never denied."""
 
     def __post_init__(self) -> None:
-        if not _SCOPE.fullmatch(self.scope):
-            raise GovernanceArgsError(
-                "scope",
-                "must be /subscriptions/<subscription id> or "
-                "/providers/Microsoft.Management/managementGroups/<management group id>",
-            )
+        problem = policy_scope_problem(self.scope)
+        if problem:
+            raise GovernanceArgsError("scope", problem)
         if not self.location.strip():
             raise GovernanceArgsError("location", "must name the Azure region of the assignment")
         if not 0 < len(self.assignment_name) <= ASSIGNMENT_NAME_LIMIT:

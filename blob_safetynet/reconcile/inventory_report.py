@@ -37,7 +37,7 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.reconcile.listing import (
     INTERNAL_PREFIX,
 )
-from blob_safetynet.settings import untrusted
+from blob_safetynet.settings import atomicfile, untrusted
 from blob_safetynet.settings.vocabulary import PENDING, RETIRED, STATE_TAG
 
 NAME: Final = "Name"
@@ -281,7 +281,7 @@ def download(destination: ContainerClient, run: InventoryRun, folder: Path) -> l
     paths = []
     for number, file in enumerate(run.files):
         path = folder / f"report-{number}.parquet"
-        with path.open("wb") as handle:
+        with atomicfile.create(path) as handle:
             destination.get_blob_client(file.blob).download_blob(max_concurrency=4).readinto(handle)
         if path.stat().st_size != file.size:
             raise InventoryError(

@@ -1,9 +1,11 @@
 """The protocol's vocabulary: the tag, its values, the default container, the internal prefix.
 
 The bottom layer: `infra/`, `blob_safetynet/policies/`, `blob_safetynet/sweeper/`, `testkit/` and the CLI may all import this
-module; it imports only the standard library (tests/test_boundaries.py holds it to that).
+module; it imports only the standard library (tests/test_boundaries.py holds it to that). It
+also holds the one rule for an Azure Policy scope, which the export and the infra program share.
 """
 
+import re
 from typing import Final
 
 DEFAULT_CONTAINER: Final = "documents"
@@ -46,3 +48,27 @@ HISTORY_PREFIX: Final = f"{VERIFY_PREFIX}history/"
 """Continuous verification's history: one JSON blob per run, create-only, never rewritten. Under
 the verifier's prefix (its ABAC condition allows writes nowhere else) and inside `.safetynet/`,
 which the sweeper and reconcile never touch."""
+
+POLICY_SCOPE: Final = re.compile(
+    r"/subscriptions/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"|/providers/Microsoft\.Management/managementGroups/[A-Za-z0-9](?:[A-Za-z0-9_().-]{0,88}[A-Za-z0-9_()-])?",
+    re.IGNORECASE | re.ASCII,
+)
+"""Where custom Azure Policy definitions live, the whole scope and nothing after it: a
+subscription (its id a GUID) or a management group, whose id is 1-90 alphanumerics, hyphens,
+underscores, periods and parentheses, starting with a letter or digit and not ending with a
+period (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules#microsoftmanagement).
+ASCII only: with re.ASCII, IGNORECASE folds A-Z alone, never the long s (U+017F) into `s` nor
+the Kelvin sign (U+212A) into `k` (https://docs.python.org/3/library/re.html#re.IGNORECASE).
+The `policy export` CLI and `SafetyNetGovernance` both hold a scope to it with `fullmatch`."""
+
+
+def policy_scope_problem(scope: str) -> str | None:
+    """Why `scope` cannot hold policy definitions; None when it can."""
+    if POLICY_SCOPE.fullmatch(scope):
+        return None
+    return (
+        "must be /subscriptions/<subscription id> or "
+        "/providers/Microsoft.Management/managementGroups/<management group id>, with nothing "
+        "after it"
+    )

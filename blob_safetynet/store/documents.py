@@ -481,6 +481,42 @@ class DocumentStore:
             return None
         return Content(int(row[0]), str(row[1]))
 
+    def _with_content(self) -> sa.Select[str, str, str, str, datetime, int, str]:
+        c = self.table.c
+        return sa.select(
+            c.id, c.name, c.blob_name, c.status, c.created, c.content_length, c.content_sha256
+        )
+
+    def _to_pair(
+        self, row: sa.Row[str, str, str, str, datetime, int, str]
+    ) -> tuple[Document, Content | None]:
+        content = None if row[5] is None or row[6] is None else Content(int(row[5]), str(row[6]))
+        document = Document(row[0], row[1], row[2], Status(row[3]), _utc(row[4]))
+        return document, content
+
+    def ready_with_content(
+        self, after_id: str = "", limit: int = 1000
+    ) -> list[tuple[Document, Content | None]]:
+        """Up to `limit` Ready rows with their recorded length and hash, in id order after
+        `after_id` (keyset pages: `safetynet recover` reads the table a page at a time)."""
+        c = self.table.c
+        query = (
+            self._with_content()
+            .where(c.status == Status.READY.value, c.id > after_id)
+            .order_by(c.id)
+            .limit(limit)
+        )
+        with self._connect() as conn:
+            return [self._to_pair(row) for row in conn.execute(query)]
+
+    def get_with_content(self, document_id: str) -> tuple[Document, Content | None] | None:
+        """One row and its recorded content, read in one statement (a row re-read just before
+        recover acts on it)."""
+        query = self._with_content().where(self.table.c.id == document_id)
+        with self._connect(one_statement=True) as conn:
+            row = conn.execute(query).first()
+        return None if row is None else self._to_pair(row)
+
     def record_content(self, document_id: str, content: Content) -> Content:
         """Keep the first upload's length and hash; returns what the row holds afterwards."""
         c = self.table.c

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from blob_safetynet.settings.vocabulary import HEARTBEAT_BLOB, PENDING, STATE_TA
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.lease import ACQUIRED, HOLDER, LEASE_BLOB
 from testkit.arm_fake import SUBSCRIPTION, FakeArm, compliant_account
+from tests import tree
 from tests.hostile.corpus import UNICODE, Case, cases
 
 DOCUMENTED = frozenset(ExitCode) - {ExitCode.INTERNAL}
@@ -291,15 +291,14 @@ def test_a_hostile_value_through_a_real_process(case: Case, lab: Lab) -> None:
     """The same through the installed console script: what a shell and a pipeline see."""
     argv, env = command_line(case, lab)
     lab.arm.token = case.canary
-    script = Path(sys.executable).with_name("safetynet")
     with isolated(env):
         result = subprocess.run(
-            [str(script), *argv],
+            [str(tree.CONSOLE_SCRIPT), *argv],
             capture_output=True,
             check=False,
             timeout=120,
             cwd=lab.work,
-            env=os.environ.copy(),
+            env=tree.environment(),
         )
     out = result.stdout.decode("utf-8", "replace")
     err = result.stderr.decode("utf-8", "replace")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 from blob_safetynet.infra.component import (
     COMPONENT_TYPE,
     Assignee,
+    NetworkRules,
     SafetyNetStorage,
     SafetyNetStorageArgs,
     SweeperOptions,
@@ -180,3 +183,24 @@ def test_the_pack_passes_every_resource_the_defaults_register(plain: StackRun) -
     result = run_pack(plain, roles="safetynet-access")
     assert result.failing == set()
     assert set(result.unknown) <= INFRA_UNKNOWN
+
+
+def test_the_docs_table_names_every_optional_argument() -> None:
+    """docs/deployment.md's component table lists every optional field of SafetyNetStorageArgs
+    and, in its `network` row, every field of NetworkRules: an argument added to the code and
+    not to the page fails here."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "deployment.md").read_text()
+    match = re.search(
+        r"<!-- component-args:start -->\n(.*?)<!-- component-args:end -->", text, re.S
+    )
+    assert match, "docs/deployment.md has no component-args table"
+    rows = [line.split("|")[1:-1] for line in match.group(1).splitlines()[2:]]
+    named = {name for row in rows for name in re.findall(r"`(\w+)`", row[0])}
+    required = {"account_name", "resource_group_name", "location"}
+    assert named == {f.name for f in dataclasses.fields(SafetyNetStorageArgs)} - required
+    (network,) = [row for row in rows if "`network`" in row[0]]
+    listed = re.search(r"NetworkRules\(([^)]*)\)", network[2])
+    assert listed
+    assert [a.strip() for a in listed.group(1).split(",")] == [
+        f.name for f in dataclasses.fields(NetworkRules)
+    ]

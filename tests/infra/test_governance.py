@@ -120,6 +120,9 @@ def test_a_modify_effect_adds_the_identity_and_the_remediation_role_at_the_scope
     ("changes", "key"),
     [
         ({"scope": "/subscriptions/nope"}, "scope"),
+        ({"scope": f"{SUBSCRIPTION}/resourceGroups/rg"}, "scope"),
+        ({"scope": "/providers/Microsoft.Management/managementGroups/.."}, "scope"),
+        ({"scope": "/providers/Microsoft.Management/managementGroups/\u212a"}, "scope"),
         ({"location": " "}, "location"),
         ({"assignment_name": "x" * 25}, "assignment_name"),
         ({"definitions": export.definitions()[1:]}, "initiative"),

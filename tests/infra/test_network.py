@@ -3,7 +3,9 @@ combinations refused because they would leave the sweeper (or everyone) without 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -421,3 +423,52 @@ def test_an_open_data_account_leaves_the_vault_open(run: RunFactory) -> None:
     """networkDefaultAction Allow, an explicit choice, sets no vault network rules either."""
     vault = run(OPEN).one("azure-native:keyvault:Vault").inputs["properties"]
     assert "networkAcls" not in vault
+
+
+PUBLIC_ACCESS_PATHS: Mapping[str, tuple[tuple[str, ...], ...]] = {
+    ACCOUNT: (("publicNetworkAccess",),),
+    "azure-native:keyvault:Vault": (("properties", "publicNetworkAccess"),),
+    APP: (("publicNetworkAccess",),),
+    "azure-native:operationalinsights:Workspace": (
+        ("publicNetworkAccessForIngestion",),
+        ("publicNetworkAccessForQuery",),
+    ),
+}
+"""Where each resource type carries its public network access (absent: Enabled)."""
+
+
+def public_access(inputs: Mapping[str, Any], paths: tuple[tuple[str, ...], ...]) -> str:
+    """The one value the paths hold, a left-out property read as ARM reads it (Enabled), in
+    lower case: ARM compares enum values without regard to case."""
+    values = set()
+    for path in paths:
+        node: Any = inputs
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        values.add(str(node or "Enabled").casefold())
+    (value,) = values
+    return value
+
+
+def test_the_corp_table_says_what_public_access_each_resource_gets(run: RunFactory) -> None:
+    """docs/deployment.md's Corp landing-zone table gives, per resource type, the public network
+    access the program sets by default and with `publicNetworkAccess: Disabled`: the same as
+    every registered resource of that type gets."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "deployment.md").read_text()
+    match = re.search(
+        r"<!-- corp-public-access:start -->\n(.*?)<!-- corp-public-access:end -->", text, re.S
+    )
+    assert match, "docs/deployment.md has no corp-public-access table"
+    documented = {}
+    for line in match.group(1).splitlines()[2:]:
+        resource, access = line.split("|")[1:3]
+        type_ = re.search(r"`([\w:-]+)`", resource)
+        assert type_
+        documented[type_.group(1)] = tuple(part.strip() for part in access.split(";"))
+    assert set(documented) == set(PUBLIC_ACCESS_PATHS)
+    runs = (run(), run(PRIVATE))
+    for type_, paths in PUBLIC_ACCESS_PATHS.items():
+        found = tuple(
+            {public_access(res.inputs, paths) for res in stack.of_type(type_)} for stack in runs
+        )
+        assert found == tuple({value.casefold()} for value in documented[type_]), type_

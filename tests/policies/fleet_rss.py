@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from testkit.arm_fake import TOKEN, FakeArm, fleet_subscription, mixed_fleet
+from tests import tree
 
 SUBSCRIPTIONS = 20
 FORMATS = ("json", "sarif", "junit", "csv", "table", "markdown", "html")
@@ -32,8 +33,15 @@ def _serve(conn: Connection, accounts: int) -> None:
 
 def command(folder: Path) -> list[str]:
     outputs = [f"--output={name}={folder / ('report.' + name)}" for name in FORMATS]
-    cli = Path(sys.executable).with_name("safetynet")
-    return ["/usr/bin/time", "-v", str(cli), "audit", "--management-group", "mg-all", *outputs]
+    return [
+        "/usr/bin/time",
+        "-v",
+        str(tree.CONSOLE_SCRIPT),
+        "audit",
+        "--management-group",
+        "mg-all",
+        *outputs,
+    ]
 
 
 def measure(accounts: int) -> str:
@@ -42,13 +50,15 @@ def measure(accounts: int) -> str:
     server = context.Process(target=_serve, args=(child, accounts), daemon=True)
     server.start()
     endpoint, ca_file = conn.recv()
-    env = {
-        **os.environ,
-        "SAFETYNET_ARM_TOKEN": TOKEN,
-        "REQUESTS_CA_BUNDLE": ca_file,
-        "AZURE_SUBSCRIPTION_ID": fleet_subscription(0),
-        "SAFETYNET_ARM_ENDPOINT": endpoint,
-    }
+    env = tree.environment(
+        {
+            **os.environ,
+            "SAFETYNET_ARM_TOKEN": TOKEN,
+            "REQUESTS_CA_BUNDLE": ca_file,
+            "AZURE_SUBSCRIPTION_ID": fleet_subscription(0),
+            "SAFETYNET_ARM_ENDPOINT": endpoint,
+        }
+    )
     try:
         with tempfile.TemporaryDirectory() as folder:
             started = time.monotonic()

@@ -30,6 +30,8 @@ import jsonschema
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
+from tests import tree
+
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 PROTO_LEVEL = {
     "advisory": analyzer_pb2.ADVISORY,
@@ -156,15 +158,16 @@ class RunningPack:
 def start_pack(
     folder: Path, python: Path | None = None, env: Mapping[str, str] | None = None
 ) -> Iterator[RunningPack]:
-    """The pack in a fresh process, started as the CLI's Python shim starts it (with `python`,
-    the pack's own venv's interpreter, when given)."""
+    """The pack in a fresh process, started as the CLI's Python shim starts it: on the tree
+    under test, or with `python`, the pack's own venv's interpreter and what it installed."""
     engine = "127.0.0.1:1"  # the pack never calls back here for stack policies
+    base = dict(os.environ if env is None else env)
     process = subprocess.Popen(
         [str(python or sys.executable), "-u", "-m", "pulumi.policy", engine, "."],
         cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=dict(os.environ if env is None else env),
+        env=base if python is not None else tree.environment(base),
     )
     try:
         assert process.stdout is not None

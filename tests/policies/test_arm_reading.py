@@ -190,7 +190,9 @@ def test_every_spelling_and_placement_arm_accepts_gives_the_canonical_verdicts(
     canonical = template(parts)
     model, verdicts = judge(canonical, tmp_path)
     file_rules = {r.id for r in RULES if not r.facets & FILE_FACETS_EXCLUDED}
-    assert {rule for rule, (outcome, _) in verdicts.items() if outcome != "UNKNOWN"} == file_rules
+    judged = {rule for rule, (outcome, _) in verdicts.items() if outcome != "NOT_IN_FILES"}
+    assert judged == file_rules
+    assert "UNKNOWN" not in {outcome for outcome, _ in verdicts.values()}
     if insecure:
         assert sum(outcome == "FAIL" for outcome, _ in verdicts.values()) >= 8
     read = paths_read(canonical)
@@ -401,3 +403,78 @@ def verdicts_of(documents: list[Any], folder: Path) -> dict[str, tuple[str, str]
         paths[-1].write_text(json.dumps(document), encoding="utf-8")
     report = run_offline_audit(paths, Thresholds(), "2026-09-01")
     return {f.rule.id: (f.outcome.value, f.message) for f in report.findings}
+
+
+NON_ASCII_SPELLINGS = [
+    ("allowBlobPublicAccess", "allowBlobPublicAcce\u00df", False, "SN-NO-PUBLIC-ACCESS"),
+    ("allowSharedKeyAccess", "allowShared\u212aeyAccess", False, "SN-SHARED-KEY-OFF"),
+    ("minimumTlsVersion", "minimumTl\u017fVersion", "TLS1_2", "SN-HTTPS-TLS"),
+]
+"""A property spelt with a letter whose Unicode case folding is ASCII (ß to ss, the Kelvin
+sign to k, the long s to s): ARM's ordinal ignore-case never matches those to ASCII, so the
+property is not the one its ASCII spelling names."""
+
+
+@pytest.mark.parametrize(("key", "spelling", "value", "rule"), NON_ASCII_SPELLINGS)
+def test_a_property_spelt_with_a_non_ascii_fold_is_not_that_property(
+    tmp_path: Path, key: str, spelling: str, value: object, rule: str
+) -> None:
+    """The secure value under a name ARM does not take for the property leaves the property
+    absent, and its permissive default fails the rule."""
+
+    def edit(document: dict[str, Any]) -> None:
+        props = resource(document, "storageAccounts")["properties"]
+        props.pop(key, None)
+        props[spelling] = value
+
+    assert one_change(tmp_path, edit)[rule][0] == "FAIL"
+
+
+@pytest.mark.parametrize("value", ["TL\u017f1_2", "TL\u017f1_3", "tl\u017f1_2"])
+def test_an_enum_value_with_a_non_ascii_letter_is_not_that_value(
+    tmp_path: Path, value: str
+) -> None:
+    """`minimumTlsVersion: TLS1_2` spelt with a long s (U+017F) is no TLS version ARM knows:
+    SN-HTTPS-TLS fails."""
+
+    def edit(document: dict[str, Any]) -> None:
+        resource(document, "storageAccounts")["properties"]["minimumTlsVersion"] = value
+
+    assert one_change(tmp_path, edit)["SN-HTTPS-TLS"][0] == "FAIL"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "rule"),
+    [
+        (("networkAcls", "bypass"), "AzureServices", "SN-TRUSTED-SERVICES"),
+        (("publicNetworkAccess",), "Disabled", "SN-PUBLIC-NETWORK-ACCESS"),
+        (("encryption", "keySource"), "Microsoft.Keyvault", "SN-CMK-ENCRYPTION"),
+    ],
+)
+def test_enum_values_fold_ascii_letters_only(
+    tmp_path: Path, path: tuple[str, ...], value: str, rule: str
+) -> None:
+    """An enum value spelt in other ASCII case passes; the same with one letter replaced by
+    its non-ASCII case twin (K to the Kelvin sign, s to the long s, i to the dotless i) fails."""
+    twins = {"k": "\u212a", "s": "\u017f", "i": "\u0131"}
+    letter = next(c for c in twins if c in value.lower())
+    spellings = {value.swapcase(): "PASS", value.lower().replace(letter, twins[letter], 1): "FAIL"}
+    for spelling, outcome in spellings.items():
+
+        def edit(document: dict[str, Any], spelling: str = spelling) -> None:
+            node = resource(document, "storageAccounts")["properties"]
+            for step in path[:-1]:
+                node = node[step]
+            node[path[-1]] = spelling
+
+        assert one_change(tmp_path, edit)[rule][0] == outcome, spelling
+
+
+def test_arm_objects_fold_ascii_letters_only() -> None:
+    """`ArmObject` finds a key in any ASCII case and never through a non-ASCII letter."""
+    body = ArmObject([("allowBlobPublicAcce\u00df", False), ("IsHnsEnabled", True)])
+    assert "ishnsenabled" in body
+    assert body["ISHNSENABLED"] is True
+    assert "allowBlobPublicAccess" not in body
+    assert "allowblobpublicacce\u00df" in body, "ASCII letters of a non-ASCII name still fold"
+    assert ArmObject([("\u212aind", "x")]).get("kind") is None

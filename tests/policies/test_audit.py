@@ -517,12 +517,26 @@ def test_baseline_rules_judge_accounts_without_the_protocol_container(
 def test_new_reads_that_fail_leave_their_rule_unknown(
     audit: Audit, fake: FakeArm, rule_id: str, operation: str, kind: str
 ) -> None:
-    """A forbidden read of private endpoints, local users or Defender makes only its rule
-    UNKNOWN, named as a permission error, and the audit exits 3."""
+    """A forbidden read of private endpoints, local users (on an account whose local users are
+    not disabled) or Defender makes only its rule UNKNOWN, named as a permission error, and the
+    audit exits 3."""
     fake.accounts["good"].failures[operation] = Failure(403)
+    fake.accounts["good"].body["properties"]["isLocalUserEnabled"] = True
     code, text = audit("--format", "json")
     assert findings(text)[("good", rule_id)] == Outcome.UNKNOWN.value
     assert [e["kind"] for e in json.loads(text)["errors"]] == [kind]
+    assert code == ExitCode.INCOMPLETE
+
+
+def test_switches_off_settle_local_users_but_a_failed_read_still_exits_3(
+    audit: Audit, fake: FakeArm
+) -> None:
+    """With SFTP and local users switched off the rule passes without the local users' list,
+    as its own check says; the forbidden read is still reported and the audit exits 3."""
+    fake.accounts["good"].failures["localUsers"] = Failure(403)
+    code, text = audit("--format", "json")
+    assert findings(text)[("good", "SN-NO-LOCAL-USERS")] == Outcome.PASS.value
+    assert [e["kind"] for e in json.loads(text)["errors"]] == ["permission"]
     assert code == ExitCode.INCOMPLETE
 
 

@@ -95,6 +95,7 @@ VARIANTS: list[tuple[str, object]] = [
     ("properties.networkAcls.bypass", "Logging, Metrics"),
     ("properties.networkAcls.bypass", "Logging, AzureServices"),
     ("properties.networkAcls.bypass", DELETE),
+    ("properties.networkAcls.bypass", ""),
     ("properties.allowCrossTenantReplication", True),
     ("properties.allowCrossTenantReplication", DELETE),
     ("properties.encryption.requireInfrastructureEncryption", False),

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ import pytest
 from blob_safetynet.cli.commands.audit_stream import Stream
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
+from blob_safetynet.policies.reports.stream import _record as spool_record
 from blob_safetynet.policies.rules import Outcome
 from blob_safetynet.policies.sources.connection import StaticTokenCredential
 from blob_safetynet.policies.sources.fleet import run_fleet_audit
@@ -26,6 +30,7 @@ from blob_safetynet.policies.sources.results import AuditReport, ErrorKind, Scop
 from blob_safetynet.policies.sources.throttle import MAX_ATTEMPTS, SharedThrottle
 from blob_safetynet.settings.redaction import Redactor
 from testkit.arm_fake import TOKEN, FakeArm, fleet_subscription, mixed_fleet
+from tests import tree
 from tests.policies.arm_env import use_fake_arm
 
 SUBSCRIPTIONS = 3
@@ -248,6 +253,21 @@ def test_stream_writes_every_verdict_as_json_lines(
     assert "accounts judged" not in capsys.readouterr().err
 
 
+def test_stream_replaces_a_planted_link_and_is_owner_only(fake: FakeArm, tmp_path: Path) -> None:
+    """A --stream FILE that is a symlink to another file: the link is replaced by a new file of
+    mode 0600 holding the verdicts, and the file it pointed to is left as it was."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    stream = tmp_path / "fleet.jsonl"
+    stream.symlink_to(victim)
+    code = main(["audit", "--management-group", "mg-all", "--stream", str(stream)])
+    assert code == ExitCode.FINDINGS
+    assert victim.read_text() == "keep"
+    assert not stream.is_symlink()
+    assert stat.S_IMODE(stream.stat().st_mode) & 0o077 == 0
+    assert json.loads(stream.read_text().splitlines()[0])["type"] in ("finding", "error")
+
+
 def test_progress_line_on_a_terminal_counts_accounts(fake: FakeArm) -> None:
     """On a terminal the progress line ends with the number of accounts judged."""
 
@@ -290,3 +310,51 @@ def test_unreadable_management_group_is_a_read_error_beside_the_judged_ones(
     assert [(e.kind, "mg-hidden" in e.operation) for e in report.errors] == [
         (ErrorKind.PERMISSION, True)
     ]
+
+
+FILE_SIZE_LIMITED = (
+    "import resource, sys\n"
+    "limit = int(sys.argv.pop(1))\n"
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
+    "from blob_safetynet.cli.main import console_main\n"
+    "console_main()\n"
+)
+"""The console script with RLIMIT_FSIZE set: a write past the limit fails with EFBIG (Python
+ignores SIGXFSZ), as a full disk fails one with ENOSPC."""
+
+
+def test_a_stream_file_that_cannot_be_written_is_an_output_error_and_the_report_is_whole(
+    fake: FakeArm, tmp_path: Path
+) -> None:
+    """A --stream file that meets EFBIG part-way: the fleet is still judged, the JSON report on
+    stdout holds every account, and the run exits 2 naming the file, without a traceback."""
+    measured = tmp_path / "measured.jsonl"
+    spooled: list[int] = []
+
+    def judged(stream: Stream) -> Any:
+        return lambda result: (stream.result(result), spooled.append(len(spool_record(result))))
+
+    with Stream(measured, Redactor(), SharedThrottle()) as stream:
+        fleet_audit(fake, Scope("", management_groups=("mg-all",)), on_result=judged(stream))
+    streamed, spool = measured.stat().st_size, sum(spooled)
+    assert streamed > spool * 1.05, "the premise: the stream outgrows the audit's own spool"
+    limit = (streamed + spool) // 2
+    target = tmp_path / "fleet.jsonl"
+    audit = ["audit", "--management-group", "mg-all", "--stream", str(target), "--format", "json"]
+
+    done = subprocess.run(
+        [sys.executable, "-c", FILE_SIZE_LIMITED, str(limit), *audit],
+        capture_output=True,
+        text=True,
+        env=tree.environment(),
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert f"safetynet audit: cannot write --stream '{target}': File too large" in done.stderr
+    assert "Traceback" not in done.stderr
+    document = json.loads(done.stdout)
+    assert len({f["resource_id"] for f in document["findings"]}) == ACCOUNTS
+    assert 0 < target.stat().st_size <= limit

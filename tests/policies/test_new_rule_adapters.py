@@ -151,7 +151,10 @@ CASES: dict[str, dict[Outcome, tuple[Change, Change]]] = {
             both(part("users", ["sftpuser"]), props(isLocalUserEnabled=True)),
             props(isSftpEnabled=True),
         ),
-        Outcome.UNKNOWN: (part("users", None), props(isSftpEnabled=BOOL)),
+        Outcome.UNKNOWN: (
+            both(part("users", None), props(isLocalUserEnabled=True)),
+            props(isSftpEnabled=BOOL),
+        ),
     },
     "SN-DEFENDER-FOR-STORAGE": {
         Outcome.PASS: (part("defender", True), part("defender", True)),

@@ -47,9 +47,26 @@ def test_running_again_over_an_earlier_export_rewrites_it(tmp_path: Path) -> Non
     assert (tmp_path / "initiative.json").read_text() == first
 
 
+MANAGEMENT_GROUPS = "/providers/Microsoft.Management/managementGroups/"
+
+
 @pytest.mark.parametrize(
     "scope",
-    ["/subscriptions/not-a-guid", "/providers/Microsoft.Management/managementGroups/", "x"],
+    [
+        "/subscriptions/not-a-guid",
+        MANAGEMENT_GROUPS,
+        "x",
+        f"{SCOPE}/resourceGroups/x",
+        f"{SCOPE}/",
+        f"{MANAGEMENT_GROUPS}mg/subscriptions/x",
+        f"{MANAGEMENT_GROUPS}..",
+        f"{MANAGEMENT_GROUPS}.",
+        f"{MANAGEMENT_GROUPS}landing-zones.",
+        f"{MANAGEMENT_GROUPS}{'m' * 91}",
+        "/\u017fubscriptions/00000000-0000-0000-0000-00000000a0d1",
+        f"{MANAGEMENT_GROUPS}\u212aelvin",
+        "/providers/Micro\u017foft.Management/managementGroups/mg",
+    ],
 )
 def test_a_scope_that_cannot_hold_definitions_exits_two_and_writes_nothing(
     tmp_path: Path, scope: str, capsys: pytest.CaptureFixture[str]
@@ -59,6 +76,24 @@ def test_a_scope_that_cannot_hold_definitions_exits_two_and_writes_nothing(
     assert export_to(folder, scope=scope) == 2
     assert not folder.exists()
     assert "--scope" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        "/SUBSCRIPTIONS/00000000-0000-0000-0000-00000000A0D1",
+        f"{MANAGEMENT_GROUPS}landing-zones",
+        f"{MANAGEMENT_GROUPS}Contoso_(Prod).eu",
+        f"{MANAGEMENT_GROUPS}{'m' * 90}",
+        "/providers/microsoft.management/managementgroups/a",
+    ],
+)
+def test_a_subscription_or_a_management_group_as_azure_allows_it_is_a_scope(
+    tmp_path: Path, scope: str
+) -> None:
+    """A subscription (any case) or a management group id of 1-90 ASCII letters, digits, `-`,
+    `_`, `(`, `)` and `.`, not ending with a period, is a scope."""
+    assert export_to(tmp_path / "out", scope=scope) == 0
 
 
 def test_a_dir_that_is_a_file_or_under_a_missing_folder_exits_two(
@@ -88,3 +123,18 @@ def test_an_unknown_format_is_a_usage_error(tmp_path: Path) -> None:
     """Only azure-policy is a format; another exits 2."""
     code = main(["policy", "export", "--format", "bicep", "--scope", SCOPE, str(tmp_path)])
     assert code == 2
+
+
+def test_a_definitions_folder_that_is_a_link_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DIR/definitions a symbolic link to a folder elsewhere: exit 2 naming the link, nothing
+    written where it points."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    (folder / "definitions").symlink_to(elsewhere, target_is_directory=True)
+    assert export_to(folder) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == []

@@ -244,3 +244,41 @@ def test_verify_html_loads_in_chromium_with_its_counts(tmp_path: Path) -> None:
         **{o.value: len(run.outcomes(o)) for o in ProbeOutcome},
         "errors": 0,
     }
+
+
+PRINTED_RULES = """(() => {
+  const width = document.documentElement.clientWidth;
+  const shown = (e) => { const r = e.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && r.left >= 0 && r.right <= width + 0.5; };
+  const rules = [...document.querySelectorAll('table.pivot th.pivot-rule')];
+  const cells = [...document.querySelectorAll('table.pivot td.cell')];
+  const screen = [...document.querySelectorAll('.filters, table.matrix')];
+  return {rules: rules.filter(shown).map((e) => e.textContent.trim()),
+          cells: cells.length, hidden_cells: cells.filter((e) => !shown(e)).length,
+          controls_shown: screen.filter((e) => e.checkVisibility()).length};
+})()"""
+"""In print layout: the rule ids of the pivoted matrix that lie within the page's width, the
+verdict cells and how many of them do not, and how many screen controls still show."""
+
+
+@pytest.mark.e2e
+def test_printed_at_a4_every_rule_shows_for_four_accounts_in_three_pages(
+    reports: dict[str, Path],
+) -> None:
+    """Printed to PDF at A4 by Chromium, a four-account report (with a suppression, an
+    UNKNOWN, a read error and history) shows every rule's verdict for every account inside
+    the page's width, hides the filter controls and the scrolling matrix, and takes at most
+    three pages."""
+    with Browser(chromium(), reports["folder"] / "devtools-print") as browser:
+        browser.open(reports["html"].as_uri())
+        browser.emulate_media("print")
+        layout = browser.evaluate(PRINTED_RULES)
+        pdf = browser.print_pdf(reports["folder"] / "report.pdf")
+    accounts = json.loads(reports["json"].read_text())["summary"]["accounts"]
+    assert accounts == 4
+    assert sorted(layout["rules"]) == sorted(RULES_BY_ID)
+    assert layout["cells"] == len(RULES_BY_ID) * accounts
+    assert layout["hidden_cells"] == 0
+    assert layout["controls_shown"] == 0
+    pages = len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", pdf))
+    assert 1 <= pages <= 3, pages

@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from blob_safetynet.policies.sources.results import (
     Scope,
 )
 from testkit.arm_fake import TOKEN, Failure, FakeArm, fleet_subscription, mixed_fleet
+from tests import tree
 from tests.policies import stream_golden
 from tests.policies.arm_env import use_fake_arm
 
@@ -275,21 +275,16 @@ def test_writers_memory_is_flat_in_the_number_of_accounts() -> None:
 def fleet_cli(server: FakeArm, folder: Path) -> subprocess.Popen[str]:
     """`safetynet audit` of the fleet in a child process, JSON to a file and the verdicts as
     JSON Lines, one account at a time."""
-    env = {
-        **os.environ,
-        "SAFETYNET_ARM_TOKEN": TOKEN,
-        "REQUESTS_CA_BUNDLE": server.ca_file,
-        "AZURE_SUBSCRIPTION_ID": fleet_subscription(0),
-        "SAFETYNET_ARM_ENDPOINT": server.endpoint,
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "blob_safetynet.cli.main",
-        "audit",
-        "--management-group",
-        "mg-all",
-    ]
+    env = tree.environment(
+        {
+            **os.environ,
+            "SAFETYNET_ARM_TOKEN": TOKEN,
+            "REQUESTS_CA_BUNDLE": server.ca_file,
+            "AZURE_SUBSCRIPTION_ID": fleet_subscription(0),
+            "SAFETYNET_ARM_ENDPOINT": server.endpoint,
+        }
+    )
+    command = [*tree.MODULE, "audit", "--management-group", "mg-all"]
     command += ["--concurrency", "1", "--stream", str(folder / "verdicts.jsonl")]
     command += [
         "--output",
@@ -298,7 +293,12 @@ def fleet_cli(server: FakeArm, folder: Path) -> subprocess.Popen[str]:
         f"sarif={folder / 'report.sarif'}",
     ]
     return subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        env=env,
+        cwd=tree.TREE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -97,6 +97,18 @@ def test_star_action_is_broad_even_when_every_named_owner_action_is_excluded() -
     assert judge("SN-NO-BROAD-APP-ROLES", roles(star)).outcome is Outcome.FAIL
 
 
+def test_not_actions_spelt_with_non_ascii_case_twins_remove_nothing() -> None:
+    """NotActions that name the owner-like actions with a long s (U+017F) for an `s` remove
+    nothing: ARM matches actions by ordinal ignore-case, which never takes it for `s`."""
+    twins = tuple(action.replace("s", "\u017f") for action in OWNER_LIKE)
+    wide = m.assignment(
+        actions=("Microsoft.Storage/*", "Microsoft.Authorization/*"),
+        not_actions=twins,
+        scope=m.ACCOUNT_ID,
+    )
+    assert judge("SN-NO-BROAD-APP-ROLES", roles(wide)).outcome is Outcome.FAIL
+
+
 @pytest.mark.parametrize(
     "first",
     [

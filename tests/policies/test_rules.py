@@ -478,6 +478,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.PASS: [
             m.account(local_users=("kept-but-disabled",)),
             m.account(settings=m.settings(local_users_enabled=None)),
+            m.account(local_users=UNKNOWN),
         ],
         Outcome.FAIL: [
             m.account(settings=m.settings(sftp_enabled=True)),
@@ -485,7 +486,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(settings=m.settings(local_users_enabled=True), local_users=("sftpuser",)),
         ],
         Outcome.UNKNOWN: [
-            m.account(local_users=UNKNOWN),
+            m.account(settings=m.settings(local_users_enabled=True), local_users=UNKNOWN),
             m.account(settings=m.settings(sftp_enabled=UNKNOWN)),
         ],
     },

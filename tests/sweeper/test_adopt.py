@@ -10,12 +10,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
@@ -28,9 +26,10 @@ from blob_safetynet.store.tables import Document, Status, new_document_id
 from testkit.etag_double import etag_guarding_service
 from testkit.fault_proxy import LatencyProxy
 from testkit.service_doubles import ServiceDouble
+from tests import tree
 from tests.conftest import RunCli
 
-SAFETYNET = Path(sys.executable).parent / "safetynet"
+SAFETYNET = tree.CONSOLE_SCRIPT
 
 
 @pytest.fixture
@@ -211,7 +210,9 @@ def test_a_crash_in_the_middle_leaves_no_ready_row_on_an_untagged_blob_and_a_rer
         )
     with LatencyProxy(azurite.port, delay_s=0.01) as proxy:
         args = cli_args(db_url, proxy.connection_string, container)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")}
+        env = tree.environment(
+            {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")}
+        )
         process = subprocess.Popen(
             [str(SAFETYNET), "adopt", *args, "--apply", "--workers", "4"],
             env=env,

@@ -37,6 +37,7 @@ from blob_safetynet.sweeper.sweep import Sweeper
 from testkit.etag_double import etag_guarding_service
 from testkit.fault_proxy import LatencyProxy
 from testkit.service_doubles import ServiceDouble
+from tests import tree
 from tests.conftest import RunCli
 from tests.sweeper.conftest import CUTOFF
 from tests.sweeper.test_adopt import SAFETYNET, cli_args
@@ -161,7 +162,7 @@ def adopt_killed(
 ) -> str:
     """`safetynet adopt --apply` through the latency proxy, SIGKILLed after a random number of
     its tag writes (or left to finish, when it has fewer to do); how it ended."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")}
+    env = tree.environment({k: v for k, v in os.environ.items() if not k.startswith("SAFETYNET_")})
     process = subprocess.Popen(
         [
             str(SAFETYNET),

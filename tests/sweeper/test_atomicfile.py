@@ -133,3 +133,108 @@ def test_refuse_same_allows_distinct_files_and_other_urls(tmp_path: Path) -> Non
     atomicfile.refuse_same(
         tmp_path / "out", tmp_path / "in", "postgresql://u:p@h/db", "sqlite://", None
     )
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Path:
+    """A folder outside the checkout, holding a file a link could point at."""
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / "victim").write_text("keep", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, elsewhere: Path) -> Path:
+    """A checkout (the base) with a committed link `reports` to the folder elsewhere."""
+    folder = tmp_path / "checkout"
+    folder.mkdir()
+    (folder / "reports").symlink_to(elsewhere, target_is_directory=True)
+    return folder
+
+
+@pytest.mark.parametrize("openat", [True, False])
+def test_a_linked_folder_under_the_base_is_never_written_through(
+    checkout: Path, elsewhere: Path, openat: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write, a new file, an append, a removal and new folders under a base whose path goes
+    through a link are refused as a symbolic link, by the descriptor walk and by the path walk
+    of systems without `openat`; the folder it points to is unchanged."""
+    monkeypatch.setattr(atomicfile, "_AT_SUPPORTED", openat)
+    target = checkout / "reports" / "out.json"
+    calls = [
+        lambda: atomicfile.write_text(target, "x", base=checkout),
+        lambda: atomicfile.create(target, base=checkout),
+        lambda: atomicfile.append_text(target, "x", base=checkout),
+        lambda: atomicfile.remove(checkout / "reports" / "victim", base=checkout),
+        lambda: atomicfile.make_folders(checkout / "reports" / "sub", base=checkout),
+    ]
+    for call in calls:
+        with pytest.raises(OSError, match="symbolic link"):
+            call()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["victim"]
+    assert (elsewhere / "victim").read_text(encoding="utf-8") == "keep"
+
+
+def test_the_working_directory_is_the_base_of_a_path_inside_it(
+    checkout: Path, elsewhere: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a base, a path inside the working directory is reached through real folders
+    only: a committed link on the way is refused before any work, and by the write itself."""
+    monkeypatch.chdir(checkout)
+    with pytest.raises(OutputPathError, match="symbolic link"):
+        atomicfile.check_output_path(Path("reports") / "out.json")
+    with pytest.raises(OSError, match="symbolic link"):
+        atomicfile.write_text(checkout / "reports" / "out.json", "x")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["victim"]
+
+
+def test_a_path_outside_the_base_is_refused(checkout: Path, elsewhere: Path) -> None:
+    """A path that climbs out of the base (`..`) is refused, not written."""
+    with pytest.raises(OSError, match="outside"):
+        atomicfile.write_text(checkout / ".." / "elsewhere" / "new", "x", base=checkout)
+    assert not (elsewhere / "new").exists()
+
+
+def test_create_replaces_a_planted_link_with_an_owner_only_file(
+    tmp_path: Path, elsewhere: Path
+) -> None:
+    """A file written in place (a stream) at a planted link: the link is replaced by a new
+    file of mode 0600, the file it pointed to is unchanged."""
+    target = tmp_path / "verdicts.jsonl"
+    target.symlink_to(elsewhere / "victim")
+    with atomicfile.create(target) as stream:
+        stream.write(b"line\n")
+    assert not target.is_symlink()
+    assert target.read_bytes() == b"line\n"
+    assert stat.S_IMODE(target.stat().st_mode) & 0o077 == 0
+    assert (elsewhere / "victim").read_text(encoding="utf-8") == "keep"
+
+
+def test_append_refuses_a_link_and_creates_owner_only(tmp_path: Path, elsewhere: Path) -> None:
+    """An append to a link is refused (the file it points to is unchanged); to a missing name
+    it creates the file with mode 0600, and a second append adds to it."""
+    link = tmp_path / "summary.md"
+    link.symlink_to(elsewhere / "victim")
+    with pytest.raises(OSError, match="symbolic link"):
+        atomicfile.append_text(link, "x")
+    assert (elsewhere / "victim").read_text(encoding="utf-8") == "keep"
+    target = tmp_path / "outputs.txt"
+    atomicfile.append_text(target, "a\n")
+    atomicfile.append_text(target, "b\n")
+    assert target.read_text(encoding="utf-8") == "a\nb\n"
+    assert stat.S_IMODE(target.stat().st_mode) & 0o077 == 0
+
+
+def test_make_folders_creates_owner_only_folders_and_remove_never_follows(
+    tmp_path: Path, elsewhere: Path
+) -> None:
+    """New folders get mode 0700; removing a link removes the link, not what it names."""
+    made = atomicfile.make_folders(tmp_path / "a" / "b", base=tmp_path)
+    assert made.is_dir()
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) & 0o077 == 0
+    link = made / "old.json"
+    link.symlink_to(elsewhere / "victim")
+    atomicfile.remove(link, base=tmp_path)
+    assert not os.path.lexists(link)
+    assert (elsewhere / "victim").read_text(encoding="utf-8") == "keep"

@@ -4,10 +4,8 @@ when an interrupted build left it invalid."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,10 +27,9 @@ from blob_safetynet.store.tables import (
     fit_identifier,
     new_document_id,
 )
+from tests import tree
 
-SAFETYNET = Path(sys.executable).parent / "safetynet"
-SOURCE = {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-"""The console script imports this checkout's package, not the one installed."""
+SAFETYNET = tree.CONSOLE_SCRIPT
 
 
 def pending(name: str) -> Document:
@@ -258,7 +255,7 @@ def test_a_signal_during_the_build_exits_with_its_code_and_a_rerun_finishes(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, **SOURCE},
+            env=tree.environment(),
         )
         pid = _build_waiting(store)
         process.send_signal(stop)
@@ -283,7 +280,7 @@ def test_a_signal_during_the_build_exits_with_its_code_and_a_rerun_finishes(
         text=True,
         timeout=60,
         check=False,
-        env={**os.environ, **SOURCE},
+        env=tree.environment(),
     )
     assert rerun.returncode == 0, rerun.stderr
     assert "rebuilt: an interrupted build had left it invalid" in rerun.stdout

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from azure.storage.blob import ContainerClient
@@ -18,10 +17,11 @@ from blob_safetynet.cli.main import build_parser
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.policies.rules import RULES, ruleset_version
 from blob_safetynet.store.documents import DocumentStore
+from tests import tree
 from tests.conftest import RunCli
 from tests.sweeper.conftest import stale_rows_in, target_options
 
-SAFETYNET = Path(sys.executable).parent / "safetynet"
+SAFETYNET = tree.CONSOLE_SCRIPT
 PROGRESS = "sweep progress (totals so far)"
 
 
@@ -53,7 +53,11 @@ def test_every_command_takes_the_shared_options() -> None:
 def test_version_names_the_package_and_the_rule_set() -> None:
     """`safetynet --version` prints the installed version and the rule set's fingerprint, exit 0."""
     result = subprocess.run(
-        [str(SAFETYNET), "--version"], capture_output=True, text=True, check=False
+        [str(SAFETYNET), "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=tree.environment(),
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == f"safetynet {package_version()}"
@@ -166,7 +170,7 @@ def test_no_command_writes_colour_whatever_no_color_says() -> None:
             capture_output=True,
             text=True,
             check=False,
-            env={"PATH": "/usr/bin:/bin", **env},
+            env=tree.environment({"PATH": "/usr/bin:/bin", **env}),
         )
         assert result.returncode == ExitCode.USAGE
         assert "\x1b" not in result.stdout + result.stderr

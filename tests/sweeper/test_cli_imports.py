@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from blob_safetynet.cli import main as cli
+from tests import tree
 
 HEAVY = ("azure.mgmt", "blob_safetynet.policies.sources.live", "pulumi", "jinja2")
 """The audit's ARM clients, the Pulumi SDK, the HTML report's templates."""
@@ -30,7 +31,13 @@ def loaded_by(*arguments: str) -> list[str]:
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=120
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        cwd=tree.TREE,
+        env=tree.environment(),
     ).stdout
     modules: list[str] = json.loads(out)
     return modules
@@ -62,7 +69,13 @@ def test_an_offline_audit_reads_no_arm_client_and_jinja2_only_for_html(
         "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tree.TREE,
+        env=tree.environment(),
     )
     modules = json.loads(done.stderr.strip().splitlines()[-1])
     assert "<" in done.stdout or "SN-" in done.stdout
@@ -104,7 +117,8 @@ def test_the_function_entry_loads_the_work_only_when_a_timer_needs_it() -> None:
         text=True,
         check=True,
         timeout=120,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=tree.TREE,
+        env=tree.environment(),
     ).stdout
     indexed, same = json.loads(out)
     work = ("sqlalchemy", "azure.storage", "blob_safetynet.sweeper", "blob_safetynet.policies")

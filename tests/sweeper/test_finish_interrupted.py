@@ -9,7 +9,6 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +26,8 @@ from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore, new_document_id
 from testkit.fault_proxy import LatencyProxy
 from testkit.pg_proxy import postgres_proxy
-from tests.conftest import REPO, RunCli
+from tests import tree
+from tests.conftest import RunCli
 
 ORPHANS = 40
 DOCUMENTS = 10
@@ -82,8 +82,9 @@ def test_an_interrupted_plan_is_finished_by_the_same_command(
         plan_file.write_text(json.dumps(plan), encoding="utf-8")
         command = apply_plan_command(db_url, proxy.connection_string, container, plan_file)
         process = subprocess.Popen(
-            [sys.executable, "-m", "blob_safetynet.cli.main", *command],
-            cwd=REPO,
+            [*tree.MODULE, *command],
+            cwd=tree.TREE,
+            env=tree.environment(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

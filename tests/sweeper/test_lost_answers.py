@@ -3,7 +3,9 @@ service and lost its answer is a delete, not a failure and not an upload that ne
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
@@ -16,6 +18,7 @@ from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.sweep import Sweeper
 from testkit.fault_proxy import Fault, LatencyProxy
+from tests.conftest import RunCli
 from tests.sweeper.conftest import CUTOFF, stale_rows_in
 
 ANSWER_LOST = Fault(reset="after")
@@ -85,3 +88,38 @@ def test_an_applied_plan_delete_whose_answer_was_lost_is_deleted(
     assert proxy.counts()["DELETE"] == 2, "the lost delete was sent again"
     assert (result.repaired, result.errors) == (["orphan.bin"], [])
     assert "orphan.bin" not in {b.name for b in container.list_blobs()}
+
+
+def test_an_applied_plan_delete_refused_while_the_blob_is_there_is_not_done(
+    proxy: LatencyProxy,
+    container: ContainerClient,
+    store: DocumentStore,
+    db_url: str,
+    run_cli: RunCli,
+    tmp_path: Path,
+) -> None:
+    """The blob changes between the plan's check and its delete, which Azure refuses with 412
+    while the blob is still there: `reconcile --apply-plan` names it as an error, never as
+    deleted, and exits 1; the blob stays."""
+    blobs.bind(container, store.database_id())
+    container.upload_blob("orphan.bin", b"o", tags={STATE_TAG: COMMITTED})
+    future = datetime.now(UTC) + timedelta(hours=1)
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(plan_orphan_deletion(store, container, reconcile(store, container, future)))
+    )
+    edited = container.get_blob_client("orphan.bin")
+    proxy.once("DELETE", lambda: edited.set_blob_metadata({"edited": "now"}))
+
+    code, out, _ = run_cli(
+        *("reconcile", "--db", db_url, "--connection-string", proxy.connection_string),
+        *("--container", container.container_name, "--apply-plan", str(plan)),
+        *("--max-delete", "1", "--max-share", "1"),
+    )
+
+    assert proxy.counts()["DELETE"] == 1
+    assert code == 1, out
+    assert "deleted orphan.bin" not in out
+    assert "error: orphan.bin: " in out
+    assert "ResourceModifiedError" in out
+    assert edited.exists()

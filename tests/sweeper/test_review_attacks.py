@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -22,7 +23,7 @@ from blob_safetynet.reconcile.listing import (
 from blob_safetynet.settings.parsed import SweepSettings
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
-from blob_safetynet.store.tables import Document, DocumentTable, Status
+from blob_safetynet.store.tables import Document, DocumentTable, Status, new_document_id
 from blob_safetynet.sweeper import binding
 from blob_safetynet.sweeper.sweep import ContainerBindingError, Sweeper
 from tests.sweeper.conftest import CUTOFF
@@ -68,6 +69,28 @@ def test_a_retired_blob_a_ready_row_references_again_is_not_deleted(
     assert any(document.id in error for error in report.errors)
     assert protocol.read("undo.txt") == b"keep me"
     assert [r.blob_name for r in store.records()] == [document.blob_name]
+
+
+def test_a_retried_delete_leaves_the_blob_a_restored_row_names_committed(
+    protocol_factory: Callable[..., UploadProtocol],
+    store: DocumentStore,
+    container: ContainerClient,
+) -> None:
+    """A delete stopped after its row went (the blob still committed), the document restored
+    meanwhile under a new id naming the same blob, then the delete retried: it returns as done
+    and leaves the blob committed, so the restored row never points at a retired blob."""
+    document = protocol_factory().put("undo.txt", b"keep me", ".txt")
+    with pytest.raises(SimulatedCrash):
+        protocol_factory(crash_after("delete.row")).delete(document.id)
+    undo_delete(store, dataclasses.replace(document, id=new_document_id()))
+    blob = container.get_blob_client(document.blob_name)
+    assert blobs.state_of(blob) == COMMITTED
+
+    protocol_factory().delete(document.id)
+
+    assert blobs.state_of(blob) == COMMITTED
+    assert protocol_factory().read("undo.txt") == b"keep me"
+    assert reconcile(store, container, FUTURE).unsealed == []
 
 
 def test_reconcile_reports_a_ready_row_whose_blob_is_tagged_retired(

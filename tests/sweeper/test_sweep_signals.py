@@ -4,10 +4,8 @@ killed process left behind is reported by the next run, not waited out in silenc
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +18,8 @@ from blob_safetynet.reconcile.listing import plan_orphan_deletion, reconcile
 from blob_safetynet.settings.vocabulary import COMMITTED, HEARTBEAT_BLOB, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
 from testkit.fault_proxy import LatencyProxy
-from tests.conftest import REPO, RunCli
+from tests import tree
+from tests.conftest import RunCli
 from tests.sweeper.conftest import stale_rows_in
 
 pytestmark = pytest.mark.e2e  # real `safetynet` processes, signalled
@@ -55,13 +54,13 @@ def three_chunks(store: DocumentStore, container: ContainerClient) -> DocumentSt
 def sweep_process(
     db_url: str, proxy: LatencyProxy, container: ContainerClient, *extra: str
 ) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "blob_safetynet.cli.main", "sweep", "--db", db_url]
+    command = [*tree.MODULE, "sweep", "--db", db_url]
     command += ["--connection-string", proxy.connection_string]
     command += ["--container", container.container_name, "--json", *extra]
     return subprocess.Popen(
         command,
-        cwd=REPO,
-        env=dict(os.environ),
+        cwd=tree.TREE,
+        env=tree.environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -159,12 +158,17 @@ def test_a_signal_stops_an_applied_plan_between_two_blobs(
     plan_file = tmp_path / "plan.json"
     plan = plan_orphan_deletion(store, container, reconcile(store, container, future))
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
-    command = [sys.executable, "-m", "blob_safetynet.cli.main", "reconcile", "--db", db_url]
+    command = [*tree.MODULE, "reconcile", "--db", db_url]
     command += ["--connection-string", proxy.connection_string]
     command += ["--container", container.container_name, "--json"]
     command += ["--apply-plan", str(plan_file), "--max-delete", "2", "--max-share", "1"]
     process = subprocess.Popen(
-        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=tree.TREE,
+        env=tree.environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     proxy.once("DELETE", lambda: process.send_signal(signal.SIGINT))
     out, err = process.communicate(timeout=120)

@@ -1,14 +1,19 @@
 """`safetynet audit`: judge live storage accounts by the policy rules, in a pipeline's format.
 
 A fleet's results are spooled to a temporary file as they are judged and every report is
-written from it with memory flat in the number of accounts (`policies.report_stream`); each
+written from it with memory flat in the number of accounts (`policies.reports.stream`); each
 --output file is written to a temporary file beside it and renamed into place at the end, so an
 interrupted or crashed run leaves no report that looks complete.
 
 Exit 0: no failing rule at or above --fail-on and every rule judged. 1: at least one failed.
 2: bad usage. 3: nothing failed but the audit is incomplete (authentication failed, a
 permission is missing, ARM answered something unreadable, a rule could not be judged, or no
-account was found), so a pipeline never mistakes "could not look" for "compliant".
+account was found), so a pipeline never mistakes "could not look" for "compliant". With
+--from-file, a rule whose facts no saved file can hold is NOT_IN_FILES: reported in every
+format, it leaves the exit code to what the files do show.
+
+Just over 500 lines: the options of one command (live, fleet and files share them) and the
+exit-code decision they feed; the reports are written in `audit_stream`.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 
 from blob_safetynet.cli.commands.audit_outcome import NO_FAIL, exit_code, warn
 from blob_safetynet.cli.commands.audit_scope import scope_from
-from blob_safetynet.cli.commands.audit_stream import Stream, write_spooled
+from blob_safetynet.cli.commands.audit_stream import Stream, failed_streams, write_spooled
 from blob_safetynet.cli.commands.common import (
     UsageError,
     ascii_int,
@@ -56,6 +61,7 @@ from blob_safetynet.policies.reports.view import (
     load_history,
 )
 from blob_safetynet.policies.rules import RULES, Severity, suppressions
+from blob_safetynet.policies.rules.data_protection import SOFT_DELETE_DAYS
 from blob_safetynet.policies.rules.model import Thresholds
 from blob_safetynet.policies.rules.suppressions import Baseline
 from blob_safetynet.policies.sources.connection import (
@@ -192,7 +198,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--storage-api-version",
         help=f"Microsoft.Storage api-version to read with (default {STORAGE_API_VERSION}, "
         "pinned; pass an older one where a cloud lags); with --from-file, the version the "
-        "CLI outputs were read with (default: unknown, so what it may lack is UNKNOWN)",
+        "CLI outputs were read with (default: unknown, so what it may lack is NOT_IN_FILES); "
+        "it does not apply to a template export, whose resources name their own apiVersion",
     )
     conn.add_argument(
         "--allow-custom-endpoint",
@@ -219,7 +226,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     limits = parser.add_argument_group("thresholds (same as the policy pack's config)")
     limits.add_argument(
-        "--min-blob-soft-delete-days", type=ascii_int, default=DEFAULTS.min_blob_soft_delete_days
+        "--min-blob-soft-delete-days",
+        type=ascii_int,
+        default=DEFAULTS.min_blob_soft_delete_days,
+        help=f"1-{SOFT_DELETE_DAYS[-1]}, the days Azure can keep a deleted blob "
+        f"(default {DEFAULTS.min_blob_soft_delete_days})",
     )
     limits.add_argument("--max-pending-days", type=ascii_int, default=DEFAULTS.max_pending_days)
     limits.add_argument(
@@ -239,12 +250,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
-    for option, days in (
-        ("--min-blob-soft-delete-days", args.min_blob_soft_delete_days),
-        ("--max-pending-days", args.max_pending_days),
+    for option, days, most in (
+        ("--min-blob-soft-delete-days", args.min_blob_soft_delete_days, SOFT_DELETE_DAYS[-1]),
+        ("--max-pending-days", args.max_pending_days, MAX_DAYS),
     ):
-        if not 1 <= days <= MAX_DAYS:
-            raise UsageError(f"{option} must be between 1 and {MAX_DAYS}")
+        if not 1 <= days <= most:
+            raise UsageError(f"{option} must be between 1 and {most}")
     try:
         check_container_name(args.container, "--container")
     except SettingsError as error:
@@ -346,10 +357,14 @@ def _api_version(args: argparse.Namespace) -> str | None:
 
 
 def _live_report(
-    args: argparse.Namespace, limits: Thresholds, redactor: Redactor, spools: contextlib.ExitStack
+    args: argparse.Namespace,
+    limits: Thresholds,
+    redactor: Redactor,
+    spools: contextlib.ExitStack,
+    streams: list[Stream],
 ) -> Callable[[], AuditReport | SpooledReport]:
     """The live audit, every option checked and the credential made before ARM is read; a
-    fleet's results go to a `Spool` that `spools` closes."""
+    fleet's results go to a `Spool` that `spools` closes, its --stream added to `streams`."""
     scope = scope_from(args)
     if args.stream is not None and not scope.fleet:
         raise UsageError(
@@ -386,6 +401,7 @@ def _live_report(
             stream.result(result)
 
         with Stream(args.stream, redactor, throttle) as stream:
+            streams.append(stream)
             report = run_fleet_audit(
                 scope, credential, on_result=judged, keep_results=False, **options
             )
@@ -425,13 +441,14 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
     as_json = args.format == "json"
     redactor: Redactor = getattr(args, "redactor", None) or Redactor()
+    streams: list[Stream] = []
     try:
         limits = thresholds_from(args)
         outputs = _outputs(args)
         judge = (
             _offline_report(args, limits)
             if args.from_file
-            else _live_report(args, limits, redactor, spools)
+            else _live_report(args, limits, redactor, spools, streams)
         )
         today = dt.datetime.now(dt.UTC).date()
         horizon = suppressions.Horizon(today, args.suppression_horizon_days)
@@ -460,7 +477,8 @@ def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
         }
         texts = {o.format: renderers[o.format](report, context) for o in outputs}
         written = write_outputs(outputs, texts, redactor, "audit")
-    if not written:
+    # After the other reports: a --stream that failed is an output error, not a lost audit.
+    if failed_streams(streams, "audit") or not written:
         return ExitCode.USAGE
     warn(report, context, scope)
     return exit_code(report, context, args.fail_on)

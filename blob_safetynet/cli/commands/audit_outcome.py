@@ -51,6 +51,13 @@ def warn(report: Judged, context: ReportContext, scope: Scope) -> None:
     unknown = sum(f.outcome is Outcome.UNKNOWN for f in findings_of(report))
     if unknown and not errors:
         print(f"safetynet audit: {unknown} rule(s) could not be judged (UNKNOWN)", file=sys.stderr)
+    unseen = sum(f.outcome is Outcome.NOT_IN_FILES for f in findings_of(report))
+    if unseen:
+        print(
+            f"safetynet audit: {unseen} verdict(s) NOT_IN_FILES: their facts are not in saved "
+            "files (role assignments, Defender for Storage, ...); a live audit judges them",
+            file=sys.stderr,
+        )
     if not report.results and not errors:
         print(
             f"safetynet audit: no storage account found in {printable(scope.label)}; "

@@ -11,7 +11,9 @@ not a terminal nothing is printed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import sys
 import time
@@ -60,13 +62,23 @@ class Stream:
         err = terminal or sys.stderr
         self._terminal = err if err.isatty() else None
         self._file: IO[str] | None = None
+        self.failure: OSError | None = None
+        """Why the JSON Lines file could not be written (a full disk, EFBIG): the audit goes on
+        without it, and the run ends as an output error naming it (`failed_streams`)."""
         self._judged = 0
         self._started = time.monotonic()
         self._shown = 0.0
 
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
     def __enter__(self) -> Stream:
         if self._path is not None:
-            self._file = self._path.open("w", encoding="utf-8")
+            try:
+                self._file = io.TextIOWrapper(atomicfile.create(self._path), encoding="utf-8")
+            except OSError as error:
+                self.failure = error
         self._started = time.monotonic()
         return self
 
@@ -74,8 +86,16 @@ class Stream:
         if self._terminal is not None and self._judged:
             self._progress(force=True)
             self._terminal.write("\n")
-        if self._file is not None:
-            self._file.close()
+        self._close()
+
+    def _close(self) -> None:
+        file, self._file = self._file, None
+        if file is None:
+            return
+        try:
+            file.close()
+        except OSError as error:
+            self.failure = self.failure or error
 
     def result(self, result: AccountResult) -> None:
         """One account judged: its lines written and flushed, the progress line refreshed."""
@@ -105,8 +125,13 @@ class Stream:
     def _write(self, lines: list[dict[str, Any]]) -> None:
         assert self._file is not None
         text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
-        self._file.write(self._redactor.scrub(text))
-        self._file.flush()
+        try:
+            self._file.write(self._redactor.scrub(text))
+            self._file.flush()
+        except OSError as error:
+            self.failure = error
+            with contextlib.suppress(OSError):
+                self._close()
 
     def _progress(self, *, force: bool = False) -> None:
         if self._terminal is None:
@@ -121,6 +146,16 @@ class Stream:
             f"{self._throttle.throttled} throttled, {self._throttle.waits} waits"
         )
         self._terminal.flush()
+
+
+def failed_streams(streams: Sequence[Stream], command: str) -> bool:
+    """Whether a --stream file could not be written; each such file named on stderr, why."""
+    failed = False
+    for stream in streams:
+        if stream.failure is not None and stream.path is not None:
+            say_cannot_write(command, stream.path, stream.failure, "--stream")
+            failed = True
+    return failed
 
 
 def scrubbed(chunks: Iterable[str], redactor: Redactor) -> Iterator[str]:

@@ -123,11 +123,11 @@ def check_outputs(outputs: Sequence[Output], inputs: Sequence[Path | str | None]
             raise UsageError(f"--output: {error}") from None
 
 
-def say_cannot_write(command: str, path: Path, error: OSError) -> None:
-    """One line on stderr naming the --output that could not be written, and why."""
+def say_cannot_write(command: str, path: Path, error: OSError, option: str = "--output") -> None:
+    """One line on stderr naming the output file that could not be written, and why."""
     reason = error.strerror or type(error).__name__
     print(
-        f"safetynet {command}: cannot write --output '{printable(str(path))}': {reason}",
+        f"safetynet {command}: cannot write {option} '{printable(str(path))}': {reason}",
         file=sys.stderr,
     )
 

@@ -69,7 +69,7 @@ def _folder_problem(text: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    scope = str(args.scope).rstrip("/")
+    scope = str(args.scope)
     problem = export.scope_problem(scope)
     if problem:
         return fail("policy export", ExitCode.USAGE, f"--scope {scope!r}: {problem}", False)
@@ -78,16 +78,17 @@ def run(args: argparse.Namespace) -> int:
         return fail("policy export", ExitCode.USAGE, f"DIR {problem}", False)
     folder = Path(args.directory)
     try:
-        (folder / "definitions").mkdir(parents=True, exist_ok=True)
+        atomicfile.make_folders(folder)
+        atomicfile.make_folders(folder / "definitions", base=folder)
     except OSError as error:
-        message = f"DIR {atomicfile.shown(folder)}: cannot create it: {error.strerror or error}"
+        message = f"DIR {atomicfile.shown(folder)}: cannot write into it: {error.strerror or error}"
         return fail("policy export", ExitCode.USAGE, message, False)
     files = export.documents(scope)
     written = 0
     try:
         for relative, document in files.items():
             text = json.dumps(document, indent=2, ensure_ascii=True) + "\n"
-            atomicfile.write_text(folder / relative, text)
+            atomicfile.write_text(folder / relative, text, base=folder)
             written += 1
     except (OSError, atomicfile.OutputPathError) as error:
         message = (

@@ -17,8 +17,10 @@ from blob_safetynet.policies.rules.model import (
     Account,
     AccountSettings,
     Facet,
+    Fact,
     Maybe,
     RoleAssignment,
+    arm_fold,
 )
 
 STORAGE_API_VERSION: Final = "2026-09-01"
@@ -52,10 +54,13 @@ def settings(body: Mapping[str, Any], api_version: str = STORAGE_API_VERSION) ->
 def role_assignment(
     body: Mapping[str, Any], definitions: Mapping[str, Mapping[str, Any]]
 ) -> RoleAssignment:
-    """From a role assignment body and the role definition bodies read so far (by lower-case id)."""
+    """From a role assignment body and the role definition bodies read so far (by id, folded
+    by `arm_fold`)."""
     props = _properties(body)
     definition_id = common.get_str(props, "roleDefinitionId")
-    definition = definitions.get(definition_id.lower()) if isinstance(definition_id, str) else None
+    definition = (
+        definitions.get(arm_fold(definition_id)) if isinstance(definition_id, str) else None
+    )
     if definition is None:
         perms: tuple[Maybe[tuple[str, ...]], ...] = (UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
         role: Maybe[str] = definition_id if isinstance(definition_id, str) else UNKNOWN
@@ -102,6 +107,8 @@ class ArmReads:
     `resourcesCoverageStatus` reports (`common.plan_coverage`): the account's own setting was
     then not read. None: the setting and the plan decide."""
     reasons: dict[Facet, str] = field(default_factory=dict)
+    not_held: set[Fact] = field(default_factory=set)
+    """What the source cannot hold (`Account.not_held`); empty for ARM itself."""
     api_version: str = STORAGE_API_VERSION
     """The Microsoft.Storage api-version the bodies were read with."""
 
@@ -146,6 +153,7 @@ def account(reads: ArmReads) -> Account:
             else reads.defender_covered
         ),
         unknown_reasons=dict(reads.reasons),
+        not_held=frozenset(reads.not_held),
     )
 
 

@@ -1,4 +1,4 @@
-"""ARM JSON as Resource Manager reads it: property names without regard to case.
+"""ARM JSON as Resource Manager reads it: property names without regard to ASCII case.
 
 Resource Manager and its resource providers are .NET services whose JSON binding matches
 property names case-insensitively (the ASP.NET web default,
@@ -6,9 +6,12 @@ https://learn.microsoft.com/dotnet/standard/serialization/system-text-json/chara
 so `PublicAccess`, `Properties` and `IsHnsEnabled` deploy as `publicAccess`, `properties` and
 `isHnsEnabled`; template functions are case-insensitive too
 (https://learn.microsoft.com/azure/azure-resource-manager/templates/template-expressions).
+That ignore-case is .NET's ordinal one, which folds A-Z and never maps a non-ASCII letter to an
+ASCII one (`ß`, the long s and the Kelvin sign stay themselves): `rules.model.arm_fold` is that one
+rule, with its references, and every name and enum value here is compared through it.
 A saved file is read the same way: every object becomes an `ArmObject`, whose lookups ignore
-case at every level. An object holding one property in two spellings (or twice in one) has no
-single meaning ARM would give it, so it is refused, both spellings named.
+ASCII case at every level. An object holding one property in two spellings (or twice in one)
+has no single meaning ARM would give it, so it is refused, both spellings named.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from blob_safetynet.policies.rules.model import arm_fold
 from blob_safetynet.settings.redaction import printable
 
 
@@ -34,7 +38,7 @@ class ArmObject(Mapping[str, Any]):
         self._items: dict[str, Any] = {}
         self._spelling: dict[str, str] = {}
         for key, value in items:
-            folded = key.casefold()
+            folded = arm_fold(key)
             if folded in self._spelling:
                 first = self._spelling[folded]
                 raise SpellingError(
@@ -46,10 +50,10 @@ class ArmObject(Mapping[str, Any]):
             self._items[key] = value
 
     def __getitem__(self, key: str) -> Any:
-        return self._items[self._spelling[key.casefold()]]
+        return self._items[self._spelling[arm_fold(key)]]
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key.casefold() in self._spelling
+        return isinstance(key, str) and arm_fold(key) in self._spelling
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
@@ -62,7 +66,7 @@ class ArmObject(Mapping[str, Any]):
 
     def spelling(self, key: str) -> str | None:
         """The file's spelling of `key`, None when absent."""
-        return self._spelling.get(key.casefold())
+        return self._spelling.get(arm_fold(key))
 
     def replaced(self, key: str, value: Any) -> ArmObject:
         """A copy with `key` (in whichever spelling it has) set to `value`."""
@@ -79,9 +83,10 @@ def _quoted(key: str) -> str:
 
 
 def enum(value: Any, choices: tuple[str, ...]) -> Any:
-    """`value` in the REST spec's spelling when it is one of `choices` but for case, else as
-    given (an unknown value is judged as it is)."""
+    """`value` in the REST spec's spelling when it is one of `choices` but for ASCII case, else
+    as given: an unknown value (`TLS1_2` spelt with a long s, U+017F, is no TLS version) is
+    judged as it is."""
     if not isinstance(value, str):
         return value
-    folded = value.casefold()
-    return next((choice for choice in choices if choice.casefold() == folded), value)
+    folded = arm_fold(value)
+    return next((choice for choice in choices if arm_fold(choice) == folded), value)

@@ -23,6 +23,7 @@ from blob_safetynet.policies.rules.model import (
     Network,
     Retention,
     TagFilter,
+    arm_fold,
 )
 
 KINDS = ("Storage", "StorageV2", "BlobStorage", "FileStorage", "BlockBlobStorage")
@@ -61,8 +62,8 @@ def get_bool(data: Mapping[str, Any], key: str, default: bool) -> Maybe[bool]:
         return default
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
+    if isinstance(value, str) and arm_fold(value) in ("true", "false"):
+        return arm_fold(value) == "true"
     return UNKNOWN
 
 
@@ -121,7 +122,8 @@ def network(props: Mapping[str, Any], acls_key: str) -> Network:
     accounts accept connections from clients on any network"
     (https://learn.microsoft.com/azure/storage/common/storage-network-security), so an absent
     `publicNetworkAccess` is Enabled and absent network rules allow; `bypass` defaults to
-    AzureServices (NetworkRuleSet in the Microsoft.Storage REST spec)."""
+    AzureServices (NetworkRuleSet in the Microsoft.Storage REST spec) when absent; an empty
+    `bypass` is present and names no service, as the Azure Policy definition reads it."""
     access = get_str(props, "publicNetworkAccess", NETWORK_ACCESS)
     acls = mapping(props.get(acls_key))
     if acls is UNKNOWN:
@@ -135,7 +137,8 @@ def network(props: Mapping[str, Any], acls_key: str) -> Network:
             bypass
             if bypass is UNKNOWN
             else tuple(
-                enum(part.strip(), BYPASS) for part in (bypass or "AzureServices").split(",")
+                enum(part.strip(), BYPASS)
+                for part in ("AzureServices" if bypass is None else bypass).split(",")
             )
         ),
     )
@@ -370,7 +373,7 @@ def plan_enabled(pricing: Mapping[str, Any]) -> Maybe[bool]:
     tier = UNKNOWN if props is UNKNOWN else get_str(props, "pricingTier")
     if tier is UNKNOWN:
         return UNKNOWN
-    return tier is not None and tier.lower() == "standard"
+    return tier is not None and arm_fold(tier) == "standard"
 
 
 def plan_coverage(pricing: Mapping[str, Any]) -> bool | None:
@@ -383,4 +386,4 @@ def plan_coverage(pricing: Mapping[str, Any]) -> bool | None:
     status = None if props is UNKNOWN else props.get("resourcesCoverageStatus")
     if not isinstance(status, str):
         return None
-    return {"fullycovered": True, "notcovered": False}.get(status.lower())
+    return {"fullycovered": True, "notcovered": False}.get(arm_fold(status))

@@ -23,6 +23,7 @@ from blob_safetynet.policies.rules.model import (
     LifecycleRule,
     Maybe,
     RoleAssignment,
+    arm_fold,
 )
 from blob_safetynet.policies.rules.roles import (
     RoleDefinition,
@@ -163,7 +164,7 @@ def _guid(value: object) -> str | None:
     """The GUID a role definition id ends with (or the value itself, if it is one)."""
     if not isinstance(value, str):
         return None
-    last = value.rstrip("/").rsplit("/", 1)[-1].lower()
+    last = arm_fold(value.rstrip("/").rsplit("/", 1)[-1])
     return last if _GUID.fullmatch(last) else None
 
 
@@ -385,7 +386,7 @@ def _scope_is_account(scope: str, name: str, ids: set[str]) -> bool:
     normalized = normalize_scope(scope)
     if any(normalized == known or normalized.startswith(known + "/") for known in ids):
         return True
-    marker = f"/providers/microsoft.storage/storageaccounts/{name.lower()}"
+    marker = f"/providers/microsoft.storage/storageaccounts/{arm_fold(name)}"
     return normalized.endswith(marker) or f"{marker}/" in normalized
 
 

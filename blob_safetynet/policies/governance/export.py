@@ -8,37 +8,31 @@ https://learn.microsoft.com/azure/governance/policy/concepts/initiative-definiti
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final
 
 from blob_safetynet.policies.governance import aliases
 from blob_safetynet.policies.governance.forms import FORMS, NOT_EXPRESSIBLE, Parameter, PolicyForm
 from blob_safetynet.policies.governance.language import Condition, all_of, field, parameter
 from blob_safetynet.policies.rules.base import NO_BLOB_KINDS, Control
+from blob_safetynet.settings.vocabulary import policy_scope_problem
 
 INITIATIVE_NAME: Final = "safetynet-storage"
 BASE_EFFECTS: Final = ("Audit", "Deny", "Disabled")
 DEFAULT_EFFECT: Final = "Audit"
 CATEGORY: Final = "Storage"
-
-_SCOPE = re.compile(
-    r"/subscriptions/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-    r"|/providers/Microsoft\.Management/managementGroups/[A-Za-z0-9_().-]{1,90}",
-    re.IGNORECASE,
+MODIFY_EFFECT: Final = (
+    "Modify sets the compliant value in a create or update request that carries the property "
+    "and, on existing resources, through a remediation task, "
 )
-"""Where custom definitions live: a subscription or a management group (management group ids
-are 1-90 letters, digits, `-`, `_`, `(`, `)` and `.`:
-https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules#microsoftmanagement)."""
+"""A request without the property's parent (`deleteRetentionPolicy`) is not modified: "If the
+'parent' property ... isn't present in the request, modification is skipped"
+(https://learn.microsoft.com/azure/governance/policy/concepts/effect-modify#skipped-modification)."""
 
 
 def scope_problem(scope: str) -> str | None:
-    """Why `scope` cannot hold the definitions; None when it can."""
-    if _SCOPE.fullmatch(scope):
-        return None
-    return (
-        "the definitions' scope must be /subscriptions/<subscription id> or "
-        "/providers/Microsoft.Management/managementGroups/<management group id>"
-    )
+    """Why `scope` cannot hold the definitions; None when it can (`vocabulary.POLICY_SCOPE`)."""
+    problem = policy_scope_problem(scope)
+    return None if problem is None else f"the definitions' scope {problem}"
 
 
 def definition_name(form: PolicyForm) -> str:
@@ -79,8 +73,10 @@ def policy_rule(form: PolicyForm) -> dict[str, Any]:
 
 
 def _parameter(item: Parameter) -> dict[str, Any]:
+    bounds = {"allowedValues": list(item.allowed)} if item.allowed else {}
     return {
         "type": item.type,
+        **bounds,
         "defaultValue": item.default,
         "metadata": {"displayName": item.name, "description": item.description},
     }
@@ -97,7 +93,7 @@ def definition(form: PolicyForm) -> dict[str, Any]:
             "metadata": {
                 "displayName": "Effect",
                 "description": "Audit reports, Deny refuses the create or update, "
-                + ("Modify sets the compliant value, " if form.modify else "")
+                + (MODIFY_EFFECT if form.modify else "")
                 + "Disabled turns the definition off",
             },
         },

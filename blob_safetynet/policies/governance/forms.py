@@ -46,6 +46,7 @@ from blob_safetynet.policies.rules.data_protection import (
     BLOB_SOFT_DELETE,
     CONTAINER_SOFT_DELETE,
     NO_PERMANENT_DELETE,
+    SOFT_DELETE_DAYS,
     VERSION_EXPIRY,
 )
 from blob_safetynet.policies.rules.encryption import CMK_ENCRYPTION, INFRA_ENCRYPTION, KEY_VAULT
@@ -80,13 +81,18 @@ class Parameter:
     type: str
     default: int | str
     description: str
+    allowed: tuple[int, ...] = ()
+    """The values an assignment may give (`allowedValues`; none: any of the type). An Integer
+    parameter has no minimum or maximum: `schema` validates Object parameters only
+    (https://learn.microsoft.com/azure/governance/policy/concepts/definition-structure-parameters)."""
 
 
 MIN_BLOB_SOFT_DELETE_DAYS: Final = Parameter(
     "minBlobSoftDeleteDays",
     "Integer",
     DEFAULTS.min_blob_soft_delete_days,
-    "Fewest days blob soft delete must keep a deleted blob",
+    "Fewest days blob soft delete must keep a deleted blob (1-365, what Azure can keep)",
+    allowed=tuple(SOFT_DELETE_DAYS),
 )
 MAX_KEY_EXPIRATION_DAYS: Final = Parameter(
     "maxKeyExpirationDays",

@@ -38,6 +38,16 @@ def parameter(name: str) -> str:
     return f"[parameters('{name}')]"
 
 
+def boolean(value: bool) -> str:
+    """A boolean as a condition compares it: Microsoft's policy rule schema types `equals` as
+    number or string (https://schema.management.azure.com/schemas/2020-10-01/policyDefinition.json),
+    and Microsoft's built-ins compare a boolean property with "true"/"false" (built-in 404c3081,
+    `"equals": "false"` on supportsHttpsTrafficOnly, Azure/azure-policy
+    `Storage_AuditForHTTPSEnabled_Audit.json`); string conditions ignore case
+    (https://learn.microsoft.com/azure/governance/policy/concepts/definition-structure-policy-rule)."""
+    return "true" if value else "false"
+
+
 def not_switched(alias: Alias, wanted: bool, *, absent_means: bool) -> Condition:
     """A boolean property is not `wanted`, reading an absent one as `absent_means`.
 
@@ -47,7 +57,7 @@ def not_switched(alias: Alias, wanted: bool, *, absent_means: bool) -> Condition
     wanted; when absence means wanted, only a present value can be wrong. A value that is no
     boolean never equals `wanted`, so it is non-compliant either way (never a silent pass).
     """
-    wrong = not_(field(alias, "equals", wanted))
+    wrong = not_(field(alias, "equals", boolean(wanted)))
     if absent_means != wanted:
         return wrong
     return all_of(field(alias, "exists", True), wrong)

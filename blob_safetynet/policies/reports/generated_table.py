@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from blob_safetynet.settings import atomicfile
+
 
 def cell(text: str) -> str:
     """`text` made safe for one Markdown table cell."""
@@ -49,5 +51,5 @@ def table_cli(
             print(f"{target}: {table_name} is stale; run {parser.prog} --write {target}")
             return 1
         return 0
-    target.write_text(updated, encoding="utf-8")
+    atomicfile.write_text(target, updated, mode=0o644)
     return 0

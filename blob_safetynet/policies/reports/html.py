@@ -150,6 +150,17 @@ class _Cards:
         return (_finding(f, self._context) for _, f in attention(self._report, self._context))
 
 
+class _Matrix:
+    """The matrix rows, computed afresh each time the page iterates them: on screen (accounts x
+    rules) and again in print (rules x accounts), holding one account's cells at a time."""
+
+    def __init__(self, report: Judged, context: ReportContext) -> None:
+        self._report, self._context = report, context
+
+    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        return _matrix(self._report, self._context)
+
+
 def _matrix(report: Judged, context: ReportContext) -> Iterator[tuple[str, dict[str, Any]]]:
     """(account, its cells by rule id), accounts in the order their findings first come. Two
     results of one name (saved files may hold that; live names are unique in Azure) make one
@@ -188,7 +199,7 @@ def iter_html(report: Judged, context: ReportContext) -> Iterator[str]:
         about=_about(report.scope.label, context.generated),
         scope=report.scope.label,
         rules=report.rules,
-        rows=_matrix(report, context),
+        rows=_Matrix(report, context),
         findings=_Cards(report, context),
         summary=summary(report, context),
         states=STATES,

@@ -187,9 +187,9 @@ def _sarif_result(
 
 
 UNKNOWN_DESCRIPTOR: Final = "unknown"
-
-
 """The notification descriptor of a verdict that could not be reached (UNKNOWN, NOT_VERIFIABLE)."""
+NOT_IN_FILES_DESCRIPTOR: Final = "not-in-files"
+"""The notification descriptor of a rule the saved files cannot show (NOT_IN_FILES)."""
 
 
 def _notification(
@@ -215,8 +215,9 @@ def _unknown(rule_id: str, index: dict[str, int], text: str) -> dict[str, Any]:
 
 def render_sarif(report: Judged, context: ReportContext, category: str | None = None) -> str:
     """SARIF 2.1.0: FAIL results (kind fail, with `suppressions` when suppressed); each UNKNOWN
-    verdict one warning notification (descriptor `unknown`, its rule associated), read errors
-    and suppression notes notifications too; PASS omitted."""
+    verdict one warning notification (descriptor `unknown`, its rule associated), each
+    NOT_IN_FILES one note (descriptor `not-in-files`), read errors and suppression notes
+    notifications too; PASS omitted."""
     return "".join(iter_sarif(report, context, category))
 
 
@@ -228,6 +229,9 @@ def _audit_notifications(
     for f in findings_of(report):
         if f.outcome is Outcome.UNKNOWN:
             yield _unknown(f.rule.id, index, f"{f.account}: {f.message}")
+        elif f.outcome is Outcome.NOT_IN_FILES:
+            rule = (f.rule.id, index[f.rule.id])
+            yield _notification(f"{f.account}: {f.message}", NOT_IN_FILES_DESCRIPTOR, "note", rule)
     for note in context.applied.notes():
         yield _notification(note, "suppression", "warning")
 

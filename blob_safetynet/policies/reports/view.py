@@ -19,8 +19,14 @@ from blob_safetynet.settings import untrusted
 SUPPRESSED: Final = "SUPPRESSED"
 STATES: Final = (*(outcome.value for outcome in Outcome), SUPPRESSED)
 """Every state a finding can be in: the rule outcomes, and SUPPRESSED."""
-ATTENTION: Final = (Outcome.FAIL.value, SUPPRESSED, Outcome.UNKNOWN.value)
-"""The states the Markdown and HTML list finding by finding, in this order."""
+ATTENTION: Final = (
+    Outcome.FAIL.value,
+    SUPPRESSED,
+    Outcome.UNKNOWN.value,
+    Outcome.NOT_IN_FILES.value,
+)
+"""The states the Markdown and HTML list finding by finding, in this order: what was not
+judged is listed too, so no summary reads "every rule passed" over it."""
 MAX_HISTORY_BYTES: Final = 20_000_000
 
 
@@ -81,7 +87,7 @@ class ReportContext:
 
 
 def state(finding: Finding, context: ReportContext) -> str:
-    """PASS, FAIL, UNKNOWN, or SUPPRESSED for a FAIL a live suppression covers."""
+    """The finding's outcome, or SUPPRESSED for a FAIL a live suppression covers."""
     return SUPPRESSED if context.applied.of(finding) else finding.outcome.value
 
 

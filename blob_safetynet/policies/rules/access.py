@@ -13,7 +13,14 @@ from blob_safetynet.policies.rules.base import (
     passed,
     unknown,
 )
-from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, RoleAssignment, Thresholds
+from blob_safetynet.policies.rules.model import (
+    UNKNOWN,
+    Account,
+    Facet,
+    RoleAssignment,
+    Thresholds,
+    arm_fold,
+)
 from blob_safetynet.policies.rules.roles import (
     CONDITIONABLE,
     DATA_ACTIONS,
@@ -47,7 +54,7 @@ def _applies(assignment: RoleAssignment, account: Account, container: str) -> bo
         # Deploy time: the adapter only attached assignments scoped to this account or below.
         marker = "/containers/"
         lowered = normalize_scope(scope)
-        return marker not in lowered or lowered.endswith(f"{marker}{container.lower()}")
+        return marker not in lowered or lowered.endswith(f"{marker}{arm_fold(container)}")
     # Any ancestor resource counts, `blobServices/default` included: roles can be assigned at
     # any resource and "lower levels inherit role permissions from higher levels"
     # (https://learn.microsoft.com/azure/role-based-access-control/scope-overview).
@@ -131,8 +138,8 @@ def _is_broad(assignment: RoleAssignment) -> bool | None:
 
 def _is_application(assignment: RoleAssignment, thresholds: Thresholds) -> bool | None:
     """An application identity (not a person, not a named deployment identity); None: unknown."""
-    exempt = {principal.lower() for principal in thresholds.deployment_principal_ids}
-    if isinstance(assignment.principal_id, str) and assignment.principal_id.lower() in exempt:
+    exempt = {arm_fold(principal) for principal in thresholds.deployment_principal_ids}
+    if isinstance(assignment.principal_id, str) and arm_fold(assignment.principal_id) in exempt:
         return False  # object ids are GUIDs: the same id in any case
     principal_type = assignment.principal_type
     if principal_type is UNKNOWN or principal_type is None:

@@ -15,7 +15,14 @@ from blob_safetynet.policies.rules.base import (
     settings_of,
     unknown,
 )
-from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, Thresholds
+from blob_safetynet.policies.rules.model import (
+    SHARED_KEY_SWITCH,
+    UNKNOWN,
+    Account,
+    Facet,
+    Thresholds,
+    arm_fold,
+)
 
 TAG_CAPABLE_KINDS = ("StorageV2", "BlockBlobStorage")
 """Account kinds that support blob index tags (general-purpose v2, premium block blob)."""
@@ -98,7 +105,8 @@ def _check_shared_key(account: Account, _: Thresholds) -> Verdict:
             return failed("shared key access is allowed (absent means allowed)")
         return unknown(
             "the account disallows shared key, but the blob service's own setting "
-            "(allowSharedKeyAccessForServices) was not readable"
+            f"({SHARED_KEY_SWITCH}) was not readable",
+            SHARED_KEY_SWITCH,
         )
     if for_blob is False and allowed:
         # Microsoft documents no precedence between the account and the per-service switch.
@@ -174,9 +182,11 @@ def _check_https_tls(account: Account, _: Thresholds) -> Verdict:
     if not settings.https_only:
         problems.append("plain HTTP is accepted")
     tls = settings.minimum_tls_version
-    # ARM compares enum values without regard to case (docs/policies.md, Azure Policy alike).
-    known = tls.upper() in TLS_VERSIONS
-    if not known or TLS_VERSIONS.index(tls.upper()) < TLS_VERSIONS.index(MIN_TLS):
+    # ARM compares enum values by ASCII case only (model.arm_fold): `TLS1_2` with a long s
+    # is no TLS version ARM knows.
+    known = [arm_fold(version) for version in TLS_VERSIONS]
+    rank = known.index(arm_fold(tls)) if arm_fold(tls) in known else -1
+    if rank < TLS_VERSIONS.index(MIN_TLS):
         problems.append(f"minimum TLS version is {tls} (absent means TLS1_0)")
     if problems:
         return failed(", ".join(problems))

@@ -11,6 +11,7 @@ from blob_safetynet.policies.rules.model import (
     Account,
     AccountSettings,
     Facet,
+    Fact,
     Thresholds,
     is_known,
 )
@@ -29,6 +30,10 @@ class Outcome(enum.StrEnum):
     UNKNOWN = "UNKNOWN"
     NOT_APPLICABLE = "NOT_APPLICABLE"
     """The account has no part the rule judges (a blob rule on a FileStorage account)."""
+    NOT_IN_FILES = "NOT_IN_FILES"
+    """The rule needs a fact the saved files cannot hold (`Account.not_held`: role assignments,
+    Defender for Storage, ...): not judged, never a pass, and not "could not look" either; a
+    live audit judges it (docs/policies.md, Offline: judging saved files)."""
 
 
 class RuleScope(enum.StrEnum):
@@ -84,6 +89,8 @@ class Verdict:
 
     outcome: Outcome
     detail: str
+    lacks: frozenset[Fact] = frozenset()
+    """For UNKNOWN: the facts it was short of, when they can be named."""
 
 
 def passed(detail: str) -> Verdict:
@@ -94,8 +101,8 @@ def failed(detail: str) -> Verdict:
     return Verdict(Outcome.FAIL, detail)
 
 
-def unknown(detail: str) -> Verdict:
-    return Verdict(Outcome.UNKNOWN, detail)
+def unknown(detail: str, *lacks: Fact) -> Verdict:
+    return Verdict(Outcome.UNKNOWN, detail, frozenset(lacks))
 
 
 def not_applicable(detail: str) -> Verdict:
@@ -142,6 +149,9 @@ class Rule:
     advisory: bool = False
     """Advisory rules report but never block a deployment (CrossGuard enforcement)."""
     scope: RuleScope = RuleScope.BASELINE
+    settles_without: frozenset[Facet] = frozenset()
+    """Facets of `facets` the check can do without when the others settle it: the precondition
+    does not require them, and the check answers UNKNOWN, lacking them, when it needs one."""
     blob_only: bool = False
     """Judges a blob service setting kept on the account itself (not applicable without one);
     rules reading a blob facet (`BLOB_FACETS`) or of protocol scope are blob-only anyway."""
@@ -176,6 +186,12 @@ class Rule:
         """Judge one account; a facet that was not read makes the outcome UNKNOWN. A FAIL's
         message gives the fix in `target`'s terms."""
         verdict = self._precondition(account, thresholds) or self.check(account, thresholds)
+        if (
+            verdict.outcome is Outcome.UNKNOWN
+            and verdict.lacks
+            and verdict.lacks <= account.not_held
+        ):
+            verdict = Verdict(Outcome.NOT_IN_FILES, verdict.detail)
         return Finding(
             rule=self,
             account=account.name,
@@ -192,12 +208,10 @@ class Rule:
         kind = _kind(account)
         if self.needs_blob and kind in NO_BLOB_KINDS:
             return not_applicable(f"a {kind} account has no blob service")
-        missing = [facet for facet in Facet if facet in self.facets and not _read(account, facet)]
+        required = self.facets - self.settles_without
+        missing = [facet for facet in Facet if facet in required and not _read(account, facet)]
         if missing:
-            reasons = [
-                account.unknown_reasons.get(facet, f"{facet.value} not known") for facet in missing
-            ]
-            return unknown("; ".join(reasons))
+            return unknown("; ".join(reason_unknown(account, facet) for facet in missing), *missing)
         if self.protocol and is_protocol_account(account, thresholds.container) is None:
             return unknown(_why_unsure(account, thresholds.container))
         return None
@@ -210,6 +224,8 @@ class Rule:
             return f"{self.title}: {verdict.detail}. Fix: {self.remediation.text(target)}"
         if verdict.outcome is Outcome.NOT_APPLICABLE:
             return f"{self.title}: not applicable: {verdict.detail}."
+        if verdict.outcome is Outcome.NOT_IN_FILES:
+            return f"{self.title}: not in the files: {verdict.detail}."
         return f"{self.title}: cannot be judged: {verdict.detail}."
 
     @property
@@ -223,6 +239,11 @@ def settings_of(account: Account) -> AccountSettings:
     """The account's settings, for a check of a rule that reads Facet.SETTINGS (known then)."""
     assert account.settings is not UNKNOWN
     return account.settings
+
+
+def reason_unknown(account: Account, facet: Facet) -> str:
+    """Why `facet` of the account is not known, in the source's words when it gave them."""
+    return account.unknown_reasons.get(facet, f"{facet.value} not known")
 
 
 def _read(account: Account, facet: Facet) -> bool:

@@ -11,6 +11,7 @@ from blob_safetynet.policies.rules.base import (
     failed,
     mcsb,
     passed,
+    reason_unknown,
     settings_of,
     unknown,
 )
@@ -95,7 +96,7 @@ SAS_EXPIRATION_POLICY = Rule(
 
 
 def _check_local_users(account: Account, _: Thresholds) -> Verdict:
-    assert account.local_users is not UNKNOWN
+    """The two switches settle it when both are off; only then may the local users be unread."""
     settings = settings_of(account)
     if settings.sftp_enabled is UNKNOWN or settings.local_users_enabled is UNKNOWN:
         return unknown("whether SFTP or local users are enabled is not known yet")
@@ -103,6 +104,11 @@ def _check_local_users(account: Account, _: Thresholds) -> Verdict:
         return failed("SFTP is enabled")
     if settings.local_users_enabled is False:
         return passed("SFTP and local users are disabled")
+    if account.local_users is UNKNOWN:
+        reason = reason_unknown(account, Facet.LOCAL_USERS)
+        return unknown(
+            f"local users are not switched off, so their list decides: {reason}", Facet.LOCAL_USERS
+        )
     if account.local_users:
         return failed("local users exist: " + ", ".join(account.local_users))
     return passed("SFTP is off and the account has no local user")
@@ -124,6 +130,7 @@ NO_LOCAL_USERS = Rule(
         ),
     ),
     facets=frozenset({Facet.SETTINGS, Facet.LOCAL_USERS}),
+    settles_without=frozenset({Facet.LOCAL_USERS}),
     check=_check_local_users,
     controls=mcsb("IM-1"),
     references=(

@@ -15,6 +15,11 @@ from blob_safetynet.policies.rules.base import (
 from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, Thresholds
 
 SOFT_DELETE = "https://learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview"
+SOFT_DELETE_DAYS = range(1, 366)
+"""The retention days Azure takes: "The minimum specified value can be 1 and the maximum value
+can be 365" (DeleteRetentionPolicy.days,
+https://learn.microsoft.com/javascript/api/@azure/arm-storage/deleteretentionpolicy); a minimum
+above it is one no account can meet."""
 
 
 def _check_blob_soft_delete(account: Account, thresholds: Thresholds) -> Verdict:

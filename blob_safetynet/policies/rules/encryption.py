@@ -14,10 +14,17 @@ from blob_safetynet.policies.rules.base import (
     settings_of,
     unknown,
 )
-from blob_safetynet.policies.rules.model import UNKNOWN, Account, Encryption, Facet, Thresholds
+from blob_safetynet.policies.rules.model import (
+    UNKNOWN,
+    Account,
+    Encryption,
+    Facet,
+    Thresholds,
+    arm_fold,
+)
 
 KEY_VAULT = "Microsoft.Keyvault"
-"""The key source of a customer-managed key (compared without regard to case)."""
+"""The key source of a customer-managed key (compared by `arm_fold`, as ARM compares it)."""
 
 
 def _encryption(account: Account) -> Encryption | None:
@@ -65,7 +72,7 @@ def _check_cmk(account: Account, _: Thresholds) -> Verdict:
     source = UNKNOWN if encryption is None else encryption.key_source
     if source is UNKNOWN:
         return unknown("the encryption key source is not known yet")
-    if source.lower() != KEY_VAULT.lower():
+    if arm_fold(source) != arm_fold(KEY_VAULT):
         return failed(f"data is encrypted with platform-managed keys ({source})")
     return passed("data is encrypted with a customer-managed key in Key Vault")
 

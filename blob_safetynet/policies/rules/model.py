@@ -11,6 +11,8 @@ This module imports no SDK.
 from __future__ import annotations
 
 import enum
+import re
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias, TypeGuard, TypeVar
@@ -35,6 +37,32 @@ Maybe: TypeAlias = T | Unknown
 """A value of type T, or UNKNOWN."""
 
 
+_ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+ARM_IGNORECASE: Final = re.IGNORECASE | re.ASCII
+"""The regex flags of a pattern matched against ARM names: A-Z match a-z, nothing else does
+(Python's IGNORECASE alone matches the long s, U+017F, to `s` and the Kelvin sign to `k`)."""
+
+
+def arm_fold(text: str) -> str:
+    """`text` as Resource Manager compares names and enum values: A-Z folded to a-z, every
+    other character kept as it is.
+
+    ARM and its resource providers are .NET services; their JSON binding and their name and
+    enum comparisons are ordinal ignore-case (StringComparer.OrdinalIgnoreCase,
+    https://learn.microsoft.com/dotnet/standard/base-types/best-practices-strings), which
+    upper-cases each UTF-16 code unit by its simple mapping, never by full case folding: `ß`
+    stays `ß` (no `ss`), the Kelvin sign upper-cases to itself (never `K`), and .NET pins the
+    only two non-ASCII letters whose simple upper case is ASCII, the dotless i (U+0131) and
+    the long s (U+017F), to themselves, so that no non-ASCII character ever equals an ASCII one
+    (dotnet/runtime `GlobalizationNative_InitOrdinalCasingPage` in
+    src/native/libs/System.Globalization.Native/pal_casing.c; the decision,
+    https://github.com/dotnet/runtime/issues/32247). Every name the Microsoft.Storage schema
+    has and every value of its enums is ASCII, so against them this fold is exactly .NET's.
+    A name spelt with `ß`, the long s or the Kelvin sign is therefore another, unknown property to
+    ARM, and to the audit an absent one: its documented default, never the value written."""
+    return text.translate(_ASCII_LOWER)
+
+
 def is_known(value: Maybe[T]) -> TypeGuard[T]:
     """True when `value` is an actual value (None included), not UNKNOWN."""
     return value is not UNKNOWN
@@ -51,6 +79,14 @@ class Facet(enum.Enum):
     PRIVATE_ENDPOINTS = "private endpoint connections"
     LOCAL_USERS = "local users"
     DEFENDER = "Defender for Storage settings"
+
+
+SHARED_KEY_SWITCH: Final = "allowSharedKeyAccessForServices"
+"""The blob service's own shared key switch, a setting an api-version before 2026-09-01 does not
+return (`blob_safetynet.policies.adapters.arm.STORAGE_API_VERSION`)."""
+
+Fact: TypeAlias = Facet | str
+"""What a verdict may lack: a facet, or a setting named by its ARM property (`SHARED_KEY_SWITCH`)."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +231,9 @@ class Account:
     """Whether Microsoft Defender for Storage protects the account."""
     unknown_reasons: Mapping[Facet, str] = field(default_factory=dict)
     """Why a facet is UNKNOWN, when there is more to say than "not known yet"."""
+    not_held: frozenset[Fact] = frozenset()
+    """What the source cannot hold at all (saved files: role assignments, Defender for Storage,
+    ...): a verdict that lacks only these is NOT_IN_FILES, not UNKNOWN. Empty for live reads."""
 
     def facet(self, facet: Facet) -> object:
         """The value of one facet (UNKNOWN when it was not read)."""

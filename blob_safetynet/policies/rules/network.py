@@ -14,7 +14,14 @@ from blob_safetynet.policies.rules.base import (
     settings_of,
     unknown,
 )
-from blob_safetynet.policies.rules.model import UNKNOWN, Account, Facet, Network, Thresholds
+from blob_safetynet.policies.rules.model import (
+    UNKNOWN,
+    Account,
+    Facet,
+    Network,
+    Thresholds,
+    arm_fold,
+)
 
 NETWORK_SECURITY = "https://learn.microsoft.com/azure/storage/common/storage-network-security"
 CLOSED_PUBLIC_ACCESS = ("Disabled", "SecuredByPerimeter")
@@ -34,7 +41,7 @@ def _check_public_network(account: Account, _: Thresholds) -> Verdict:
     access = UNKNOWN if network is None else network.public_network_access
     if access is UNKNOWN:
         return unknown("public network access is not known yet")
-    if access.casefold() not in {value.casefold() for value in CLOSED_PUBLIC_ACCESS}:
+    if arm_fold(access) not in {arm_fold(value) for value in CLOSED_PUBLIC_ACCESS}:
         return failed(f"public network access is {access} (absent means Enabled)")
     return passed(f"public network access is {access}")
 
@@ -68,7 +75,7 @@ def _check_default_deny(account: Account, _: Thresholds) -> Verdict:
     action = UNKNOWN if network is None else network.default_action
     if action is UNKNOWN:
         return unknown("the firewall's default action is not known yet")
-    if action.casefold() != DENY.casefold():
+    if arm_fold(action) != arm_fold(DENY):
         return failed(f"the firewall's default action is {action} (absent means Allow)")
     return passed("the firewall denies by default")
 
@@ -97,7 +104,7 @@ def _check_trusted_services(account: Account, _: Thresholds) -> Verdict:
     bypass = UNKNOWN if network is None else network.bypass
     if bypass is UNKNOWN:
         return unknown("the firewall's bypass list is not known yet")
-    if TRUSTED_BYPASS.casefold() not in {part.casefold() for part in bypass}:
+    if arm_fold(TRUSTED_BYPASS) not in {arm_fold(part) for part in bypass}:
         return failed(f"trusted Azure services are not let through (bypass {','.join(bypass)})")
     return passed("trusted Azure services pass the firewall")
 

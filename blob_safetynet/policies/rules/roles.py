@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from blob_safetynet.policies.rules.model import ARM_IGNORECASE, arm_fold
+
 BLOBS: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 TAG_WRITE: Final = f"{BLOBS}/tags/write"
 PERMANENT_DELETE: Final = f"{BLOBS}/permanentDelete/action"
@@ -55,7 +57,7 @@ verification probes); documents never live there."""
 
 
 def _pattern(action: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in action.split("*")), re.IGNORECASE)
+    return re.compile(".*".join(re.escape(part) for part in action.split("*")), ARM_IGNORECASE)
 
 
 def grants(allowed: tuple[str, ...], denied: tuple[str, ...], operation: str) -> bool:
@@ -134,12 +136,12 @@ BUILT_IN_ROLES: Final[dict[str, RoleDefinition]] = {
 
 def built_in_role(role_definition_id: str) -> RoleDefinition | None:
     """The built-in role whose GUID ends `role_definition_id`, if it is one of those above."""
-    guid = role_definition_id.rstrip("/").rsplit("/", 1)[-1].lower()
+    guid = arm_fold(role_definition_id.rstrip("/").rsplit("/", 1)[-1])
     return BUILT_IN_ROLES.get(guid)
 
 
 def normalize_scope(scope: str) -> str:
-    return "/" + scope.strip().strip("/").lower()
+    return "/" + arm_fold(scope.strip().strip("/"))
 
 
 def is_management_group(scope: str) -> bool:

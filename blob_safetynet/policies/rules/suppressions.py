@@ -36,6 +36,7 @@ from typing import Final
 import yaml
 
 from blob_safetynet.policies.rules import Finding, Outcome
+from blob_safetynet.policies.rules.model import arm_fold
 from blob_safetynet.settings import untrusted
 
 MAX_BYTES: Final = 1_000_000
@@ -64,9 +65,9 @@ class Suppression:
         """Same rule, and the pattern matches the account name or its resource id."""
         if finding.rule.id != self.rule:
             return False
-        pattern = self.resource.lower()
+        pattern = arm_fold(self.resource)
         names = [finding.account, finding.resource_id or ""]
-        return any(name and fnmatch.fnmatchcase(name.lower(), pattern) for name in names)
+        return any(name and fnmatch.fnmatchcase(arm_fold(name), pattern) for name in names)
 
     @property
     def term(self) -> str:

@@ -14,13 +14,21 @@ Files a compliance team holds, each one of:
 - an ARM template export (`az group export`, the portal's Export template): a `resources` list
   of REST-shaped resources named `acct`, `acct/default`, `acct/default/<container>`, or by
   `[parameters('p')]` expressions whose `defaultValue` the export fills in
-  (https://learn.microsoft.com/azure/azure-resource-manager/templates/export-template-cli).
+  (https://learn.microsoft.com/azure/azure-resource-manager/templates/export-template-cli);
+  resources a template deploys through a nested deployment's inline template are read too
+  (`_nested`), and a linked one, which is not in the file, is refused.
 
 Every file is grouped by the account its resource id or name names, normalised to the REST
-shape, and handed to `blob_safetynet.policies.adapters.arm.account` like a live read. A facet no file holds
-(role assignments, Defender, anything not given) stays UNKNOWN with a reason that says so,
-never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
+shape, and handed to `blob_safetynet.policies.adapters.arm.account` like a live read. What no
+file of these shapes can hold (role assignments, Defender for Storage; local users and private
+endpoint connections when no file of their own is given; the blob service's shared key switch
+at an api-version before it) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
+other facet no file holds stays UNKNOWN with a reason naming the file to add, never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
 naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each.
+
+Just over 500 lines: the shapes of a saved file (CLI outputs, template exports and their nested
+deployments) and the pieces of one account they fill share the resource types, the expression
+resolver and the refusals; each half alone would import the other's.
 """
 
 from __future__ import annotations
@@ -37,7 +45,14 @@ from blob_safetynet.policies.adapters.arm_json import ArmObject, SpellingError, 
 from blob_safetynet.policies.adapters.common import KINDS
 from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
-from blob_safetynet.policies.rules.model import UNKNOWN, Facet, Thresholds
+from blob_safetynet.policies.rules.model import (
+    ARM_IGNORECASE,
+    SHARED_KEY_SWITCH,
+    UNKNOWN,
+    Facet,
+    Thresholds,
+    arm_fold,
+)
 from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
 from blob_safetynet.settings import untrusted
 from blob_safetynet.settings.redaction import printable
@@ -56,6 +71,10 @@ POLICY: Final = f"{_PROVIDER}/managementpolicies"
 LOCAL_USER: Final = f"{_PROVIDER}/localusers"
 ENDPOINT_CONNECTION: Final = f"{_PROVIDER}/privateendpointconnections"
 KNOWN_TYPES: Final = (ACCOUNT, BLOB_SERVICE, CONTAINER, POLICY, LOCAL_USER, ENDPOINT_CONNECTION)
+DEPLOYMENT: Final = "microsoft.resources/deployments"
+_EVALUATION_SCOPES: Final = ("NotSpecified", "Outer", "Inner")
+"""`expressionEvaluationOptions.scope` (ExpressionEvaluationOptionsScopeType in the
+Microsoft.Resources REST spec); absent and NotSpecified mean Outer."""
 _RESOURCE_KEYS: Final = frozenset(
     {"id", "name", "type", "kind", "sku", "location", "tags", "identity", "extendedlocation"}
     | {"apiversion", "dependson", "resources", "condition", "comments", "copy"}
@@ -67,21 +86,49 @@ _CLI_NAMES: Final = {
     "networkruleset": "networkAcls",
 }
 """The two account properties the SDK (and so the CLI's output) names otherwise than REST."""
-_ACCOUNT_IN_ID: Final = re.compile(r"/providers/Microsoft\.Storage/storageAccounts/([^/]+)", re.I)
-_PARAMETER: Final = re.compile(r"parameters\('([^']+)'\)", re.I)
+_ACCOUNT_IN_ID: Final = re.compile(
+    r"/providers/Microsoft\.Storage/storageAccounts/([^/]+)", ARM_IGNORECASE
+)
+_PARAMETER: Final = re.compile(r"parameters\('([^']+)'\)", ARM_IGNORECASE)
 _EXPRESSION: Final = re.compile(
     r"\[(?:parameters\('[^']+'\)|concat\((?:parameters\('[^']+'\)|'[^']*')"
     r"(?:\s*,\s*(?:parameters\('[^']+'\)|'[^']*'))*\))\]",
-    re.I,
+    ARM_IGNORECASE,
 )
 NOT_IN_FILES: Final = {
     Facet.ROLES: "role assignments are read only from Azure (not judged from files)",
     Facet.DEFENDER: "Defender for Storage is read only from Azure (not judged from files)",
 }
+"""Facets no file of these shapes holds: Microsoft.Authorization and Microsoft.Security
+resources, not the account's."""
+NOT_IN_ACCOUNT_FILES: Final = {
+    Facet.LOCAL_USERS: "no file lists the account's local users (`az storage account local-user "
+    "list`; an account document and a template export do not)",
+    Facet.PRIVATE_ENDPOINTS: "no file lists the account's private endpoint connections (`az "
+    "storage account show` does; a template export's account resource does not)",
+}
+"""Facets the account's own documents do not carry: when no file of their own is given, the
+rules that need them are NOT_IN_FILES."""
+GIVE: Final = {
+    Facet.SETTINGS: "`az storage account show`",
+    Facet.BLOB_SERVICE: "`az storage account blob-service-properties show`",
+    Facet.CONTAINERS: "`az storage container-rm list`",
+    Facet.LIFECYCLE: "`az storage account management-policy show`",
+}
+"""The file that holds each facet a template export also holds: left out, it is UNKNOWN."""
 
 
 class OfflineError(ValueError):
     """A file cannot be read or holds no shape the offline audit knows; the message names it."""
+
+
+@dataclass(frozen=True)
+class _Passed:
+    """A nested template's parameter value given as an expression: evaluated, when a name
+    needs it, in the scope of the template that holds the deployment."""
+
+    expression: str
+    scope: Mapping[str, object]
 
 
 @dataclass
@@ -137,7 +184,7 @@ def group(documents: Iterable[tuple[object, str]], api_version: str | None = Non
     accounts: dict[str, _Pieces] = {}
     for document, shown in documents:
         for resource in resources(document, shown, api_version or ""):
-            key = resource.account.lower()
+            key = arm_fold(resource.account)
             piece = accounts.setdefault(key, _Pieces(resource.account))
             _add(piece, resource)
     return [accounts[key] for key in sorted(accounts)]
@@ -178,13 +225,18 @@ def resources(document: object, source: str, api_version: str) -> list[_Resource
     return found
 
 
-def _template(document: Mapping[str, Any], source: str) -> list[_Resource]:
-    parameters = document.get("parameters")
-    defaults = {
-        str(key).casefold(): value.get("defaultValue")
+def _defaults(template: Mapping[str, Any]) -> dict[str, object]:
+    """A template's parameters with their default values, keyed by `arm_fold`ed name."""
+    parameters = template.get("parameters")
+    return {
+        arm_fold(str(key)): value.get("defaultValue")
         for key, value in (parameters.items() if isinstance(parameters, Mapping) else ())
         if isinstance(value, Mapping)
     }
+
+
+def _template(document: Mapping[str, Any], source: str) -> list[_Resource]:
+    defaults = _defaults(document)
     found = [
         resource
         for item, kind, name in _declared(document["resources"], source, defaults, None)
@@ -201,25 +253,30 @@ def _declared(
     source: str,
     parameters: Mapping[str, object],
     parent: tuple[str, str] | None,
+    where: str = "resources",
 ) -> list[tuple[Mapping[str, Any], str, str]]:
     """Every resource a template declares, each with its full type (lower case) and full
     name, children included wherever ARM accepts them: in a parent's `resources` a child's
     type and name are relative to the parent's
-    (https://learn.microsoft.com/azure/azure-resource-manager/templates/child-resource-name-type)."""
+    (https://learn.microsoft.com/azure/azure-resource-manager/templates/child-resource-name-type),
+    and a nested deployment's resources are the template's too (`_nested`)."""
     declared: list[tuple[Mapping[str, Any], str, str]] = []
-    for item in items:
+    for index, item in enumerate(items):
         if not isinstance(item, Mapping):
             continue
         kind, name = str(item.get("type", "")), item.get("name")
+        if parent is None and arm_fold(kind) == DEPLOYMENT:
+            declared += _nested(item, source, parameters, f"{where}[{index}]")
+            continue
         if parent is not None:
-            if kind.lower().startswith("microsoft."):
+            if arm_fold(kind).startswith("microsoft."):
                 raise OfflineError(
                     f"{source}: the nested resource type '{printable(kind)}' is fully "
                     "qualified; inside a parent's `resources` ARM takes a type relative to "
                     "the parent's (see docs/policies.md)"
                 )
             kind = f"{parent[0]}/{kind}"
-        kind = kind.lower()
+        kind = arm_fold(kind)
         if not kind.startswith(_PROVIDER):
             continue
         text = name if isinstance(name, str) else ""
@@ -234,6 +291,49 @@ def _declared(
     return declared
 
 
+def _nested(
+    deployment: Mapping[str, Any], source: str, outer: Mapping[str, object], where: str
+) -> list[tuple[Mapping[str, Any], str, str]]:
+    """The resources a nested deployment's inline template declares. Its expressions are
+    evaluated in the parent's scope unless `expressionEvaluationOptions.scope` is `inner`,
+    where the nested template's own parameters apply, valued by the deployment's `parameters`
+    (https://learn.microsoft.com/azure/azure-resource-manager/templates/linked-templates).
+    What lives outside the file (`templateLink`, `parametersLink`) is refused, never skipped."""
+    props = deployment.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    for link in ("templateLink", "parametersLink"):
+        if props.get(link) is not None:
+            raise OfflineError(
+                f"{source}: {where}.properties.{link}: a nested deployment's linked "
+                f"{link.removesuffix('Link')} is not in the file and cannot be read offline; "
+                "audit a template with it inlined (see docs/policies.md)"
+            )
+    template = props.get("template")
+    resources = template.get("resources") if isinstance(template, Mapping) else None
+    if not isinstance(template, Mapping) or not isinstance(resources, list):
+        raise OfflineError(
+            f"{source}: {where}.properties.template.resources: a nested deployment whose "
+            "inline template holds no `resources` list cannot be read (see docs/policies.md)"
+        )
+    options = props.get("expressionEvaluationOptions")
+    scope = enum(options.get("scope"), _EVALUATION_SCOPES) if isinstance(options, Mapping) else None
+    if scope not in (None, *_EVALUATION_SCOPES):
+        raise OfflineError(
+            f"{source}: {where}.properties.expressionEvaluationOptions.scope "
+            f"'{printable(str(scope))}' is none of {', '.join(_EVALUATION_SCOPES)}"
+        )
+    parameters = outer
+    if scope == "Inner":
+        given = props.get("parameters")
+        parameters = _defaults(template)
+        for key, value in given.items() if isinstance(given, Mapping) else ():
+            passed = value.get("value") if isinstance(value, Mapping) else None
+            if isinstance(passed, str) and passed.startswith("["):
+                passed = _Passed(passed, outer)
+            parameters[arm_fold(str(key))] = passed
+    return _declared(resources, source, parameters, None, f"{where}.properties.template.resources")
+
+
 def _resource(
     item: object, source: str, api_version: str, declared: tuple[str, str] | None = None
 ) -> _Resource:
@@ -242,7 +342,7 @@ def _resource(
     it (the last segment: `documents`, not `acct/default/documents`)."""
     if not isinstance(item, Mapping):
         raise OfflineError(f"{source}: {_SHAPES}")
-    kind = declared[0] if declared else str(item.get("type", "")).lower()
+    kind = declared[0] if declared else arm_fold(str(item.get("type", "")))
     if kind not in KNOWN_TYPES:
         raise OfflineError(f"{source}: type '{printable(str(item.get('type')))}': {_SHAPES}")
     body = _rest_shape(item, kind)
@@ -269,12 +369,12 @@ def _rest_shape(item: Mapping[str, Any], kind: str) -> ArmObject:
     """`item` with `properties` nested, as ARM's REST API returns it."""
     if isinstance(item.get("properties"), Mapping):
         return item if isinstance(item, ArmObject) else ArmObject(item)
-    top = [(key, value) for key, value in item.items() if key.casefold() in _RESOURCE_KEYS]
-    flat = [(key, value) for key, value in item.items() if key.casefold() not in _RESOURCE_KEYS]
+    top = [(key, value) for key, value in item.items() if arm_fold(key) in _RESOURCE_KEYS]
+    flat = [(key, value) for key, value in item.items() if arm_fold(key) not in _RESOURCE_KEYS]
     if kind == ACCOUNT:
-        flat = [(_CLI_NAMES.get(key.casefold(), key), value) for key, value in flat]
+        flat = [(_CLI_NAMES.get(arm_fold(key), key), value) for key, value in flat]
         flat = [
-            (key, _connections(value) if key.casefold() == "privateendpointconnections" else value)
+            (key, _connections(value) if arm_fold(key) == "privateendpointconnections" else value)
             for key, value in flat
         ]
     try:
@@ -312,14 +412,16 @@ def _resolve(expression: str, parameters: Mapping[str, object], source: str) -> 
             "parameters('...') and concat(...) of them and literals are read"
         )
     inner = expression[1:-1]
-    parts = re.findall(r"parameters\('[^']+'\)|'[^']*'", inner, re.I)
+    parts = re.findall(r"parameters\('[^']+'\)|'[^']*'", inner, ARM_IGNORECASE)
     text = ""
     for part in parts:
         if part.startswith("'"):
             text += part[1:-1]
             continue
         key = _PARAMETER.fullmatch(part)
-        value = parameters.get(key.group(1).casefold()) if key else None
+        value = parameters.get(arm_fold(key.group(1))) if key else None
+        if isinstance(value, _Passed):
+            value = _resolve(value.expression, value.scope, source)
         if not isinstance(value, str):
             raise OfflineError(
                 f"{source}: the parameter in '{printable(expression)}' has no string default value"
@@ -355,7 +457,7 @@ def _child_name(body: Mapping[str, Any]) -> str:
     """A child's own name, in lower case (ARM's names are case-insensitive): the last segment
     of its name, else of its resource id."""
     name = body.get("name") or body.get("id")
-    return str(name or "").rstrip("/").rsplit("/", 1)[-1].lower()
+    return arm_fold(str(name or "").rstrip("/").rsplit("/", 1)[-1])
 
 
 def _second(piece: _Pieces, resource: _Resource, what: str) -> None:
@@ -370,6 +472,9 @@ def reads_of(piece: _Pieces) -> arm.ArmReads:
     body = piece.account or {"name": piece.name, "properties": UNKNOWN}
     reads = arm.ArmReads(account=body, api_version=piece.api_version)
     reads.reasons.update(NOT_IN_FILES)
+    reads.not_held.update(NOT_IN_FILES)
+    if piece.api_version < arm.STORAGE_API_VERSION:
+        reads.not_held.add(SHARED_KEY_SWITCH)
     connections = (
         list(piece.connections.values()) if piece.connections else _connections_of(piece.account)
     )
@@ -382,8 +487,11 @@ def reads_of(piece: _Pieces) -> arm.ArmReads:
         Facet.PRIVATE_ENDPOINTS: connections,
     }
     for facet, value in given.items():
-        if value is None:
-            reads.reasons[facet] = f"{facet.value} not in the files"
+        if value is None and facet in NOT_IN_ACCOUNT_FILES:
+            reads.reasons[facet] = NOT_IN_ACCOUNT_FILES[facet]
+            reads.not_held.add(facet)
+        elif value is None:
+            reads.reasons[facet] = f"{facet.value} not in the files (add {GIVE[facet]})"
     if piece.blob_service is not None:
         reads.blob_service_properties = piece.blob_service
     if piece.containers is not None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from azure.core.credentials import TokenCredential
 
-from blob_safetynet.policies.rules.model import Thresholds
+from blob_safetynet.policies.rules.model import Thresholds, arm_fold
 from blob_safetynet.policies.sources.connection import READ_TIMEOUT_S, check_arm_endpoint
 from blob_safetynet.policies.sources.fleet_roles import (
     ROLE_ASSIGNMENTS_QUERY,
@@ -196,7 +196,7 @@ def scope_roles(
             query = definitions_query(index.guids)
             for page in graph_pages(graph, subscriptions=subscriptions, groups=groups, query=query):
                 for row in page:
-                    definitions[str(row.get("name", "")).lower()] = row
+                    definitions[arm_fold(str(row.get("name", "")))] = row
         except LISTING_ERRORS:
             definitions = {}
     return ScopeRoles(index, definitions, threading.Lock())
@@ -215,7 +215,7 @@ class _Readers:
 
     def of(self, subscription: str) -> ArmReader:
         return self._readers.get(
-            subscription.lower(), lambda: self._make(subscription, self._definitions)
+            arm_fold(subscription), lambda: self._make(subscription, self._definitions)
         )
 
 
@@ -308,7 +308,7 @@ def run_fleet_audit(
 
         dealer: Dealer[tuple[dict[str, Any], ScopeRoles | None]] = Dealer(
             submit,
-            key=lambda item: subscription_of(str(item[0]["id"])).lower(),
+            key=lambda item: arm_fold(subscription_of(str(item[0]["id"]))),
             concurrency=concurrency,
             throttle=gate,
             between=drain,
@@ -368,4 +368,4 @@ def _fingerprint(resource_id: str) -> bytes:
     """A 96-bit digest of the lower-case id: what `seen` keeps of each judged account, so that
     a fleet of any size costs a few bytes an account (a collision is below 1 in 10^20 for
     10,000 accounts)."""
-    return hashlib.blake2b(resource_id.lower().encode(), digest_size=12).digest()
+    return hashlib.blake2b(arm_fold(resource_id).encode(), digest_size=12).digest()

@@ -22,6 +22,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from blob_safetynet.policies.rules.model import arm_fold
+
 ROLE_ASSIGNMENTS_QUERY = (
     "authorizationresources"
     " | where type =~ 'microsoft.authorization/roleassignments'"
@@ -72,14 +74,14 @@ def _compact(row: Mapping[str, Any]) -> dict[str, Any]:
 def _scope(assignment: Mapping[str, Any]) -> str:
     props = assignment.get("properties")
     scope = props.get("scope") if isinstance(props, Mapping) else None
-    return scope.strip().rstrip("/").lower() if isinstance(scope, str) else ""
+    return arm_fold(scope.strip().rstrip("/")) if isinstance(scope, str) else ""
 
 
 def definition_guid(assignment: Mapping[str, Any]) -> str:
     """The lower-case GUID of the role definition an assignment names, '' when none."""
     props = assignment.get("properties")
     value = props.get("roleDefinitionId") if isinstance(props, Mapping) else None
-    return value.rstrip("/").rsplit("/", 1)[-1].lower() if isinstance(value, str) else ""
+    return arm_fold(value.rstrip("/").rsplit("/", 1)[-1]) if isinstance(value, str) else ""
 
 
 def definitions_query(guids: Iterable[str]) -> str:
@@ -118,7 +120,7 @@ class RoleIndex:
 
     def take(self, account_id: str, inherited: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """The assignments that apply to the account (once each); its own are forgotten."""
-        lowered = account_id.rstrip("/").lower()
+        lowered = arm_fold(account_id.rstrip("/"))
         parts = lowered.strip("/").split("/")
         subscription = "/" + "/".join(parts[:2])
         group = "/" + "/".join(parts[:_GROUP_DEPTH])
@@ -130,5 +132,5 @@ class RoleIndex:
         found = [*above, *self._by_group.get(group, []), *self._by_account.pop(lowered, [])]
         unique: dict[str, dict[str, Any]] = {}
         for item in found:
-            unique.setdefault(str(item.get("id", "")).lower() or str(id(item)), item)
+            unique.setdefault(arm_fold(str(item.get("id", ""))) or str(id(item)), item)
         return list(unique.values())

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from blob_safetynet.policies.rules.model import arm_fold
 from blob_safetynet.policies.sources.graph import (
     LISTING_ERRORS,
     descendant_subscriptions,
@@ -102,7 +103,7 @@ def targets(scope: Scope, graph: ResourceGraphClient, report: AuditReport) -> li
             where = f"under management group {group}"
             report.errors.extend(missing(s, where) for s in sorted(expected - readable))
         found.append(Target(label, None, [group]))
-    named = [s.lower() for s in scope.subscriptions]
+    named = [arm_fold(s) for s in scope.subscriptions]
     if scope.all_subscriptions:
         named.extend(
             _attempt(report, "subscriptions/list", lambda: list_subscriptions(graph)) or []

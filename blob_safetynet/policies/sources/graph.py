@@ -21,6 +21,7 @@ from azure.core.credentials import TokenCredential
 from azure.core.exceptions import DeserializationError
 from azure.core.rest import HttpRequest
 
+from blob_safetynet.policies.rules.model import arm_fold
 from blob_safetynet.policies.sources.connection import (
     READ_ERRORS,
     READ_TIMEOUT_S,
@@ -172,7 +173,7 @@ def _get_pages(graph: ResourceGraphClient, path: str, api_version: str) -> Itera
 def list_subscriptions(graph: ResourceGraphClient) -> list[str]:
     """Every subscription the tenant lists to the credential (Subscriptions - List), lower-case."""
     return [
-        str(item["subscriptionId"]).lower()
+        arm_fold(str(item["subscriptionId"]))
         for item in _get_pages(graph, "/subscriptions", SUBSCRIPTIONS_API_VERSION)
         if isinstance(item, dict) and item.get("subscriptionId")
     ]
@@ -182,10 +183,10 @@ def descendant_subscriptions(graph: ResourceGraphClient, group: str) -> set[str]
     """The lower-case ids of every subscription under management group `group`, at any depth."""
     path = f"/providers/Microsoft.Management/managementGroups/{group}/descendants"
     return {
-        str(item["name"]).lower()
+        arm_fold(str(item["name"]))
         for item in _get_pages(graph, path, DESCENDANTS_API_VERSION)
         if isinstance(item, dict)
-        and str(item.get("type", "")).lower() == "/subscriptions"
+        and arm_fold(str(item.get("type", ""))) == "/subscriptions"
         and item.get("name")
     }
 
@@ -198,6 +199,6 @@ def readable_subscriptions(
     for page in graph_pages(
         graph, subscriptions=subscriptions, groups=groups, query=SUBSCRIPTIONS_QUERY
     ):
-        found.update(str(row.get("subscriptionId", "")).lower() for row in page)
+        found.update(arm_fold(str(row.get("subscriptionId", ""))) for row in page)
     found.discard("")
     return found

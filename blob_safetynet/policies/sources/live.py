@@ -27,7 +27,7 @@ from azure.core.rest import HttpRequest
 
 from blob_safetynet.policies.adapters import arm, common
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
-from blob_safetynet.policies.rules.model import Facet, Thresholds
+from blob_safetynet.policies.rules.model import Facet, Thresholds, arm_fold
 from blob_safetynet.policies.sources.connection import (
     READ_ERRORS,
     READ_TIMEOUT_S,
@@ -255,7 +255,7 @@ class ArmReader:
             except (*READ_ERRORS, DeserializationError, ValueError):
                 return None
 
-        return self._inherited.get(subscription.lower(), fetch)
+        return self._inherited.get(arm_fold(subscription), fetch)
 
     def plan_coverage(self, subscription: str) -> bool | None:
         """`common.plan_coverage` of the subscription's plan, read once per subscription and
@@ -267,7 +267,7 @@ class ArmReader:
             except (*READ_ERRORS, DeserializationError, ValueError):
                 return None
 
-        return self._coverage.get(subscription.lower(), fetch)
+        return self._coverage.get(arm_fold(subscription), fetch)
 
     def _read_roles(
         self, reads: arm.ArmReads, resource_id: str, attempt: Any, known: Prefetched
@@ -290,9 +290,9 @@ class ArmReader:
             return
         reads.role_assignments = assignments
         for named in sorted({definition_id(a) for a in assignments} - {""}):
-            guid = named.rstrip("/").rsplit("/", 1)[-1].lower()
+            guid = arm_fold(named.rstrip("/").rsplit("/", 1)[-1])
             if guid in known.role_definitions:
-                reads.role_definitions[named.lower()] = known.role_definitions[guid]
+                reads.role_definitions[arm_fold(named)] = known.role_definitions[guid]
                 continue
             definition = attempt(
                 Facet.ROLES,
@@ -300,7 +300,7 @@ class ArmReader:
                 functools.partial(self._definition, named, resource_id),
             )
             if definition:
-                reads.role_definitions[named.lower()] = definition
+                reads.role_definitions[arm_fold(named)] = definition
 
     def _read_blob_service(
         self, reads: arm.ArmReads, group: str, name: str, attempt: Any, known: Prefetched
@@ -437,7 +437,7 @@ class ArmReader:
         subscription-scope read."""
         guid = named.rstrip("/").rsplit("/", 1)[-1]
         return self._definitions.get(
-            named.lower(),
+            arm_fold(named),
             lambda: as_dict(self.authorization.role_definitions.get(scope.lstrip("/"), guid)),
         )
 

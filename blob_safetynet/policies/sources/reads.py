@@ -13,7 +13,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from blob_safetynet.policies.adapters import arm
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule, evaluate
 from blob_safetynet.policies.rules.base import not_applicable
-from blob_safetynet.policies.rules.model import Thresholds
+from blob_safetynet.policies.rules.model import Thresholds, arm_fold
 from blob_safetynet.policies.sources.results import AccountResult, ReadError
 
 T = TypeVar("T")
@@ -134,12 +134,12 @@ def definition_id(assignment: Mapping[str, Any]) -> str:
 def subscription_of(resource_id: str) -> str:
     """The subscription id an ARM resource id names, '' when it names none."""
     parts = resource_id.strip("/").split("/")
-    return parts[1] if len(parts) > 1 and parts[0].lower() == "subscriptions" else ""
+    return parts[1] if len(parts) > 1 and arm_fold(parts[0]) == "subscriptions" else ""
 
 
 def resource_group(resource_id: str) -> str:
     parts = resource_id.strip("/").split("/")
-    lowered = [part.lower() for part in parts]
+    lowered = [arm_fold(part) for part in parts]
     if "resourcegroups" in lowered:
         index = lowered.index("resourcegroups")
         if index + 1 < len(parts):
@@ -155,8 +155,9 @@ def is_account_id(value: object) -> bool:
     parts = value.strip("/").split("/")
     return (
         len(parts) == 8
-        and parts[0].lower() == "subscriptions"
-        and parts[2].lower() == "resourcegroups"
-        and [p.lower() for p in parts[4:7]] == ["providers", "microsoft.storage", "storageaccounts"]
+        and arm_fold(parts[0]) == "subscriptions"
+        and arm_fold(parts[2]) == "resourcegroups"
+        and [arm_fold(p) for p in parts[4:7]]
+        == ["providers", "microsoft.storage", "storageaccounts"]
         and all(parts)
     )

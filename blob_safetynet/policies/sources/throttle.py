@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 from azure.core.pipeline.policies import RetryPolicy
 
+from blob_safetynet.policies.rules.model import arm_fold
 from blob_safetynet.policies.sources.connection import WaitBeyondBound
 
 MAX_WAIT_S = 60.0
@@ -60,10 +61,10 @@ _SUBSCRIPTION = re.compile(r"^/subscriptions/([^/?]+)", re.IGNORECASE)
 
 def gate_of(method: str, path: str) -> str:
     """The gate a request passes: Resource Graph's, its subscription's, or the tenant's."""
-    if method.upper() == "POST" and "/microsoft.resourcegraph/" in path.lower():
+    if method.upper() == "POST" and "/microsoft.resourcegraph/" in arm_fold(path):
         return GRAPH_GATE
     named = _SUBSCRIPTION.match(path)
-    return named.group(1).lower() if named else TENANT_GATE
+    return arm_fold(named.group(1)) if named else TENANT_GATE
 
 
 def _seconds(text: str | None) -> float | None:

@@ -1,0 +1,195 @@
+"""`safetynet recover`: give back documents whose blobs were deleted or overwritten behind the
+protocol, from the nets (blob soft delete, versioning, container soft delete).
+
+Plan, then apply, as `safetynet reconcile` does:
+
+  safetynet recover --db URL --container C --write-plan plan.json    # dry run: judge, print, save
+  safetynet recover --db URL --container C --apply-plan plan.json    # restore what it names
+  safetynet recover --db URL --container C --apply                   # plan and apply in one run
+
+The dry run writes nothing to the service or the table. Applying refuses a plan made against
+another account, endpoint, container, database or table before any write; each row is read
+again just before it is restored, and a copy is restored only when its length and SHA-256 equal
+the row's. A deleted container is restored first, only while its name is free.
+
+Exit codes (`blob_safetynet.cli.exitcodes`): 0 when nothing is lost or everything was restored,
+1 while rows remain lost (no kept copy, copies differ, retention expired, a row's service error),
+2 on bad usage or a refused plan, 3 when a service cannot be reached, 4 when one fails mid-run,
+6 when a copy the plan needs expires within --expiry-horizon days (dry run: apply it now),
+130 or 143 when SIGINT or SIGTERM stopped an apply between two rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from blob_safetynet.cli.commands import plan_file
+from blob_safetynet.cli.commands.common import (
+    CommandError,
+    UsageError,
+    ascii_int,
+    capped,
+    fail,
+    log_progress,
+)
+from blob_safetynet.cli.commands.interrupt import stop_signals
+from blob_safetynet.cli.commands.target import (
+    TARGET_ERRORS,
+    add_target_options,
+    classify,
+    open_target,
+)
+from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.reconcile.listing import RepairRefusedError
+from blob_safetynet.recover.apply import INTACT, RESTORED, Recovery, apply_plan
+from blob_safetynet.recover.plan import expiring, make_plan
+from blob_safetynet.settings.parsed import SettingsError
+from blob_safetynet.settings.redaction import printable
+
+DEFAULT_HORIZON_DAYS = 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "recover",
+        help="give back documents deleted or overwritten behind the protocol (plan, then apply)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
+    add_target_options(parser)
+    parser.add_argument(
+        "--write-plan", type=Path, metavar="FILE", help="save the plan (the dry run's output)"
+    )
+    parser.add_argument(
+        "--apply-plan", type=Path, metavar="FILE", help="restore what a saved plan names"
+    )
+    parser.add_argument(
+        "--apply", action="store_true", help="plan and restore in one run (no plan file)"
+    )
+    parser.add_argument(
+        "--verify-bytes",
+        action="store_true",
+        help="read every live blob and compare its SHA-256 with the row's (finds overwrites of "
+        "the same length; costs one download per document)",
+    )
+    parser.add_argument(
+        "--expiry-horizon",
+        type=ascii_int,
+        default=DEFAULT_HORIZON_DAYS,
+        metavar="DAYS",
+        help="exit 6 when a copy the plan needs has this many retention days left or fewer "
+        f"(default {DEFAULT_HORIZON_DAYS})",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object, also on errors")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    log_progress()
+    try:
+        try:
+            if args.apply and args.apply_plan:
+                raise SettingsError("--apply and --apply-plan exclude each other")
+            if args.expiry_horizon < 0:
+                raise SettingsError("--expiry-horizon must be 0 or more days")
+            plan_file.check_output(args.write_plan, "--write-plan", args.db, args.apply_plan)
+            saved = (
+                plan_file.read(args.apply_plan, "--apply-plan", "recover")
+                if args.apply_plan
+                else None
+            )
+        except SettingsError as error:
+            raise UsageError(str(error)) from None
+        store, container = open_target(args, container_may_be_gone=True)
+        try:
+            plan = saved or make_plan(
+                store, container, verify_bytes=args.verify_bytes, horizon_days=args.expiry_horizon
+            )
+            if args.write_plan is not None and saved is None:
+                plan_file.write(args.write_plan, plan, "--write-plan")
+            if saved is None and not args.apply:
+                return _report_plan(plan, args)
+            with stop_signals() as stop:
+                result = apply_plan(store, container, plan, stop.requested)
+        except RepairRefusedError as error:
+            raise UsageError(f"refused: {error}") from None
+        except TARGET_ERRORS as error:
+            raise classify(error, args, started=True) from None
+    except CommandError as error:
+        return fail("recover", error.code, str(error), args.json)
+    _report_applied(result, args)
+    if result.stopped is not None:
+        return int(stop.exit_code)
+    return ExitCode.FINDINGS if result.unresolved else ExitCode.OK
+
+
+def _report_plan(plan: dict[str, Any], args: argparse.Namespace) -> int:
+    summary = plan["summary"]
+    if args.json:
+        print(json.dumps({"plan": plan}))
+    else:
+        restore = plan.get("container_restore")
+        if restore:
+            print(
+                f"container {printable(restore['name'])} is deleted and kept (version "
+                f"{printable(restore['version'])}, {restore['days_left']} day(s) left); "
+                "applying restores it, then its documents"
+            )
+        for row in plan["rows"]:
+            days = "no clock" if row["days_left"] is None else f"{row['days_left']} day(s) left"
+            how = row["reason"] or f"from {row['copies'][0]['kind']} ({days})"
+            print(
+                f"{row['finding']}: {printable(row['name'])} ({printable(row['blob'])}): "
+                f"{printable(how)}"
+            )
+        print(
+            f"{summary['recoverable']} recoverable, {summary['unrecoverable']} not; soonest "
+            f"copy expires in {summary['soonest_days_left']} day(s)"
+            if summary["soonest_days_left"] is not None
+            else f"{summary['recoverable']} recoverable, {summary['unrecoverable']} not"
+        )
+        if args.write_plan is not None:
+            shown = printable(str(args.write_plan))
+            print(f"plan written to {shown}; review it, then run recover --apply-plan {shown}")
+    if expiring(plan):
+        print(
+            f"safetynet recover: {expiring(plan)} copy(ies) the plan needs expire within "
+            f"{summary['horizon_days']} day(s); apply the plan now",
+            file=sys.stderr,
+        )
+        return ExitCode.EXPIRING
+    lost = plan["rows"] or plan.get("container_restore")
+    return ExitCode.FINDINGS if lost else ExitCode.OK
+
+
+def _report_applied(result: Recovery, args: argparse.Namespace) -> None:
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "container_restored": result.container_restored,
+                    "outcomes": [o.as_dict() for o in result.outcomes],
+                    "restored": result.count(RESTORED),
+                    "stopped": result.stopped,
+                }
+            )
+        )
+        return
+    if result.container_restored:
+        print(f"container restored (version {printable(result.container_restored)})")
+    problems = [o for o in result.outcomes if o.status not in (RESTORED, INTACT)]
+    for outcome in result.outcomes:
+        if outcome.status in (RESTORED, INTACT):
+            print(f"{outcome.status} {printable(outcome.blob)} ({printable(outcome.source or '')})")
+    for line in capped([f"{o.status} {o.blob}: {o.detail}" for o in problems]):
+        print(line)
+    print(f"{result.count(RESTORED)} restored, {len(problems)} left for a person")
+    if result.stopped is not None:
+        print(
+            f"safetynet recover: stopped by {result.stopped} between two rows; run the same "
+            "command again to finish",
+            file=sys.stderr,
+        )

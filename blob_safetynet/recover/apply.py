@@ -1,0 +1,404 @@
+"""Applying a recovery plan: each row re-read, each copy's bytes checked, each write conditioned.
+
+For one row, in order:
+1. The row is read again; a row that changed (another blob, other content) or went away since
+   the plan is skipped.
+2. The live blob is judged now: holding the row's bytes, it is left alone (only its state tag
+   is set to `committed` if it is not); holding other bytes, its ETag is what a restore may
+   replace (`If-Match`); missing, a restore may only create it (`If-None-Match: *`).
+3. The plan's copies are tried in its order, each read and compared (length and SHA-256) with
+   the row before it is written anywhere:
+   - a soft-deleted base blob cannot be read before Undelete Blob
+     (https://learn.microsoft.com/rest/api/storageservices/undelete-blob), which restores it
+     where the blob is missing (and never over a live blob: on one it restores only the
+     snapshots, https://learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview);
+     it is read right after, and if its bytes differ it is put back as it was (tagged retired
+     under its ETag, deleted under that tag: soft delete keeps it again) unless a later copy
+     replaces it;
+   - a soft-deleted snapshot is made readable by Undelete Blob, then read, then copied over the
+     base blob (https://learn.microsoft.com/azure/storage/blobs/soft-delete-blob-manage);
+   - a previous version is read, then copied over the base blob
+     (https://learn.microsoft.com/azure/storage/blobs/versioning-overview).
+   Copy Blob carries the destination's condition and the tags (`x-ms-tags`: Copy Blob does not
+   copy tags, https://learn.microsoft.com/rest/api/storageservices/copy-blob).
+4. The restored blob is proven: its Content-MD5 equal to the copy's MD5 read in step 3, else its
+   bytes read back. Its state tag is `committed`, so the sweeper and lifecycle treat it as live.
+5. The row is read once more: a replace or delete that won meanwhile leaves the restored blob
+   retired, so its record (or reconcile) deletes it under the tag guard.
+
+Every step is judged from what the service and the table hold now, so a run killed anywhere is
+finished by running it again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from azure.core import MatchConditions
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
+from azure.storage.blob import BlobClient, ContainerClient
+
+from blob_safetynet.protocol import blobs
+from blob_safetynet.reconcile.listing import RepairRefusedError, check_binding
+from blob_safetynet.recover import containers
+from blob_safetynet.recover.nets import (
+    DELETED,
+    SNAPSHOT,
+    VERSION,
+    BlobNets,
+    Digest,
+    KeptCopy,
+    read_digest,
+    read_nets,
+)
+from blob_safetynet.recover.plan import (
+    COPIES_DIFFER,
+    EXPIRED,
+    NO_COPY,
+    Target,
+    check_target,
+    judge,
+    plan_rows,
+)
+from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG, tag_condition
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Content, Document, Status
+
+RESTORED = "restored"
+INTACT = "intact"
+SKIPPED = "skipped"
+UNRECOVERABLE = "unrecoverable"
+FAILED = "failed"
+COPY_WAIT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    document: str
+    blob: str
+    status: str
+    detail: str
+    source: str | None = None
+    """`deleted`, `snapshot <time>` or `version <id>`: the copy that gave the bytes back."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "document": self.document,
+            "blob": self.blob,
+            "status": self.status,
+            "detail": self.detail,
+            "source": self.source,
+        }
+
+
+@dataclass
+class Recovery:
+    outcomes: list[Outcome] = field(default_factory=list)
+    container_restored: str | None = None
+    stopped: str | None = None
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def unresolved(self) -> bool:
+        return any(o.status in (UNRECOVERABLE, FAILED) for o in self.outcomes)
+
+
+class _Changed(Exception):
+    """The row or the blob changed while being restored: skipped, judged again next run."""
+
+
+def _copy_from_entry(entry: Mapping[str, Any]) -> KeptCopy:
+    return KeptCopy(
+        str(entry["kind"]),
+        str(entry.get("id") or ""),
+        int(entry["length"]),
+        None,
+        entry.get("days_left"),
+        bool(entry.get("soft_deleted")),
+        None,
+    )
+
+
+def _check_entries(rows: Sequence[Any]) -> None:
+    for number, entry in enumerate(rows, start=1):
+        if not (
+            isinstance(entry, Mapping)
+            and all(isinstance(entry.get(k), str) for k in ("document", "blob"))
+            and isinstance(entry.get("copies"), list)
+            and all(
+                isinstance(c, Mapping)
+                and c.get("kind") in (DELETED, SNAPSHOT, VERSION)
+                and isinstance(c.get("length"), int)
+                for c in entry["copies"]
+            )
+        ):
+            raise RepairRefusedError(f"plan row {number} is malformed; nothing restored")
+
+
+def apply_plan(
+    store: DocumentStore,
+    container: ContainerClient,
+    plan: Mapping[str, Any],
+    stop_requested: Callable[[], str | None] = lambda: None,
+) -> Recovery:
+    """Restore what `plan` names. Refused (RepairRefusedError, nothing written) when the plan
+    was made against another account, endpoint, container, database or table, or the database
+    and container are not bound to each other. A plan that restores a container restores it
+    (only while its name is free), then judges and recovers the container's rows afresh."""
+    check_target(plan, Target.of(store, container))
+    rows = plan["rows"]
+    _check_entries(rows)
+    result = Recovery()
+    deleted = plan.get("container_restore")
+    if isinstance(deleted, Mapping) and not container.exists():
+        bound = store.bound_container()
+        if bound not in (None, f"{container.account_name}/{container.container_name}"):
+            raise RepairRefusedError(
+                f"this database is bound to container {bound!r}; nothing restored"
+            )
+        found = containers.find_deleted(container)
+        if found is None or found.version != deleted.get("version"):
+            raise RepairRefusedError(
+                "the deleted container the plan names is no longer kept; nothing restored"
+            )
+        containers.restore(container, found)
+        result.container_restored = found.version
+    check_binding(store, container)
+    if result.container_restored is not None:
+        planned = [r.as_dict() for r in plan_rows(store, container) if r.reason is None]
+    else:
+        planned = [r for r in rows if r.get("reason") is None]
+    for entry in planned:
+        result.stopped = stop_requested()
+        if result.stopped is not None:
+            break
+        copies = [_copy_from_entry(c) for c in entry["copies"]]
+        result.outcomes.append(
+            recover_document(store, container, entry["document"], entry["blob"], copies)
+        )
+    return result
+
+
+def recover_document(
+    store: DocumentStore,
+    container: ContainerClient,
+    document_id: str,
+    blob_name: str,
+    copies: Sequence[KeptCopy],
+) -> Outcome:
+    """Give one document back from `copies` (tried in order); never raises for one row's
+    service errors: they are its outcome."""
+    try:
+        return _Restorer(store, container, document_id, blob_name).run(copies)
+    except _Changed as changed:
+        return Outcome(document_id, blob_name, SKIPPED, str(changed))
+    except HttpResponseError as error:
+        code = getattr(error, "error_code", None)
+        answer = str(getattr(code, "value", code) or error.reason)
+        return Outcome(document_id, blob_name, FAILED, f"HTTP {error.status_code} {answer}")
+    except (AzureError, blobs.TagTransitionError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return Outcome(document_id, blob_name, FAILED, f"{type(error).__name__}: {first}")
+
+
+def recover_one(store: DocumentStore, container: ContainerClient, document_id: str) -> Outcome:
+    """Judge and recover one document now, without a plan (the verifier's drill, a person's
+    single fix): its row, then its blob and the nets' copies of that name read by one listing
+    under the blob's name as prefix."""
+    found = store.get_with_content(document_id)
+    if found is None or found[0].status is not Status.READY:
+        return Outcome(document_id, "", SKIPPED, "no Ready row with this id")
+    document, content = found
+    listed = read_nets(container, prefix=document.blob_name).get(document.blob_name, BlobNets())
+    row = judge(container, document, content, listed)
+    if row is None:
+        return Outcome(
+            document_id, document.blob_name, INTACT, "the live blob holds the row's bytes"
+        )
+    if row.reason is not None:
+        return Outcome(document_id, document.blob_name, UNRECOVERABLE, row.reason)
+    return recover_document(store, container, document.id, document.blob_name, row.copies)
+
+
+@dataclass
+class _Restorer:
+    store: DocumentStore
+    container: ContainerClient
+    document_id: str
+    blob_name: str
+
+    def __post_init__(self) -> None:
+        self.client = self.container.get_blob_client(self.blob_name)
+        self.undeleted_wrong: str | None = None
+
+    def row(self) -> tuple[Document, Content]:
+        found = self.store.get_with_content(self.document_id)
+        if found is None:
+            raise _Changed("the row went away since the plan")
+        document, content = found
+        if document.status is not Status.READY or document.blob_name != self.blob_name:
+            raise _Changed("the row changed since the plan")
+        if content is None:
+            raise _Changed("the row records no length and SHA-256")
+        return document, content
+
+    def live(self, content: Content) -> tuple[str | None, bool]:
+        """(ETag, holds the row's bytes) of the live blob; (None, False) when missing."""
+        try:
+            properties = self.client.get_blob_properties()
+        except ResourceNotFoundError:
+            return None, False
+        if properties.size != content.length:
+            return properties.etag, False
+        return properties.etag, read_digest(self.client).matches(content)
+
+    def run(self, copies: Sequence[KeptCopy]) -> Outcome:
+        _, content = self.row()
+        etag, intact = self.live(content)
+        if intact:
+            make_committed(self.client)
+            return self.outcome(INTACT, "the live blob holds the row's bytes; left alone")
+        expired = False
+        for copy in copies:
+            if copy.kind == DELETED and etag is not None:
+                continue
+            if copy.kind == DELETED or copy.soft_deleted:
+                # Undelete Blob restores the soft-deleted base blob where none is live, and
+                # every soft-deleted snapshot or version of the name; 404 when nothing is
+                # kept any more.
+                try:
+                    self.client.undelete_blob()
+                except ResourceNotFoundError:
+                    expired = True
+                    continue
+                was, (etag, intact) = etag, self.live(content)
+                if intact:
+                    return self.finish(content, DELETED, None, proven=True)
+                if was is None and etag is not None:
+                    self.undeleted_wrong = etag
+                if copy.kind == DELETED:
+                    expired = expired or etag is None
+                    continue
+            source = self.readable(copy)
+            if source is None:
+                expired = True
+                continue
+            digest = read_digest(source)
+            if not digest.matches(content):
+                continue
+            self.row()
+            self.promote(source, etag)
+            return self.finish(content, f"{copy.kind} {copy.ident}", digest)
+        if self.undeleted_wrong is not None:
+            self.put_back(self.undeleted_wrong)
+        reason = EXPIRED if expired else (COPIES_DIFFER if copies else NO_COPY)
+        return self.outcome(UNRECOVERABLE, reason)
+
+    def readable(self, copy: KeptCopy) -> BlobClient | None:
+        """The copy's client, None when the copy is gone (its retention ran out, or something
+        purged it)."""
+        if copy.kind == SNAPSHOT:
+            source = self.container.get_blob_client(self.blob_name, snapshot=copy.ident)
+        else:
+            source = self.container.get_blob_client(self.blob_name, version_id=copy.ident)
+        try:
+            source.get_blob_properties()
+        except ResourceNotFoundError:
+            return None
+        return source
+
+    def promote(self, source: BlobClient, etag: str | None) -> None:
+        """Copy `source` over the base blob under the ETag judged (or create-only)."""
+        try:
+            tags = dict(source.get_blob_tags())
+        except ResourceNotFoundError:
+            tags = {}
+        condition: dict[str, Any] = (
+            {"etag": etag, "match_condition": MatchConditions.IfNotModified}
+            if etag is not None
+            else {"match_condition": MatchConditions.IfMissing}
+        )
+        try:
+            copy = self.client.start_copy_from_url(
+                source_url(source), tags={**tags, STATE_TAG: COMMITTED}, **condition
+            )
+        except HttpResponseError as error:
+            if error.status_code in (409, 412):
+                raise _Changed("the blob changed while being restored; run again") from None
+            raise
+        deadline = time.monotonic() + COPY_WAIT_S
+        status = copy.get("copy_status")
+        while status == "pending" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            status = self.client.get_blob_properties().copy.status
+        if status != "success":
+            raise _Changed(f"the copy ended {status!r}; run again")
+        self.undeleted_wrong = None
+
+    def finish(
+        self, content: Content, source: str, digest: Digest | None, proven: bool = False
+    ) -> Outcome:
+        """Prove the restored bytes (the listing's Content-MD5 equal to the copy's, else read
+        back), tag the blob committed, and read the row once more."""
+        if digest is not None:
+            md5 = self.client.get_blob_properties().content_settings.content_md5
+            proven = md5 is not None and bytes(md5) == digest.md5
+        if not proven and not read_digest(self.client).matches(content):
+            raise _Changed("the restored blob's bytes changed at once; run again")
+        make_committed(self.client)
+        try:
+            self.row()
+        except _Changed as changed:
+            blobs.retire(self.client)
+            return self.outcome(
+                SKIPPED, f"{changed} while restoring; the restored blob was retired"
+            )
+        return self.outcome(RESTORED, "bytes equal the row's (length and SHA-256)", source)
+
+    def put_back(self, etag: str) -> None:
+        """A soft-deleted blob undeleted to be read, whose bytes are not the row's: deleted
+        again (soft delete keeps it), retired first so the delete is tag-guarded (I3)."""
+        tags = dict(self.client.get_blob_tags())
+        self.client.set_blob_tags(
+            {**tags, STATE_TAG: RETIRED}, etag=etag, match_condition=MatchConditions.IfNotModified
+        )
+        self.client.delete_blob(
+            etag=etag,
+            match_condition=MatchConditions.IfNotModified,
+            if_tags_match_condition=tag_condition(RETIRED),
+        )
+
+    def outcome(self, status: str, detail: str, source: str | None = None) -> Outcome:
+        return Outcome(self.document_id, self.blob_name, status, detail, source)
+
+
+def source_url(source: BlobClient) -> str:
+    """The URL Copy Blob reads `source` from: the SDK's `url` names a snapshot but not a
+    version, which Copy Blob takes as `?versionid=`
+    (https://learn.microsoft.com/rest/api/storageservices/copy-blob, x-ms-copy-source)."""
+    if source.version_id and "versionid=" not in source.url:
+        separator = "&" if "?" in source.url else "?"
+        return f"{source.url}{separator}versionid={quote(source.version_id)}"
+    return source.url
+
+
+def make_committed(client: BlobClient) -> None:
+    """The state tag a Ready row's blob carries (`committed`), other tags kept; an untagged
+    blob is tagged under its ETag (a missing tag is no value `x-ms-if-tags` can test)."""
+    tags = dict(client.get_blob_tags())
+    state = tags.get(STATE_TAG, "")
+    if state == COMMITTED:
+        return
+    if state:
+        blobs.transition(client, state, COMMITTED)
+        return
+    etag = client.get_blob_properties().etag
+    client.set_blob_tags(
+        {**tags, STATE_TAG: COMMITTED}, etag=etag, match_condition=MatchConditions.IfNotModified
+    )

@@ -1,0 +1,62 @@
+"""A blob endpoint with the nets on (testkit/recovery_double.py in front of Azurite), a container
+on it bound to a fresh database, and the protocol writing through it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from azure.storage.blob import BlobServiceClient, ContainerClient
+
+from blob_safetynet.embedded.azurite import Azurite, create_unique_container
+from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.store.documents import DocumentStore
+from testkit.recovery_double import RecoveryDouble
+
+
+@pytest.fixture(params=[False, True], ids=["soft-delete", "versioning"])
+def nets(request: pytest.FixtureRequest, azurite: Azurite) -> Iterator[RecoveryDouble]:
+    """An account with blob and container soft delete on, and in the second run versioning too."""
+    with RecoveryDouble(azurite.port, versioning=request.param) as double:
+        yield double
+
+
+@pytest.fixture
+def soft_delete_only(azurite: Azurite) -> Iterator[RecoveryDouble]:
+    with RecoveryDouble(azurite.port) as double:
+        yield double
+
+
+@pytest.fixture
+def service(nets: RecoveryDouble) -> BlobServiceClient:
+    return BlobServiceClient.from_connection_string(nets.connection_string)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[DocumentStore]:
+    documents = DocumentStore.from_url(db_url)
+    documents.init_schema()
+    yield documents
+    documents.engine.dispose()
+
+
+def bound_container(double: RecoveryDouble, store: DocumentStore) -> ContainerClient:
+    """A fresh container on `double`, bound to `store`'s database as a first sweep leaves it."""
+    service = BlobServiceClient.from_connection_string(double.connection_string)
+    container = create_unique_container(service, "r")
+    blobs.bind(container, store.database_id())
+    return container
+
+
+@pytest.fixture
+def bound(nets: RecoveryDouble, store: DocumentStore) -> Iterator[ContainerClient]:
+    container = bound_container(nets, store)
+    yield container
+    if container.exists():
+        container.delete_container()
+
+
+@pytest.fixture
+def protocol(store: DocumentStore, bound: ContainerClient) -> UploadProtocol:
+    return UploadProtocol(store, bound)
