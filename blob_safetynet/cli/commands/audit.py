@@ -11,9 +11,6 @@ permission is missing, ARM answered something unreadable, a rule could not be ju
 account was found), so a pipeline never mistakes "could not look" for "compliant". With
 --from-file, a rule whose facts no saved file can hold is NOT_IN_FILES: reported in every
 format, it leaves the exit code to what the files do show.
-
-Just over 500 lines: the options of one command (live, fleet and files share them) and the
-exit-code decision they feed; the reports are written in `audit_stream`.
 """
 
 from __future__ import annotations
