@@ -51,6 +51,7 @@ def _finding_dict(
         "severity": finding.severity.value,
         "title": finding.rule.title,
         "message": finding.message,
+        "detail": finding.detail,
         **({"source": {"file": source.path, "line": source.line}} if source else {}),
         **({"suppression": suppression.as_dict()} if suppression and shown == SUPPRESSED else {}),
         **({"baseline": suppression.baseline} if suppression and shown == BASELINED else {}),
