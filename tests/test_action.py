@@ -4,12 +4,12 @@ executed with the files and variables a runner sets, against saved ARM JSON and 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,20 +105,109 @@ def test_action_metadata_validates_against_schemastores_schema() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_default_version_is_the_packages_own() -> None:
-    """The action installs the version it was tagged with: its `version` default is
-    pyproject.toml's version, so a tag (or its commit SHA) pins both."""
+FAKE_PYTHON = """#!{python}
+import os
+import sys
+from pathlib import Path
+
+args = sys.argv[1:]
+if args[:2] == ["-m", "venv"]:
+    (Path(args[2]) / "bin").mkdir(parents=True, exist_ok=True)
+    made = Path(args[2]) / "bin" / "python"
+    made.write_text(Path(__file__).read_text())
+    made.chmod(0o755)
+    sys.exit(0)
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(repr(args) + "\\n")
+if "wheel" in args:
+    folder = Path(args[args.index("--wheel-dir") + 1])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "blob_safetynet-0.1.0-py3-none-any.whl").write_text("")
+if args[:1] == ["-c"]:
+    print("blob-safetynet 0.1.0")
+"""
+"""Stands in for python3 (and the venv's python it makes): records every call after `-m venv`
+and leaves what `pip wheel` would, so the install step's choice is seen without an index."""
+
+
+def fake_python(folder: Path) -> dict[str, str]:
+    """PATH with the fake python3 first, and where it records its calls."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fake = folder / "python3"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    return {"PATH": f"{folder}:/usr/bin:/bin", "FAKE_LOG": str(folder / "calls.log")}
+
+
+def pip_calls(env: dict[str, str]) -> list[list[str]]:
+    lines = Path(env["FAKE_LOG"]).read_text().splitlines()
+    quiet = {"--quiet", "--disable-pip-version-check"}
+    return [
+        [word for word in call[2:] if word not in quiet]
+        for call in map(ast.literal_eval, lines)
+        if call[:2] == ["-m", "pip"]
+    ]
+
+
+GIT_REF = "blob-safetynet @ git+https://github.com/blob-safetynet/blob-safetynet@v0.1.0"
+
+
+@pytest.mark.parametrize(
+    ("inputs", "installed"),
+    [
+        ({}, "{action}/policies/wheels/blob_safetynet-0.1.0-py3-none-any.whl"),
+        (
+            {"package": "dist/blob_safetynet-0.1.0-py3-none-any.whl"},
+            "dist/blob_safetynet-0.1.0-py3-none-any.whl",
+        ),
+        ({"package": GIT_REF}, GIT_REF),
+        ({"version": "0.1.0"}, "blob-safetynet==0.1.0"),
+    ],
+    ids=["own-source", "wheel", "git-ref", "index"],
+)
+def test_the_install_step_takes_the_actions_source_a_wheel_a_git_ref_or_the_index(
+    tmp_path: Path, inputs: dict[str, str], installed: str
+) -> None:
+    """By default the action builds its own source (the tag's or commit's) into a wheel in its
+    pack's wheels/ and installs that: no index is asked for blob-safetynet. `package` takes a
+    wheel or a git ref instead, `version` the index."""
+    action = tmp_path / "action"
+    action.mkdir()
+    shutil.copy(ROOT / "action.yml", action / "action.yml")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    env = fake_python(tmp_path / "bin")
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    result = run_action(action, {"command": "audit", **inputs}, workspace, temp, env)
+    assert result.outcomes["install"] == "success", result.log
+    calls = pip_calls(env)
+    if not inputs:
+        assert calls[0] == [
+            "wheel",
+            "--no-deps",
+            "--wheel-dir",
+            f"{action}/policies/wheels",
+            str(action),
+        ]
+    assert calls[-1] == ["install", installed.format(action=action)]
+    assert len(calls) == (2 if not inputs else 1)
+
+
+def test_the_packs_requirements_find_the_wheel_where_the_action_builds_it() -> None:
+    """policies/requirements.txt looks in ./wheels, the folder the action's install step
+    fills, so `preview` with the action's own pack finds blob-safetynet without an index."""
     metadata = yaml.safe_load((ROOT / "action.yml").read_text())
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert metadata["inputs"]["version"]["default"] == project["version"]
+    (install,) = [s for s in metadata["runs"]["steps"] if s.get("id") == "install"]
+    assert 'wheels="$SAFETYNET_ACTION_PATH/policies/wheels"' in install["run"]
+    lines = (ROOT / "policies" / "requirements.txt").read_text().splitlines()
+    assert "--find-links ./wheels" in lines
 
 
 WORKFLOWS = {
     "docs/ci-github.md": doc_workflow,
     "examples/github-actions.yml": (ROOT / "examples" / "github-actions.yml").read_text,
-    "examples/release/github-release.yml": (
-        ROOT / "examples" / "release" / "github-release.yml"
-    ).read_text,
+    ".github/workflows/release.yml": (ROOT / ".github" / "workflows" / "release.yml").read_text,
 }
 
 

@@ -9,6 +9,7 @@ import json
 import re
 import stat
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.policies.test_offline_audit import (
     cli_files,
     portal_export,
 )
+from tests.test_action import GIT_REF, fake_python, pip_calls
 
 TEMPLATE = ROOT / "templates" / "safetynet.yml"
 DOC = ROOT / "docs" / "ci-azure-pipelines.md"
@@ -148,6 +150,43 @@ def test_bad_input_is_exit_2_in_the_summary(workspace: Path) -> None:
     )
     assert result.codes[-1] == ExitCode.USAGE
     assert not tasks(result, "PublishBuildArtifacts@1")
+
+
+@pytest.mark.parametrize(
+    ("parameters", "installed"),
+    [
+        ({}, GIT_REF),
+        (
+            {"package": "dist/blob_safetynet-0.1.0-py3-none-any.whl"},
+            "dist/blob_safetynet-0.1.0-py3-none-any.whl",
+        ),
+        ({"package": "blob-safetynet==0.1.0"}, "blob-safetynet==0.1.0"),
+    ],
+    ids=["tag", "wheel", "index"],
+)
+def test_the_install_step_takes_the_tag_a_wheel_or_the_index(
+    tmp_path: Path, parameters: dict[str, str], installed: str
+) -> None:
+    """By default the template installs its own version's tag from the repository (no index
+    serves blob-safetynet); `package` takes a wheel, a folder or any requirement instead."""
+    workspace = tmp_path / "s"
+    workspace.mkdir()
+    temp = tmp_path / "agent-temp"
+    temp.mkdir()
+    env = fake_python(tmp_path / "bin")
+    run_template(TEMPLATE, {"command": "audit", **parameters}, workspace, temp, env)
+    assert pip_calls(env) == [["install", installed]]
+
+
+def test_the_default_tag_is_this_packages_version_in_its_own_repository() -> None:
+    """The template's `version` default is pyproject.toml's version and its git URL the
+    project's Source URL, so the tag a pipeline references installs that tag's code."""
+    template = yaml.safe_load(TEMPLATE.read_text())
+    declared = {p["name"]: p for p in template["parameters"]}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert declared["version"]["default"] == project["version"]
+    assert f"git+{project['urls']['Source']}@v$INPUT_VERSION" in TEMPLATE.read_text()
+    assert GIT_REF.endswith(f"@v{project['version']}")
 
 
 def test_a_committed_summary_link_is_replaced_not_written_through(workspace: Path) -> None:

@@ -147,8 +147,19 @@ def instant_invariants(
             ],
         ),
         _result("I3", unguarded),
-        _result("I6", [n for n, b in before.items() if n in after and after[n].etag != b.etag]),
+        _result("I6", [n for n, b in before.items() if n in after and _rewritten(b, after[n])]),
     ]
+
+
+def _rewritten(before: ListedBlob, after: ListedBlob) -> bool:
+    """Whether the blob was written again between two listings: its ETag moved. One write
+    moves it and keeps the bytes: `adopt` adding the identity to a blob that had none (Set Blob
+    Metadata), told by the identity appearing while the service's MD5 of the bytes stays."""
+    if after.etag == before.etag:
+        return False
+    identity_added = not before.identified and after.identity is not None
+    same_bytes = before.content_md5 is not None and before.content_md5 == after.content_md5
+    return not (identity_added and same_bytes)
 
 
 @dataclass(frozen=True)

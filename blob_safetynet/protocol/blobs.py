@@ -66,10 +66,13 @@ def upload_create_only(
     data: UploadData | HashingReader,
     length: int | None = None,
     tags: Mapping[str, str] | None = None,
+    metadata: Mapping[str, str] | None = None,
     **transfer: Any,
 ) -> bool:
     """Upload tagged `state=pending` (plus `tags`) unless the name exists; True when created.
 
+    `metadata` (the document's identity, `blob_safetynet.protocol.identity`) travels in the
+    same Put Blob, or the Put Block List of a staged upload: no request of its own.
     `transfer` passes SDK transfer options (`max_concurrency`, `max_single_put_size` on the
     client, ...). Streams are read in blocks, never buffered whole.
     """
@@ -79,6 +82,7 @@ def upload_create_only(
             length=length,
             blob_type=BlobType.BLOCKBLOB,
             overwrite=False,
+            metadata=dict(metadata) if metadata else None,
             tags={**(tags or {}), STATE_TAG: PENDING},
             match_condition=MatchConditions.IfMissing,
             **transfer,

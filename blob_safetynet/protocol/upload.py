@@ -21,13 +21,13 @@ from datetime import UTC, datetime
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import BlobClient, ContainerClient
 
-from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol import blobs, identity
 from blob_safetynet.settings.vocabulary import PENDING
 from blob_safetynet.store.documents import DocumentStore, SwitchResult
 from blob_safetynet.store.engine import StoreError
 from blob_safetynet.store.tables import Content, Document, Status, new_document_id
 
-MAX_NAME_LENGTH = 1024
+MAX_NAME_LENGTH = identity.MAX_NAME_LENGTH
 _EXTENSION = re.compile(r"(\.[A-Za-z0-9]{1,16})?")
 
 Clock = Callable[[], datetime]
@@ -81,13 +81,23 @@ class UploadFailedError(OperationFailedError):
 def validate_name(name: str) -> str:
     if not name or not name.strip():
         raise InvalidNameError("document name must not be empty")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidNameError(
-            f"document name is {len(name)} characters; at most {MAX_NAME_LENGTH}"
-        )
-    if any(ord(ch) < 32 for ch in name):
-        raise InvalidNameError("document name must not contain control characters")
+    if problem := _text_problem(name, "document name", MAX_NAME_LENGTH):
+        raise InvalidNameError(problem)
     return name
+
+
+def validate_document_id(document_id: str) -> str:
+    """`document_id` when the table's `id` column and the identity metadata can hold it."""
+    if problem := _text_problem(document_id, "document id", identity.MAX_ID_LENGTH):
+        raise InvalidNameError(problem)
+    return document_id
+
+
+def _text_problem(text: str, what: str, longest: int) -> str | None:
+    """The identity metadata's rule (length, Unicode text) with no control characters."""
+    if len(text) <= longest and any(ord(ch) < 32 for ch in text):
+        return f"{what} must not contain control characters"
+    return identity.text_problem(text, what, longest)
 
 
 def validate_extension(extension: str) -> str:
@@ -167,7 +177,7 @@ class UploadProtocol:
         """The reservation, with `content` recorded in the same INSERT; True when this call
         made it (a retry meets the row already there, with its own blob name)."""
         document = Document(
-            id=document_id or new_document_id(),
+            id=validate_document_id(document_id or new_document_id()),
             name=validate_name(name),
             blob_name=new_blob_name(extension),
             status=Status.PENDING,
@@ -202,7 +212,8 @@ class UploadProtocol:
                 document, data, content, self.store.content(document.id), tags
             )
         reader = blobs.HashingReader(data)
-        created = blobs.upload_create_only(blob, reader, length, tags)
+        metadata = self._identity(document, None, length)
+        created = blobs.upload_create_only(blob, reader, length, tags, metadata)
         if not created:
             reader.drain()
         elif not reader.exhausted():
@@ -233,7 +244,8 @@ class UploadProtocol:
         if recorded is not None and recorded != content:
             raise self._mismatch(document, recorded, content)
         blob = self.container.get_blob_client(document.blob_name)
-        created = blobs.upload_create_only(blob, data, len(data), tags)
+        metadata = self._identity(document, content, None)
+        created = blobs.upload_create_only(blob, data, len(data), tags, metadata)
         if recorded is None:
             recorded = (
                 self.store.record_content(document.id, content)
@@ -244,6 +256,29 @@ class UploadProtocol:
             raise self._mismatch(document, recorded, content)
         self.checkpoint("upload")
         return created
+
+    def _identity(
+        self,
+        document: Document,
+        content: Content | None,
+        length: int | None,
+        replaces: str | None = None,
+    ) -> dict[str, str]:
+        """The document's identity for the metadata of the blob about to be written, timed by
+        the writer's clock (docs/protocol.md, "Identity in blob metadata")."""
+        try:
+            return identity.encode(
+                document.id,
+                document.name,
+                self.clock(),
+                content=content,
+                length=length,
+                replaces=replaces,
+            )
+        except identity.IdentityError as error:
+            raise InvalidNameError(
+                f"document {document.id}: {error}; nothing uploaded", document.id
+            ) from None
 
     def _stored_content(self, document: Document, blob: BlobClient) -> Content:
         """What the row says the blob holds, read back from the blob when nothing says yet."""
@@ -425,16 +460,17 @@ class UploadProtocol:
         """
         with _failures_named(document_id, "replace", "read it to see which bytes it holds"):
             current = self._ready(document_id)
-            if isinstance(data, bytes):
-                content = _content_of(data, length, document_id)
+            known = _content_of(data, length, document_id) if isinstance(data, bytes) else None
+            metadata = self._identity(current, known, length, current.blob_name)
             new_blob = self.container.get_blob_client(new_blob_name(extension))
             self.store.record_intent(document_id, new_blob.blob_name)
             self.checkpoint("replace.intent")
             if isinstance(data, bytes):
-                created = blobs.upload_create_only(new_blob, data, len(data), tags)
+                content = known if known is not None else _content_of(data, length, document_id)
+                created = blobs.upload_create_only(new_blob, data, len(data), tags, metadata)
             else:
                 reader = blobs.HashingReader(data)
-                created = blobs.upload_create_only(new_blob, reader, length, tags)
+                created = blobs.upload_create_only(new_blob, reader, length, tags, metadata)
                 if not reader.exhausted():
                     raise ContentMismatchError(
                         f"document {document_id}: the stream holds more than length={length} "

@@ -50,9 +50,9 @@ from blob_safetynet.reconcile.listing import (
     ListedBlob,
     Reconciliation,
     check_binding,
+    listed_blob,
     row_judged,
 )
-from blob_safetynet.settings.vocabulary import STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.store.tables import Status
 
@@ -426,9 +426,7 @@ def live_blob(container: ContainerClient, name: str) -> ListedBlob | None:
         tags = client.get_blob_tags()
     except ResourceNotFoundError:
         return None
-    return ListedBlob(
-        name, tags.get(STATE_TAG, ""), properties.last_modified, properties.etag.strip('"')
-    )
+    return listed_blob(name, tags, properties, properties.etag.strip('"'))
 
 
 def reconcile_from_inventory(

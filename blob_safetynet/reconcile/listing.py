@@ -8,6 +8,13 @@ point-in-time restore), so reconcile never deletes a committed blob on its own: 
 orphans are reported, and deleting them takes a written plan applied with a maximum count, in
 a container bound to this database, when the orphans are a small share of the container.
 Every blob is re-checked against the table just before anything is done to it.
+
+A committed blob no row names whose metadata names a document (the identity the protocol writes
+with the bytes, `blob_safetynet.protocol.identity`) is not an orphan but a document whose row
+is missing, most often after the database was restored to an earlier time: it is reported apart
+(`identified`) and kept out of any plan unless asked for by name, with the advice to roll the
+table forward first (`safetynet recover --after-restore`). A blob without that metadata is
+"identity unknown" and judged as before.
 """
 
 from __future__ import annotations
@@ -20,9 +27,9 @@ from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
-from azure.storage.blob import BlobClient, ContainerClient
+from azure.storage.blob import BlobClient, BlobProperties, ContainerClient
 
-from blob_safetynet.protocol import blobs
+from blob_safetynet.protocol import blobs, identity
 from blob_safetynet.settings.vocabulary import COMMITTED, PENDING, RETIRED, STATE_TAG, tag_condition
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.store.tables import Document, Status
@@ -39,6 +46,7 @@ is no blob at all); `--max-delete N` still bounds it, and an explicit `--max-sha
 PLAN_VERSION = 1
 RECHECK_ATTEMPTS = 3
 """Reads of a row and its blob before a finding that keeps changing is let go as in use."""
+ROLL_FORWARD = "safetynet recover --after-restore"
 
 
 class RepairRefusedError(RuntimeError):
@@ -51,12 +59,53 @@ class ListedBlob:
     state: str
     last_modified: datetime
     etag: str
+    identity: identity.Identity | None = None
+    """The document its metadata names, read strictly; None when it names none or cannot be
+    read (then `identity_problem` says why)."""
+    identity_problem: str | None = None
+    content_md5: bytes | None = None
+    """The service's MD5 of the bytes (Put Blob stores one; a staged upload none)."""
+
+    @property
+    def identified(self) -> bool:
+        """Whether its metadata claims a document, readable or not."""
+        return self.identity is not None or self.identity_problem is not None
+
+    @property
+    def document_id(self) -> str | None:
+        return None if self.identity is None else self.identity.document_id
+
+
+def listed_blob(
+    name: str, tags: Mapping[str, str] | None, properties: BlobProperties, etag: str
+) -> ListedBlob:
+    """A listing's (or a live read's) blob with its state tag and the identity its metadata
+    claims."""
+    claimed: identity.Identity | None = None
+    problem = None
+    try:
+        claimed = identity.read_identity(properties.metadata)
+    except identity.IdentityError as error:
+        problem = str(error)
+    md5 = properties.content_settings.content_md5 if properties.content_settings else None
+    return ListedBlob(
+        name,
+        (tags or {}).get(STATE_TAG, ""),
+        properties.last_modified,
+        etag,
+        claimed,
+        problem,
+        bytes(md5) if md5 else None,
+    )
 
 
 @dataclass
 class Reconciliation:
     orphans: list[ListedBlob] = field(default_factory=list)
-    """Blobs neither a row nor a crash-window record names (I5)."""
+    """Blobs neither a row nor a crash-window record names (I5), but for `identified`."""
+    identified: list[ListedBlob] = field(default_factory=list)
+    """Committed blobs no row nor record names whose metadata names a document: rows lost (a
+    database restored to an earlier time?). Never planned for deletion unless asked for."""
     dangling: list[Document] = field(default_factory=list)
     """Ready rows whose blob is missing (I1 broken)."""
     unsealed: list[Document] = field(default_factory=list)
@@ -71,7 +120,7 @@ class Reconciliation:
 
     @property
     def clean(self) -> bool:
-        return not (self.orphans or self.dangling or self.unsealed)
+        return not (self.orphans or self.identified or self.dangling or self.unsealed)
 
     @property
     def committed_orphans(self) -> list[ListedBlob]:
@@ -82,17 +131,16 @@ class Reconciliation:
         """Whether anything is left for a person: findings not repaired, or errors."""
         names = [b.name for b in self.orphans] + [d.blob_name for d in self.unsealed]
         left = set(names) - set(self.repaired)
-        return bool(left or self.dangling or self.errors)
+        return bool(left or self.identified or self.dangling or self.errors)
 
 
 def list_blobs(container: ContainerClient) -> dict[str, ListedBlob]:
-    """Every protocol blob with its state tag (internal marker blobs excluded)."""
+    """Every protocol blob with its state tag and identity (internal marker blobs excluded)."""
     listed = {}
-    for item in container.list_blobs(include=["tags"]):
+    for item in container.list_blobs(include=["tags", "metadata"]):
         if item.name.startswith(INTERNAL_PREFIX):
             continue
-        state = (item.tags or {}).get(STATE_TAG, "")
-        listed[item.name] = ListedBlob(item.name, state, item.last_modified, item.etag)
+        listed[item.name] = listed_blob(item.name, item.tags, item, item.etag)
     return listed
 
 
@@ -206,6 +254,9 @@ class Judge:
     def blob(self, blob: ListedBlob, referenced: bool) -> None:
         if not blob_suspect(blob, referenced, self.older_than):
             return
+        if blob.state == COMMITTED and blob.identified:
+            self.result.identified.append(blob)
+            return
         self.result.orphans.append(blob)
         if self.repair and blob.state in (PENDING, RETIRED):
             _delete_unreferenced(self.store, self.container, blob, blob.state, self.result)
@@ -290,19 +341,54 @@ def _delete_planned(client: BlobClient, etag: str, state: str) -> None:
 
 
 def plan_orphan_deletion(
-    store: DocumentStore, container: ContainerClient, result: Reconciliation
+    store: DocumentStore,
+    container: ContainerClient,
+    result: Reconciliation,
+    include_identified: bool = False,
 ) -> dict[str, Any]:
-    """A printable, reviewable plan to delete the committed orphans `result` found."""
+    """A printable, reviewable plan to delete the committed orphans `result` found.
+
+    Blobs whose metadata names a document are left out unless `include_identified`; then each
+    entry carries the identity it was planned with (`apply_plan` refuses such a blob in an
+    entry without one).
+    """
+    entries = [_entry(b) for b in result.committed_orphans]
+    if include_identified:
+        entries += [{**_entry(b), "identity": _identity_entry(b)} for b in result.identified]
     return {
         "version": PLAN_VERSION,
         "container": container.container_name,
         "database_id": store.database_id(),
         "blob_count": result.blob_count,
-        "delete": [
-            {"blob": b.name, "etag": b.etag, "last_modified": b.last_modified.isoformat()}
-            for b in result.committed_orphans
-        ],
+        "delete": entries,
     }
+
+
+def _entry(blob: ListedBlob) -> dict[str, Any]:
+    return {"blob": blob.name, "etag": blob.etag, "last_modified": blob.last_modified.isoformat()}
+
+
+def _identity_entry(blob: ListedBlob) -> dict[str, str | None]:
+    claimed = blob.identity
+    return {
+        "document": None if claimed is None else claimed.document_id,
+        "name": None if claimed is None or claimed.name_cut else claimed.name,
+        "problem": blob.identity_problem,
+    }
+
+
+def identified_advice(blob: ListedBlob) -> str:
+    """What a person is told about a committed blob whose metadata names a document no row has."""
+    claimed = blob.identity
+    what = (
+        f"names document {claimed.document_id}"
+        if claimed is not None
+        else f"claims a document but cannot be read ({blob.identity_problem})"
+    )
+    return (
+        f"committed blob {blob.name}: no row names it and its metadata {what}; if the database "
+        f"was restored to an earlier time, run `{ROLL_FORWARD}` before deleting anything"
+    )
 
 
 def _check_share(deleting: int, total: int, max_share: float | None) -> None:
@@ -380,6 +466,12 @@ def apply_plan(
         blob = listed[entry["blob"]]
         if blob.state not in (COMMITTED, RETIRED):
             result.errors.append(f"{blob.name}: now tagged {blob.state!r}; left alone")
+            continue
+        if blob.identified and "identity" not in entry:
+            result.errors.append(
+                f"{identified_advice(blob)}; the plan did not name it as a document's "
+                "(--include-identified); left alone"
+            )
             continue
         # RETIRED: a run killed between the retire and the delete; the plan's ETag still guards.
         _delete_unreferenced(store, container, blob, blob.state, result, etag=entry["etag"])

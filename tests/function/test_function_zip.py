@@ -114,6 +114,7 @@ RUNTIME_MODULES = (
     "protocol/__init__.py",
     "protocol/blobs.py",
     "protocol/clients.py",
+    "protocol/identity.py",
     "protocol/pooling.py",
     "protocol/upload.py",
     "sweeper/__init__.py",

@@ -1,8 +1,9 @@
 """`safetynet adopt`: bring an existing table and container under the protocol.
 
 A dry run by default: counts by class, and what `--apply` would do. `--apply` tags every
-untagged blob a row names `committed` (only while its ETag is the listed one) and then marks its
-row Ready. Nothing is ever deleted; running it again finishes what a crash left.
+untagged blob a row names `committed` (only while its ETag is the listed one), writes the
+document's identity into its metadata (under the same ETag) and then marks its row Ready.
+Nothing is ever deleted; running it again finishes what a crash left.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--apply",
         action="store_true",
-        help="tag the blobs committed (If-Match their listed ETag) and mark their rows Ready; "
-        "never deletes",
+        help="tag the blobs committed and write their document's identity into their metadata "
+        "(each If-Match its listed ETag), then mark their rows Ready; never deletes",
     )
     parser.add_argument(
         "--workers",
@@ -78,9 +79,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _progress(result: adopt.AdoptResult) -> None:
     LOG.info(
-        "adopt: %d of %d blobs tagged, %d rows marked Ready",
+        "adopt: %d of %d blobs tagged, %d of %d identified, %d rows marked Ready",
         result.tagged,
         result.plan.to_tag,
+        result.identified,
+        result.plan.to_identify,
         result.marked_ready,
     )
 
@@ -95,16 +98,21 @@ def counts(plan: adopt.AdoptPlan) -> dict[str, int]:
 
 
 def as_json(result: adopt.AdoptResult, applied: bool) -> dict[str, object]:
-    problems = result.problems
+    problems = [*result.plan.cannot_adopt, *result.failed]
+    unidentified = result.plan.identity_problems
     return {
         "applied": applied,
         "counts": counts(result.plan),
         "to_tag": result.plan.to_tag,
+        "to_identify": result.plan.to_identify,
         "to_mark_ready": result.plan.to_mark_ready,
         "tagged": result.tagged,
+        "identified": result.identified,
         "marked_ready": result.marked_ready,
         "cannot_adopt": capped(problems),
         "cannot_adopt_count": len(problems),
+        "identity_problems": capped(unidentified),
+        "identity_problem_count": len(unidentified),
     }
 
 
@@ -122,18 +130,22 @@ def render(result: adopt.AdoptResult, applied: bool) -> str:
     lines += [f"  {LABELS[key]:<28} {value:>8}" for key, value in counts(plan).items()]
     if applied:
         lines.append(
-            f"tagged {result.tagged} of {plan.to_tag} blobs committed, "
-            f"marked {result.marked_ready} of {plan.to_mark_ready} rows Ready; nothing deleted"
+            f"tagged {result.tagged} of {plan.to_tag} blobs committed, wrote the identity of "
+            f"{result.identified} of {plan.to_identify}, marked {result.marked_ready} of "
+            f"{plan.to_mark_ready} rows Ready; nothing deleted"
         )
     else:
         lines.append(
-            f"--apply would tag {plan.to_tag} blobs committed and mark {plan.to_mark_ready} "
-            "rows Ready; nothing is deleted"
+            f"--apply would tag {plan.to_tag} blobs committed, write the identity of "
+            f"{plan.to_identify} and mark {plan.to_mark_ready} rows Ready; nothing is deleted"
         )
-    problems = result.problems
-    if problems:
-        lines.append(f"cannot adopt ({len(problems)}):")
-        lines += [f"  {printable(problem)}" for problem in capped(problems)]
-        if len(problems) > len(capped(problems)):
-            lines.append(f"  ... and {len(problems) - len(capped(problems))} more")
+    for title, problems in (
+        ("cannot adopt", [*plan.cannot_adopt, *result.failed]),
+        ("identity not written", plan.identity_problems),
+    ):
+        if problems:
+            lines.append(f"{title} ({len(problems)}):")
+            lines += [f"  {printable(problem)}" for problem in capped(problems)]
+            if len(problems) > len(capped(problems)):
+                lines.append(f"  ... and {len(problems) - len(capped(problems))} more")
     return "\n".join(lines)

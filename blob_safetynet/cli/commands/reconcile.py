@@ -42,10 +42,13 @@ from blob_safetynet.cli.commands.target import (
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.reconcile.listing import (
     MAX_ORPHAN_SHARE,
+    ROLL_FORWARD,
     SHARE_FLOOR,
+    ListedBlob,
     Reconciliation,
     RepairRefusedError,
     apply_plan,
+    identified_advice,
     plan_orphan_deletion,
     reconcile,
 )
@@ -77,6 +80,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         metavar="FILE",
         help="write a plan to delete the committed orphans found (nothing is deleted)",
+    )
+    parser.add_argument(
+        "--include-identified",
+        action="store_true",
+        help="with --write-plan: also plan committed blobs whose metadata names a document no "
+        f"row has (left out by default: run `{ROLL_FORWARD}` first)",
     )
     parser.add_argument(
         "--apply-plan",
@@ -126,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
                 result = reconcile(store, container, older_than, repair=args.repair)
             written = None
             if args.write_plan is not None:
-                written = plan_orphan_deletion(store, container, result)
+                written = plan_orphan_deletion(
+                    store, container, result, include_identified=args.include_identified
+                )
                 _write_plan(args.write_plan, written)
         except RepairRefusedError as error:
             raise UsageError(f"refused: {error}") from None
@@ -161,6 +172,8 @@ def _apply(
 def _check_plan_output(args: argparse.Namespace) -> None:
     """Refuse an unwritable --write-plan, or one that is the database or the plan applied,
     before anything is read or repaired."""
+    if args.write_plan is None and args.include_identified:
+        raise SettingsError("--include-identified plans deletions: it needs --write-plan")
     plan_file.check_output(args.write_plan, "--write-plan", args.db, args.apply_plan)
 
 
@@ -197,6 +210,7 @@ def _print(
             json.dumps(
                 {
                     "orphans": [{"blob": b.name, "state": b.state} for b in result.orphans],
+                    "identified": [_identified_json(b) for b in result.identified],
                     "dangling": [d.id for d in result.dangling],
                     "unsealed": [d.id for d in result.unsealed],
                     "repaired": result.repaired,
@@ -211,6 +225,8 @@ def _print(
     # Names come from the container and the table: escaped, so none can forge a line.
     for blob in result.orphans:
         print(f"orphan blob {printable(blob.name)} (state={printable(blob.state) or 'untagged'})")
+    for blob in result.identified:
+        print(printable(identified_advice(blob)))
     for document in result.dangling:
         print(
             f"Ready row {printable(document.id)} ({printable(document.name)}) points to missing "
@@ -242,5 +258,23 @@ def _print(
             f"{len(result.committed_orphans)} committed orphan(s) kept: a committed blob is "
             "only deleted through --write-plan, review, then --apply-plan --max-delete N"
         )
+    if result.identified and not applied:
+        planned = plan is not None and any("identity" in entry for entry in plan["delete"])
+        print(
+            f"{len(result.identified)} committed blob(s) hold documents no row has"
+            + (" (planned: --include-identified)" if planned else " (kept out of any plan)")
+            + f": if the database was restored to an earlier time, run `{ROLL_FORWARD}` "
+            "first; it rebuilds their rows"
+        )
     if result.clean and not applied:
         print("container and table agree")
+
+
+def _identified_json(blob: ListedBlob) -> dict[str, Any]:
+    claimed = blob.identity
+    return {
+        "blob": blob.name,
+        "document": None if claimed is None else claimed.document_id,
+        "name": None if claimed is None or claimed.name_cut else claimed.name,
+        "identity_problem": blob.identity_problem,
+    }

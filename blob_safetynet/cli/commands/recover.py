@@ -27,8 +27,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from azure.storage.blob import ContainerClient
-
 from blob_safetynet.cli.commands import plan_file
 from blob_safetynet.cli.commands.common import (
     CommandError,
@@ -38,22 +36,19 @@ from blob_safetynet.cli.commands.common import (
     fail,
     log_progress,
 )
-from blob_safetynet.cli.commands.db import open_store, table_layout
 from blob_safetynet.cli.commands.interrupt import stop_signals
 from blob_safetynet.cli.commands.target import (
     TARGET_ERRORS,
     add_target_options,
     classify,
-    open_blob_service_client,
+    open_target,
 )
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.reconcile.listing import RepairRefusedError
 from blob_safetynet.recover.apply import INTACT, RESTORED, Recovery, apply_plan
 from blob_safetynet.recover.plan import expiring, make_plan
-from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError
 from blob_safetynet.settings.redaction import printable
-from blob_safetynet.store.documents import DocumentStore
 
 DEFAULT_HORIZON_DAYS = 2
 
@@ -108,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             )
         except SettingsError as error:
             raise UsageError(str(error)) from None
-        store, container = _open(args)
+        store, container = open_target(args, container_may_be_gone=True)
         try:
             plan = saved or make_plan(
                 store, container, verify_bytes=args.verify_bytes, horizon_days=args.expiry_horizon
@@ -129,23 +124,6 @@ def run(args: argparse.Namespace) -> int:
     if result.stopped is not None:
         return int(stop.exit_code)
     return ExitCode.FINDINGS if result.unresolved else ExitCode.OK
-
-
-def _open(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClient]:
-    """The table and the container; a container that is gone (deleted, maybe kept by container
-    soft delete) is not an error here: the plan names it."""
-    try:
-        if not args.db:
-            raise SettingsError(f"--db URL (or {appsettings.DB_URL.name}) is required")
-        service = open_blob_service_client(args)
-        store = open_store(args.db, args.db_auth, creating=False, layout=table_layout(args))
-        args.resources.callback(store.engine.dispose)
-        store.check_schema()
-        container = service.get_container_client(args.container)
-        container.exists()
-    except TARGET_ERRORS as error:
-        raise classify(error, args, started=False) from None
-    return store, container
 
 
 def _report_plan(plan: dict[str, Any], args: argparse.Namespace) -> int:

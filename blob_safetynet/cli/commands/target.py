@@ -79,8 +79,12 @@ def add_blob_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClient]:
+def open_target(
+    args: argparse.Namespace, *, container_may_be_gone: bool = False
+) -> tuple[DocumentStore, ContainerClient]:
     """The checked table and the container, both read once; nothing is created or written.
+    With `container_may_be_gone` (recover: a deleted container may be kept by container soft
+    delete, and the plan names it) a missing container is not an error.
     The table's engine is disposed when the command returns (`args.resources`, which `main`
     closes), so no connection is left for the process's exit to drop.
 
@@ -96,7 +100,10 @@ def open_target(args: argparse.Namespace) -> tuple[DocumentStore, ContainerClien
         args.resources.callback(store.engine.dispose)
         store.check_schema()
         container = service.get_container_client(args.container)
-        container.get_container_properties()
+        if container_may_be_gone:
+            container.exists()
+        else:
+            container.get_container_properties()
     except TARGET_ERRORS as error:
         raise classify(error, args, started=False) from None
     return store, container
