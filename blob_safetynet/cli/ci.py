@@ -18,6 +18,7 @@ file is written by `settings.atomicfile` without following a link.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -446,8 +447,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.USAGE
     from blob_safetynet.cli.main import main as cli
 
-    # Paths are given to the CLI relative to the workspace, which the reports then name.
-    os.chdir(workspace(os.environ))
+    # Paths are given to the CLI relative to the workspace, which the reports then name; a
+    # workspace that cannot be entered is reported by the inputs it cannot hold.
+    with contextlib.suppress(OSError):
+        os.chdir(workspace(os.environ))
     with AgentOutput() as agent:
         return step_main(args[0], os.environ, cli, agent.command)
 

@@ -113,11 +113,11 @@ def _locating_decoder(
     decoder = json.JSONDecoder(object_pairs_hook=pairs)
 
     def parse_object(s_and_end: tuple[str, int], strict: bool, *rest: Any) -> tuple[Any, int]:
-        value, end = json.decoder.JSONObject(s_and_end, strict, *rest)
+        value, end = json.decoder.JSONObject(s_and_end, strict, *rest)  # type: ignore[attr-defined]
         located.append((value, s_and_end[1] - 1))
         return value, end
 
-    decoder.parse_object = parse_object  # type: ignore[method-assign,assignment]
+    decoder.parse_object = parse_object  # type: ignore[attr-defined]
     decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
     return decoder
 
