@@ -19,6 +19,7 @@ from blob_safetynet.policies.reports.view import (
     all_errors,
     behaviour_by_rule,
     input_dict,
+    reads_summary,
     settings_by_rule,
     state,
     summary,
@@ -123,7 +124,7 @@ def iter_json(report: Judged, context: ReportContext) -> Iterator[str]:
             "maxPendingDays": report.thresholds.max_pending_days,
             "containerName": report.thresholds.container,
         },
-        "summary": summary(report, context),
+        "summary": {**summary(report, context), **reads_summary(report)},
         "findings": arrays.mark(
             _finding_dict(f, context, result.source)
             for result in report.results

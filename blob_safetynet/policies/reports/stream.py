@@ -55,13 +55,13 @@ def _record(result: AccountResult) -> bytes:
     ]
     errors = [[e.account, e.operation, e.kind.value, e.message] for e in result.errors]
     account = [result.account.name, result.account.resource_id]
-    return json.dumps([account, findings, errors], separators=(",", ":")).encode()
+    return json.dumps([account, findings, errors, result.deleted], separators=(",", ":")).encode()
 
 
 class Spool:
     """Account results on disk, handed back sorted by (name, resource id) whatever order they
-    were judged in; each keeps its account's name and resource id, its findings and its errors
-    (not the settings the rules read)."""
+    were judged in; each keeps its account's name and resource id, its findings, its errors and
+    whether it was deleted since the listing (not the settings the rules read)."""
 
     def __init__(self, rules: Sequence[Rule] = RULES) -> None:
         self._rules = {rule.id: rule for rule in rules}
@@ -109,7 +109,7 @@ class Spool:
             yield self._result(json.loads(data))
 
     def _result(self, record: list[Any]) -> AccountResult:
-        (name, resource_id), findings, errors = record
+        (name, resource_id), findings, errors, deleted = record
         return AccountResult(
             account=Account(name=name, resource_id=resource_id),
             findings=[
@@ -125,6 +125,7 @@ class Spool:
                 for rule, account, where, outcome, message, detail, target in findings
             ],
             errors=[ReadError(a, operation, ErrorKind(k), m) for a, operation, k, m in errors],
+            deleted=bool(deleted),
         )
 
 
@@ -138,6 +139,7 @@ class SpooledReport:
     errors: list[ReadError] = field(default_factory=list)
     rules: tuple[Rule, ...] = RULES
     seconds: float = 0.0
+    requests: int = 0
 
 
 @dataclass

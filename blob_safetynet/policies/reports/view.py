@@ -54,6 +54,8 @@ class Judged(Protocol):
     def rules(self) -> tuple[Rule, ...]: ...
     @property
     def seconds(self) -> float: ...
+    @property
+    def requests(self) -> int: ...
 
 
 TOOL_NAME: Final = "safetynet"
@@ -146,6 +148,17 @@ def summary(report: Judged, context: ReportContext) -> dict[str, int]:
         "accounts": len(report.results),
         **{name: states[name] for name in STATES},
         "errors": errors,
+    }
+
+
+def reads_summary(report: Judged) -> dict[str, int | float]:
+    """What judging cost and what vanished meanwhile: HTTP requests sent (retries included),
+    requests per account judged, accounts deleted after they were listed."""
+    accounts = len(report.results)
+    return {
+        "requests": report.requests,
+        "requests_per_account": round(report.requests / accounts, 2) if accounts else 0.0,
+        "deleted": sum(1 for result in report.results if result.deleted),
     }
 
 

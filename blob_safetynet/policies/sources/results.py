@@ -17,6 +17,8 @@ class ErrorKind(enum.StrEnum):
     NOT_FOUND = "not-found"
     MALFORMED = "malformed-response"
     HTTP = "http"
+    NETWORK = "network"
+    """No answer: the connection failed, dropped or stalled past the read timeout."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class AccountResult:
     account: Account
     findings: list[Finding]
     errors: list[ReadError] = field(default_factory=list)
+    deleted: bool = False
+    """ARM answered 404 for the account after it was listed: its rules are NOT_APPLICABLE."""
     source: SourceLine | None = None
     """For a saved file (`--from-file`): where the account is declared; None for a live read."""
 
@@ -96,6 +100,8 @@ class AuditReport:
     """Errors not tied to one account (listing the scope)."""
     rules: tuple[Rule, ...] = RULES
     seconds: float = 0.0
+    requests: int = 0
+    """HTTP requests sent to Resource Manager and Resource Graph, retries included."""
     inputs: list[InputFile] = field(default_factory=list)
     """The saved files judged (`--from-file`), each as read."""
 
