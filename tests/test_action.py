@@ -253,7 +253,7 @@ def test_audit_files_step_summarises_counts_uploads_and_fails_on_findings(worksp
     assert result.outputs["exit-code"] == str(int(ExitCode.FINDINGS))
     assert result.failed
     assert result.outcomes["run"] == "success"  # reports first; the last step fails the job
-    assert "| Account | Rule | Severity | State | Message |" in result.summary
+    assert "| Account | Rule | Severity | State | Finding |" in result.summary
     assert "acctbad" in result.summary
     assert {name: int(result.outputs[name]) for name in ("fail", "pass", "unknown")} == {
         "fail": summary["FAIL"],
@@ -362,10 +362,12 @@ def test_could_not_look_fails_the_step(arm: FakeArm, workspace: Path) -> None:
 
 def test_management_group_is_passed_through_to_the_cli(workspace: Path) -> None:
     """`management-group` becomes `--management-group`, which the CLI accepts (a fleet audit);
-    with no credential in the step it could not look: exit 3, and the step fails."""
+    with no credential in the step it could not look: exit 3, the annotation names the failed
+    sign-in, and the step fails."""
     inputs = {"command": "audit", "management-group": "mg-platform", "python": sys.executable}
     result = run(inputs, workspace)
-    assert "could not look" in result.log
+    assert "::error title=safetynet::safetynet audit exited 3: 1 read error" in result.log
+    assert ": authentication: " in result.log
     assert result.outputs["exit-code"] == str(int(ExitCode.INCOMPLETE))
     assert result.outputs["fail"] == "0"
     assert result.failed
@@ -535,3 +537,89 @@ def test_markup_from_an_input_does_not_render_in_the_job_summary(workspace: Path
     assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
     assert not re.search(r"(?<!\\)<", result.summary)
     assert "\\<img src\\=" in result.summary
+
+
+def annotations(result: ActionRun) -> list[str]:
+    return [command.data for command in result.commands if command.name == "error"]
+
+
+def test_an_exit_1_annotation_names_what_failed_not_the_contract(workspace: Path) -> None:
+    """The annotation of a red audit-files step names the rules that failed at or above the
+    gate and the accounts they failed on, as the summary's first line does; it does not quote
+    the exit-code contract's list of everything exit 1 may mean."""
+    result = run(with_vars(action_steps()["files"]["with"]), workspace)
+    failed = [
+        f"{f['rule']} on {f['account']}"
+        for f in json.loads(Path(result.outputs["json"]).read_text())["findings"]
+        if f["state"] == "FAIL" and f["severity"] in ("high", "critical")
+    ]
+    [annotation] = annotations(result)
+    expected = f"{len(failed)} rules failed at or above high: {', '.join(failed)}"
+    assert annotation == f"safetynet audit-files exited 1: {expected}"
+    assert "a row could not be swept" not in result.log + result.summary
+    assert result.summary.startswith(
+        f"**safetynet audit-files: exit 1**, {escaping.markdown(expected)}\n"
+    )
+
+
+def test_exit_3_from_files_says_what_was_not_judged_not_authentication(workspace: Path) -> None:
+    """Files without their blob service documents: exit 3 whose annotation names the verdicts
+    the files did not let it judge and why, and says no credential was used; never
+    "authentication failed"."""
+    for path in (workspace / "arm").glob("*-blob-service.json"):
+        path.unlink()
+    inputs = {**with_vars(action_steps()["files"]["with"]), "fail-on": "none"}
+    result = run(inputs, workspace)
+    [annotation] = annotations(result)
+    assert annotation.startswith("safetynet audit-files exited 3: ")
+    assert "could not be judged from the files: SN-BLOB-SOFT-DELETE on acctbad" in annotation
+    assert "blob service properties not in the files (add `az storage account" in annotation
+    assert "no credential is used for saved files" in annotation
+    assert "authentication" not in annotation + result.summary
+
+
+def test_sarif_of_saved_files_points_at_the_committed_file_and_line(workspace: Path) -> None:
+    """The SARIF upload-sarif receives locates each result in the committed file that holds
+    the account, relative to the checkout, at the line of its resource; code scanning can link
+    it. Nothing in it names the runner's folders."""
+    result = run(with_vars(action_steps()["files"]["with"]), workspace)
+    (_, given), *_ = [u for u in result.uses if "upload-sarif" in u[0]]
+    text = Path(given["sarif_file"]).read_text()
+    results = json.loads(text)["runs"][0]["results"]
+    locations = {
+        (
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            r["locations"][0]["physicalLocation"]["region"]["startLine"],
+        )
+        for r in results
+    }
+    assert locations == {("arm/acctbad-account.json", 1)}
+    assert str(workspace) not in text
+
+
+def test_summary_and_junit_name_paths_relative_to_the_workspace(workspace: Path) -> None:
+    """Neither the job summary nor the JUnit report carries the runner's absolute paths: the
+    files are named as they are in the repository."""
+    inputs = {**with_vars(action_steps()["files"]["with"]), "formats": "sarif,junit"}
+    result = run(inputs, workspace)
+    junit = Path(result.outputs["junit"]).read_text()
+    assert str(workspace) not in result.summary
+    assert str(workspace) not in junit
+    assert escaping.markdown("arm/acctbad-account.json") in result.summary
+    assert "arm/acctbad-account.json" in junit
+
+
+def test_the_summary_leads_with_the_finding_and_keeps_code_spans(workspace: Path) -> None:
+    """A summary row says what was found, then the rule's ideal and fix, whose code spans
+    render as code: no escaped backtick in what the rules say."""
+    result = run(with_vars(action_steps()["files"]["with"]), workspace)
+    [row] = [
+        line
+        for line in result.summary.splitlines()
+        if "| acctbad | `SN-NO-PUBLIC-ACCESS` |" in line
+    ]
+    finding = row.split(" | ")[4]
+    assert finding.startswith("Anonymous public blob access is allowed on the account")
+    assert "Expected: Anonymous blob access is disallowed on the account." in finding
+    assert "account `allowBlobPublicAccess: false`" in finding
+    assert "\\`" not in finding

@@ -172,6 +172,7 @@ def test_suppressed_fail_is_shown_and_does_not_fail_the_run(run: Run, tmp_path: 
         "NOT_APPLICABLE": 0,
         "NOT_IN_FILES": 0,
         "SUPPRESSED": 1,
+        "BASELINED": 0,
         "errors": 0,
         "deleted": 0,
     }

@@ -75,7 +75,7 @@ from blob_safetynet.policies.sources.throttle import SharedThrottle
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError, check_container_name
 from blob_safetynet.settings.redaction import Redactor, printable
-from blob_safetynet.settings.untrusted import STDIN
+from blob_safetynet.settings.untrusted import STDIN, InputFile
 
 TOKEN_ENV = appsettings.ARM_TOKEN.name
 MAX_CONCURRENCY = 64
@@ -166,7 +166,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         metavar="FILE",
         help="an earlier --format json report: a FAIL it already held (same rule and resource) "
-        "is reported as SUPPRESSED and does not fail the run, so only new failures do; its FAILs "
+        "is reported as BASELINED and does not fail the run, so only new failures do; its FAILs "
         "that no longer fail are listed",
     )
     out.add_argument(
@@ -176,7 +176,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=[],
         metavar="FILE",
         help="earlier --format json reports, oldest first: the HTML report shows each rule's "
-        "history",
+        "history, a column per run labelled by when it ran",
     )
     out.add_argument(
         "--fail-on",
@@ -295,15 +295,16 @@ def token_from_environment() -> str | None:
 
 def _suppressions(
     path: Path | None, horizon: suppressions.Horizon
-) -> list[suppressions.Suppression]:
+) -> tuple[list[suppressions.Suppression], list[InputFile]]:
     if path is None:
-        return []
+        return [], []
     if not 1 <= horizon.days <= suppressions.MAX_HORIZON_DAYS:
         raise UsageError(
             f"--suppression-horizon-days must be between 1 and {suppressions.MAX_HORIZON_DAYS}"
         )
     try:
-        return suppressions.load(path, (rule.id for rule in RULES), horizon)
+        accepted, file = suppressions.read(path, (rule.id for rule in RULES), horizon)
+        return accepted, [file]
     except suppressions.SuppressionError as error:
         raise UsageError(f"--suppressions '{printable(str(path))}': {error}") from None
 
@@ -447,9 +448,9 @@ def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
             if args.from_file
             else _live_report(args, limits, redactor, spools, streams)
         )
-        today = dt.datetime.now(dt.UTC).date()
-        horizon = suppressions.Horizon(today, args.suppression_horizon_days)
-        accepted = _suppressions(args.suppressions, horizon)
+        now = dt.datetime.now(dt.UTC)
+        horizon = suppressions.Horizon(now.date(), args.suppression_horizon_days)
+        accepted, suppressions_file = _suppressions(args.suppressions, horizon)
         baseline = _baseline(args.baseline)
         history = _history(args.history)
         category = sarif_category(args.sarif_category)
@@ -459,15 +460,19 @@ def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
         return fail("audit", ExitCode.USAGE, str(error), as_json)
     report = judge()
     scope = report.scope
+    inputs = [*(report.inputs if isinstance(report, AuditReport) else ()), *suppressions_file]
+    inputs += [read.file for read in [baseline, *history] if read and read.file]
+
+    def context_of(applied: suppressions.Applied) -> ReportContext:
+        return ReportContext(applied, history, now, inputs=inputs, fail_on=args.fail_on)
+
     # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.
     if isinstance(report, SpooledReport):
-        applied = apply_streaming(findings_of(report), accepted, today, baseline)
-        context = ReportContext(applied, history)
+        applied = apply_streaming(findings_of(report), accepted, now.date(), baseline)
+        context = context_of(applied)
         written = write_spooled(outputs, report, context, category, redactor)
     else:
-        context = ReportContext(
-            suppressions.apply(report.findings, accepted, today, baseline), history
-        )
+        context = context_of(suppressions.apply(report.findings, accepted, now.date(), baseline))
         renderers: dict[str, AuditRenderer] = {
             **RENDERERS,
             "sarif": functools.partial(render_sarif, category=category),

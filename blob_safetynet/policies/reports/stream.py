@@ -29,7 +29,14 @@ from typing import IO, Any
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule
 from blob_safetynet.policies.rules.base import FixTarget
 from blob_safetynet.policies.rules.model import Account, Thresholds
-from blob_safetynet.policies.rules.suppressions import Applied, Baseline, Key, Suppression, key
+from blob_safetynet.policies.rules.suppressions import (
+    Applied,
+    Baseline,
+    Key,
+    Suppression,
+    accepted_by,
+    key,
+)
 from blob_safetynet.policies.sources.results import AccountResult, ErrorKind, ReadError, Scope
 
 
@@ -135,15 +142,6 @@ class SpooledReport:
     requests: int = 0
 
 
-def _baseline_suppression(finding: Finding, baseline: Baseline) -> Suppression:
-    return Suppression(
-        finding.rule.id,
-        finding.resource_id or finding.account,
-        f"failing already in the baseline {baseline.label}",
-        None,
-    )
-
-
 @dataclass
 class Matched(Applied):
     """`Applied` whose `of` matches the finding again: the first live suppression in the
@@ -151,7 +149,6 @@ class Matched(Applied):
     `suppressions.apply` decides; nothing is kept per finding."""
 
     live: list[Suppression] = field(default_factory=list)
-    baseline: Baseline | None = None
 
     def of(self, finding: Finding) -> Suppression | None:
         if finding.outcome is not Outcome.FAIL:
@@ -160,7 +157,7 @@ class Matched(Applied):
             if suppression.matches(finding):
                 return suppression
         if self.baseline is not None and key(finding) in self.baseline.failing:
-            return _baseline_suppression(finding, self.baseline)
+            return accepted_by(finding, self.baseline)
         return None
 
 
