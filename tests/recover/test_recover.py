@@ -10,6 +10,7 @@ import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.azurite import create_unique_container
+from blob_safetynet.embedded.recovery import RecoveryDouble
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import RepairRefusedError
@@ -18,7 +19,6 @@ from blob_safetynet.recover.plan import COPIES_DIFFER, EXPIRED, NO_COPY, make_pl
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.store.tables import Document
-from testkit.recovery_double import RecoveryDouble
 
 
 def body(number: int) -> bytes:
