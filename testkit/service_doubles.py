@@ -28,11 +28,11 @@ from azure.storage.blob import BlobClient, BlobServiceClient
 from blob_safetynet.embedded.azurite import dev_connection_string
 from blob_safetynet.embedded.proxy import HOP_BY_HOP as _HOP_BY_HOP
 from blob_safetynet.embedded.proxy import Handler as _Handler
-from blob_safetynet.embedded.proxy import LatencyProxy, LatencyProxyServer
+from blob_safetynet.embedded.proxy import LatencyProxy, LatencyProxyServer, blob_of
 from blob_safetynet.embedded.proxy import UpstreamAnswer as _UpstreamAnswer
 from blob_safetynet.embedded.proxy import error_body as _error_body
 from blob_safetynet.policies.probes import RequestCounter
-from testkit.tag_mirror import READS, TagMirror, blob_of, tags_in_body
+from testkit.tag_mirror import READS, TagMirror, tags_in_body
 
 TENANT = "00000000-0000-0000-0000-000000000000"
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
+from typing import Self
 from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 from blob_safetynet.embedded.azurite import dev_blob_endpoint, dev_connection_string
@@ -297,7 +298,7 @@ class LatencyProxy:
     def reset(self) -> None:
         self._server.reset()
 
-    def __enter__(self) -> LatencyProxy:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -112,10 +112,13 @@ def _md5(properties: BlobProperties) -> bytes | None:
 
 
 def read_nets(container: ContainerClient, prefix: str | None = None) -> dict[str, BlobNets]:
-    """Every protocol blob name with its live blob and kept copies (internal blobs excluded)."""
+    """Every protocol blob name with its live blob and kept copies. Internal blobs are left out
+    unless `prefix` itself names them (the verifier's drill recovers its own probe document
+    under `.safetynet/verify/`)."""
+    internal = prefix is not None and prefix.startswith(INTERNAL_PREFIX)
     nets: dict[str, BlobNets] = {}
     for item in container.list_blobs(name_starts_with=prefix, include=INCLUDE):
-        if item.name.startswith(INTERNAL_PREFIX):
+        if item.name.startswith(INTERNAL_PREFIX) and not internal:
             continue
         entry = nets.setdefault(item.name, BlobNets())
         if item.snapshot:
