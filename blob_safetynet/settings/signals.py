@@ -23,6 +23,11 @@ SWEEP_FINISHED_EVENT: Final = "safetynet.sweep.finished"
 """Logged after every sweep, at ERROR when rows could not be swept."""
 SWEEP_ERRORS_FIELD: Final = "errors"
 """The summary's count of stale rows that could not be swept."""
+READY_SAMPLED_FIELD: Final = "ready_sampled"
+"""The summary's count of Ready rows the tick sampled (blob_safetynet/recover/sample.py)."""
+READY_MISSING_FIELD: Final = "ready_missing"
+"""The sweep timer's metric of lost documents: per tick, the sampled Ready rows whose blob is
+missing (the row read again). Absent when the sample could not be read."""
 SWEEP_LEASE_STUCK_EVENT: Final = "safetynet.sweep.lease_stuck"
 """Logged when the sweeper lease has been held past its limit: no sweep is happening."""
 
