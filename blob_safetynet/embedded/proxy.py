@@ -281,6 +281,15 @@ class LatencyProxy:
     def counts(self) -> Counter[str]:
         return self._server.counts()
 
+    @property
+    def delay_s(self) -> float:
+        """The delay added to every request from now on (the modelled round trip)."""
+        return self._server.delay_s
+
+    @delay_s.setter
+    def delay_s(self, value: float) -> None:
+        self._server.delay_s = value
+
     def fail_next(self, kind: str, count: int) -> None:
         """Answer the next `count` requests of `kind` (e.g. `POST comp=batch`) with 503
         ServerBusy instead of forwarding them: a throttled or failing service, on demand."""

@@ -34,8 +34,10 @@ import hashlib
 import itertools
 import math
 import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -63,6 +65,7 @@ from blob_safetynet.embedded.recovery_answers import (
 )
 
 DAY = timedelta(days=1)
+PURGE_EVERY_S = 60.0
 
 
 @dataclass
@@ -117,6 +120,8 @@ class RecoveryNets:
         self.offset = timedelta()
         self._ids = itertools.count()
         self._lock = threading.RLock()
+        self._last_purge: tuple[timedelta, float] | None = None
+        self._key_locks: dict[BlobKey, threading.RLock] = {}
 
     # Time.
 
@@ -138,15 +143,35 @@ class RecoveryNets:
         return math.ceil((kept_at + retention - self.now()) / DAY)
 
     def _purge(self) -> None:
-        for key, items in list(self.copies.items()):
-            self.copies[key] = [
-                k for k in items if not k.deleted or self.days_left(k.kept_at, self.retention) > 0
+        """Drop what has run out of retention. Retention counts whole days, so a pass is due
+        only when `age` moved the clock or a minute of real time went by: every request
+        answered from the nets asks, and a pass reads every kept item."""
+        with self._lock:
+            due = (self.offset, time.monotonic() // PURGE_EVERY_S)
+            if due == self._last_purge:
+                return
+            self._last_purge = due
+            for items in self.copies.values():
+                items[:] = [
+                    k
+                    for k in items
+                    if not k.deleted or self.days_left(k.kept_at, self.retention) > 0
+                ]
+            self.deleted_containers = [
+                c
+                for c in self.deleted_containers
+                if self.days_left(c.deleted_at, self.container_retention) > 0
             ]
-        self.deleted_containers = [
-            c
-            for c in self.deleted_containers
-            if self.days_left(c.deleted_at, self.container_retention) > 0
-        ]
+
+    @contextmanager
+    def _held(self, key: BlobKey) -> Iterator[None]:
+        """One blob's requests to the nets one at a time (what it held, the request, what is
+        kept then, as one step); other blobs' go on meanwhile, as on Azure."""
+        with self._lock:
+            lock = self._key_locks.setdefault(key, threading.RLock())
+        with lock:
+            self._purge()
+            yield
 
     # Blobs.
 
@@ -182,18 +207,18 @@ class RecoveryNets:
 
     def write(self, key: BlobKey, forward: Callable[[], Any]) -> Any:
         """A request that writes the base blob's bytes; the prior state is kept when it lands."""
-        with self._lock:
-            self._purge()
+        with self._held(key):
             before = self._read_live(key)
             answer = forward()
             if 200 <= answer.status < 300:
-                if before is not None:
-                    self._keep_overwritten(key, before)
-                elif not self.versioning:
-                    # Put over a soft-deleted blob keeps its prior state as a snapshot.
-                    for kept in self.copies.get(key, []):
-                        if kept.kind == "deleted":
-                            kept.kind, kept.ident = "snapshot", self._new_ident()
+                with self._lock:
+                    if before is not None:
+                        self._keep_overwritten(key, before)
+                    elif not self.versioning:
+                        # Put over a soft-deleted blob keeps its prior state as a snapshot.
+                        for kept in self.copies.get(key, []):
+                            if kept.kind == "deleted":
+                                kept.kind, kept.ident = "snapshot", self._new_ident()
             return answer
 
     def _kept_source(self, copy_source: str) -> Kept | None:
@@ -241,34 +266,35 @@ class RecoveryNets:
     def delete(self, key: BlobKey, forward: Callable[[], Any]) -> Any:
         """Delete Blob of the base blob: soft delete keeps it (and soft-deletes its snapshots),
         versioning makes the current version a previous one."""
-        with self._lock:
-            self._purge()
+        with self._held(key):
             before = self._read_live(key)
             answer = forward()
             if before is None or not 200 <= answer.status < 300:
                 return answer
-            items = self.copies.setdefault(key, [])
-            if self.versioning:
-                items.append(replace(before, kind="version", ident=self._new_ident()))
-                return answer
-            items[:] = [k for k in items if k.kind != "deleted"]
-            for kept in items:
-                if not kept.deleted:
-                    kept.deleted, kept.kept_at = True, self.now()
-            items.append(replace(before, deleted=True))
+            with self._lock:
+                items = self.copies.setdefault(key, [])
+                if self.versioning:
+                    items.append(replace(before, kind="version", ident=self._new_ident()))
+                    return answer
+                items[:] = [k for k in items if k.kind != "deleted"]
+                for kept in items:
+                    if not kept.deleted:
+                        kept.deleted, kept.kept_at = True, self.now()
+                items.append(replace(before, deleted=True))
             return answer
 
     def undelete(self, key: BlobKey) -> Any:
         """Undelete Blob: the soft-deleted blob (unless a live one holds the name, or versioning
         is on) and every soft-deleted snapshot or version come back."""
-        with self._lock:
-            self._purge()
-            items = self.copies.get(key, [])
-            base = next((k for k in items if k.kind == "deleted"), None)
+        with self._held(key):
+            with self._lock:
+                items = self.copies.get(key, [])
+                base = next((k for k in items if k.kind == "deleted"), None)
             live = self.admin.get_blob_client(*key)
-            if base is None and not items and not live.exists():
+            exists = live.exists()
+            if base is None and not items and not exists:
                 return error(404, "BlobNotFound")
-            if base is not None and not self.versioning and not live.exists():
+            if base is not None and not self.versioning and not exists:
                 live.upload_blob(
                     base.data,
                     overwrite=False,
@@ -276,10 +302,12 @@ class RecoveryNets:
                     metadata=base.metadata or None,
                     content_settings=ContentSettings(content_md5=bytearray(base.md5)),
                 )
-                items.remove(base)
-            for kept in items:
-                if kept.kind != "deleted":
-                    kept.deleted = False
+                with self._lock:
+                    items.remove(base)
+            with self._lock:
+                for kept in items:
+                    if kept.kind != "deleted":
+                        kept.deleted = False
             return answer(200)
 
     def read_kept(

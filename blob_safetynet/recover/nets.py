@@ -16,7 +16,12 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from azure.storage.blob import BlobClient, BlobProperties, ContainerClient
+from azure.storage.blob import (
+    BlobClient,
+    BlobProperties,
+    ContainerClient,
+    StorageStreamDownloader,
+)
 
 from blob_safetynet.reconcile.listing import INTERNAL_PREFIX
 from blob_safetynet.settings.vocabulary import STATE_TAG
@@ -151,10 +156,15 @@ def copy_client(container: ContainerClient, name: str, copy: KeptCopy) -> BlobCl
 def read_digest(blob: BlobClient) -> Digest:
     """Length, SHA-256 and MD5 of the bytes `blob` (a base blob, snapshot or version) holds,
     streamed in chunks."""
+    return digest_of(blob.download_blob())
+
+
+def digest_of(download: StorageStreamDownloader[bytes]) -> Digest:
+    """Length, SHA-256 and MD5 of a download, streamed in chunks."""
     sha256 = hashlib.sha256()
     md5 = hashlib.md5(usedforsecurity=False)
     length = 0
-    for chunk in blob.download_blob().chunks():
+    for chunk in download.chunks():
         sha256.update(chunk)
         md5.update(chunk)
         length += len(chunk)

@@ -57,7 +57,8 @@ def test_a_fault_that_outlasts_the_retries_is_reported_for_its_row_alone(
         "PUT comp=undelete", *[Fault(status=503, retry_after_s=0)] * 4, Fault(status=429)
     )
 
-    result = apply_plan(store, container, plan)
+    # One row at a time, so the faults meet the rows in the plan's order.
+    result = apply_plan(store, container, plan, workers=1)
 
     assert sorted((o.status, o.detail) for o in result.outcomes) == [
         (FAILED, "HTTP 429 InjectedFault"),
