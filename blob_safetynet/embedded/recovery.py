@@ -61,6 +61,7 @@ from blob_safetynet.embedded.recovery_answers import (
     extended,
     http_date,
     list_entry,
+    merged_listing,
     read_answer,
 )
 
@@ -335,12 +336,22 @@ class RecoveryNets:
             return answer(200, [("Content-Type", "application/xml")], body)
         return read_answer(kept, head, headers.get("x-ms-range") or headers.get("Range"))
 
-    def list_entries(self, container: str, prefix: str, include: set[str]) -> Iterator[ET.Element]:
-        """The kept items List Blobs shows for `include` (deleted, snapshots, versions)."""
+    def list_entries(
+        self,
+        container: str,
+        prefix: str,
+        include: set[str],
+        after: str = "",
+        upto: str | None = None,
+    ) -> Iterator[ET.Element]:
+        """The kept items List Blobs shows for `include` (deleted, snapshots, versions), of the
+        names after `after` up to `upto` (the page's range; None: to the end)."""
         with self._lock:
             self._purge()
             for (owner, name), items in sorted(self.copies.items()):
-                if owner != container or not name.startswith(prefix):
+                if owner != container or not name.startswith(prefix) or name <= after:
+                    continue
+                if upto is not None and name > upto:
                     continue
                 for kept in items:
                     wanted = {"snapshot": "snapshots", "version": "versions", "deleted": "deleted"}
@@ -466,11 +477,11 @@ class _RecoveryHandler(Handler):
                     and comp == "list"
                     and include & {"deleted", "snapshots", "versions"}
                 ):
-                    if "marker" in query:
-                        return forward()
                     prefix = (query.get("prefix") or [""])[0]
-                    return extended(
-                        forward(), "Blobs", nets.list_entries(container, prefix, include)
+                    after = (query.get("marker") or [""])[0]
+                    return merged_listing(
+                        forward(),
+                        lambda upto: nets.list_entries(container, prefix, include, after, upto),
                     )
             if not container and self.command == "GET" and comp == "list" and "deleted" in include:
                 prefix = (query.get("prefix") or [""])[0]

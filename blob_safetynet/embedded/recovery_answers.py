@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import TYPE_CHECKING, Any
@@ -73,6 +73,28 @@ def extended(response: Any, parent: str, entries: Iterator[ET.Element]) -> Any:
     if holder is None:
         holder = ET.SubElement(root, parent)
     holder.extend(entries)
+    rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
+
+
+def merged_listing(response: Any, kept: Callable[[str | None], Iterator[ET.Element]]) -> Any:
+    """A List Blobs page with the kept copies whose names fall in it merged in, in name order,
+    as the service lists them ("Blobs are listed in alphabetical order",
+    https://learn.microsoft.com/rest/api/storageservices/list-blobs). `kept(next_marker)` gives
+    the copies up to the page's NextMarker (Azurite's marker is the page's last name; None on
+    the last page), so each copy is listed on exactly one page."""
+    body = response.read()
+    if not 200 <= response.status < 300:
+        return UpstreamAnswer(response.status, response.reason, response.getheaders(), body)
+    root = ET.fromstring(body)  # noqa: S314 (Azurite's answer on loopback)
+    holder = root.find("Blobs")
+    if holder is None:
+        holder = ET.SubElement(root, "Blobs")
+    upper = root.findtext("NextMarker") or None
+    entries = [*holder, *kept(upper)]
+    for entry in list(holder):
+        holder.remove(entry)
+    holder.extend(sorted(entries, key=lambda e: e.findtext("Name") or ""))
     rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
 
