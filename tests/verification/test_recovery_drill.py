@@ -4,12 +4,15 @@ outcome through a double that answers as an account would."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
+from pathlib import Path
 
 import pytest
 from azure.storage.blob import BlobServiceClient
 
+from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import Azurite, create_unique_container
 from blob_safetynet.embedded.proxy import LatencyProxy
 from blob_safetynet.embedded.recovery import RecoveryDouble
@@ -195,3 +198,32 @@ def test_the_continuous_history_records_the_time_to_recover(azurite: Azurite) ->
     assert check["outcome"] == "PASS"
     assert record["time_to_recover_s"] == check["seconds"]
     assert 0 < record["time_to_recover_s"] < 60
+
+
+def test_safetynet_verify_runs_the_drill_and_its_json_gives_the_seconds(
+    azurite: Azurite, tmp_path: Path
+) -> None:
+    """The command hands the recovery code to the probes: on an account with soft delete its
+    drill passes, and the JSON check carries the time to recover."""
+    output = tmp_path / "verify.json"
+    with RecoveryDouble(azurite.port) as nets:
+        service = BlobServiceClient.from_connection_string(nets.connection_string)
+        container = create_unique_container(service, "drill")
+        main(
+            [
+                "verify",
+                "--connection-string",
+                nets.connection_string,
+                "--container",
+                container.container_name,
+                "--format",
+                "json",
+                "--output",
+                str(output),
+            ]
+        )
+
+    checks = {c["check"]: c for c in json.loads(output.read_text())["checks"]}
+    drill_check = checks[RECOVERY_DRILL.id]
+    assert drill_check["outcome"] == "PASS", drill_check["detail"]
+    assert 0 < drill_check["seconds"] < 60
