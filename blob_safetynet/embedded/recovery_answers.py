@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from blob_safetynet.embedded.proxy import UpstreamAnswer, error_body
 
 if TYPE_CHECKING:
-    from blob_safetynet.embedded.recovery import Kept
+    from blob_safetynet.embedded.recovery_nets import Kept
 
 
 def http_date(when: datetime) -> str:
