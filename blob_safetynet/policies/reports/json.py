@@ -144,8 +144,9 @@ def iter_json(report: Judged, context: ReportContext) -> Iterator[str]:
 
 
 def render_verify_json(run: VerificationRun) -> str:
-    """One object: target, run id, summary, `checks` (check, proves, outcome, detail), and with
-    settings read, `rules` (settings and behaviour verdict per rule)."""
+    """One object: target, run id, summary, `checks` (check, proves, outcome, detail, and the
+    seconds a probe timed: the recovery drill's time to recover), and with settings read,
+    `rules` (settings and behaviour verdict per rule)."""
     settings = settings_by_rule(run)
     behaviour = behaviour_by_rule(run)
     document: dict[str, Any] = {
@@ -166,6 +167,7 @@ def render_verify_json(run: VerificationRun) -> str:
                 "outcome": r.outcome.value,
                 "detail": r.detail,
                 "requests": r.requests,
+                **({} if r.seconds is None else {"seconds": round(r.seconds, 3)}),
             }
             for r in run.results
         ],
