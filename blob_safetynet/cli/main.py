@@ -78,7 +78,7 @@ COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
     ),
     "policy": (
         lambda: importlib.import_module("blob_safetynet.cli.commands.policy"),
-        "export the rules as Azure Policy definitions and an initiative",
+        "export the rules as Azure Policy definitions and an initiative, or write the CrossGuard pack",
     ),
     "config": (
         lambda: importlib.import_module("blob_safetynet.cli.commands.config"),
