@@ -1,0 +1,474 @@
+"""Rolling a restored table forward from the container: the judging and the plan (read-only).
+
+After the database is restored to an earlier time T, the container holds what happened since:
+blobs put after T (committed, no row), replaced after T (the row names a blob now tagged
+`retired`, a newer committed blob names the same document), deleted after T (the row names a
+retired blob and nothing newer is committed). Each blob's metadata names its document
+(`blob_safetynet.protocol.identity`), so the rows can be judged document by document.
+
+What one document gets, from one listing (`include=metadata,tags`) read before the rows and the
+records (a listed blob's reservation is then always among the rows read):
+
+- a restored Pending row whose blob is sealed (committed or retired): `publish`, the sweeper's
+  own rule (the bytes are complete);
+- a row whose blob is retired or missing while a committed blob of the document exists: `move`
+  to the newest one (`identity.succession`), by the replace's own steps (intent, switch, retire);
+- a row whose blob is retired with nothing committed: deleted after T. By default the document
+  is kept: `reseal` tags its newest blob committed again (and `move`s the row to it when that
+  is not the one it names). With `reapply_deletes`, or when a document put after the delete
+  holds its name, `delete` applies the delete again;
+- no row, a committed blob: `rebuild` the row from the newest one's metadata, once its bytes
+  bear the metadata out (`identity.verify`, the only path to a rebuilt row);
+- a retired blob no row nor record names: `record` it retired, so the sweeper deletes it after
+  its grace like any other.
+
+Where the evidence is not enough, nothing is written and the document is reported for a person:
+two committed blobs of one document that no record explains (`ambiguous`: a replace whose tag
+write failed looks the same as one that was never acknowledged), metadata that does not read or
+does not match the bytes, a name another document holds, a row whose blob is gone with no
+newer one (`safetynet recover` may find it in the nets), a committed blob without identity.
+
+The roll-forward never re-seals a retired blob that a newer committed blob of its document
+supersedes: that blob's `retired` tag is the only evidence the newer blob's replace was
+acknowledged (for a rerun after a kill, and for the sweeper, which keeps a restored replace's
+blob only while the row's blob is retired or gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob import ContainerClient
+
+from blob_safetynet.protocol import identity
+from blob_safetynet.reconcile.listing import (
+    ListedBlob,
+    RepairRefusedError,
+    list_blobs,
+    listed_blob,
+)
+from blob_safetynet.recover.plan import Target
+from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import BlobRecord, BlobRecordKind, Document, Status
+
+PLAN_KIND: Final = "safetynet-rollforward-plan"
+PLAN_VERSION: Final = 1
+
+RESEAL: Final = "reseal"
+DELETE: Final = "delete"
+PUBLISH: Final = "publish"
+MOVE: Final = "move"
+REBUILD: Final = "rebuild"
+RECORD: Final = "record"
+ACTIONS: Final = (RESEAL, PUBLISH, DELETE, MOVE, REBUILD, RECORD)
+"""In the order applied: the retired blobs the kept documents need are tagged committed first,
+so the lifecycle rule cannot take them while the rest runs."""
+
+AMBIGUOUS: Final = "ambiguous"
+UNVERIFIED: Final = "metadata does not match the bytes"
+UNREADABLE: Final = "identity unreadable"
+UNKNOWN: Final = "identity unknown"
+NAME_TAKEN: Final = "name taken"
+MISSING: Final = "blob missing"
+PENDING_GONE: Final = "pending row, blob gone"
+
+KEPT: Final = "deleted after the restore point; kept (the default)"
+REAPPLIED: Final = (
+    "deleted after the restore point; the delete is applied again (--reapply-deletes)"
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One write the roll-forward makes, for one document."""
+
+    action: str
+    document: str
+    name: str
+    blob: str
+    """The blob acted on: the one re-sealed, moved to, rebuilt from, recorded; for `delete` and
+    `publish` the row's."""
+    row_blob: str | None = None
+    """The blob the row named when judged (None: no row)."""
+    detail: str = ""
+    taker: str | None = None
+    """`delete` only: the blob of the later document that holds the name, whose bytes must
+    bear out its metadata before the delete is applied."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "document": self.document,
+            "name": self.name,
+            "blob": self.blob,
+            "row_blob": self.row_blob,
+            "detail": self.detail,
+            "taker": self.taker,
+        }
+
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any]) -> Step:
+        return cls(
+            str(entry["action"]),
+            str(entry["document"]),
+            str(entry["name"]),
+            str(entry["blob"]),
+            None if entry.get("row_blob") is None else str(entry["row_blob"]),
+            str(entry.get("detail") or ""),
+            None if entry.get("taker") is None else str(entry["taker"]),
+        )
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A blob or row left for a person, with why."""
+
+    kind: str
+    blob: str
+    document: str | None
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "blob": self.blob,
+            "document": self.document,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class View:
+    """The container's protocol blobs, then the rows, then the crash-window records."""
+
+    listed: Mapping[str, ListedBlob]
+    rows: Mapping[str, Document]
+    records: Mapping[str, BlobRecord]
+
+    @classmethod
+    def read(cls, store: DocumentStore, container: ContainerClient) -> View:
+        """In this order, so a blob listed always has its reservation among the rows read; a
+        row's blob the listing missed (written since) is read by itself."""
+        listed = list_blobs(container)
+        rows = {document.id: document for document in store.all()}
+        records = {record.blob_name: record for record in store.records()}
+        for document in rows.values():
+            if document.blob_name not in listed:
+                found = read_one(container, document.blob_name)
+                if found is not None:
+                    listed[document.blob_name] = found
+        return cls(listed, rows, records)
+
+    def row_of_blob(self) -> dict[str, Document]:
+        return {document.blob_name: document for document in self.rows.values()}
+
+
+@dataclass
+class Judgement:
+    steps: list[Step] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    unknown: int = 0
+    """Committed blobs no row nor record names and whose metadata names no document."""
+
+
+def read_one(container: ContainerClient, name: str) -> ListedBlob | None:
+    """One blob as a listing shows it (state tag, identity), read now; None when missing."""
+    client = container.get_blob_client(name)
+    try:
+        properties = client.get_blob_properties()
+        tags = client.get_blob_tags()
+    except ResourceNotFoundError:
+        return None
+    return listed_blob(name, tags, properties, properties.etag)
+
+
+def newest_first(blobs: Iterable[ListedBlob]) -> tuple[list[ListedBlob], bool]:
+    """Identified blobs of one document, newest first, and whether the replace links alone
+    ordered them (`identity.succession`)."""
+    by_name = {blob.name: blob for blob in blobs if blob.identity is not None}
+    if not by_name:
+        return [], True
+    order = identity.succession(
+        {name: blob.identity for name, blob in by_name.items() if blob.identity}
+    )
+    return [by_name[name] for name in order.newest_first], order.certain
+
+
+@dataclass
+class _Judge:
+    view: View
+    reapply_deletes: bool
+    out: Judgement = field(default_factory=Judgement)
+
+    def __post_init__(self) -> None:
+        self.named = self.view.row_of_blob()
+        self.of_document: dict[str, list[ListedBlob]] = {}
+        self.by_name = {d.name: d for d in self.view.rows.values()}
+        self.takers: dict[str, ListedBlob] = {}
+        """Name -> the committed blob a rowless document would be rebuilt from."""
+        self.deleted: set[str] = set()
+
+    def referenced(self, blob: ListedBlob) -> bool:
+        return blob.name in self.named or blob.name in self.view.records
+
+    def intent(self, blob: ListedBlob) -> bool:
+        record = self.view.records.get(blob.name)
+        return record is not None and record.kind is BlobRecordKind.INTENT
+
+    def run(self) -> Judgement:
+        for blob in self.view.listed.values():
+            if blob.state not in (COMMITTED, RETIRED):
+                continue
+            if blob.identity is not None:
+                self.of_document.setdefault(blob.identity.document_id, []).append(blob)
+            elif blob.state == COMMITTED and not self.referenced(blob):
+                self.unidentified(blob)
+        rowless = sorted(set(self.of_document) - set(self.view.rows))
+        rebuilds = [step for doc in rowless for step in self.rowless(doc)]
+        for document in sorted(self.view.rows.values(), key=lambda d: d.id):
+            self.rowed(document, self.of_document.get(document.id, []))
+        for step in rebuilds:
+            holder = self.by_name.get(step.name)
+            if step.action == REBUILD and holder is not None and holder.id not in self.deleted:
+                self.find(
+                    NAME_TAKEN,
+                    step.blob,
+                    step.document,
+                    f"document {holder.id} holds the name {step.name!r}; no row rebuilt",
+                )
+            else:
+                self.out.steps.append(step)
+        self.out.steps.sort(key=lambda s: (ACTIONS.index(s.action), s.document, s.blob))
+        return self.out
+
+    def find(self, kind: str, blob: str, document: str | None, detail: str) -> None:
+        self.out.findings.append(Finding(kind, blob, document, detail))
+
+    def unidentified(self, blob: ListedBlob) -> None:
+        if blob.identity_problem is None:
+            self.out.unknown += 1
+            self.find(
+                UNKNOWN,
+                blob.name,
+                None,
+                "committed, no row names it, no identity in its metadata; left alone",
+            )
+        else:
+            self.find(
+                UNREADABLE,
+                blob.name,
+                None,
+                f"its identity metadata does not read ({blob.identity_problem}); left alone",
+            )
+
+    def record_retired(self, blobs: Sequence[ListedBlob], keep: Iterable[str]) -> list[Step]:
+        kept = set(keep)
+        return [
+            Step(
+                RECORD,
+                b.identity.document_id,
+                b.identity.name,
+                b.name,
+                detail="retired; no row nor record names it",
+            )
+            for b in blobs
+            if b.identity is not None
+            and b.state == RETIRED
+            and not self.referenced(b)
+            and b.name not in kept
+        ]
+
+    def superfluous(self, blobs: Sequence[ListedBlob], chosen: str | None) -> None:
+        for blob in blobs:
+            if blob.name != chosen and blob.identity is not None:
+                self.find(
+                    AMBIGUOUS,
+                    blob.name,
+                    blob.identity.document_id,
+                    "another committed blob of this document that no row nor record names: a replace whose retire failed looks like one never acknowledged; left for a person",
+                )
+
+    def rowless(self, document_id: str) -> list[Step]:
+        blobs = self.of_document[document_id]
+        committed = [b for b in blobs if b.state == COMMITTED and not self.referenced(b)]
+        steps = self.record_retired(blobs, ())
+        ordered, certain = newest_first(committed)
+        if ordered:
+            target = ordered[0]
+            assert target.identity is not None
+            how = "" if certain else "; the writers' clocks chose the newest"
+            steps.insert(
+                0,
+                Step(
+                    REBUILD,
+                    document_id,
+                    target.identity.name,
+                    target.name,
+                    detail=f"no row; rebuilt from its metadata once its bytes bear it out{how}",
+                ),
+            )
+            self.takers.setdefault(target.identity.name, target)
+            self.superfluous(ordered, target.name)
+        return steps
+
+    def rowed(self, row: Document, blobs: list[ListedBlob]) -> None:
+        own = self.view.listed.get(row.blob_name)
+        state = None if own is None else own.state
+        others = [b for b in blobs if b.name != row.blob_name]
+        steps: list[Step] = []
+        if row.status is Status.PENDING:
+            if state not in (COMMITTED, RETIRED):
+                if state is None and any(b.state == COMMITTED for b in others):
+                    self.find(
+                        PENDING_GONE,
+                        row.blob_name,
+                        row.id,
+                        "a Pending row whose blob is gone while a committed blob of its document exists: the sweeper removes the row, then run again",
+                    )
+                self.out.steps += self.record_retired(others, ())
+                return
+            steps.append(
+                Step(
+                    PUBLISH,
+                    row.id,
+                    row.name,
+                    row.blob_name,
+                    row.blob_name,
+                    "a Pending row whose blob is sealed: the put finished after the restore point",
+                )
+            )
+        free = [b for b in others if b.state == COMMITTED and not self.referenced(b)]
+        restored = [b for b in others if b.state == COMMITTED and self.intent(b)]
+        keep: list[str] = []
+        if state in (RETIRED, None) and (free or restored):
+            ordered, certain = newest_first(free + restored)
+            target = ordered[0]
+            how = "" if certain else "; the writers' clocks chose the newest"
+            was = "retired" if state == RETIRED else "missing"
+            steps.append(
+                Step(
+                    MOVE,
+                    row.id,
+                    row.name,
+                    target.name,
+                    row.blob_name,
+                    f"its blob is {was}; a newer committed blob holds the document{how}",
+                )
+            )
+            self.superfluous([b for b in ordered if b in free], target.name)
+        elif state == RETIRED:
+            keep = self.deleted_after(row, own, others, steps)
+        elif state is None:
+            self.find(
+                MISSING,
+                row.blob_name,
+                row.id,
+                "a row whose blob is gone and no committed blob of its document exists: `safetynet recover` gives it back if the nets keep it",
+            )
+        else:
+            self.superfluous(free, None)
+        self.out.steps += steps + self.record_retired(others, keep)
+
+    def deleted_after(
+        self, row: Document, own: ListedBlob | None, others: list[ListedBlob], steps: list[Step]
+    ) -> list[str]:
+        """The steps for a document deleted after the restore point; the blobs kept."""
+        assert own is not None
+        retired = [b for b in [own, *others] if b.state == RETIRED]
+        ordered, _ = newest_first(retired)
+        newest = ordered[0] if ordered and own.identity is not None else own
+        taker = self.takers.get(row.name)
+        if (
+            taker is not None
+            and taker.identity is not None
+            and taker.identity.document_id != row.id
+        ):
+            self.deleted.add(row.id)
+            steps.append(
+                Step(
+                    DELETE,
+                    row.id,
+                    row.name,
+                    row.blob_name,
+                    row.blob_name,
+                    f"deleted after the restore point: document {taker.identity.document_id}, put later, holds its name",
+                    taker.name,
+                )
+            )
+            return []
+        if self.reapply_deletes:
+            self.deleted.add(row.id)
+            steps.append(Step(DELETE, row.id, row.name, row.blob_name, row.blob_name, REAPPLIED))
+            return []
+        steps.append(Step(RESEAL, row.id, row.name, newest.name, row.blob_name, KEPT))
+        if newest.name != row.blob_name:
+            steps.append(
+                Step(
+                    MOVE, row.id, row.name, newest.name, row.blob_name, f"{KEPT}: its newest bytes"
+                )
+            )
+        return [newest.name]
+
+
+def judge(view: View, reapply_deletes: bool = False) -> Judgement:
+    """What the roll-forward does to make `view`'s table and container agree; writes nothing."""
+    return _Judge(view, reapply_deletes).run()
+
+
+def plan_dict(
+    target: Target, judgement: Judgement, reapply_deletes: bool, now: datetime | None = None
+) -> dict[str, Any]:
+    counts = dict.fromkeys(ACTIONS, 0)
+    for step in judgement.steps:
+        counts[step.action] += 1
+    return {
+        "kind": PLAN_KIND,
+        "version": PLAN_VERSION,
+        "made_utc": (now or datetime.now(UTC)).isoformat(),
+        "target": target.as_dict(),
+        "reapply_deletes": reapply_deletes,
+        "steps": [step.as_dict() for step in judgement.steps],
+        "findings": [finding.as_dict() for finding in judgement.findings],
+        "summary": {**counts, "left": len(judgement.findings)},
+    }
+
+
+def check_plan(plan: Mapping[str, Any], here: Target) -> list[Step]:
+    """The plan's steps when it is a roll-forward plan made against `here`; RepairRefusedError
+    (nothing written) otherwise, or when an entry is malformed."""
+    if plan.get("kind") != PLAN_KIND or plan.get("version") != PLAN_VERSION:
+        raise RepairRefusedError(
+            "not a roll-forward plan (kind or version missing); nothing written"
+        )
+    made = plan.get("target")
+    if not isinstance(made, Mapping):
+        raise RepairRefusedError("the plan names no target; nothing written")
+    for key, value in here.as_dict().items():
+        if made.get(key) != value:
+            raise RepairRefusedError(
+                f"the plan was made against {key} {made.get(key)!r}, not {value!r}; nothing written"
+            )
+    entries = plan.get("steps")
+    if not isinstance(entries, list) or not isinstance(plan.get("reapply_deletes"), bool):
+        raise RepairRefusedError(
+            "the plan has no `steps` list or `reapply_deletes`; nothing written"
+        )
+    steps = []
+    for number, entry in enumerate(entries, start=1):
+        if not (
+            isinstance(entry, Mapping)
+            and entry.get("action") in ACTIONS
+            and all(isinstance(entry.get(key), str) for key in ("document", "name", "blob"))
+            and all(
+                entry.get(key) is None or isinstance(entry.get(key), str)
+                for key in ("row_blob", "detail", "taker")
+            )
+        ):
+            raise RepairRefusedError(f"plan step {number} is malformed; nothing written")
+        steps.append(Step.from_dict(entry))
+    return steps
