@@ -10,12 +10,8 @@ holds (a writer replaced or deleted the document meanwhile, the application bein
 is skipped and judged afresh by the next run. A step already done (a run killed after it) is
 recognised as done. So a run killed anywhere is finished by running it again.
 
-Every row moved or rebuilt points at bytes that were read here: the blob's properties and
-metadata are read, then its bytes under `If-Match` that ETag (so the bytes measured are the
-bytes whose metadata was read, https://learn.microsoft.com/rest/api/storageservices/get-blob),
-and `identity.verify` compares the metadata's length and SHA-256 with them. The service's
-Content-MD5 cannot stand in for that read: the metadata claims a SHA-256, and an MD5 proves
-nothing about it.
+Every row moved or rebuilt points at bytes read just before, whose length and SHA-256 bear out
+the blob's metadata (`rollforward_bytes.check_blob`).
 
 Nothing here deletes a blob. A move is the replace's own path: the intent recorded (or a
 restored one taken back), the row switched only while it still names the blob judged, that
@@ -24,7 +20,6 @@ blob recorded and tagged retired by `UploadProtocol.retire_recorded`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -32,11 +27,10 @@ from datetime import timedelta
 from typing import Any, Final
 
 import sqlalchemy as sa
-from azure.core import MatchConditions
-from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.protocol import blobs, identity
+from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import check_binding
 from blob_safetynet.recover.plan import Target
@@ -54,13 +48,12 @@ from blob_safetynet.recover.rollforward import (
     check_plan,
     judge,
 )
-from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
+from blob_safetynet.recover.rollforward_bytes import LEFT, SKIPPED, Refused, check_blob, verified
+from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED
 from blob_safetynet.store.documents import DocumentStore, NameConflictError, SwitchResult
-from blob_safetynet.store.tables import Content, Status
+from blob_safetynet.store.tables import Status
 
 DONE: Final = "done"
-SKIPPED: Final = "skipped"
-LEFT: Final = "left"
 FAILED: Final = "failed"
 CLAIM_TTL: Final = timedelta(minutes=10)
 """The sweeper's default `claim_ttl`: an intent it claimed longer ago is taken back by a move."""
@@ -92,70 +85,6 @@ class RollForward:
         return not (self.after.steps or self.after.findings)
 
 
-class _Refused(Exception):
-    """The step's premise does not hold now; its status and why."""
-
-    def __init__(self, status: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A committed blob whose metadata names the document and whose bytes bear it out."""
-
-    verified: identity.Verified
-    etag: str
-
-
-def measure(container: ContainerClient, name: str, etag: str) -> Content:
-    """Length and SHA-256 of the blob's bytes, read under `If-Match` the ETag its metadata was
-    read with (412: the blob changed since)."""
-    digest = hashlib.sha256()
-    length = 0
-    stream = container.get_blob_client(name).download_blob(
-        etag=etag, match_condition=MatchConditions.IfNotModified
-    )
-    for chunk in stream.chunks():
-        digest.update(chunk)
-        length += len(chunk)
-    return Content(length, digest.hexdigest())
-
-
-def check_blob(
-    container: ContainerClient, name: str, document_id: str, document_name: str | None
-) -> Checked:
-    """The blob, committed, naming `document_id` (and `document_name` when given), its bytes
-    measured and verified against its metadata; _Refused (LEFT or SKIPPED) otherwise."""
-    client = container.get_blob_client(name)
-    try:
-        properties = client.get_blob_properties()
-        state = client.get_blob_tags().get(STATE_TAG, "")
-    except ResourceNotFoundError:
-        raise _Refused(SKIPPED, f"blob {name} is gone") from None
-    if state != COMMITTED:
-        raise _Refused(SKIPPED, f"blob {name} is tagged {state!r} now, not committed")
-    try:
-        claimed = identity.read_identity(properties.metadata)
-        if claimed is None:
-            raise identity.IdentityError("its metadata names no document")
-        if claimed.document_id != document_id:
-            raise identity.IdentityError(f"its metadata names document {claimed.document_id}")
-        if document_name is not None and claimed.name != document_name:
-            raise identity.IdentityError("its metadata names the document otherwise than its row")
-        try:
-            content = measure(container, name, properties.etag)
-        except HttpResponseError as error:
-            if error.status_code in (404, 412):
-                raise _Refused(SKIPPED, f"blob {name} changed while read") from None
-            raise
-        verified = identity.verify(claimed, name, content)
-    except identity.IdentityError as error:
-        raise _Refused(LEFT, f"not trusted: {error}") from None
-    return Checked(verified, properties.etag)
-
-
 @dataclass
 class _Applier:
     store: DocumentStore
@@ -176,7 +105,7 @@ class _Applier:
         }
         try:
             return Outcome(step, DONE, act[step.action](step))
-        except _Refused as refused:
+        except Refused as refused:
             return Outcome(step, refused.status, refused.detail)
         except NameConflictError as conflict:
             return Outcome(step, LEFT, f"{conflict}; no row rebuilt")
@@ -189,12 +118,12 @@ class _Applier:
             return Outcome(step, FAILED, f"{type(error).__name__}: {first}")
 
     def row_names(self, step: Step, blob: str | None) -> Status:
-        """The row's status while it still names `blob`; _Refused otherwise."""
+        """The row's status while it still names `blob`; Refused otherwise."""
         row = self.store.get(step.document)
         if row is None:
-            raise _Refused(SKIPPED, "the row went away since the plan")
+            raise Refused(SKIPPED, "the row went away since the plan")
         if row.blob_name != blob:
-            raise _Refused(SKIPPED, "the row names another blob since the plan")
+            raise Refused(SKIPPED, "the row names another blob since the plan")
         return row.status
 
     def state(self, name: str) -> str | None:
@@ -206,24 +135,24 @@ class _Applier:
         if state == COMMITTED:
             return "already committed"
         if state is None:
-            raise _Refused(LEFT, "the blob is gone: the lifecycle rule or the sweeper took it")
+            raise Refused(LEFT, "the blob is gone: the lifecycle rule or the sweeper took it")
         if state != RETIRED:
-            raise _Refused(SKIPPED, f"the blob is tagged {state!r} now")
+            raise Refused(SKIPPED, f"the blob is tagged {state!r} now")
         client = self.container.get_blob_client(step.blob)
         blobs.transition(client, RETIRED, COMMITTED)
         row = self.store.get(step.document)
         if row is None or row.blob_name != step.row_blob:
             self.protocol.retire_recorded(step.blob)
-            raise _Refused(SKIPPED, "the row changed while its blob was re-sealed; retired again")
+            raise Refused(SKIPPED, "the row changed while its blob was re-sealed; retired again")
         return "tagged committed: the lifecycle rule leaves it"
 
     def publish(self, step: Step) -> str:
         if self.row_names(step, step.blob) is Status.READY:
             return "already Ready"
         if self.state(step.blob) not in (COMMITTED, RETIRED):
-            raise _Refused(SKIPPED, "its blob is not sealed now")
+            raise Refused(SKIPPED, "its blob is not sealed now")
         if not self.store.publish(step.document, blob_name=step.blob):
-            raise _Refused(SKIPPED, "the row changed since the plan")
+            raise Refused(SKIPPED, "the row changed since the plan")
         return "Ready"
 
     def delete(self, step: Step) -> str:
@@ -231,34 +160,23 @@ class _Applier:
             return "already deleted"
         self.row_names(step, step.blob)
         if self.state(step.blob) not in (RETIRED, None):
-            raise _Refused(SKIPPED, "its blob is not retired now")
+            raise Refused(SKIPPED, "its blob is not retired now")
         if step.taker is not None:
-            check_blob(self.container, step.taker, self._taker_document(step), step.name)
+            check_blob(self.container, step.taker, None, step.name, not_document=step.document)
         if not self.store.delete_row(step.document, step.blob):
-            raise _Refused(SKIPPED, "the row changed since the plan")
+            raise Refused(SKIPPED, "the row changed since the plan")
         self.protocol.retire_recorded(step.blob)
         return "deleted again; its blob recorded retired"
-
-    def _taker_document(self, step: Step) -> str:
-        assert step.taker is not None
-        properties = self.container.get_blob_client(step.taker).get_blob_properties()
-        try:
-            claimed = identity.read_identity(properties.metadata)
-        except identity.IdentityError as error:
-            raise _Refused(LEFT, f"the later document's metadata does not read: {error}") from None
-        if claimed is None or claimed.document_id == step.document:
-            raise _Refused(LEFT, "the later document's blob names no other document")
-        return claimed.document_id
 
     def move(self, step: Step) -> str:
         row = self.store.get(step.document)
         if row is not None and row.blob_name == step.blob and row.status is Status.READY:
             return "already moved"
         if self.row_names(step, step.row_blob) is not Status.READY:
-            raise _Refused(SKIPPED, "the row is not Ready")
+            raise Refused(SKIPPED, "the row is not Ready")
         assert step.row_blob is not None
         if self.state(step.row_blob) not in (RETIRED, None):
-            raise _Refused(SKIPPED, "the row's blob is not retired now")
+            raise Refused(SKIPPED, "the row's blob is not retired now")
         checked = check_blob(self.container, step.blob, step.document, step.name)
         # A restored intent, or one a killed run recorded, is there already: the switch takes it.
         with suppress(sa.exc.IntegrityError):
@@ -268,13 +186,13 @@ class _Applier:
             step.document, step.row_blob, step.blob, checked.verified.content, expired
         )
         if outcome is SwitchResult.INTENT_LOST:
-            raise _Refused(
+            raise Refused(
                 SKIPPED,
                 "the sweeper holds this blob's intent (a claim younger than "
                 f"{self.claim_ttl}); run again later",
             )
         if outcome is SwitchResult.ROW_CHANGED:
-            raise _Refused(SKIPPED, "the row changed while it was moved")
+            raise Refused(SKIPPED, "the row changed while it was moved")
         self.protocol.retire_recorded(step.row_blob)
         return "row moved; its old blob recorded retired"
 
@@ -283,21 +201,21 @@ class _Applier:
         if row is not None:
             if row.blob_name == step.blob:
                 return "already rebuilt"
-            raise _Refused(SKIPPED, "a row with this id exists now")
+            raise Refused(SKIPPED, "a row with this id exists now")
         if self.store.is_referenced(step.blob):
-            raise _Refused(SKIPPED, "a row or record names the blob now")
-        checked = check_blob(self.container, step.blob, step.document, None)
+            raise Refused(SKIPPED, "a row or record names the blob now")
+        checked = check_blob(self.container, step.blob, step.document, step.name)
         document = checked.verified.document(self.store.now())
         made = self.store.reserve(document, checked.verified.content)
         if made.blob_name != step.blob or made.status is not Status.READY:
-            raise _Refused(SKIPPED, "a row with this id exists now")
+            raise Refused(SKIPPED, "a row with this id exists now")
         return "row rebuilt from metadata the bytes bear out"
 
     def record(self, step: Step) -> str:
         if self.store.is_referenced(step.blob):
             return "already named by a row or record"
         if self.state(step.blob) != RETIRED:
-            raise _Refused(SKIPPED, "the blob is not retired now")
+            raise Refused(SKIPPED, "the blob is not retired now")
         self.store.record_orphan(step.document, step.blob)
         return "recorded retired: the sweeper deletes it after its grace"
 
@@ -331,5 +249,5 @@ def roll_forward(
             result.outcomes.append(applier.run(step))
         phase_done(action)
     chosen = bool(plan["reapply_deletes"]) if plan is not None else reapply_deletes
-    result.after = judge(View.read(store, container), chosen)
+    result.after = verified(judge(View.read(store, container), chosen), container)
     return result

@@ -1,0 +1,163 @@
+"""`safetynet recover --after-restore`, document by document: after the database is restored to
+an earlier time, the rows of documents put, replaced and deleted since are rolled forward from
+the container, nothing is rebuilt from metadata the bytes do not bear out, and the table and the
+container agree. Azurite, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from azure.storage.blob import ContainerClient
+
+from blob_safetynet.protocol import blobs, identity
+from blob_safetynet.protocol.upload import UploadProtocol
+from blob_safetynet.reconcile.listing import reconcile
+from blob_safetynet.recover.rollforward import (
+    DELETE,
+    MOVE,
+    PUBLISH,
+    REBUILD,
+    RESEAL,
+    UNVERIFIED,
+    View,
+    judge,
+)
+from blob_safetynet.recover.rollforward_apply import DONE, roll_forward
+from blob_safetynet.recover.rollforward_bytes import LEFT, verified
+from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Content, Status
+from testkit.restore_point import RestorePoint
+
+FUTURE = datetime.now(UTC) + timedelta(hours=1)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[DocumentStore]:
+    documents = DocumentStore.from_url(db_url)
+    documents.init_schema()
+    yield documents
+    documents.engine.dispose()
+
+
+@pytest.fixture
+def bound(store: DocumentStore, container: ContainerClient) -> ContainerClient:
+    blobs.bind(container, store.database_id())
+    store.bind_container(f"{container.account_name}/{container.container_name}")
+    return container
+
+
+@pytest.fixture
+def point(store: DocumentStore, tmp_path: Path) -> RestorePoint:
+    return RestorePoint(store, tmp_path / "restore-point.db")
+
+
+def read(protocol: UploadProtocol, name: str) -> bytes:
+    return protocol.read(name)
+
+
+def test_every_kind_of_change_after_the_restore_point_is_rolled_forward(
+    store: DocumentStore, bound: ContainerClient, point: RestorePoint
+) -> None:
+    """Put, replaced, deleted (kept by default) and untouched documents all read their newest
+    acknowledged bytes after one roll-forward, and reconcile then reports nothing."""
+    protocol = UploadProtocol(store, bound)
+    protocol.put("untouched.txt", b"untouched", ".txt")
+    replaced = protocol.put("replaced.txt", b"old bytes", ".txt")
+    deleted = protocol.put("deleted.txt", b"deleted after T", ".txt")
+    point.take()
+    put = protocol.put("put after T.txt", b"put after T", ".txt")
+    protocol.replace(replaced.id, b"new bytes", ".txt")
+    protocol.delete(deleted.id)
+    point.restore()
+
+    planned = judge(View.read(store, bound))
+    assert sorted((s.action, s.document) for s in planned.steps) == sorted(
+        [(RESEAL, deleted.id), (MOVE, replaced.id), (REBUILD, put.id)]
+    )
+    result = roll_forward(store, bound)
+
+    assert {o.status for o in result.outcomes} == {DONE}, result.outcomes
+    assert result.agree, result.after
+    assert read(protocol, "untouched.txt") == b"untouched"
+    assert read(protocol, "replaced.txt") == b"new bytes"
+    assert read(protocol, "deleted.txt") == b"deleted after T"
+    assert read(protocol, "put after T.txt") == b"put after T"
+    assert reconcile(store, bound, FUTURE).clean
+
+
+def test_reapply_deletes_deletes_again_what_was_deleted_after_the_restore_point(
+    store: DocumentStore, bound: ContainerClient, point: RestorePoint
+) -> None:
+    """With reapply_deletes the document deleted after T stays deleted, its blob recorded
+    retired for the sweeper; the table and the container agree."""
+    protocol = UploadProtocol(store, bound)
+    deleted = protocol.put("deleted.txt", b"deleted after T", ".txt")
+    point.take()
+    protocol.delete(deleted.id)
+    point.restore()
+
+    result = roll_forward(store, bound, reapply_deletes=True)
+
+    assert [(o.step.action, o.status) for o in result.outcomes] == [(DELETE, DONE)]
+    assert store.get(deleted.id) is None
+    assert [r.blob_name for r in store.records()] == [deleted.blob_name]
+    assert result.agree
+    assert reconcile(store, bound, FUTURE).clean
+
+
+def test_forged_metadata_whose_sha256_differs_rebuilds_no_row(
+    store: DocumentStore, bound: ContainerClient
+) -> None:
+    """A committed blob whose metadata names a document and its length but whose bytes hash
+    otherwise is reported, before and after the run, and no row is made from it; the blob is
+    left as it was."""
+    data = b"the bytes in the blob"
+    claimed = Content(len(data), hashlib.sha256(b"other bytes, same len").hexdigest())
+    forged = bound.get_blob_client("f" * 32 + ".txt")
+    forged.upload_blob(
+        data,
+        metadata=identity.encode(
+            "forged-document", "forged.txt", datetime.now(UTC), content=claimed
+        ),
+        tags={STATE_TAG: COMMITTED},
+    )
+
+    dry_run = verified(judge(View.read(store, bound)), bound)
+    result = roll_forward(store, bound)
+
+    assert dry_run.steps == []
+    assert [(f.kind, f.blob) for f in dry_run.findings] == [(UNVERIFIED, forged.blob_name)]
+    assert "SHA-256 differs" in dry_run.findings[0].detail
+    assert [(o.step.action, o.status) for o in result.outcomes] == [(REBUILD, LEFT)]
+    assert store.get("forged-document") is None
+    assert [(f.kind, f.blob) for f in result.after.findings] == [(UNVERIFIED, forged.blob_name)]
+    assert not result.agree
+    assert forged.get_blob_tags()[STATE_TAG] == COMMITTED
+    assert forged.download_blob().readall() == data
+
+
+def test_a_restored_pending_row_whose_put_finished_is_published(
+    store: DocumentStore, bound: ContainerClient, point: RestorePoint
+) -> None:
+    """A restore point taken between reserve and publish leaves a Pending row: its sealed blob
+    makes it Ready."""
+
+    def snapshot(step: str) -> None:
+        if step == "reserve":
+            point.take()
+
+    protocol = UploadProtocol(store, bound, checkpoint=snapshot)
+    document = protocol.put("in flight at T.txt", b"in flight", ".txt")
+    point.restore()
+    assert store.get(document.id).status is Status.PENDING  # type: ignore[union-attr]
+
+    result = roll_forward(store, bound)
+
+    assert [(o.step.action, o.status) for o in result.outcomes] == [(PUBLISH, DONE)]
+    assert read(UploadProtocol(store, bound), "in flight at T.txt") == b"in flight"
+    assert result.agree
