@@ -43,7 +43,8 @@ class RestorePoint:
     def take(self) -> None:
         url = self.store.engine.url
         if url.get_backend_name() == "sqlite":
-            assert self.copy is not None and url.database
+            assert self.copy is not None
+            assert url.database
             with sqlite3.connect(url.database) as source, sqlite3.connect(self.copy) as target:
                 source.backup(target)
         else:
@@ -59,7 +60,8 @@ class RestorePoint:
         url = self.store.engine.url
         self.store.engine.dispose()
         if url.get_backend_name() == "sqlite":
-            assert self.copy is not None and url.database
+            assert self.copy is not None
+            assert url.database
             shutil.copyfile(self.copy, url.database)
             return
         with self.store.engine.begin() as conn:

@@ -65,9 +65,11 @@ PUBLISH: Final = "publish"
 MOVE: Final = "move"
 REBUILD: Final = "rebuild"
 RECORD: Final = "record"
-ACTIONS: Final = (RESEAL, PUBLISH, DELETE, MOVE, REBUILD, RECORD)
-"""In the order applied: the retired blobs the kept documents need are tagged committed first,
-so the lifecycle rule cannot take them while the rest runs."""
+ACTIONS: Final = (PUBLISH, RESEAL, DELETE, MOVE, REBUILD, RECORD)
+"""In the order applied. Before any byte is read, the restored Pending rows whose puts finished
+are published (one statement each: a move can then act on them even once their old blob is
+gone) and the retired blobs that kept documents need are tagged committed, so the lifecycle
+rule cannot take them while the rest runs."""
 
 AMBIGUOUS: Final = "ambiguous"
 UNVERIFIED: Final = "metadata does not match the bytes"

@@ -1,11 +1,12 @@
 """Applying the roll-forward: each step checked against the row and the blob read now, then made
 with the protocol's own conditioned writes.
 
-The steps run in `rollforward.ACTIONS` order: the retired blobs that kept documents need are
-tagged committed first (under the tag condition `"state" = 'retired'`, Set Blob Tags'
-`x-ms-if-tags`: https://learn.microsoft.com/rest/api/storageservices/set-blob-tags), so the
-lifecycle rule, which deletes retired blobs after `retiredBlobDays`, cannot take them while the
-rest runs. Before each step its row and blobs are read again; a step whose premise no longer
+The steps run in `rollforward.ACTIONS` order: after the restored Pending rows whose puts
+finished are published (database statements only), the retired blobs that kept documents need
+are tagged committed (under the tag condition `"state" = 'retired'`, Set Blob Tags'
+`x-ms-if-tags`: https://learn.microsoft.com/rest/api/storageservices/set-blob-tags), before any
+byte is read, so the lifecycle rule, which deletes retired blobs after `retiredBlobDays`, cannot
+take them while the rest runs. Before each step its row and blobs are read again; a step whose premise no longer
 holds (a writer replaced or deleted the document meanwhile, the application being back online)
 is skipped and judged afresh by the next run. A step already done (a run killed after it) is
 recognised as done. So a run killed anywhere is finished by running it again.

@@ -6,14 +6,11 @@ container agree. Azurite, SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.protocol import blobs, identity
+from blob_safetynet.protocol import identity
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import reconcile
 from blob_safetynet.recover.rollforward import (
@@ -34,26 +31,6 @@ from blob_safetynet.store.tables import Content, Status
 from testkit.restore_point import RestorePoint
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[DocumentStore]:
-    documents = DocumentStore.from_url(db_url)
-    documents.init_schema()
-    yield documents
-    documents.engine.dispose()
-
-
-@pytest.fixture
-def bound(store: DocumentStore, container: ContainerClient) -> ContainerClient:
-    blobs.bind(container, store.database_id())
-    store.bind_container(f"{container.account_name}/{container.container_name}")
-    return container
-
-
-@pytest.fixture
-def point(store: DocumentStore, tmp_path: Path) -> RestorePoint:
-    return RestorePoint(store, tmp_path / "restore-point.db")
 
 
 def read(protocol: UploadProtocol, name: str) -> bytes:
