@@ -19,11 +19,15 @@ records (a listed blob's reservation is then always among the rows read):
   holds its name, `delete` applies the delete again;
 - no row, a committed blob: `rebuild` the row from the newest one's metadata, once its bytes
   bear the metadata out (`identity.verify`, the only path to a rebuilt row);
+- a committed blob superseded by the one the row names (its replace links lead back to it, or
+  it replaced the same blob the row's did: a replace made by the application since the restore,
+  from the restored row), or a committed blob of a row-less document the database records
+  deleted after that blob was written: `retire` it, recorded, as the replace or delete would;
 - a retired blob no row nor record names: `record` it retired, so the sweeper deletes it after
   its grace like any other.
 
 Where the evidence is not enough, nothing is written and the document is reported for a person:
-two committed blobs of one document that no record explains (`ambiguous`: a replace whose tag
+a committed blob that may be newer than the one its row names (`ambiguous`: a replace whose tag
 write failed looks the same as one that was never acknowledged), metadata that does not read or
 does not match the bytes, a name another document holds, a row whose blob is gone with no
 newer one (`safetynet recover` may find it in the nets), a committed blob without identity.
@@ -64,8 +68,9 @@ DELETE: Final = "delete"
 PUBLISH: Final = "publish"
 MOVE: Final = "move"
 REBUILD: Final = "rebuild"
+RETIRE: Final = "retire"
 RECORD: Final = "record"
-ACTIONS: Final = (PUBLISH, RESEAL, DELETE, MOVE, REBUILD, RECORD)
+ACTIONS: Final = (PUBLISH, RESEAL, DELETE, MOVE, REBUILD, RETIRE, RECORD)
 """In the order applied. Before any byte is read, the restored Pending rows whose puts finished
 are published (one statement each: a move can then act on them even once their old blob is
 gone) and the retired blobs that kept documents need are tagged committed, so the lifecycle
@@ -230,21 +235,22 @@ class _Judge:
                 self.of_document.setdefault(blob.identity.document_id, []).append(blob)
             elif blob.state == COMMITTED and not self.referenced(blob):
                 self.unidentified(blob)
-        rowless = sorted(set(self.of_document) - set(self.view.rows))
-        rebuilds = [step for doc in rowless for step in self.rowless(doc)]
+        rowless = {doc: self.rowless(doc) for doc in set(self.of_document) - set(self.view.rows)}
         for document in sorted(self.view.rows.values(), key=lambda d: d.id):
             self.rowed(document, self.of_document.get(document.id, []))
-        for step in rebuilds:
-            holder = self.by_name.get(step.name)
-            if step.action == REBUILD and holder is not None and holder.id not in self.deleted:
-                self.find(
-                    NAME_TAKEN,
-                    step.blob,
-                    step.document,
-                    f"document {holder.id} holds the name {step.name!r}; no row rebuilt",
-                )
-            else:
-                self.out.steps.append(step)
+        for steps in rowless.values():
+            rebuild = next((step for step in steps if step.action == REBUILD), None)
+            holder = None if rebuild is None else self.by_name.get(rebuild.name)
+            if rebuild is None or holder is None or holder.id in self.deleted:
+                self.out.steps += steps
+                continue
+            self.find(
+                NAME_TAKEN,
+                rebuild.blob,
+                rebuild.document,
+                f"document {holder.id} holds the name {rebuild.name!r}; no row rebuilt",
+            )
+            self.out.steps += [s for s in steps if s.action != REBUILD and s.row_blob is None]
         self.out.steps.sort(key=lambda s: (ACTIONS.index(s.action), s.document, s.blob))
         return self.out
 
@@ -268,7 +274,12 @@ class _Judge:
                 f"its identity metadata does not read ({blob.identity_problem}); left alone",
             )
 
-    def record_retired(self, blobs: Sequence[ListedBlob], keep: Iterable[str]) -> list[Step]:
+    def record_retired(
+        self, blobs: Sequence[ListedBlob], keep: Iterable[str], rebuilt: str | None
+    ) -> list[Step]:
+        """`record` for the retired blobs no row nor record names, but those in `keep`; after
+        the row is rebuilt from `rebuilt` when one is to be (until then, a record of the
+        row-less document would read as its deletion)."""
         kept = set(keep)
         return [
             Step(
@@ -276,7 +287,8 @@ class _Judge:
                 b.identity.document_id,
                 b.identity.name,
                 b.name,
-                detail="retired; no row nor record names it",
+                rebuilt,
+                "retired; no row nor record names it",
             )
             for b in blobs
             if b.identity is not None
@@ -285,38 +297,106 @@ class _Judge:
             and b.name not in kept
         ]
 
-    def superfluous(self, blobs: Sequence[ListedBlob], chosen: str | None) -> None:
+    def leftovers(
+        self, current: ListedBlob | None, blobs: Sequence[ListedBlob], row_decides: bool
+    ) -> list[Step]:
+        """For committed blobs of a document besides its `current` one (the row's, or the one a
+        row is moved to or rebuilt from): `retire` those it supersedes, the rest reported.
+
+        `current` supersedes a blob its replace links lead back to, or, when the row names it
+        (`row_decides`), a blob that replaced the same blob it did: of two replaces of one blob
+        only one switched the row, and the row says which."""
+        steps = []
         for blob in blobs:
-            if blob.name != chosen and blob.identity is not None:
+            if blob.identity is None or (current is not None and blob.name == current.name):
+                continue
+            if current is not None and self.supersedes(current, blob, row_decides):
+                steps.append(
+                    Step(
+                        RETIRE,
+                        blob.identity.document_id,
+                        blob.identity.name,
+                        blob.name,
+                        current.name,
+                        f"committed, superseded by {current.name}: a replace whose retire "
+                        "did not happen",
+                    )
+                )
+            else:
                 self.find(
                     AMBIGUOUS,
                     blob.name,
                     blob.identity.document_id,
-                    "another committed blob of this document that no row nor record names: a replace whose retire failed looks like one never acknowledged; left for a person",
+                    "committed, no row nor record names it, and it may be newer than the "
+                    "blob its row names: a replace whose retire failed looks like one never "
+                    "acknowledged; left for a person",
                 )
+        return steps
+
+    def supersedes(self, newer: ListedBlob, older: ListedBlob, row_decides: bool) -> bool:
+        assert newer.identity is not None
+        assert older.identity is not None
+        parent = newer.identity.replaces
+        if row_decides and parent is not None and older.identity.replaces == parent:
+            return True
+        links = {
+            b.name: b.identity.replaces
+            for b in self.of_document.get(newer.identity.document_id, [])
+            if b.identity is not None
+        }
+        seen: set[str] = set()
+        while parent is not None and parent not in seen:
+            if parent == older.name:
+                return True
+            seen.add(parent)
+            parent = links.get(parent)
+        return False
+
+    def deleted_since(self, document_id: str, blob: ListedBlob) -> bool:
+        """Whether the database records a blob of this row-less document retired after `blob`
+        was written: the document was deleted (by the application, since the restore) after
+        these bytes were put."""
+        return any(
+            record.document_id == document_id
+            and record.kind is BlobRecordKind.RETIRED
+            and record.recorded_utc > blob.last_modified
+            for record in self.view.records.values()
+        )
 
     def rowless(self, document_id: str) -> list[Step]:
         blobs = self.of_document[document_id]
         committed = [b for b in blobs if b.state == COMMITTED and not self.referenced(b)]
-        steps = self.record_retired(blobs, ())
         ordered, certain = newest_first(committed)
-        if ordered:
-            target = ordered[0]
-            assert target.identity is not None
-            how = "" if certain else "; the writers' clocks chose the newest"
-            steps.insert(
-                0,
+        if not ordered:
+            return self.record_retired(blobs, (), None)
+        target = ordered[0]
+        assert target.identity is not None
+        if self.deleted_since(document_id, target):
+            return [
                 Step(
-                    REBUILD,
+                    RETIRE,
                     document_id,
                     target.identity.name,
-                    target.name,
-                    detail=f"no row; rebuilt from its metadata once its bytes bear it out{how}",
-                ),
-            )
-            self.takers.setdefault(target.identity.name, target)
-            self.superfluous(ordered, target.name)
-        return steps
+                    blob.name,
+                    None,
+                    "committed, but the database records the document deleted after these "
+                    "bytes were written (since the restore): the delete is finished",
+                )
+                for blob in ordered
+            ] + self.record_retired(blobs, (), None)
+        how = "" if certain else "; the writers' clocks chose the newest"
+        self.takers.setdefault(target.identity.name, target)
+        return [
+            Step(
+                REBUILD,
+                document_id,
+                target.identity.name,
+                target.name,
+                detail=f"no row; rebuilt from its metadata once its bytes bear it out{how}",
+            ),
+            *self.leftovers(target, ordered, row_decides=False),
+            *self.record_retired(blobs, (), target.name),
+        ]
 
     def rowed(self, row: Document, blobs: list[ListedBlob]) -> None:
         own = self.view.listed.get(row.blob_name)
@@ -332,7 +412,7 @@ class _Judge:
                         row.id,
                         "a Pending row whose blob is gone while a committed blob of its document exists: the sweeper removes the row, then run again",
                     )
-                self.out.steps += self.record_retired(others, ())
+                self.out.steps += self.record_retired(others, (), None)
                 return
             steps.append(
                 Step(
@@ -362,7 +442,7 @@ class _Judge:
                     f"its blob is {was}; a newer committed blob holds the document{how}",
                 )
             )
-            self.superfluous([b for b in ordered if b in free], target.name)
+            steps += self.leftovers(target, [b for b in ordered if b in free], row_decides=False)
         elif state == RETIRED:
             keep = self.deleted_after(row, own, others, steps)
         elif state is None:
@@ -373,8 +453,9 @@ class _Judge:
                 "a row whose blob is gone and no committed blob of its document exists: `safetynet recover` gives it back if the nets keep it",
             )
         else:
-            self.superfluous(free, None)
-        self.out.steps += steps + self.record_retired(others, keep)
+            current = own if state == COMMITTED else None
+            steps += self.leftovers(current, free, row_decides=True)
+        self.out.steps += steps + self.record_retired(others, keep, None)
 
     def deleted_after(
         self, row: Document, own: ListedBlob | None, others: list[ListedBlob], steps: list[Step]

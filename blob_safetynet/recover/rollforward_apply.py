@@ -43,6 +43,7 @@ from blob_safetynet.recover.rollforward import (
     REBUILD,
     RECORD,
     RESEAL,
+    RETIRE,
     Judgement,
     Step,
     View,
@@ -102,6 +103,7 @@ class _Applier:
             DELETE: self.delete,
             MOVE: self.move,
             REBUILD: self.rebuild,
+            RETIRE: self.retire,
             RECORD: self.record,
         }
         try:
@@ -212,9 +214,30 @@ class _Applier:
             raise Refused(SKIPPED, "a row with this id exists now")
         return "row rebuilt from metadata the bytes bear out"
 
+    def retire(self, step: Step) -> str:
+        if self.store.document_for_blob(step.blob) is not None:
+            raise Refused(SKIPPED, "a row names the blob now")
+        state = self.state(step.blob)
+        if state != RETIRED:
+            if state != COMMITTED:
+                raise Refused(SKIPPED, f"the blob is tagged {state!r} now")
+            row = self.store.get(step.document)
+            if step.row_blob is None and row is not None:
+                raise Refused(SKIPPED, "the document has a row again")
+            if step.row_blob is not None and (
+                row is None or row.blob_name != step.row_blob or row.status is not Status.READY
+            ):
+                raise Refused(SKIPPED, "the row does not name the blob that supersedes it")
+        self.store.record_orphan(step.document, step.blob)
+        if not self.protocol.retire_recorded(step.blob):
+            return "recorded retired; its tag write failed, the sweeper retires it"
+        return "recorded and tagged retired: the sweeper deletes it after its grace"
+
     def record(self, step: Step) -> str:
         if self.store.is_referenced(step.blob):
             return "already named by a row or record"
+        if step.row_blob is not None and self.store.get(step.document) is None:
+            raise Refused(SKIPPED, "its document's row is not rebuilt yet")
         if self.state(step.blob) != RETIRED:
             raise Refused(SKIPPED, "the blob is not retired now")
         self.store.record_orphan(step.document, step.blob)

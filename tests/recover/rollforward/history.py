@@ -42,6 +42,7 @@ class History:
     last: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     """id -> (name, bytes) last acknowledged, deleted documents too."""
     restore_point: str = ""
+    names: tuple[str, ...] = NAMES
 
 
 def run_history(
@@ -50,9 +51,11 @@ def run_history(
     container: ContainerClient,
     point: RestorePoint,
     operations: int,
+    names: tuple[str, ...] = NAMES,
 ) -> History:
-    """`operations` random operations; the restore point is taken inside (or after) one."""
-    history = History()
+    """`operations` random operations; the restore point is taken inside (or after) one. A
+    put takes a name of `names` no live document holds (a deleted one's name comes back)."""
+    history = History(names=names)
     at = rng.randrange(operations)
     target: list[str | None] = [None]
 
@@ -74,7 +77,7 @@ def run_history(
 
 
 def _kind(rng: random.Random, history: History) -> str:
-    free = [n for n in NAMES if n not in {name for name, _ in history.live.values()}]
+    free = [n for n in history.names if n not in {name for name, _ in history.live.values()}]
     roll = rng.random()
     if not history.live or (free and roll < 0.45):
         return "put"
@@ -84,7 +87,7 @@ def _kind(rng: random.Random, history: History) -> str:
 def _operate(rng: random.Random, protocol: UploadProtocol, kind: str, history: History) -> None:
     data = rng.randbytes(rng.randint(1, 48))
     if kind == "put":
-        free = [n for n in NAMES if n not in {name for name, _ in history.live.values()}]
+        free = [n for n in history.names if n not in {name for name, _ in history.live.values()}]
         name = rng.choice(free)
         document = protocol.put(name, data, ".bin")
         history.live[document.id] = history.last[document.id] = (name, data)
