@@ -19,13 +19,14 @@ from blob_safetynet.recover.rollforward import (
     PUBLISH,
     REBUILD,
     RESEAL,
+    RETIRE,
     UNVERIFIED,
     View,
     judge,
 )
 from blob_safetynet.recover.rollforward_apply import DONE, roll_forward
 from blob_safetynet.recover.rollforward_bytes import LEFT, verified
-from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
+from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.store.tables import Content, Status
 from testkit.restore_point import RestorePoint
@@ -138,3 +139,49 @@ def test_a_restored_pending_row_whose_put_finished_is_published(
     assert [(o.step.action, o.status) for o in result.outcomes] == [(PUBLISH, DONE)]
     assert read(UploadProtocol(store, bound), "in flight at T.txt") == b"in flight"
     assert result.agree
+
+
+def test_a_delete_made_since_the_restore_is_not_undone(
+    store: DocumentStore, bound: ContainerClient, point: RestorePoint
+) -> None:
+    """The application, back online, deletes a document whose row the restore rolled back to
+    its old blob: the roll-forward finishes that delete (the newer blob retired and recorded)
+    instead of rebuilding the document."""
+    protocol = UploadProtocol(store, bound)
+    document = protocol.put("doc.txt", b"before T", ".txt")
+    point.take()
+    newer = protocol.replace(document.id, b"after T", ".txt")
+    point.restore()
+    protocol.delete(document.id)
+
+    result = roll_forward(store, bound)
+
+    assert [(o.step.action, o.step.blob, o.status) for o in result.outcomes] == [
+        (RETIRE, newer.blob_name, DONE)
+    ]
+    assert store.get(document.id) is None
+    assert bound.get_blob_client(newer.blob_name).get_blob_tags()[STATE_TAG] == RETIRED
+    assert result.agree
+    assert reconcile(store, bound, FUTURE).clean
+
+
+def test_a_replace_made_since_the_restore_wins_over_the_lost_one(
+    store: DocumentStore, bound: ContainerClient, point: RestorePoint
+) -> None:
+    """The application replaces a document from its restored row: its bytes stay, and the
+    replace lost with the restore (which replaced the same blob) is retired, not moved to."""
+    protocol = UploadProtocol(store, bound)
+    document = protocol.put("doc.txt", b"before T", ".txt")
+    point.take()
+    lost = protocol.replace(document.id, b"after T, lost", ".txt")
+    point.restore()
+    protocol.replace(document.id, b"after the restore", ".txt")
+
+    result = roll_forward(store, bound)
+
+    assert [(o.step.action, o.step.blob, o.status) for o in result.outcomes] == [
+        (RETIRE, lost.blob_name, DONE)
+    ]
+    assert read(protocol, "doc.txt") == b"after the restore"
+    assert result.agree
+    assert reconcile(store, bound, FUTURE).clean
