@@ -35,7 +35,9 @@ from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import check_binding
 from blob_safetynet.recover.plan import Target
-from blob_safetynet.recover.rollforward import (
+from blob_safetynet.recover.rollforward import View, judge
+from blob_safetynet.recover.rollforward_bytes import LEFT, SKIPPED, Refused, check_blob, verified
+from blob_safetynet.recover.rollforward_plan import (
     ACTIONS,
     DELETE,
     MOVE,
@@ -46,11 +48,8 @@ from blob_safetynet.recover.rollforward import (
     RETIRE,
     Judgement,
     Step,
-    View,
     check_plan,
-    judge,
 )
-from blob_safetynet.recover.rollforward_bytes import LEFT, SKIPPED, Refused, check_blob, verified
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED
 from blob_safetynet.store.documents import DocumentStore, NameConflictError, SwitchResult
 from blob_safetynet.store.tables import Status

@@ -19,7 +19,7 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.protocol import identity
-from blob_safetynet.recover.rollforward import MOVE, REBUILD, UNVERIFIED, Finding, Judgement
+from blob_safetynet.recover.rollforward_plan import MOVE, REBUILD, UNVERIFIED, Finding, Judgement
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
 from blob_safetynet.store.tables import Content
 

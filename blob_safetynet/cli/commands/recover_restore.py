@@ -32,9 +32,10 @@ from blob_safetynet.cli.commands.target import TARGET_ERRORS, classify, open_tar
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.reconcile.listing import RepairRefusedError
 from blob_safetynet.recover.plan import Target
-from blob_safetynet.recover.rollforward import RECORD, View, judge, plan_dict
+from blob_safetynet.recover.rollforward import View, judge
 from blob_safetynet.recover.rollforward_apply import DONE, RollForward, roll_forward
 from blob_safetynet.recover.rollforward_bytes import verified
+from blob_safetynet.recover.rollforward_plan import RECORD, plan_dict
 from blob_safetynet.settings.parsed import SettingsError
 from blob_safetynet.settings.redaction import printable
 

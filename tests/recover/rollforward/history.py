@@ -13,7 +13,7 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import list_blobs, reconcile
 from blob_safetynet.recover import rollforward_apply
-from blob_safetynet.recover.rollforward import RESEAL
+from blob_safetynet.recover.rollforward_plan import RESEAL
 from blob_safetynet.settings.vocabulary import COMMITTED
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.store.tables import Status

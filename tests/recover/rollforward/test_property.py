@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import ContainerClient
 
-from blob_safetynet.recover.rollforward import ACTIONS, RETIRE
 from blob_safetynet.recover.rollforward_apply import roll_forward
+from blob_safetynet.recover.rollforward_plan import ACTIONS, RETIRE
 from blob_safetynet.store.documents import DocumentStore
 from testkit.restore_point import RestorePoint
 from tests.recover.rollforward.conftest import bind

@@ -13,7 +13,10 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.protocol import identity
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import reconcile
-from blob_safetynet.recover.rollforward import (
+from blob_safetynet.recover.rollforward import View, judge
+from blob_safetynet.recover.rollforward_apply import DONE, roll_forward
+from blob_safetynet.recover.rollforward_bytes import LEFT, verified
+from blob_safetynet.recover.rollforward_plan import (
     DELETE,
     MOVE,
     PUBLISH,
@@ -21,11 +24,7 @@ from blob_safetynet.recover.rollforward import (
     RESEAL,
     RETIRE,
     UNVERIFIED,
-    View,
-    judge,
 )
-from blob_safetynet.recover.rollforward_apply import DONE, roll_forward
-from blob_safetynet.recover.rollforward_bytes import LEFT, verified
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.store.tables import Content, Status
