@@ -4,7 +4,7 @@ needs none of the nets."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,3 +37,24 @@ def bound(store: DocumentStore, container: ContainerClient) -> ContainerClient:
 @pytest.fixture
 def point(store: DocumentStore, tmp_path: Path) -> RestorePoint:
     return RestorePoint(store, tmp_path / "restore-point.db")
+
+
+Case = Callable[[str], tuple[DocumentStore, ContainerClient, RestorePoint]]
+
+
+@pytest.fixture
+def case(container_factory: Callable[[], ContainerClient], tmp_path: Path) -> Iterator[Case]:
+    """A fresh table at `url` and a fresh container bound to each other, and a restore point."""
+    stores: list[DocumentStore] = []
+
+    def make(url: str) -> tuple[DocumentStore, ContainerClient, RestorePoint]:
+        store = DocumentStore.from_url(url)
+        store.init_schema()
+        stores.append(store)
+        container = container_factory()
+        bind(store, container)
+        return store, container, RestorePoint(store, tmp_path / "restore-point.db")
+
+    yield make
+    for store in stores:
+        store.engine.dispose()
