@@ -167,7 +167,7 @@ def test_killed_at_random_instants_and_rerun_it_finishes(
     """`recover --after-restore --apply` killed (SIGKILL) at random instants, then run to the
     end: every document reads its expected bytes, no committed blob was deleted, and a fresh
     judgement finds nothing."""
-    expected = restored(store, bound, point, 24)
+    expected = restored(store, bound, point, 36)
     committed = {b.name for b in list_blobs(bound).values() if b.state == "committed"}
     argv = [*tree.MODULE, *options(db_url, azurite, bound), "--apply"]
     env = tree.environment()
@@ -176,7 +176,7 @@ def test_killed_at_random_instants_and_rerun_it_finishes(
         process = subprocess.Popen(
             argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree.TREE, env=env
         )
-        time.sleep(rng.uniform(1.0, 3.0))
+        time.sleep(rng.uniform(0.4, 2.0))
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
         process.wait()
