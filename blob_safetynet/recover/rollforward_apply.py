@@ -22,6 +22,7 @@ blob recorded and tagged retired by `UploadProtocol.retire_recorded`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -56,6 +57,7 @@ from blob_safetynet.store.tables import Status
 
 DONE: Final = "done"
 FAILED: Final = "failed"
+DEFAULT_WORKERS: Final = 8
 CLAIM_TTL: Final = timedelta(minutes=10)
 """The sweeper's default `claim_ttl`: an intent it claimed longer ago is taken back by a move."""
 
@@ -252,11 +254,16 @@ def roll_forward(
     stop_requested: Callable[[], str | None] = lambda: None,
     phase_done: Callable[[str], None] = lambda _action: None,
     claim_ttl: timedelta = CLAIM_TTL,
+    workers: int = DEFAULT_WORKERS,
 ) -> RollForward:
     """Apply `plan`'s steps (refused, nothing written, when made against another target), or
     judge now and apply; then judge once more to say what is left. RepairRefusedError when the
-    container and the database are not bound to each other. `phase_done` is called after each
-    action's steps (a test runs the lifecycle rule there)."""
+    container and the database are not bound to each other.
+
+    One action's steps run `workers` at a time (each names its own blob and row), the next
+    action's once they are all done; `stop_requested` is asked before each step starts, and a
+    stop lets the started ones finish. `phase_done` is called after each action's steps (a
+    test runs the lifecycle rule there)."""
     check_binding(store, container)
     if plan is not None:
         steps: Sequence[Step] = check_plan(plan, Target.of(store, container))
@@ -264,13 +271,18 @@ def roll_forward(
         steps = judge(View.read(store, container), reapply_deletes).steps
     applier = _Applier(store, container, claim_ttl)
     result = RollForward()
-    for action in ACTIONS:
-        for step in (s for s in steps if s.action == action):
-            result.stopped = stop_requested()
+
+    def one(step: Step) -> Outcome | None:
+        result.stopped = result.stopped or stop_requested()
+        return None if result.stopped is not None else applier.run(step)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for action in ACTIONS:
+            done = pool.map(one, [s for s in steps if s.action == action])
+            result.outcomes += [outcome for outcome in done if outcome is not None]
             if result.stopped is not None:
                 return result
-            result.outcomes.append(applier.run(step))
-        phase_done(action)
+            phase_done(action)
     chosen = bool(plan["reapply_deletes"]) if plan is not None else reapply_deletes
     result.after = verified(judge(View.read(store, container), chosen), container)
     return result
