@@ -60,6 +60,7 @@ policy-pack: policies/venv/.installed
 # The pack's dependencies are held to uv.lock's versions too (exported as constraints).
 policies/venv/.installed: $(PY_STAMP) policies/requirements.txt
 	$(PYTHON) -m venv policies/venv
+	mkdir -p policies/wheels  # requirements.txt's --find-links: uv wants the folder to exist
 	$(UV) export --frozen --quiet --no-hashes --no-emit-project --extra infra \
 		--output-file policies/venv/lock-constraints.txt
 	$(UV) pip install --quiet --python policies/venv/bin/python \

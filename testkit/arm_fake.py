@@ -12,12 +12,16 @@ the bodies in their REST shape.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
+import socket
 import ssl
+import struct
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,11 +29,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from blob_safetynet.policies.sources.fleet import ACCOUNTS_QUERY
 from blob_safetynet.policies.sources.fleet_roles import (
     ROLE_ASSIGNMENTS_QUERY,
     ROLE_DEFINITIONS_QUERY,
 )
+from blob_safetynet.policies.sources.graph import ACCOUNTS_QUERY, SUBSCRIPTIONS_QUERY
 from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, PENDING, STATE_TAG
 from testkit.tls import make_tls_files
 
@@ -54,6 +58,19 @@ class Failure:
     status: int
     body: object = None
     """A dict (sent as JSON), MALFORMED, or None for ARM's error envelope for `status`."""
+
+
+@dataclass
+class NetworkFault:
+    """A request answered with no HTTP answer: `drop` reads it and closes the connection with a
+    TCP reset (azure-core: ServiceResponseError); `stall` holds the answer `seconds` (past the
+    client's read timeout: ServiceResponseTimeoutError). It hits the next `times` requests that
+    `where(method, path)` selects."""
+
+    kind: str
+    where: Callable[[str, str], bool]
+    times: int = 1
+    seconds: float = 0.0
 
 
 ERROR_CODES = {
@@ -88,6 +105,9 @@ class FakeAccount:
     local_users: list[dict[str, Any]] = field(default_factory=list)
     defender: dict[str, Any] | None = None
     """The Defender for Storage setting; None answers 404."""
+    deleted: bool = False
+    """Deleted after Resource Graph's snapshot: Resource Graph still lists it, every ARM read
+    of it answers 404 ResourceNotFound."""
 
     @property
     def id(self) -> str:
@@ -379,6 +399,11 @@ class FakeArm:
         self.storage_api_versions_seen: set[str] = set()
         self.defender_plan: str | None = "Free"
         """The subscription's Defender for Storage pricing tier; None answers 404."""
+        self.plans: dict[str, str | None] = {}
+        """Lower-case subscription id -> its own pricing tier, over `defender_plan`."""
+        self.plan_reports_coverage = True
+        """Answer the plan with `resourcesCoverageStatus`, computed from the accounts' own
+        settings and the tier as the audit reads them (Pricings - Get, 2024-01-01)."""
         self.plan_failure: Failure | None = None
         self.granted_scopes: tuple[str, ...] | None = None
         """The scopes the caller holds a control-plane read role at (None: everywhere). A GET
@@ -394,7 +419,28 @@ class FakeArm:
         """Lower-case subscription ids this caller may not read: 403 for every request
         under them, and for a Resource Graph query that names one."""
         self.management_groups: dict[str, set[str]] = {}
-        """Management group id -> the lower-case subscription ids under it."""
+        """Management group id -> the lower-case subscription ids under it. Resource Graph
+        answers a query of a group with the subscriptions under it the caller can read, and
+        leaves the others out (a query naming an unreadable subscription is refused)."""
+        self.descendants_failure: Failure | None = None
+        """A forced answer to Management Groups - Get Descendants."""
+        self.network_faults: list[NetworkFault] = []
+        self.refuse_connections: Callable[[], bool] | None = None
+        """While set, each new TLS connection for which it returns True is closed before the
+        handshake (azure-core: ServiceRequestError), and every answer closes its connection
+        so that each request opens a new one."""
+        self.refused_connections = 0
+        self.arrivals: list[tuple[float, str, str]] | None = None
+        """Set to a list to record (monotonic time, method, path) of every request."""
+        self.graph_quota_only = False
+        """Answer Resource Graph's scheduled 429s without Retry-After, with only
+        `x-ms-user-quota-remaining: 0` and `x-ms-user-quota-resets-after`."""
+        self.graph_repeats_token = False
+        """Answer every page with the $skipToken of the first one."""
+        self.graph_empty_pages = False
+        """Answer every page after the first empty, with a fresh $skipToken."""
+        self.graph_rows_without_id = 0
+        """Strip `id` from this many account rows (the first ones in name order)."""
         self.graph_page_size = 1000
         self.graph_truncates = False
         """Answer the first page with resultTruncated "true" and no $skipToken (what Resource
@@ -409,6 +455,10 @@ class FakeArm:
         """A forced answer to a subscription's `roleAssignments?$filter=atScope()` list."""
         self.served: dict[str, int] = {}
         """Requests answered, by operation ("roleAssignments", "graph:roleassignments", ...)."""
+        self.account_reads: Counter[str] = Counter()
+        """Requests answered under each account (its name), whatever the operation."""
+        self.subscription_reads: Counter[str] = Counter()
+        """ARM GETs under each lower-case subscription that took a token of its read bucket."""
         self.graph_throttle_schedule: set[int] = set()
         """Resource Graph requests (1-based, in arrival order) answered 429 with Retry-After."""
         self.arm_throttle_schedule: set[int] = set()
@@ -482,11 +532,22 @@ class FakeArm:
                     self.throttled_subscriptions[named.group(1)] = left - 1
             if left:
                 return self._throttled(self.retry_after_s, headers)
+        if scheduled and graph and self.graph_quota_only:
+            with self._lock:
+                self.throttled += 1
+            headers["x-ms-user-quota-remaining"] = "0"
+            headers["x-ms-user-quota-resets-after"] = time.strftime(
+                "%H:%M:%S", time.gmtime(self.retry_after_s)
+            )
+            return 429, headers
         if scheduled:
             return self._throttled(self.retry_after_s, headers)
         if bucket is None:
             return None, headers
         taken, remaining, wait = bucket.take()
+        if taken and named is not None:
+            with self._lock:
+                self.subscription_reads[named.group(1)] += 1
         if graph:
             headers["x-ms-user-quota-remaining"] = str(remaining)
             headers["x-ms-user-quota-resets-after"] = time.strftime(
@@ -517,14 +578,14 @@ class FakeArm:
             failure = self.graph_failures[kind]
             return failure.status, failure.body or error_body(failure.status)
         subscriptions = {s.lower() for s in request.get("subscriptions") or []}
+        if subscriptions & self.unreadable_subscriptions:
+            return 403, error_body(403)
         for group in request.get("managementGroups") or []:
             if group not in self.management_groups:
                 return 403, error_body(403)
-            subscriptions |= self.management_groups[group]
-        if not subscriptions:
-            subscriptions = set(self.subscriptions())
-        if subscriptions & self.unreadable_subscriptions:
-            return 403, error_body(403)
+            subscriptions |= self.management_groups[group] - self.unreadable_subscriptions
+        if not request.get("subscriptions") and not request.get("managementGroups"):
+            subscriptions = set(self.subscriptions()) - self.unreadable_subscriptions
         options = request.get("options") or {}
         top = min(int(options.get("$top") or 100), self.graph_page_size)
         token = options.get("$skipToken")
@@ -532,6 +593,17 @@ class FakeArm:
         records = self._graph_records(kind, str(request.get("query", "")), subscriptions)
         page = records[start : start + top]
         members = records
+        if token and (self.graph_repeats_token or self.graph_empty_pages):
+            page = [] if self.graph_empty_pages else page
+            following = start + top if self.graph_empty_pages else start
+            return 200, {
+                "totalRecords": len(members),
+                "count": len(page),
+                "resultTruncated": "false",
+                "data": page,
+                "facets": [],
+                "$skipToken": base64.b64encode(str(following).encode()).decode(),
+            }
         body: dict[str, Any] = {
             "totalRecords": len(members),
             "count": len(page),
@@ -552,6 +624,8 @@ class FakeArm:
         that a query changed in blob_safetynet/policies/sources/fleet.py fails its tests here."""
         if query == ACCOUNTS_QUERY:
             return "storageaccounts"
+        if query == SUBSCRIPTIONS_QUERY:
+            return "subscriptions"
         if query == ROLE_ASSIGNMENTS_QUERY:
             return "roleassignments"
         head = ROLE_DEFINITIONS_QUERY.split("{names}")[0]
@@ -564,9 +638,14 @@ class FakeArm:
     ) -> list[dict[str, Any]]:
         """The rows of `kind` in `subscriptions`, filtered and ordered as the query says."""
         members = [a for a in self.accounts.values() if a.subscription.lower() in subscriptions]
+        if kind == "subscriptions":
+            return [{"subscriptionId": s} for s in sorted(subscriptions)]
         if kind == "storageaccounts":
             members.sort(key=lambda a: a.name)
-            return [self._graph_row(a) for a in members]
+            rows = [self._graph_row(a) for a in members]
+            for number in range(min(self.graph_rows_without_id, len(rows))):
+                rows[number] = {k: v for k, v in rows[number].items() if k != "id"}
+            return rows
         if kind == "roleassignments":
             found: dict[str, dict[str, Any]] = {}
             for account in members:
@@ -625,13 +704,28 @@ class FakeArm:
     def ca_file(self) -> str:
         return str(self.tls.ca)
 
+    def take_network_fault(self, method: str, path: str) -> NetworkFault | None:
+        with self._lock:
+            for fault in self.network_faults:
+                if fault.times > 0 and fault.where(method, path):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def refuses(self) -> bool:
+        """Whether to close the next new connection before its TLS handshake."""
+        refuse = self.refuse_connections
+        if refuse is None or not refuse():
+            return False
+        with self._lock:
+            self.refused_connections += 1
+        return True
+
     def __enter__(self) -> FakeArm:
         handler = type("Handler", (_Handler,), {"fake": self})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        server.daemon_threads = True
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self.tls.cert, self.tls.key)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
+        server = _TlsServer(("127.0.0.1", 0), handler, context, self)
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -667,6 +761,11 @@ class FakeArm:
         if lowered == "/subscriptions":
             self._count("subscriptions/list")
             return self._page(path, query, [{"subscriptionId": s} for s in self.subscriptions()])
+        descendants = re.fullmatch(
+            r"/providers/microsoft\.management/managementgroups/([^/]+)/descendants", lowered
+        )
+        if descendants is not None:
+            return self._descendants(path, query, descendants.group(1))
         named = re.match(r"/subscriptions/([^/]+)", lowered)
         if named is None:
             return 404, error_body(404)
@@ -683,6 +782,7 @@ class FakeArm:
                 return 400, error_body(400)
             return self._inherited(named.group(1))
         if lowered == f"{sub}/providers/microsoft.security/pricings/storageaccounts":
+            self._count("pricings")
             return self._plan(named.group(1))
         if lowered == f"{sub}{PROVIDER}".lower():
             members = [
@@ -705,8 +805,14 @@ class FakeArm:
             return self._page(path, query, members)
         name, _, tail = rest.strip("/").partition("/")
         account = self._account(named.group(1), group, name)
-        if account is None:
-            return 404, error_body(404)
+        if account is None or account.deleted:
+            return 404, {
+                "error": {
+                    "code": "ResourceNotFound",
+                    "message": f"The Resource 'Microsoft.Storage/storageAccounts/{name}' under "
+                    f"resource group '{group}' was not found.",
+                }
+            }
         operation = {
             "": "get",
             "blobservices/default": "blobServices",
@@ -720,6 +826,8 @@ class FakeArm:
         if operation is None:
             return 404, error_body(404)
         self._count(operation)
+        with self._lock:
+            self.account_reads[account.name] += 1
         failure = account.failures.get(operation)
         if failure is not None:
             return failure.status, (
@@ -756,18 +864,64 @@ class FakeArm:
         )
 
     def _plan(self, subscription: str) -> tuple[int, object]:
-        """Pricings_Get for StorageAccounts (https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get)."""
+        """Pricings_Get for StorageAccounts (https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get),
+        with `resourcesCoverageStatus` from the accounts' own state."""
         if self.plan_failure is not None:
             failure = self.plan_failure
             return failure.status, failure.body or error_body(failure.status)
-        if self.defender_plan is None:
+        tier = self.plans.get(subscription, self.defender_plan)
+        if tier is None:
             return 404, error_body(404)
+        props: dict[str, Any] = {"pricingTier": tier}
+        if self.plan_reports_coverage:
+            props["resourcesCoverageStatus"] = self._coverage(subscription, tier)
         return 200, {
             "id": f"/subscriptions/{subscription}/providers/Microsoft.Security/pricings/StorageAccounts",
             "name": "StorageAccounts",
             "type": "Microsoft.Security/pricings",
-            "properties": {"pricingTier": self.defender_plan},
+            "properties": props,
         }
+
+    def _coverage(self, subscription: str, tier: str) -> str:
+        """FullyCovered, NotCovered or PartiallyCovered: each account on by its own setting,
+        or by the tier when it has none."""
+        states = {
+            bool(a.defender["properties"]["isEnabled"]) if a.defender else tier == "Standard"
+            for a in self.accounts.values()
+            if a.subscription.lower() == subscription and not a.deleted
+        }
+        if states == {True}:
+            return "FullyCovered"
+        return "NotCovered" if states <= {False} else "PartiallyCovered"
+
+    def _descendants(
+        self, path: str, query: Mapping[str, list[str]], group: str
+    ) -> tuple[int, object]:
+        """Management Groups - Get Descendants
+        (https://learn.microsoft.com/rest/api/managementgroups/management-groups/get-descendants):
+        every subscription under the group, readable or not."""
+        self._count("managementGroups/descendants")
+        if self.descendants_failure is not None:
+            failure = self.descendants_failure
+            return failure.status, failure.body or error_body(failure.status)
+        names = {name.lower(): name for name in self.management_groups}
+        if group not in names:
+            return 404, error_body(404)
+        items = [
+            {
+                "id": f"/subscriptions/{s}",
+                "type": "/subscriptions",
+                "name": s,
+                "properties": {
+                    "displayName": s,
+                    "parent": {
+                        "id": f"/providers/Microsoft.Management/managementGroups/{names[group]}"
+                    },
+                },
+            }
+            for s in sorted(self.management_groups[names[group]])
+        ]
+        return self._page(path, query, items)
 
     def _refuse_api_version(self, version: str) -> tuple[int, object] | None:
         """ARM's answer to a Microsoft.Storage api-version the cloud does not serve: 400
@@ -842,6 +996,54 @@ class TokenBucket:
             return (self.capacity - self._tokens) / self.rate
 
 
+class _TlsServer(ThreadingHTTPServer):
+    """Loopback HTTPS; a connection the fake refuses is closed before its TLS handshake."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        context: ssl.SSLContext,
+        fake: FakeArm,
+    ) -> None:
+        super().__init__(address, handler)
+        self._context = context
+        self._fake = fake
+
+    def get_request(self) -> tuple[Any, Any]:
+        raw, address = self.socket.accept()
+        if self._fake.refuses():
+            _refuse(raw)
+            raise OSError("connection refused by the fake")  # socketserver skips it
+        try:
+            return self._context.wrap_socket(raw, server_side=True), address
+        except (OSError, ssl.SSLError):
+            raw.close()
+            raise
+
+
+def _refuse(connection: socket.socket) -> None:
+    """Read the client's TLS hello, then close without a word: the client's handshake meets the
+    end of the stream (SSLEOFError), which azure-core raises as ServiceRequestError. Closing
+    before the hello arrives, or with it unread, would reset the connection instead, which
+    azure-core raises as a ServiceResponseError."""
+    connection.settimeout(2)
+    with contextlib.suppress(OSError):
+        connection.recv(1 << 16)
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
+    connection.close()
+
+
+def _reset(connection: socket.socket) -> None:
+    """Close with RST (SO_LINGER 0), as a dropped connection looks to the client."""
+    with contextlib.suppress(OSError):
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    connection.close()
+
+
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeArm
     protocol_version = "HTTP/1.1"
@@ -860,6 +1062,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("POST", url.path, lambda: self.fake.graph(json.loads(raw or b"{}")))
 
     def _serve(self, method: str, path: str, answer: Callable[[], tuple[int, object]]) -> None:
+        if self.fake.arrivals is not None:
+            self.fake.arrivals.append((time.monotonic(), method, path))
+        fault = self.fake.take_network_fault(method, path)
+        if fault is not None and fault.kind == "drop":
+            self.close_connection = True
+            _reset(self.connection)
+            return
+        if fault is not None and fault.kind == "stall":
+            time.sleep(fault.seconds)
         if self.fake.latency_seconds:
             time.sleep(self.fake.latency_seconds)
         if self.headers.get("Authorization") != f"Bearer {self.fake.token}":
@@ -878,10 +1089,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("x-ms-request-id", "fake")
+        if self.fake.refuse_connections is not None:
+            self.send_header("Connection", "close")
+            self.close_connection = True
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        with contextlib.suppress(OSError):  # a client that gave up on a stalled answer
+            self.wfile.write(data)
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except OSError:
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:
         return

@@ -26,9 +26,13 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobClient, BlobServiceClient
 
 from blob_safetynet.embedded.azurite import dev_connection_string
+from blob_safetynet.embedded.proxy import HOP_BY_HOP as _HOP_BY_HOP
+from blob_safetynet.embedded.proxy import Handler as _Handler
+from blob_safetynet.embedded.proxy import LatencyProxy, LatencyProxyServer, blob_of
+from blob_safetynet.embedded.proxy import UpstreamAnswer as _UpstreamAnswer
+from blob_safetynet.embedded.proxy import error_body as _error_body
 from blob_safetynet.policies.probes import RequestCounter
-from testkit.fault_proxy import _HOP_BY_HOP, LatencyProxy, LatencyProxyServer, _Handler
-from testkit.tag_mirror import READS, TagMirror, blob_of, tags_in_body
+from testkit.tag_mirror import READS, TagMirror, tags_in_body
 
 TENANT = "00000000-0000-0000-0000-000000000000"
 
@@ -173,13 +177,6 @@ class _TagGuardHandler(_Handler):
         return dict(self.server.admin.get_blob_client(container, blob).get_blob_tags())
 
 
-def _error_body(code: str) -> bytes:
-    return (
-        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
-        f"<Message>{code} (test double)</Message></Error>"
-    ).encode()
-
-
 def _refusal(status: int, code: str, body: bytes) -> _UpstreamAnswer:
     headers = [("x-ms-error-code", code), ("Content-Type", "application/xml")]
     return _UpstreamAnswer(status, code, headers, body)
@@ -239,22 +236,6 @@ def public_access_allowed(method: str, path: str, headers: Message) -> tuple[int
     if "Authorization" not in headers and "sig=" not in path:
         return 404, "ResourceNotFound"
     return None
-
-
-class _UpstreamAnswer:
-    """An upstream response whose body was rewritten; what `_Handler._forward` reads of it."""
-
-    def __init__(self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes):
-        self.status, self.reason, self._headers, self._body = status, reason, headers, body
-
-    def read(self) -> bytes:
-        return self._body
-
-    def getheaders(self) -> list[tuple[str, str]]:
-        return self._headers
-
-    def getheader(self, name: str, default: str | None = None) -> str | None:
-        return next((v for k, v in self._headers if k.lower() == name.lower()), default)
 
 
 class _SoftDeleteHandler(_Handler):

@@ -29,16 +29,11 @@ from __future__ import annotations
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
-BlobKey = tuple[str, str]
+from blob_safetynet.embedded.proxy import BlobKey, blob_of, tags_in_header
+
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-def blob_of(path: str) -> BlobKey | None:
-    """(container, blob) a path-style request URL names, or None above blob level."""
-    parts = unquote(urlsplit(path).path).split("/", 3)
-    return (parts[2], parts[3]) if len(parts) == 4 and parts[3] else None
 
 
 def _container_of(path: str) -> str:
@@ -50,11 +45,6 @@ def tags_in_body(body: bytes) -> dict[str, str]:
     """The tag set of a Set Blob Tags body (<Tags><TagSet><Tag><Key/><Value/>)."""
     root = ET.fromstring(body)  # noqa: S314 (a client's request on loopback)
     return {tag.findtext("Key", ""): tag.findtext("Value", "") for tag in root.iter("Tag")}
-
-
-def tags_in_header(header: str) -> dict[str, str]:
-    """The tags of an `x-ms-tags` header (query-string encoded)."""
-    return dict(parse_qsl(header, keep_blank_values=True))
 
 
 class TagMirror:

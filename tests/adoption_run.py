@@ -1,7 +1,10 @@
 """`make adoption`: the wheel as a platform team uses it, from a project of its own.
 
-Builds the wheel, checks what it holds (one top-level package, no test doubles), installs it with
-`[infra]` into a fresh venv in a temporary folder (its dependencies held to uv.lock's versions),
+Builds the wheel (what `make dist` builds), checks what it holds (one top-level package, no test
+doubles), installs it into a fresh venv in a temporary folder with the README's first `pip
+install` line, run as written by that venv's pip (its dependencies held to uv.lock's versions
+through PIP_CONSTRAINT), and checks from pip's own report and log that blob-safetynet came from
+the wheel and no package index was asked for it;
 writes a user project with its OWN `infra/__main__.py` (the README's program, as it stands) and
 `policies/` package, and runs there, with nothing of this repository on sys.path: the protocol's
 put and read against the embedded Azurite, and the user's Pulumi program instantiating
@@ -12,6 +15,7 @@ otherwise.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -81,6 +85,23 @@ print("protocol: put and read against the embedded Azurite from the installed wh
 
 README = ROOT / "README.md"
 README_SECTION = "## Use it in your own repository"
+
+
+def readme_install() -> str:
+    """The README's first install line: the first `pip install` of the first sh block of its
+    "Use it in your own repository" section, which builds the wheel with `make dist` first."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index(README_SECTION) :]
+    match = re.search(r"```sh\n(.*?)```", section, re.S)
+    if match is None:
+        raise AdoptionError(f"README.md's {README_SECTION!r} section has no sh block")
+    lines = [line.split("  #")[0].strip() for line in match.group(1).splitlines()]
+    if "make dist" not in lines:
+        raise AdoptionError("README.md's install block does not build the wheel with make dist")
+    installs = [line for line in lines if line.startswith("pip install ")]
+    if not installs:
+        raise AdoptionError("README.md's install block has no pip install line")
+    return installs[0]
 
 
 def readme_program() -> str:
@@ -228,7 +249,10 @@ def check_wheel(wheel: Path) -> list[str]:
 
 
 def make_venv(folder: Path, wheel: Path) -> Path:
-    """A fresh venv with the wheel and `[infra]`, held to uv.lock's versions."""
+    """A fresh venv, the wheel installed into it by the README's first install line, run in the
+    folder holding `dist/` (where `make dist` leaves the wheel) by the venv's own pip, with
+    uv.lock's versions as constraints. AdoptionError unless pip's report shows blob-safetynet
+    taken from that wheel and its log shows no index asked for it (while the dependencies were)."""
     run([sys.executable, "-m", "venv", str(folder)], cwd=folder.parent)
     constraints = folder.parent / "lock-constraints.txt"
     run(
@@ -246,22 +270,44 @@ def make_venv(folder: Path, wheel: Path) -> Path:
         ],
         cwd=ROOT,
     )
-    python = folder / "bin" / "python"
-    run(
-        [
-            str(UV),
-            "pip",
-            "install",
-            "--quiet",
-            "--python",
-            str(python),
-            "--constraints",
-            str(constraints),
-            f"{wheel}[infra]",
-        ],
-        cwd=folder.parent,
+    report = folder.parent / "pip-report.json"
+    env = {
+        **user_env(),
+        "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PIP_CONSTRAINT": str(constraints),
+        "PIP_REPORT": str(report),
+        "PIP_VERBOSE": "2",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    log = run(
+        ["bash", "-euo", "pipefail", "-c", readme_install()], cwd=wheel.parent.parent, env=env
     )
-    return python
+    check_no_index_lookup(json.loads(report.read_text()), log, wheel)
+    return folder / "bin" / "python"
+
+
+def check_no_index_lookup(report: dict[str, object], log: str, wheel: Path) -> None:
+    """blob-safetynet installed from `wheel` as a direct reference, and no index page fetched
+    for it; the dependencies' pages were (so the log is one that would show it)."""
+    installed = report.get("install")
+    ours = [
+        item
+        for item in (installed if isinstance(installed, list) else [])
+        if item["metadata"]["name"] == "blob-safetynet"
+    ]
+    if len(ours) != 1:
+        raise AdoptionError(f"pip's report installs {len(ours)} blob-safetynet, not 1")
+    (item,) = ours
+    if not item["is_direct"]:
+        raise AdoptionError("pip resolved blob-safetynet by name, not from the wheel given")
+    if item["download_info"]["url"] != wheel.resolve().as_uri():
+        raise AdoptionError(f"blob-safetynet came from {item['download_info']['url']}, not {wheel}")
+    pages = re.findall(r"Fetching project page and analyzing links: (\S+)", log)
+    if not pages:
+        raise AdoptionError("pip's log names no index page at all: the check would prove nothing")
+    asked = [page for page in pages if "/blob-safetynet/" in page or "/blob_safetynet/" in page]
+    if asked:
+        raise AdoptionError(f"pip asked an index for blob-safetynet: {asked}")
 
 
 def user_project(folder: Path) -> Path:
@@ -278,17 +324,19 @@ def user_project(folder: Path) -> Path:
     return folder
 
 
-def pack_venv(project: Path, wheels: Path) -> Path:
-    """The pack copied into the project, its venv made as the Pulumi CLI makes it: `python -m
-    venv venv`, then `venv/bin/pip install -r requirements.txt`, the wheel found by version in
-    `--find-links`."""
+def pack_venv(project: Path, wheel: Path) -> Path:
+    """The pack copied into the project with the wheel in its `wheels/` (as its requirements.txt
+    says to put it), its venv made as the Pulumi CLI makes it: `python -m venv venv`, then
+    `venv/bin/pip install -r requirements.txt`, nothing more on the command line."""
     pack = project / "safetynet-pack"
     pack.mkdir()
     for name in ("__main__.py", "PulumiPolicy.yaml", "requirements.txt"):
         shutil.copy2(ROOT / "policies" / name, pack / name)
+    (pack / "wheels").mkdir()
+    shutil.copy2(wheel, pack / "wheels" / wheel.name)
     run([sys.executable, "-m", "venv", "venv"], cwd=pack)
     pip = [str(pack / "venv" / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
-    run([*pip, "-r", "requirements.txt", "--find-links", str(wheels)], cwd=pack, env=user_env())
+    run([*pip, "-r", "requirements.txt"], cwd=pack, env=user_env())
     return pack
 
 
@@ -311,10 +359,11 @@ def adopt(scratch: Path) -> list[str]:
     wheel = build_wheel(scratch / "dist")
     lines = [f"wheel: {wheel.name}, top-level {check_wheel(wheel)}, no test doubles"]
     python = make_venv(scratch / "venv", wheel)
+    lines.append(f"install: {readme_install()!r} as written; no index asked for blob-safetynet")
     project = user_project(scratch / "project")
     for script in ("check_protocol.py", "check_program.py"):
         lines.append(run([str(python), script], cwd=project, env=user_env()).strip())
-    policies = listed_policies(pack_venv(project, wheel.parent))
+    policies = listed_policies(pack_venv(project, wheel))
     expected = sorted(policy.name for policy in POLICIES)
     if policies != expected:
         raise AdoptionError(f"the pack lists {policies}, not the library's {expected}")

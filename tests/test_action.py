@@ -4,12 +4,12 @@ executed with the files and variables a runner sets, against saved ARM JSON and 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,20 +105,109 @@ def test_action_metadata_validates_against_schemastores_schema() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_default_version_is_the_packages_own() -> None:
-    """The action installs the version it was tagged with: its `version` default is
-    pyproject.toml's version, so a tag (or its commit SHA) pins both."""
+FAKE_PYTHON = """#!{python}
+import os
+import sys
+from pathlib import Path
+
+args = sys.argv[1:]
+if args[:2] == ["-m", "venv"]:
+    (Path(args[2]) / "bin").mkdir(parents=True, exist_ok=True)
+    made = Path(args[2]) / "bin" / "python"
+    made.write_text(Path(__file__).read_text())
+    made.chmod(0o755)
+    sys.exit(0)
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(repr(args) + "\\n")
+if "wheel" in args:
+    folder = Path(args[args.index("--wheel-dir") + 1])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "blob_safetynet-0.1.0-py3-none-any.whl").write_text("")
+if args[:1] == ["-c"]:
+    print("blob-safetynet 0.1.0")
+"""
+"""Stands in for python3 (and the venv's python it makes): records every call after `-m venv`
+and leaves what `pip wheel` would, so the install step's choice is seen without an index."""
+
+
+def fake_python(folder: Path) -> dict[str, str]:
+    """PATH with the fake python3 first, and where it records its calls."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fake = folder / "python3"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    return {"PATH": f"{folder}:/usr/bin:/bin", "FAKE_LOG": str(folder / "calls.log")}
+
+
+def pip_calls(env: dict[str, str]) -> list[list[str]]:
+    lines = Path(env["FAKE_LOG"]).read_text().splitlines()
+    quiet = {"--quiet", "--disable-pip-version-check"}
+    return [
+        [word for word in call[2:] if word not in quiet]
+        for call in map(ast.literal_eval, lines)
+        if call[:2] == ["-m", "pip"]
+    ]
+
+
+GIT_REF = "blob-safetynet @ git+https://github.com/blob-safetynet/blob-safetynet@v0.1.0"
+
+
+@pytest.mark.parametrize(
+    ("inputs", "installed"),
+    [
+        ({}, "{action}/policies/wheels/blob_safetynet-0.1.0-py3-none-any.whl"),
+        (
+            {"package": "dist/blob_safetynet-0.1.0-py3-none-any.whl"},
+            "dist/blob_safetynet-0.1.0-py3-none-any.whl",
+        ),
+        ({"package": GIT_REF}, GIT_REF),
+        ({"version": "0.1.0"}, "blob-safetynet==0.1.0"),
+    ],
+    ids=["own-source", "wheel", "git-ref", "index"],
+)
+def test_the_install_step_takes_the_actions_source_a_wheel_a_git_ref_or_the_index(
+    tmp_path: Path, inputs: dict[str, str], installed: str
+) -> None:
+    """By default the action builds its own source (the tag's or commit's) into a wheel in its
+    pack's wheels/ and installs that: no index is asked for blob-safetynet. `package` takes a
+    wheel or a git ref instead, `version` the index."""
+    action = tmp_path / "action"
+    action.mkdir()
+    shutil.copy(ROOT / "action.yml", action / "action.yml")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    env = fake_python(tmp_path / "bin")
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    result = run_action(action, {"command": "audit", **inputs}, workspace, temp, env)
+    assert result.outcomes["install"] == "success", result.log
+    calls = pip_calls(env)
+    if not inputs:
+        assert calls[0] == [
+            "wheel",
+            "--no-deps",
+            "--wheel-dir",
+            f"{action}/policies/wheels",
+            str(action),
+        ]
+    assert calls[-1] == ["install", installed.format(action=action)]
+    assert len(calls) == (2 if not inputs else 1)
+
+
+def test_the_packs_requirements_find_the_wheel_where_the_action_builds_it() -> None:
+    """policies/requirements.txt looks in ./wheels, the folder the action's install step
+    fills, so `preview` with the action's own pack finds blob-safetynet without an index."""
     metadata = yaml.safe_load((ROOT / "action.yml").read_text())
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert metadata["inputs"]["version"]["default"] == project["version"]
+    (install,) = [s for s in metadata["runs"]["steps"] if s.get("id") == "install"]
+    assert 'wheels="$SAFETYNET_ACTION_PATH/policies/wheels"' in install["run"]
+    lines = (ROOT / "policies" / "requirements.txt").read_text().splitlines()
+    assert "--find-links ./wheels" in lines
 
 
 WORKFLOWS = {
     "docs/ci-github.md": doc_workflow,
     "examples/github-actions.yml": (ROOT / "examples" / "github-actions.yml").read_text,
-    "examples/release/github-release.yml": (
-        ROOT / "examples" / "release" / "github-release.yml"
-    ).read_text,
+    ".github/workflows/release.yml": (ROOT / ".github" / "workflows" / "release.yml").read_text,
 }
 
 
@@ -164,7 +253,7 @@ def test_audit_files_step_summarises_counts_uploads_and_fails_on_findings(worksp
     assert result.outputs["exit-code"] == str(int(ExitCode.FINDINGS))
     assert result.failed
     assert result.outcomes["run"] == "success"  # reports first; the last step fails the job
-    assert "| Account | Rule | Severity | State | Message |" in result.summary
+    assert "| Account | Rule | Severity | State | Finding |" in result.summary
     assert "acctbad" in result.summary
     assert {name: int(result.outputs[name]) for name in ("fail", "pass", "unknown")} == {
         "fail": summary["FAIL"],
@@ -273,10 +362,12 @@ def test_could_not_look_fails_the_step(arm: FakeArm, workspace: Path) -> None:
 
 def test_management_group_is_passed_through_to_the_cli(workspace: Path) -> None:
     """`management-group` becomes `--management-group`, which the CLI accepts (a fleet audit);
-    with no credential in the step it could not look: exit 3, and the step fails."""
+    with no credential in the step it could not look: exit 3, the annotation names the failed
+    sign-in, and the step fails."""
     inputs = {"command": "audit", "management-group": "mg-platform", "python": sys.executable}
     result = run(inputs, workspace)
-    assert "could not look" in result.log
+    assert "::error title=safetynet::safetynet audit exited 3: 1 read error" in result.log
+    assert ": authentication: " in result.log
     assert result.outputs["exit-code"] == str(int(ExitCode.INCOMPLETE))
     assert result.outputs["fail"] == "0"
     assert result.failed
@@ -446,3 +537,89 @@ def test_markup_from_an_input_does_not_render_in_the_job_summary(workspace: Path
     assert result.outputs["exit-code"] == str(int(ExitCode.USAGE))
     assert not re.search(r"(?<!\\)<", result.summary)
     assert "\\<img src\\=" in result.summary
+
+
+def annotations(result: ActionRun) -> list[str]:
+    return [command.data for command in result.commands if command.name == "error"]
+
+
+def test_an_exit_1_annotation_names_what_failed_not_the_contract(workspace: Path) -> None:
+    """The annotation of a red audit-files step names the rules that failed at or above the
+    gate and the accounts they failed on, as the summary's first line does; it does not quote
+    the exit-code contract's list of everything exit 1 may mean."""
+    result = run(with_vars(action_steps()["files"]["with"]), workspace)
+    failed = [
+        f"{f['rule']} on {f['account']}"
+        for f in json.loads(Path(result.outputs["json"]).read_text())["findings"]
+        if f["state"] == "FAIL" and f["severity"] in ("high", "critical")
+    ]
+    [annotation] = annotations(result)
+    expected = f"{len(failed)} rules failed at or above high: {', '.join(failed)}"
+    assert annotation == f"safetynet audit-files exited 1: {expected}"
+    assert "a row could not be swept" not in result.log + result.summary
+    assert result.summary.startswith(
+        f"**safetynet audit-files: exit 1**, {escaping.markdown(expected)}\n"
+    )
+
+
+def test_exit_3_from_files_says_what_was_not_judged_not_authentication(workspace: Path) -> None:
+    """Files without their blob service documents: exit 3 whose annotation names the verdicts
+    the files did not let it judge and why, and says no credential was used; never
+    "authentication failed"."""
+    for path in (workspace / "arm").glob("*-blob-service.json"):
+        path.unlink()
+    inputs = {**with_vars(action_steps()["files"]["with"]), "fail-on": "none"}
+    result = run(inputs, workspace)
+    [annotation] = annotations(result)
+    assert annotation.startswith("safetynet audit-files exited 3: ")
+    assert "could not be judged from the files: SN-BLOB-SOFT-DELETE on acctbad" in annotation
+    assert "blob service properties not in the files (add `az storage account" in annotation
+    assert "no credential is used for saved files" in annotation
+    assert "authentication" not in annotation + result.summary
+
+
+def test_sarif_of_saved_files_points_at_the_committed_file_and_line(workspace: Path) -> None:
+    """The SARIF upload-sarif receives locates each result in the committed file that holds
+    the account, relative to the checkout, at the line of its resource; code scanning can link
+    it. Nothing in it names the runner's folders."""
+    result = run(with_vars(action_steps()["files"]["with"]), workspace)
+    (_, given), *_ = [u for u in result.uses if "upload-sarif" in u[0]]
+    text = Path(given["sarif_file"]).read_text()
+    results = json.loads(text)["runs"][0]["results"]
+    locations = {
+        (
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            r["locations"][0]["physicalLocation"]["region"]["startLine"],
+        )
+        for r in results
+    }
+    assert locations == {("arm/acctbad-account.json", 1)}
+    assert str(workspace) not in text
+
+
+def test_summary_and_junit_name_paths_relative_to_the_workspace(workspace: Path) -> None:
+    """Neither the job summary nor the JUnit report carries the runner's absolute paths: the
+    files are named as they are in the repository."""
+    inputs = {**with_vars(action_steps()["files"]["with"]), "formats": "sarif,junit"}
+    result = run(inputs, workspace)
+    junit = Path(result.outputs["junit"]).read_text()
+    assert str(workspace) not in result.summary
+    assert str(workspace) not in junit
+    assert escaping.markdown("arm/acctbad-account.json") in result.summary
+    assert "arm/acctbad-account.json" in junit
+
+
+def test_the_summary_leads_with_the_finding_and_keeps_code_spans(workspace: Path) -> None:
+    """A summary row says what was found, then the rule's ideal and fix, whose code spans
+    render as code: no escaped backtick in what the rules say."""
+    result = run(with_vars(action_steps()["files"]["with"]), workspace)
+    [row] = [
+        line
+        for line in result.summary.splitlines()
+        if "| acctbad | `SN-NO-PUBLIC-ACCESS` |" in line
+    ]
+    finding = row.split(" | ")[4]
+    assert finding.startswith("Anonymous public blob access is allowed on the account")
+    assert "Expected: Anonymous blob access is disallowed on the account." in finding
+    assert "account `allowBlobPublicAccess: false`" in finding
+    assert "\\`" not in finding

@@ -9,6 +9,7 @@ import json
 import re
 import stat
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.policies.test_offline_audit import (
     cli_files,
     portal_export,
 )
+from tests.test_action import GIT_REF, fake_python, pip_calls
 
 TEMPLATE = ROOT / "templates" / "safetynet.yml"
 DOC = ROOT / "docs" / "ci-azure-pipelines.md"
@@ -74,7 +76,7 @@ def test_the_documented_step_publishes_junit_sarif_and_fails_on_findings(workspa
     assert int(result.outputs["unknown"]) == summary["UNKNOWN"]
     uploaded = re.search(r"##vso\[task\.uploadsummary\](.+)", result.stdout)
     assert uploaded
-    assert "| Account | Rule | Severity | State | Message |" in Path(uploaded.group(1)).read_text()
+    assert "| Account | Rule | Severity | State | Finding |" in Path(uploaded.group(1)).read_text()
     (junit,) = tasks(result, "PublishTestResults@2")
     assert junit["testResultsFormat"] == "JUnit"
     assert Path(junit["testResultsFiles"]).is_file()
@@ -150,6 +152,43 @@ def test_bad_input_is_exit_2_in_the_summary(workspace: Path) -> None:
     assert not tasks(result, "PublishBuildArtifacts@1")
 
 
+@pytest.mark.parametrize(
+    ("parameters", "installed"),
+    [
+        ({}, GIT_REF),
+        (
+            {"package": "dist/blob_safetynet-0.1.0-py3-none-any.whl"},
+            "dist/blob_safetynet-0.1.0-py3-none-any.whl",
+        ),
+        ({"package": "blob-safetynet==0.1.0"}, "blob-safetynet==0.1.0"),
+    ],
+    ids=["tag", "wheel", "index"],
+)
+def test_the_install_step_takes_the_tag_a_wheel_or_the_index(
+    tmp_path: Path, parameters: dict[str, str], installed: str
+) -> None:
+    """By default the template installs its own version's tag from the repository (no index
+    serves blob-safetynet); `package` takes a wheel, a folder or any requirement instead."""
+    workspace = tmp_path / "s"
+    workspace.mkdir()
+    temp = tmp_path / "agent-temp"
+    temp.mkdir()
+    env = fake_python(tmp_path / "bin")
+    run_template(TEMPLATE, {"command": "audit", **parameters}, workspace, temp, env)
+    assert pip_calls(env) == [["install", installed]]
+
+
+def test_the_default_tag_is_this_packages_version_in_its_own_repository() -> None:
+    """The template's `version` default is pyproject.toml's version and its git URL the
+    project's Source URL, so the tag a pipeline references installs that tag's code."""
+    template = yaml.safe_load(TEMPLATE.read_text())
+    declared = {p["name"]: p for p in template["parameters"]}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert declared["version"]["default"] == project["version"]
+    assert f"git+{project['urls']['Source']}@v$INPUT_VERSION" in TEMPLATE.read_text()
+    assert GIT_REF.endswith(f"@v{project['version']}")
+
+
 def test_a_committed_summary_link_is_replaced_not_written_through(workspace: Path) -> None:
     """`<reports>/audit-files.summary.md` committed as a link to a file elsewhere: the summary
     replaces the link with a file of its own (mode 0600), the file it pointed to is unchanged,
@@ -164,7 +203,7 @@ def test_a_committed_summary_link_is_replaced_not_written_through(workspace: Pat
     summary = Path(uploaded.group(1))
     assert victim.read_text() == "keep"
     assert not summary.is_symlink()
-    assert "| Account | Rule | Severity | State | Message |" in summary.read_text()
+    assert "| Account | Rule | Severity | State | Finding |" in summary.read_text()
     assert stat.S_IMODE(summary.stat().st_mode) & 0o077 == 0
 
 
@@ -181,3 +220,43 @@ def test_a_reports_folder_that_is_a_committed_link_is_bad_usage(workspace: Path)
     assert result.codes[-1] == ExitCode.USAGE
     assert sorted(p.name for p in outside.iterdir()) == ["audit-files.json"]
     assert (outside / "audit-files.json").read_text() == "keep"
+
+
+def test_the_logged_issue_and_summary_say_what_this_step_saw(workspace: Path) -> None:
+    """The template's error names the rules that failed and where, the uploaded summary leads
+    with the same sentence and keeps the rules' code spans, and neither it nor the JUnit report
+    carries the agent's absolute paths."""
+    result = run(doc_parameters(), workspace)
+    [issue] = [c.data for c in result.commands if c.name == "task.logissue"]
+    assert issue.startswith("safetynet audit-files exited 1: ")
+    assert " rules failed at or above high: " in issue
+    assert "SN-NO-PUBLIC-ACCESS on acctbad" in issue
+    assert "a row could not be swept" not in issue
+    uploaded = re.search(r"##vso\[task\.uploadsummary\](.+)", result.stdout)
+    assert uploaded
+    summary = Path(uploaded.group(1)).read_text()
+    assert "account `allowBlobPublicAccess: false`" in summary
+    (junit,) = tasks(result, "PublishTestResults@2")
+    for text in (summary, Path(junit["testResultsFiles"]).read_text()):
+        assert str(workspace) not in text
+        assert "arm/acctbad-account.json" in text.replace("\\", "")
+
+
+def test_exit_3_from_files_never_says_authentication(workspace: Path) -> None:
+    """Without the blob service files, exit 3 names what the files did not let it judge."""
+    for path in (workspace / "arm").glob("*-blob-service.json"):
+        path.unlink()
+    result = run({**doc_parameters(), "failOn": "none"}, workspace)
+    [issue] = [c.data for c in result.commands if c.name == "task.logissue"]
+    assert "could not be judged from the files" in issue
+    assert "authentication" not in issue
+
+
+def test_sarif_of_saved_files_points_at_the_committed_file(workspace: Path) -> None:
+    """The CodeAnalysisLogs SARIF locates results in the committed file, relative to the
+    sources folder, at the line of the account's resource."""
+    result = run(doc_parameters(), workspace)
+    (artifact,) = tasks(result, "PublishBuildArtifacts@1")
+    results = json.loads(Path(artifact["PathtoPublish"]).read_text())["runs"][0]["results"]
+    where = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
+    assert where == {"arm/acctbad-account.json"}

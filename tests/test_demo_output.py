@@ -67,3 +67,24 @@ def test_the_sample_in_protocol_md_is_lines_of_a_real_run(demo_output: str) -> N
     assert len(shown) >= 4
     printed = set(demo_output.splitlines())
     assert [line for line in shown if line not in printed] == []
+
+
+RECOVERY_ROW = re.compile(r"^(?P<id>R[0-9]+) +\|.*\| (?P<verdict>ok|MISMATCH)$", re.MULTILINE)
+
+
+def test_the_recovery_story_runs_r1_to_r9_and_every_step_matches(demo_output: str) -> None:
+    """The recovery steps R1-R9 are printed once each, in order, every one measured as expected,
+    and the last line says every document came back."""
+    rows = RECOVERY_ROW.findall(demo_output)
+    assert [row[0] for row in rows] == [f"R{n}" for n in range(1, 10)]
+    assert {row[1] for row in rows} == {"ok"}
+    assert demo_output.rstrip().splitlines()[-2].endswith("every document came back")
+
+
+def test_the_demo_says_where_recovery_runs_and_shows_why(demo_output: str) -> None:
+    """The recovery heading names the double it runs on and Azurite's 501, and R1 measures
+    that 501 on plain Azurite in this run."""
+    assert "on the recovery double in front of Azurite" in demo_output
+    assert "answers Undelete Blob with 501" in demo_output
+    (r1,) = [line for line in demo_output.splitlines() if line.startswith("R1 ")]
+    assert r1.split("|")[3].strip() == "HTTP 501"

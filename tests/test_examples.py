@@ -183,21 +183,31 @@ def test_each_recipe_tells_the_stack_its_deployer_is_a_service_principal(recipe:
     assert "deployerPrincipalType ServicePrincipal" in recipe.read_text()
 
 
-RELEASE = EXAMPLES / "release" / "github-release.yml"
+RELEASE = ROOT / ".github" / "workflows" / "release.yml"
 
 
-def test_the_release_recipe_builds_once_and_publishes_with_trusted_publishing() -> None:
-    """On a version tag the wheel is built by `make dist`, checked by `make adoption`, and
-    published by a job whose only credential is the OIDC token (id-token: write, no password)."""
+def test_the_release_attaches_wheel_and_sdist_whatever_pypi_says() -> None:
+    """On a version tag the wheel and sdist are built once by `make dist`, checked by `make
+    adoption`, and attached to the GitHub release by a job that waits for nothing but the
+    build: installing from the release never depends on a package index."""
     recipe = yaml.safe_load(RELEASE.read_text())
     assert recipe[True]["push"]["tags"] == ["v*"]  # YAML 1.1 reads the key `on` as True
-    build, publish = recipe["jobs"]["build"], recipe["jobs"]["publish"]
-    build_scripts = "\n".join(scripts(step) for step in build["steps"])
+    jobs = recipe["jobs"]
+    build_scripts = "\n".join(scripts(step) for step in jobs["build"]["steps"])
     assert "make dist" in build_scripts
     assert "make adoption" in build_scripts
-    assert publish["needs"] == "build"
-    assert publish["permissions"] == {"id-token": "write"}
+    assert jobs["github-release"]["needs"] == "build"
+    assert "gh release create" in "\n".join(scripts(s) for s in jobs["github-release"]["steps"])
     assert recipe["permissions"] == {"contents": "read"}
+
+
+def test_pypi_is_optional_and_publishes_with_trusted_publishing() -> None:
+    """PyPI comes after the GitHub release, only when the repository asks for it, with the
+    OIDC token as its only credential (id-token: write, no password)."""
+    publish = yaml.safe_load(RELEASE.read_text())["jobs"]["publish"]
+    assert publish["needs"] == "github-release"
+    assert publish["if"] == "vars.PYPI_PUBLISH == 'true'"
+    assert publish["permissions"] == {"id-token": "write"}
     uses = [step.get("uses", "") for step in publish["steps"]]
     assert "pypa/gh-action-pypi-publish@release/v1" in uses
     assert "password" not in RELEASE.read_text()
@@ -222,6 +232,5 @@ def test_the_release_attaches_the_sweeper_zip_built_from_the_tagged_checkout() -
     assert [step["with"]["name"] for step in downloads] == ["dist"]
     release = jobs["github-release"]
     assert release["permissions"] == {"contents": "write"}
-    assert "gh release create" in "\n".join(scripts(step) for step in release["steps"])
     writers = [name for name, job in jobs.items() if "write" in job.get("permissions", {}).values()]
     assert sorted(writers) == ["github-release", "publish"]

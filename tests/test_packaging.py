@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tarfile
@@ -154,3 +155,24 @@ def test_the_repository_venv_still_gets_the_binary() -> None:
     dev = [Requirement(line) for line in PROJECT["project"]["optional-dependencies"]["dev"]]
     [itself] = [r for r in dev if r.name == PROJECT["project"]["name"]]
     assert "binary" in itself.extras
+
+
+def test_the_readmes_install_lines_name_this_version_and_its_repository() -> None:
+    """The README's install lines without a clone are PEP 508 direct references with the
+    [infra] extra: the release asset named as `make dist` names the wheel, and the tag, both of
+    this version in the project's Source repository. `make adoption` runs the first line, with a
+    clone; these two need the published release, so their form is what is checked here."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Use it in your own repository") :]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    version, source = PROJECT["project"]["version"], PROJECT["project"]["urls"]["Source"]
+    assert f"dist/blob_safetynet-{version}-py3-none-any.whl" in blocks[0]
+    lines = [line for line in blocks[1].splitlines() if line.startswith("pip install ")]
+    requirements = [Requirement(line.removeprefix("pip install ").strip('"')) for line in lines]
+    assert {(r.name, frozenset(r.extras)) for r in requirements} == {
+        ("blob-safetynet", frozenset({"infra"}))
+    }
+    assert [r.url for r in requirements] == [
+        f"{source}/releases/download/v{version}/blob_safetynet-{version}-py3-none-any.whl",
+        f"git+{source}@v{version}",
+    ]

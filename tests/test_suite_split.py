@@ -29,3 +29,22 @@ def test_ci_runs_the_end_to_end_tests_after_the_suite() -> None:
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert "make test-e2e" in lines
     assert lines.index("make test") < lines.index("make test-e2e")
+
+
+def test_the_readmes_make_test_figure_names_every_part_the_target_runs() -> None:
+    """`make test` runs its prerequisites (lint, and the venv and node_modules set-up) before
+    pytest: the README's figure for it gives each part a time, not pytest's alone."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    prerequisites = re.search(r"^test: ([^\n]*)$", text, re.MULTILINE)
+    assert prerequisites is not None
+    assert prerequisites[1].split() == ["lint", "$(NODE_STAMP)"]
+    assert re.search(r"^lint: \$\(PY_STAMP\)$", text, re.MULTILINE)
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    figure = readme[readme.index("`make test` is three parts") :].split(" - **")[0]
+    for part, timed in (
+        ("`make venv` and `npm ci`", r"about \d+ s from a fresh clone"),
+        ("`make lint`", r"\d+ s with no mypy cache"),
+        ("tests on two pytest-xdist workers", r"in \d+ s of pytest"),
+    ):
+        assert part in figure, part
+        assert re.search(timed, figure), timed

@@ -18,6 +18,7 @@ file is written by `settings.atomicfile` without following a link.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -29,10 +30,11 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from blob_safetynet.cli.agent_output import AgentOutput, neutralise
-from blob_safetynet.cli.exitcodes import MEANINGS, ExitCode
+from blob_safetynet.cli.ci_verdict import audit_seen, meaning, preview_seen, verify_seen
+from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.policies.reports import escaping
 from blob_safetynet.settings import atomicfile
 from blob_safetynet.settings.redaction import printable
@@ -54,7 +56,7 @@ EXTENSIONS: Final = {
     "html": "html",
     "table": "txt",
 }
-COUNTS: Final = ("accounts", "pass", "fail", "unknown", "suppressed", "errors")
+COUNTS: Final = ("accounts", "pass", "fail", "unknown", "suppressed", "baselined", "errors")
 PREVIEW_VIOLATION: Final = re.compile(r"^\s*\[mandatory\]\s", re.MULTILINE)
 """How `pulumi preview` lists a mandatory policy violation: `[mandatory]  <pack> <version>
 <policy> (<resource>)` under "Policy Violations"
@@ -97,6 +99,12 @@ def workspace(env: Mapping[str, str]) -> Path:
         or os.curdir
     )
     return Path(os.path.abspath(named))
+
+
+def relative(root: Path, path: Path) -> str:
+    """A path inside the workspace as the reports name it: relative to it, so no summary, JUnit
+    property or SARIF location carries the runner's own folders."""
+    return os.path.relpath(path, root)
 
 
 def confined(root: Path, value: str, name: str) -> Path:
@@ -179,7 +187,7 @@ def _files(patterns: str, workdir: Path) -> list[str]:
     found: dict[str, None] = {}
     for pattern in _words(patterns):
         matches = sorted(
-            str(confined(workdir, match, "files"))
+            relative(workdir, confined(workdir, match, "files"))
             for match in glob.glob(pattern, root_dir=workdir, recursive=True)
         )
         if not matches:
@@ -195,7 +203,8 @@ def _report_args(env: Mapping[str, str], command: str, workdir: Path) -> list[st
             args += ["--fail-on", _input(env, "fail-on")]
         for name in ("suppressions", "baseline"):
             if _input(env, name):
-                args += [f"--{name}", str(confined(workdir, _input(env, name), name))]
+                path = confined(workdir, _input(env, name), name)
+                args += [f"--{name}", relative(workdir, path)]
     elif _input(env, "suppressions") or _input(env, "baseline"):
         raise InputError("inputs suppressions and baseline are read only by the audit commands")
     return args
@@ -224,7 +233,8 @@ def prepare(step: Step) -> None:
             atomicfile.remove(path, base=step.workdir)
     except OSError as error:
         reason = error.strerror or type(error).__name__
-        raise InputError(f"input reports-dir '{printable(str(step.reports))}': {reason}") from None
+        shown = relative(step.workdir, step.reports)
+        raise InputError(f"input reports-dir '{printable(shown)}': {reason}") from None
 
 
 def run_safetynet(step: Step, cli: Callable[[Sequence[str]], int]) -> int:
@@ -252,12 +262,21 @@ def run_preview(step: Step) -> tuple[int, str]:
     return (ExitCode.FINDINGS if PREVIEW_VIOLATION.search(text) else ExitCode.INCOMPLETE), text
 
 
-def counts(step: Step) -> dict[str, int]:
-    """The counts of the run's JSON report, or none when the CLI wrote none (bad usage)."""
+def json_report(step: Step) -> dict[str, Any] | None:
+    """The run's JSON report, or None when the CLI wrote none (bad usage)."""
     path = report_paths(step).get("json")
     if path is None or not path.is_file():
+        return None
+    report: dict[str, Any] = json.loads(path.read_text())
+    return report
+
+
+def counts(step: Step) -> dict[str, int]:
+    """The counts of the run's JSON report, or none when the CLI wrote none (bad usage)."""
+    report = json_report(step)
+    if report is None:
         return {}
-    summary = json.loads(path.read_text())["summary"]
+    summary = report["summary"]
     if step.command == "verify":
         return {
             "pass": summary["PASS"],
@@ -270,14 +289,21 @@ def counts(step: Step) -> dict[str, int]:
         "fail": summary["FAIL"],
         "unknown": summary["UNKNOWN"],
         "suppressed": summary["SUPPRESSED"],
+        "baselined": summary["BASELINED"],
         "errors": summary["errors"],
     }
 
 
-def meaning(code: int) -> str:
-    """The contract's words for `code` (docs/cli.md), or that it is outside the contract."""
-    known = {int(c): text for c, text in MEANINGS.items()}
-    return known.get(code, "an exit code outside the contract")
+def seen(step: Step, code: int, preview_text: str = "") -> str:
+    """What this step saw behind its exit code (`ci_verdict`), from its own JSON report."""
+    if step.command == "preview":
+        return preview_seen(code, preview_text)
+    report = json_report(step)
+    if report is None:
+        return meaning(code)
+    if step.command == "verify":
+        return verify_seen(code, report)
+    return audit_seen(code, report, files=step.command == "audit-files")
 
 
 def fenced(text: str) -> str:
@@ -288,9 +314,10 @@ def fenced(text: str) -> str:
 
 
 def summary_text(step: Step, code: int, preview_text: str = "", problem: str = "") -> str:
-    """The run summary: the verdict line, then the Markdown report (or the table for verify,
-    the preview's output for preview)."""
-    verdict = f"**safetynet {step.command}: exit {code}**, {meaning(code)}\n\n"
+    """The run summary: the verdict line (what this step saw), then the Markdown report (or the
+    table for verify, the preview's output for preview)."""
+    said = meaning(code) if problem else seen(step, code, preview_text)
+    verdict = f"**safetynet {step.command}: exit {code}**, {escaping.markdown(said)}\n\n"
     if problem:
         return verdict + f"{escaping.markdown(problem)}\n"
     paths = report_paths(step)
@@ -409,7 +436,7 @@ def step_main(
     runner.output("category", step.category)
     runner.output("exit-code", str(code))
     if code != ExitCode.OK:
-        runner.error(f"safetynet {step.command} exited {code}: {meaning(code)}")
+        runner.error(f"safetynet {step.command} exited {code}: {seen(step, code, preview_text)}")
     return ExitCode.OK
 
 
@@ -420,6 +447,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.USAGE
     from blob_safetynet.cli.main import main as cli
 
+    # Paths are given to the CLI relative to the workspace, which the reports then name; a
+    # workspace that cannot be entered is reported by the inputs it cannot hold.
+    with contextlib.suppress(OSError):
+        os.chdir(workspace(os.environ))
     with AgentOutput() as agent:
         return step_main(args[0], os.environ, cli, agent.command)
 

@@ -1,8 +1,10 @@
-"""`safetynet demo`: the scenarios behind the protocol replayed for real, then the crash matrix.
+"""`safetynet demo`: the scenarios behind the protocol replayed for real, the crash matrix, then
+the recovery story (`blob_safetynet.cli.demo_recovery`).
 
 Each scenario states its expected outcome beside the measured one. Expectations come from the
 Blob REST documentation and the SDK's source, never from this run. The call-shape scenarios are
-S1-S9, so their ids cannot be read as the invariants I1-I6 printed below them.
+S1-S9, so their ids cannot be read as the invariants I1-I6 printed below them; the recovery
+steps are R1-R9.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
+from blob_safetynet.cli.demo_recovery import HEADING, recovery_story
 from blob_safetynet.embedded.crash import (
     CRASH_STEPS,
     CrashCase,
@@ -53,10 +57,15 @@ class Scenario:
 class DemoReport:
     scenarios: list[Scenario] = field(default_factory=list)
     crashes: list[CrashCase] = field(default_factory=list)
+    recovery: list[Scenario] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(s.ok for s in self.scenarios) and all(c.ok for c in self.crashes)
+        return (
+            all(s.ok for s in self.scenarios)
+            and all(c.ok for c in self.crashes)
+            and all(s.ok for s in self.recovery)
+        )
 
 
 def _orphans(store: DocumentStore, container: ContainerClient) -> int:
@@ -257,6 +266,9 @@ def run_demo(service: BlobServiceClient) -> DemoReport:
         for step in CRASH_STEPS:
             with lab.fresh_workspace() as (store, container):
                 report.crashes.append(run_crash_case(store, container, step))
+        port = urlsplit(service.url).port
+        assert port is not None, "the demo runs on the embedded Azurite"
+        report.recovery = [Scenario(*step) for step in recovery_story(port, service, Path(workdir))]
     return report
 
 
@@ -288,7 +300,19 @@ def render(report: DemoReport) -> str:
                 lines.append(
                     f"  {case.step}: {invariant.id} ({invariant.description}) broken by {invariant.detail}"
                 )
-    lines += ["", "all scenarios match and every invariant holds" if report.ok else "FAILED"]
+    lines += ["", *HEADING, ""]
+    recovery_rows = [("id", "step", "expected", "measured", "")]
+    recovery_rows += [
+        (s.id, s.title, s.expected, s.measured, "ok" if s.ok else "MISMATCH")
+        for s in report.recovery
+    ]
+    lines += _table(recovery_rows)
+    lines += [
+        "",
+        "all scenarios match, every invariant holds and every document came back"
+        if report.ok
+        else "FAILED",
+    ]
     return "\n".join(lines)
 
 

@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from azure.core.credentials import TokenCredential
-from azure.storage.blob import BlobServiceClient
+from azure.core.exceptions import AzureError
+from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.function.invocation import SweepFailedError, scrubbing
 from blob_safetynet.protocol.clients import blob_service_client, database_credential
+from blob_safetynet.recover.sample import MissingSample, sample_missing
 from blob_safetynet.settings import appsettings, signals
 from blob_safetynet.settings.parsed import FunctionSettings, SettingsError
 from blob_safetynet.store.documents import DocumentStore
@@ -77,10 +79,11 @@ def _sweep_once(env: Mapping[str, str]) -> SweepReport | None:
             }
             log.error(json.dumps(stuck_event))
             raise
+        sample = _sample_missing(store, container)
     finally:
         # One connection per tick; none held idle against the database between ticks.
         store.engine.dispose()
-    _log_summary(report, settings.sweep.container)
+    _log_summary(report, settings.sweep.container, sample)
     if not settings.sweep.dry_run:
         write_heartbeat(container, report.as_dict(), source="function", table=layout.qualified_name)
     if report.errors:
@@ -132,8 +135,29 @@ def _service(
     )
 
 
-def summary_fields(report: SweepReport, container: str) -> dict[str, Any]:
-    """The per-run summary, flat so each field becomes its own custom dimension."""
+def _sample_missing(store: DocumentStore, container: ContainerClient) -> MissingSample | None:
+    """The tick's sample of Ready rows whose blob is missing; None (logged) when the sample
+    could not be read: it never fails the sweep it follows."""
+    try:
+        return sample_missing(store, container)
+    except (AzureError, StoreError) as error:
+        log.warning("the sample of Ready rows was not read: %s", type(error).__name__)
+        return None
+
+
+def summary_fields(
+    report: SweepReport, container: str, sample: MissingSample | None = None
+) -> dict[str, Any]:
+    """The per-run summary, flat so each field becomes its own custom dimension. The sample's
+    fields are absent when it was not read (no count is not a zero)."""
+    sampled = (
+        {}
+        if sample is None
+        else {
+            signals.READY_SAMPLED_FIELD: sample.sampled,
+            signals.READY_MISSING_FIELD: sample.missing,
+        }
+    )
     return {
         "event": SUMMARY_EVENT,
         "container": container,
@@ -147,18 +171,22 @@ def summary_fields(report: SweepReport, container: str) -> dict[str, Any]:
         signals.SWEEP_ERRORS_FIELD: len(report.errors),
         "warnings": len(report.warnings),
         "dry_run": report.dry_run,
+        **sampled,
     }
 
 
-def _log_summary(report: SweepReport, container: str) -> None:
-    fields = summary_fields(report, container)
+def _log_summary(report: SweepReport, container: str, sample: MissingSample | None) -> None:
+    fields = summary_fields(report, container, sample)
     # The host's built-in forwarding keeps only the message text (custom dimensions from
     # `extra=` are dropped unless OpenTelemetry is configured), so the message itself is JSON:
     # `traces | extend s = parse_json(message) | where s.event == "safetynet.sweep.finished"`.
     # `extra=` carries the same fields for an OpenTelemetry exporter, which maps them to
     # customDimensions.
     extra = {f"sweep_{key}": value for key, value in fields.items() if key != "event"}
-    if report.errors:
+    if sample is not None and sample.missing:
+        # Which blobs, so the runbook (docs/operations.md#ready-missing) starts from names.
+        fields["ready_missing_blobs"] = list(sample.names)
+    if report.errors or (sample is not None and sample.missing):
         fields["error_samples"] = report.errors[:MAX_LOGGED_ERRORS]
         log.error(json.dumps(fields), extra=extra)
     else:

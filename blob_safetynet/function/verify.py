@@ -137,20 +137,23 @@ def verify_once(
 def _verify_once(
     env: Mapping[str, str], telemetry: Telemetry | None, now: Callable[[], datetime] | None
 ) -> dict[str, Any]:
+    from blob_safetynet.function.drill import recovery_drill
     from blob_safetynet.policies.continuous.run import verify_continuously
     from blob_safetynet.policies.probes import ProbeSettings, Target
 
     settings = VerifySettings.from_environment(env)
-    target = Target(
-        _verifier_service(settings),
-        settings.container,
-        settings=ProbeSettings(settings.pending_days, settings.sweeper_period),
-        now=now,
-    )
     owned = telemetry is None
     reporter = _azure_monitor(env) if owned else telemetry
     try:
-        record = verify_continuously(target, audit=_audit(settings, target), telemetry=reporter)
+        with recovery_drill() as drill:
+            target = Target(
+                _verifier_service(settings),
+                settings.container,
+                settings=ProbeSettings(settings.pending_days, settings.sweeper_period),
+                now=now,
+                recovery=drill,
+            )
+            record = verify_continuously(target, audit=_audit(settings, target), telemetry=reporter)
     finally:
         if owned and reporter is not None:
             reporter.shutdown()

@@ -179,7 +179,7 @@ VERIFIER: Final = RoleSpec(
         ),
         Grant(
             WRITE,
-            f"Put Block, Lease Blob and Undelete Blob on probe blobs; only under {VERIFY_PREFIX}.",
+            f"Put Block, Lease Blob, Undelete Blob and Copy Blob (the recovery drill copies a previous version back) on probe blobs; only under {VERIFY_PREFIX}.",
         ),
         Grant(
             TAGS_WRITE,

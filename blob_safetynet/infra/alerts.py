@@ -9,8 +9,8 @@ a query filters on comes from `blob_safetynet/settings/signals.py`, the module t
 runs each query's filter against the telemetry the code really emits. docs/operations.md has
 each rule's query, threshold and runbook.
 
-Two kinds of rule: one fires when something was reported (a FAIL, sweep errors, a stuck lease,
-an overdue canary), counted over one period of the emitter's schedule; the other fires when
+Two kinds of rule: one fires when something was reported (a FAIL, sweep errors, Ready rows
+whose blob is missing, a stuck lease, an overdue canary), counted over one period of the emitter's schedule; the other fires when
 nothing was reported (no sweep summary, no verification run) in two consecutive windows of one
 period each (`failingPeriods` 2 of 2), so "older than twice the schedule" needs no window
 longer than a day.
@@ -112,7 +112,7 @@ def _trace_event(event: str) -> str:
 
 
 def alert_rules(sweep_period: timedelta, verify_period: timedelta) -> tuple[AlertRule, ...]:
-    """The six rules for a sweeper and a verification timer firing at these periods."""
+    """The seven rules for a sweeper and a verification timer firing at these periods."""
     sweep = alert_window(sweep_period)
     verify = alert_window(verify_period)
     return (
@@ -136,6 +136,16 @@ def alert_rules(sweep_period: timedelta, verify_period: timedelta) -> tuple[Aler
             "GreaterThan",
             sweep,
             2,
+            signals.SWEEP_FINISHED_EVENT,
+        ),
+        AlertRule(
+            "ready-missing",
+            "Ready documents have lost their blobs: recover them before retention runs out",
+            f"{_trace_event(signals.SWEEP_FINISHED_EVENT)}\n"
+            f"| where toint(e.{signals.READY_MISSING_FIELD}) > 0",
+            "GreaterThan",
+            sweep,
+            1,
             signals.SWEEP_FINISHED_EVENT,
         ),
         AlertRule(

@@ -1,7 +1,7 @@
 """Builds the sweeper function's deployment zip: code at the root, Linux wheels pre-installed.
 
 The zip is `sweeper/` (function_app.py and host.json, at the root where the Functions host
-looks for them), the runtime packages (`settings`, `store`, `protocol`, `sweeper`, `reconcile` and `function` of `blob_safetynet/`) beside them, the `blob_safetynet/policies/` package (the
+looks for them), the runtime packages (`settings`, `store`, `protocol`, `sweeper`, `reconcile`, `recover` (the sweep tick's sample of lost documents, the verifier's recovery drill) and `function` of `blob_safetynet/`) beside them, the `blob_safetynet/policies/` package (the
 probes, rules and audit of the verification timer), a requirements.txt, and the dependencies.
 Nothing else of the project: no CLI, no test kit, no tests. It is built from a
 source checkout, because `sweeper/` is a folder, not an installed package.
@@ -56,7 +56,15 @@ FUNCTION_DIR: Final = PROJECT_ROOT / "sweeper"
 """Exactly what sits at the zip root: the entry module and the host configuration."""
 PACKAGE_DIR: Final = PROJECT_ROOT / "blob_safetynet"
 """The import package; the zip holds its `__init__` and the two parts below, nothing else."""
-RUNTIME_PACKAGES: Final = ("settings", "store", "protocol", "sweeper", "reconcile", "function")
+RUNTIME_PACKAGES: Final = (
+    "settings",
+    "store",
+    "protocol",
+    "sweeper",
+    "reconcile",
+    "recover",
+    "function",
+)
 """The runtime packages, each shipped whole (they hold no build or test code)."""
 VERIFICATION_PACKAGE_DIR: Final = PACKAGE_DIR / "policies"
 """The probes, rules and audit the verification timer runs, shipped whole with its subpackages;

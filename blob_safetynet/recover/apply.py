@@ -33,7 +33,9 @@ finished by running it again.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -52,6 +54,7 @@ from blob_safetynet.recover.nets import (
     BlobNets,
     Digest,
     KeptCopy,
+    digest_of,
     read_digest,
     read_nets,
 )
@@ -74,6 +77,10 @@ SKIPPED = "skipped"
 UNRECOVERABLE = "unrecoverable"
 FAILED = "failed"
 COPY_WAIT_S = 30.0
+DEFAULT_WORKERS = 8
+"""Rows restored at once: each waits on a few round trips of its own (rows are independent:
+one blob name, one row each). Below the SDK's default pool of 10 connections per host, so a
+client built without `pooled_transport` serves them all."""
 
 
 @dataclass(frozen=True)
@@ -146,11 +153,13 @@ def apply_plan(
     container: ContainerClient,
     plan: Mapping[str, Any],
     stop_requested: Callable[[], str | None] = lambda: None,
+    workers: int = DEFAULT_WORKERS,
 ) -> Recovery:
-    """Restore what `plan` names. Refused (RepairRefusedError, nothing written) when the plan
-    was made against another account, endpoint, container, database or table, or the database
-    and container are not bound to each other. A plan that restores a container restores it
-    (only while its name is free), then judges and recovers the container's rows afresh."""
+    """Restore what `plan` names, `workers` rows at a time. Refused (RepairRefusedError,
+    nothing written) when the plan was made against another account, endpoint, container,
+    database or table, or the database and container are not bound to each other. A plan that
+    restores a container restores it (only while its name is free), then judges and recovers
+    the container's rows afresh."""
     check_target(plan, Target.of(store, container))
     rows = plan["rows"]
     _check_entries(rows)
@@ -174,15 +183,38 @@ def apply_plan(
         planned = [r.as_dict() for r in plan_rows(store, container) if r.reason is None]
     else:
         planned = [r for r in rows if r.get("reason") is None]
-    for entry in planned:
-        result.stopped = stop_requested()
-        if result.stopped is not None:
-            break
+
+    def one(entry: Mapping[str, Any]) -> Outcome:
         copies = [_copy_from_entry(c) for c in entry["copies"]]
-        result.outcomes.append(
-            recover_document(store, container, entry["document"], entry["blob"], copies)
-        )
+        return recover_document(store, container, entry["document"], entry["blob"], copies)
+
+    result.outcomes, result.stopped = _each(planned, one, workers, stop_requested)
     return result
+
+
+def _each(
+    entries: Sequence[Mapping[str, Any]],
+    work: Callable[[Mapping[str, Any]], Outcome],
+    workers: int,
+    stop_requested: Callable[[], str | None],
+) -> tuple[list[Outcome], str | None]:
+    """`work` on each entry, `workers` at a time, outcomes in the entries' order. Asked before
+    each row is started, `stop_requested` stops the run between rows: the rows in flight finish
+    (each row's restore is judged afresh, so a later run finishes the rest). At most twice
+    `workers` rows are started ahead of the oldest unfinished one."""
+    outcomes: list[Outcome] = []
+    stopped: str | None = None
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="recover") as pool:
+        in_flight: deque[Future[Outcome]] = deque()
+        for entry in entries:
+            stopped = stop_requested()
+            if stopped is not None:
+                break
+            if len(in_flight) >= 2 * max(1, workers):
+                outcomes.append(in_flight.popleft().result())
+            in_flight.append(pool.submit(work, entry))
+        outcomes += [future.result() for future in in_flight]
+    return outcomes, stopped
 
 
 def recover_document(
@@ -258,6 +290,18 @@ class _Restorer:
             return properties.etag, False
         return properties.etag, read_digest(self.client).matches(content)
 
+    def fetched(self, content: Content) -> tuple[str | None, bool]:
+        """`live`, by one Get Blob: after Undelete Blob the blob is expected to hold a copy of
+        the row's length, so its bytes are read at once instead of its properties first."""
+        try:
+            download = self.client.download_blob()
+        except ResourceNotFoundError:
+            return None, False
+        etag = download.properties.etag
+        if download.properties.size != content.length:
+            return etag, False
+        return etag, digest_of(download).matches(content)
+
     def run(self, copies: Sequence[KeptCopy]) -> Outcome:
         _, content = self.row()
         etag, intact = self.live(content)
@@ -277,7 +321,7 @@ class _Restorer:
                 except ResourceNotFoundError:
                     expired = True
                     continue
-                was, (etag, intact) = etag, self.live(content)
+                was, (etag, intact) = etag, self.fetched(content)
                 if intact:
                     return self.finish(content, DELETED, None, proven=True)
                 if was is None and etag is not None:

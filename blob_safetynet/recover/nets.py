@@ -13,10 +13,16 @@ https://learn.microsoft.com/azure/storage/blobs/versioning-overview).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from azure.storage.blob import BlobClient, BlobProperties, ContainerClient
+from azure.storage.blob import (
+    BlobClient,
+    BlobProperties,
+    ContainerClient,
+    StorageStreamDownloader,
+)
 
 from blob_safetynet.reconcile.listing import INTERNAL_PREFIX
 from blob_safetynet.settings.vocabulary import STATE_TAG
@@ -112,28 +118,69 @@ def _md5(properties: BlobProperties) -> bytes | None:
 
 
 def read_nets(container: ContainerClient, prefix: str | None = None) -> dict[str, BlobNets]:
-    """Every protocol blob name with its live blob and kept copies (internal blobs excluded)."""
+    """Every protocol blob name with its live blob and kept copies, all in one dict, whatever
+    the listing's order (`stream_nets` holds one name at a time). Internal blobs are left out
+    unless `prefix` itself names them (the verifier's drill recovers its own probe document
+    under `.safetynet/verify/`)."""
+    internal = prefix is not None and prefix.startswith(INTERNAL_PREFIX)
     nets: dict[str, BlobNets] = {}
     for item in container.list_blobs(name_starts_with=prefix, include=INCLUDE):
-        if item.name.startswith(INTERNAL_PREFIX):
+        if item.name.startswith(INTERNAL_PREFIX) and not internal:
             continue
-        entry = nets.setdefault(item.name, BlobNets())
-        if item.snapshot:
-            kind, ident = SNAPSHOT, item.snapshot
-        elif item.version_id and not item.is_current_version:
-            kind, ident = VERSION, item.version_id
-        elif item.deleted:
-            kind, ident = DELETED, ""
-        else:
-            state = (item.tags or {}).get(STATE_TAG, "")
-            entry.live = LiveBlob(item.size, item.etag, _md5(item), state)
-            continue
-        days = item.remaining_retention_days
-        when = item.deleted_time if item.deleted else item.last_modified
-        entry.copies.append(
-            KeptCopy(kind, ident, item.size, _md5(item), days, bool(item.deleted), when)
-        )
+        _add(nets.setdefault(item.name, BlobNets()), item)
     return nets
+
+
+class ListingOrderError(RuntimeError):
+    """The listing gave a name before one it had already given (in code point order): a merge
+    with the table in that order would miss rows."""
+
+
+def stream_nets(
+    container: ContainerClient, prefix: str | None = None, page_size: int | None = None
+) -> Iterator[tuple[str, BlobNets]]:
+    """(name, its live blob and kept copies) per blob name, in the listing's order, one name
+    held at a time: List Blobs lists names in order, each with its versions and snapshots
+    beside it (https://learn.microsoft.com/rest/api/storageservices/list-blobs, "Blobs are
+    listed in alphabetical order"). ListingOrderError when a name comes out of code point
+    order. Internal blobs are left out unless `prefix` itself names them (the verifier's drill
+    recovers its own probe document under `.safetynet/verify/`)."""
+    internal = prefix is not None and prefix.startswith(INTERNAL_PREFIX)
+    name: str | None = None
+    entry = BlobNets()
+    listing = container.list_blobs(
+        name_starts_with=prefix, include=INCLUDE, results_per_page=page_size
+    )
+    for item in listing:
+        if item.name.startswith(INTERNAL_PREFIX) and not internal:
+            continue
+        if item.name != name:
+            if name is not None:
+                if item.name < name:
+                    raise ListingOrderError(f"{item.name!r} was listed after {name!r}")
+                yield name, entry
+            name, entry = item.name, BlobNets()
+        _add(entry, item)
+    if name is not None:
+        yield name, entry
+
+
+def _add(entry: BlobNets, item: BlobProperties) -> None:
+    if item.snapshot:
+        kind, ident = SNAPSHOT, item.snapshot
+    elif item.version_id and not item.is_current_version:
+        kind, ident = VERSION, item.version_id
+    elif item.deleted:
+        kind, ident = DELETED, ""
+    else:
+        state = (item.tags or {}).get(STATE_TAG, "")
+        entry.live = LiveBlob(item.size, item.etag, _md5(item), state)
+        return
+    days = item.remaining_retention_days
+    when = item.deleted_time if item.deleted else item.last_modified
+    entry.copies.append(
+        KeptCopy(kind, ident, item.size, _md5(item), days, bool(item.deleted), when)
+    )
 
 
 def copy_client(container: ContainerClient, name: str, copy: KeptCopy) -> BlobClient:
@@ -148,10 +195,15 @@ def copy_client(container: ContainerClient, name: str, copy: KeptCopy) -> BlobCl
 def read_digest(blob: BlobClient) -> Digest:
     """Length, SHA-256 and MD5 of the bytes `blob` (a base blob, snapshot or version) holds,
     streamed in chunks."""
+    return digest_of(blob.download_blob())
+
+
+def digest_of(download: StorageStreamDownloader[bytes]) -> Digest:
+    """Length, SHA-256 and MD5 of a download, streamed in chunks."""
     sha256 = hashlib.sha256()
     md5 = hashlib.md5(usedforsecurity=False)
     length = 0
-    for chunk in blob.download_blob().chunks():
+    for chunk in download.chunks():
         sha256.update(chunk)
         md5.update(chunk)
         length += len(chunk)

@@ -25,7 +25,15 @@ from azure.storage.blob import ContainerClient
 
 from blob_safetynet.reconcile.listing import RepairRefusedError
 from blob_safetynet.recover.containers import DeletedContainer, find_deleted
-from blob_safetynet.recover.nets import BlobNets, KeptCopy, copy_client, read_digest, read_nets
+from blob_safetynet.recover.nets import (
+    BlobNets,
+    KeptCopy,
+    ListingOrderError,
+    copy_client,
+    read_digest,
+    read_nets,
+    stream_nets,
+)
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.store.tables import Content, Document
 
@@ -175,24 +183,71 @@ def ready_rows(store: DocumentStore) -> Iterator[tuple[Document, Content | None]
         after = page[-1][0].id
 
 
+def rows_by_blob_name(store: DocumentStore) -> Iterator[tuple[Document, Content | None]]:
+    """Every Ready row with its recorded content in its blob name's byte order, a page at a
+    time."""
+    after = ""
+    while True:
+        page = store.ready_by_blob_name(after, PAGE)
+        yield from page
+        if len(page) < PAGE:
+            return
+        after = page[-1][0].blob_name
+
+
 def plan_rows(
     store: DocumentStore,
     container: ContainerClient,
     verify_bytes: bool = False,
     only: Callable[[Document], bool] = lambda _: True,
 ) -> list[RowPlan]:
-    """A RowPlan for every Ready row (that `only` accepts) whose bytes are lost."""
-    listed = read_nets(container)
-    plans = []
-    for document, content in ready_rows(store):
+    """A RowPlan for every Ready row (that `only` accepts) whose bytes are lost.
+
+    The listing and the table are read side by side in blob name order, a page of each at a
+    time, so memory holds the lost rows and not the container (`stream_nets`). A listing out
+    of code point order (a name the service sorts otherwise) cannot be merged that way: the
+    plan is then made again from the whole listing held at once, and says nothing different."""
+    try:
+        return list(_merged(store, container, verify_bytes, only))
+    except ListingOrderError:
+        listed = read_nets(container)
+        return [
+            row
+            for document, content in ready_rows(store)
+            if only(document)
+            and (
+                row := judge(
+                    container,
+                    document,
+                    content,
+                    listed.get(document.blob_name, BlobNets()),
+                    verify_bytes,
+                )
+            )
+            is not None
+        ]
+
+
+def _merged(
+    store: DocumentStore,
+    container: ContainerClient,
+    verify_bytes: bool,
+    only: Callable[[Document], bool],
+) -> Iterator[RowPlan]:
+    """Each lost row, from the rows and the listing merged by blob name."""
+    listing = stream_nets(container)
+    name, nets = next(listing, (None, BlobNets()))
+    for document, content in rows_by_blob_name(store):
+        while name is not None and name < document.blob_name:
+            name, nets = next(listing, (None, BlobNets()))
         if not only(document):
             continue
-        row = judge(
-            container, document, content, listed.get(document.blob_name, BlobNets()), verify_bytes
-        )
+        here = nets if name == document.blob_name else BlobNets()
+        row = judge(container, document, content, here, verify_bytes)
         if row is not None:
-            plans.append(row)
-    return plans
+            yield row
+    for _ in listing:
+        pass  # the rest of the listing, so its order is checked to the end
 
 
 def make_plan(

@@ -14,13 +14,17 @@ Standard library only: it is in the bottom layer (tests/test_boundaries.py).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import json.decoder
+import json.scanner
 import os
 import re
 import stat
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
@@ -32,6 +36,23 @@ MAX_DEPTH = 32
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """What one input file was, for a report to name: the option that read it, its name as
+    given (`-`: standard input), the SHA-256 and size of the bytes read, and, where the file
+    itself says so, when what it holds was captured."""
+
+    option: str
+    name: str
+    sha256: str
+    size: int
+    captured: datetime | None = None
+
+    @classmethod
+    def of(cls, option: str, name: str, data: bytes, captured: datetime | None = None) -> InputFile:
+        return cls(option, name, hashlib.sha256(data).hexdigest(), len(data), captured)
 
 
 class UntrustedInputError(ValueError):
@@ -52,10 +73,12 @@ def load_json(
     max_bytes: int,
     max_depth: int = MAX_DEPTH,
     pairs: Callable[[list[tuple[str, Any]]], Any] | None = None,
+    located: list[tuple[Any, int]] | None = None,
 ) -> Any:
     """The JSON value of `data`, refused when larger than `max_bytes`, nested deeper than
     `max_depth`, or not JSON (text that is not UTF-8 included). `pairs` builds each object
-    from its (key, value) pairs (`json.loads`'s object_pairs_hook); what it raises passes."""
+    from its (key, value) pairs (`json.loads`'s object_pairs_hook); what it raises passes.
+    `located`, when given, receives each object built and the offset of its `{` in the text."""
     if len(data) > max_bytes:
         raise UntrustedInputError(f"{what} is larger than {max_bytes} bytes")
     try:
@@ -65,7 +88,9 @@ def load_json(
     if nesting_depth(text) > max_depth:
         raise UntrustedInputError(f"{what} nests deeper than {max_depth} levels")
     try:
-        return json.loads(text, object_pairs_hook=pairs)
+        if located is None:
+            return json.loads(text, object_pairs_hook=pairs)
+        return _locating_decoder(pairs, located).decode(text)
     except RecursionError:
         raise UntrustedInputError(f"{what} nests too deeply") from None
     except json.JSONDecodeError as error:
@@ -76,6 +101,25 @@ def load_json(
             raise
         # an integer longer than sys.get_int_max_str_digits()
         raise UntrustedInputError(f"{what} holds a number too long to read") from None
+
+
+def _locating_decoder(
+    pairs: Callable[[list[tuple[str, Any]]], Any] | None, located: list[tuple[Any, int]]
+) -> json.JSONDecoder:
+    """A decoder that records where each object starts. The C scanner builds objects without a
+    hook that sees positions, so this one runs the standard library's own Python scanner
+    (`json.scanner.py_make_scanner`) with its object parser wrapped; it reads the same JSON,
+    about twice as slowly (11 MB in 1.8 s against 1.0 s here)."""
+    decoder = json.JSONDecoder(object_pairs_hook=pairs)
+
+    def parse_object(s_and_end: tuple[str, int], strict: bool, *rest: Any) -> tuple[Any, int]:
+        value, end = json.decoder.JSONObject(s_and_end, strict, *rest)  # type: ignore[attr-defined]
+        located.append((value, s_and_end[1] - 1))
+        return value, end
+
+    decoder.parse_object = parse_object  # type: ignore[attr-defined]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    return decoder
 
 
 def read_input(

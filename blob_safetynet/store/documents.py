@@ -509,6 +509,26 @@ class DocumentStore:
         with self._connect() as conn:
             return [self._to_pair(row) for row in conn.execute(query)]
 
+    def ready_by_blob_name(
+        self, after_name: str = "", limit: int = 1000
+    ) -> list[tuple[Document, Content | None]]:
+        """Up to `limit` Ready rows with their recorded content, in the byte order of their blob
+        names after `after_name` (keyset pages in the order List Blobs lists names, so
+        `safetynet recover` joins the two a page at a time; `COLLATE "C"` on PostgreSQL, the
+        byte-order index's order; SQLite compares text as bytes already)."""
+        c = self.table.c
+        key: sa.ColumnElement[str] = c.blob_name
+        if self.engine.dialect.name == "postgresql":
+            key = sa.collate(c.blob_name, "C")
+        query = (
+            self._with_content()
+            .where(c.status == Status.READY.value, key > after_name)
+            .order_by(key)
+            .limit(limit)
+        )
+        with self._connect() as conn:
+            return [self._to_pair(row) for row in conn.execute(query)]
+
     def get_with_content(self, document_id: str) -> tuple[Document, Content | None] | None:
         """One row and its recorded content, read in one statement (a row re-read just before
         recover acts on it)."""

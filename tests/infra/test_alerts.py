@@ -44,7 +44,7 @@ def test_the_action_group_mails_and_posts_to_the_configured_receivers(stack: Sta
 
 
 def test_each_rule_is_registered_with_its_query_scope_and_action_group(stack: StackRun) -> None:
-    """Six log search alert rules, scoped to Application Insights, each sending to the action
+    """Seven log search alert rules, scoped to Application Insights, each sending to the action
     group, with the query, window and threshold blob_safetynet/infra/alerts.py defines."""
     rules = {res.name.removeprefix("alerts-"): res for res in stack.of_type(RULE)}
     insights = stack.one(INSIGHTS)

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blob_safetynet.infra.config import KEYS
+from tests import tree
 from tests.conftest import RunCli
 from tests.infra.harness import SWEEPER_SUBNET_ID, run_stack
 from tests.policies.test_pack import INFRA_GAPS, INFRA_UNKNOWN
@@ -153,7 +154,12 @@ def test_without_the_infra_extra_the_configuration_alone_is_checked(tmp_path: Pa
         f"sys.exit(main(['config', 'check', {str(stack_file(tmp_path))!r}]))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=tree.environment(),
     )
     assert done.returncode == 0, done.stderr
     assert "configuration: valid" in done.stdout

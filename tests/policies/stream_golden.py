@@ -1,5 +1,5 @@
-"""Three fixed audit reports (hostile text, duplicate names, read errors, suppressions, a
-baseline, history) and the text every format had for them when the writers held every result
+"""Three fixed audit reports (hostile text, duplicate names, read errors, suppressions with and
+without an approver, a baseline, history by run date, input files' digests, a gate) and the text every format had for them when the writers held every result
 in memory, as SHA-256 digests in data/streamed.json, written by that writer: the generators
 must keep producing it byte for byte (the package version aside).
 `python -m tests.policies.stream_golden` writes the digests again with whichever
@@ -25,6 +25,7 @@ from blob_safetynet.policies.sources.results import (
     ReadError,
     Scope,
 )
+from blob_safetynet.settings.untrusted import InputFile
 
 GOLDEN = Path(__file__).parent / "data" / "streamed.json"
 TODAY = dt.date(2026, 12, 2)
@@ -36,6 +37,14 @@ SCOPES = (
     Scope("", files=("a.json",)),
 )
 SIZES = (12, 0, 3)
+KINDS = (
+    ErrorKind.AUTH,
+    ErrorKind.PERMISSION,
+    ErrorKind.NOT_FOUND,
+    ErrorKind.MALFORMED,
+    ErrorKind.HTTP,
+)
+"""The error kinds when the digests were taken (a kind added since would change the draws)."""
 
 
 def _results(rng: random.Random, count: int) -> list[AccountResult]:
@@ -59,7 +68,7 @@ def _results(rng: random.Random, count: int) -> list[AccountResult]:
             for rule in rng.sample(list(RULES), rng.randrange(len(RULES) + 1))
         ]
         errors = [
-            ReadError(name, "op", rng.choice(list(ErrorKind)), rng.choice(WORDS))
+            ReadError(name, "op", rng.choice(KINDS), rng.choice(WORDS))
             for _ in range(rng.choice([0, 0, 1]))
         ]
         results.append(AccountResult(Account(name=name, resource_id=where), findings, errors))
@@ -74,11 +83,11 @@ def report(number: int) -> tuple[AuditReport, ReportContext]:
         SCOPES[number], Thresholds(), _results(rng, SIZES[number]), errors, seconds=1.5
     )
     accepted = [
-        suppressions.Suppression(rule.id, pattern, "accepted for the test run", expires)
-        for rule, pattern, expires in (
-            (RULES[0], "acct1*", TODAY + dt.timedelta(days=5)),
-            (RULES[1], "*", TODAY - dt.timedelta(days=1)),
-            (RULES[2], "nomatch", TODAY),
+        suppressions.Suppression(rule.id, pattern, "accepted for the test run", expires, approver)
+        for rule, pattern, expires, approver in (
+            (RULES[0], "acct1*", TODAY + dt.timedelta(days=5), "J. <Doe> & `co`"),
+            (RULES[1], "*", TODAY - dt.timedelta(days=1), None),
+            (RULES[2], "nomatch", TODAY, None),
         )
     ]
     fails = sorted(
@@ -86,9 +95,16 @@ def report(number: int) -> tuple[AuditReport, ReportContext]:
     )
     baseline = suppressions.Baseline("base.json", frozenset([*fails[::2], ("SN-X", "gone", None)]))
     counts = {RULES[0].id: {**dict.fromkeys(STATES, 0), "PASS": 2, "FAIL": 1}}
-    history = [HistoryRun("old.json", counts)] if number == 0 else []
+    earlier = GENERATED - dt.timedelta(days=7)
+    history = [HistoryRun("old.json", counts, earlier), HistoryRun("older.json", counts)]
+    inputs = [
+        InputFile.of("--from-file", "arm/a <b>.json", b"{}"),
+        InputFile.of("--baseline", "base.json", b"[]", earlier),
+    ]
     applied = suppressions.apply(audit.findings, accepted, TODAY, baseline)
-    return audit, ReportContext(applied, history, GENERATED)
+    if number != 0:
+        return audit, ReportContext(applied, [], GENERATED)
+    return audit, ReportContext(applied, history, GENERATED, inputs=inputs, fail_on="medium")
 
 
 def digest(text: str) -> str:

@@ -23,6 +23,8 @@ from blob_safetynet.policies.rules import RULES, evaluate
 from blob_safetynet.policies.rules.model import Account, Facet, Thresholds
 from blob_safetynet.policies.sources import files as offline
 from blob_safetynet.policies.sources.files import run_offline_audit
+from blob_safetynet.policies.sources.saved import Saved
+from blob_safetynet.settings.untrusted import InputFile
 from testkit.arm_fake import compliant_account, local_user
 from tests.conftest import RunCli
 from tests.policies.test_offline_audit import cli_output
@@ -147,7 +149,8 @@ def recorded(value: Any, path: Path_ = ()) -> Any:
 def paths_read(document: dict[str, Any]) -> set[Path_]:
     """Every property of `document` the offline reader and the adapter look up."""
     Recording.log = []
-    for piece in offline.group([(recorded(document), "canonical")]):
+    saved = Saved(recorded(document), InputFile.of("--from-file", "canonical", b""))
+    for piece in offline.group([(saved, "canonical")]):
         evaluate(arm.account(offline.reads_of(piece)), Thresholds(), every_rule=True)
     return set(Recording.log)
 

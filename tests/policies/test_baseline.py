@@ -41,15 +41,16 @@ def baseline(tmp_path: Path, run_cli: RunCli) -> Path:
 
 
 def test_failures_the_baseline_holds_do_not_fail_the_run(run_cli: RunCli, baseline: Path) -> None:
-    """Every FAIL of the baseline is SUPPRESSED, naming the baseline; the exit is 3 (UNKNOWN
-    remain), not 1."""
+    """Every FAIL of the baseline is BASELINED, naming the baseline, and counted as such, not
+    as SUPPRESSED; the exit is 3 (UNKNOWN remain), not 1."""
     code, document = report(run_cli, "--baseline", str(baseline))
     assert code == 3
     fails = failing(document)
     assert len(fails) == 9
-    assert {f["state"] for f in fails} == {"SUPPRESSED"}
-    assert {f["suppression"]["expires"] for f in fails} == {None}
-    assert all("baseline.json" in f["suppression"]["justification"] for f in fails)
+    assert {f["state"] for f in fails} == {"BASELINED"}
+    assert {f["baseline"] for f in fails} == {"baseline.json"}
+    assert not [f for f in fails if "suppression" in f]
+    assert (document["summary"]["BASELINED"], document["summary"]["SUPPRESSED"]) == (9, 0)
 
 
 def test_a_failure_the_baseline_does_not_hold_fails_the_run(
@@ -64,7 +65,7 @@ def test_a_failure_the_baseline_does_not_hold_fails_the_run(
     assert code == 1
     states = {(f["rule"], f["account"]): f["state"] for f in failing(now)}
     assert states.pop(("SN-SHARED-KEY-OFF", "acctcli")) == "FAIL"
-    assert set(states.values()) == {"SUPPRESSED"}
+    assert set(states.values()) == {"BASELINED"}
 
 
 def test_the_same_rule_on_another_resource_is_a_new_failure(
@@ -108,27 +109,29 @@ def test_unknown_is_never_accepted_by_a_baseline(run_cli: RunCli, baseline: Path
 
 
 @pytest.mark.parametrize(
-    ("output", "shown"),
+    ("output", "shown", "not_shown"),
     [
-        ("table", "SUPPRESSED"),
-        ("markdown", "SUPPRESSED"),
-        ("sarif", "while it stays in the baseline"),
-        ("junit", "suppressed while it stays in the baseline"),
-        ("csv", "failing already in the baseline baseline.json"),
-        ("html", "while it stays in the baseline"),
+        ("table", "  BASELINED  ", "  SUPPRESSED  "),
+        ("markdown", "**BASELINED**", "**SUPPRESSED**"),
+        ("sarif", '"baselineState": "unchanged"', '"baselineState": "new"'),
+        ("junit", "baselined: failing already in the baseline baseline.json", "suppressed "),
+        ("csv", ",BASELINED,FAIL,", ",SUPPRESSED,"),
+        ("html", 'data-state="BASELINED"', 'data-state="SUPPRESSED"'),
     ],
 )
 def test_every_format_shows_a_baselined_failure(
-    tmp_path: Path, run_cli: RunCli, baseline: Path, output: str, shown: str
+    tmp_path: Path, run_cli: RunCli, baseline: Path, output: str, shown: str, not_shown: str
 ) -> None:
-    """Each format shows the accepted failures as suppressed; those that carry a suppression's
-    justification name the baseline."""
+    """Each format shows the accepted failures as BASELINED (or SARIF's baselineState
+    unchanged), never as SUPPRESSED, naming the baseline where it says why."""
     path = tmp_path / f"report.{output}"
     code, _, err = run_cli(
         "audit", "--from-file", *SAVED, "--baseline", str(baseline), "--output", f"{output}={path}"
     )
     assert code == 3, err
-    assert shown in path.read_text(encoding="utf-8").replace("\\", "")
+    text = path.read_text(encoding="utf-8").replace("\\", "")
+    assert shown in text
+    assert not_shown not in text
 
 
 @pytest.mark.parametrize(

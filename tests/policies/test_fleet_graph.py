@@ -160,7 +160,8 @@ def test_failed_role_query_falls_back_to_per_account_reads(fake: FakeArm, status
     fake.served.clear()
     fake.retry_after_s = 0
     if status == 429:
-        fake.graph_throttle_schedule = set(range(1, MAX_ATTEMPTS + 1))  # the role query, first
+        # The role query is the second query, after the subscriptions the group holds.
+        fake.graph_throttle_schedule = set(range(2, MAX_ATTEMPTS + 2))
     else:
         fake.graph_failures["roleassignments"] = Failure(status)
     throttle = SharedThrottle(max_wait_s=0.01)

@@ -142,7 +142,7 @@ def test_requirements_pin_what_the_repository_tests() -> None:
     pins = dict(
         re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", line.strip()).groups()  # type: ignore[union-attr]
         for line in (PACK / "requirements.txt").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
+        if line.strip() and not line.startswith(("#", "--"))
     )
     project: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert pins == {
@@ -151,3 +151,4 @@ def test_requirements_pin_what_the_repository_tests() -> None:
         "pulumi": metadata.version("pulumi"),
     }
     assert "virtualenv: venv" in (PACK / "PulumiPolicy.yaml").read_text()
+    assert "--find-links ./wheels" in (PACK / "requirements.txt").read_text().splitlines()

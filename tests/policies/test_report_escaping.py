@@ -30,6 +30,9 @@ SARIF_SCHEMA = json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
 JUNIT_SCHEMA = xmlschema.XMLSchema10(DATA / "junit-10.xsd")
 GROUP = "rg-hostile"
 UNESCAPED_LINK = re.compile(r"(?<!\\)\]\(|(?<!\\)<[a-z/!]", re.IGNORECASE)
+CODE_SPAN = re.compile(r"(?<!\\)`[^`]*(?<!\\)`")
+"""A code span the report writes (a rule's own text): its content is literal in CommonMark, and
+no value from outside can open one (their backticks are escaped)."""
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +109,7 @@ def check_csv(text: str) -> None:
 
 def check_markdown(text: str) -> None:
     assert raw_controls(text) == []
-    assert not UNESCAPED_LINK.search(text)
+    assert not UNESCAPED_LINK.search(CODE_SPAN.sub("", text))
     rows = [line for line in text.splitlines() if line.startswith("|")]
     assert rows
     assert all(row.endswith("|") for row in rows)

@@ -174,7 +174,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeArm]:
 def unstamped(text: str) -> str:
     """The text without what differs between two runs: wall clock times and the HTML's date."""
     text = re.sub(r'<testsuites ([^>]*)time="[0-9.]+"', r"<testsuites \1", text)
-    return re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\+00:00| UTC)", "DATE", text)
+    return re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d)?(\+00:00| UTC|Z)", "DATE", text)
 
 
 def test_fleet_cli_reports_equal_the_end_of_run_writers(fake: FakeArm, tmp_path: Path) -> None:
@@ -196,8 +196,9 @@ def test_fleet_cli_reports_equal_the_end_of_run_writers(fake: FakeArm, tmp_path:
         keep_results=False,
     )
     report.results = by_account(results)
-    accepted = suppressions.load(rules, [rule.id for rule in RULES])
-    context = ReportContext(suppressions.apply(report.findings, accepted, TODAY), [], GENERATED)
+    accepted, file = suppressions.read(rules, [rule.id for rule in RULES])
+    applied = suppressions.apply(report.findings, accepted, TODAY)
+    context = ReportContext(applied, [], GENERATED, inputs=[file], fail_on="high")
     assert code == exit_code(report, context, "high") == ExitCode.FINDINGS
     for name, render in RENDERERS.items():
         written = (tmp_path / name).read_text(encoding="utf-8")

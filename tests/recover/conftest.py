@@ -1,4 +1,4 @@
-"""A blob endpoint with the nets on (testkit/recovery_double.py in front of Azurite), a container
+"""A blob endpoint with the nets on (`blob_safetynet.embedded.recovery` in front of Azurite), a container
 on it bound to a fresh database, and the protocol writing through it."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.azurite import Azurite, create_unique_container
+from blob_safetynet.embedded.recovery import RecoveryDouble
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.store.documents import DocumentStore
-from testkit.recovery_double import RecoveryDouble
 
 
 @pytest.fixture(params=[False, True], ids=["soft-delete", "versioning"])

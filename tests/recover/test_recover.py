@@ -10,6 +10,7 @@ import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from blob_safetynet.embedded.azurite import create_unique_container
+from blob_safetynet.embedded.recovery import RecoveryDouble
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import RepairRefusedError
@@ -18,7 +19,6 @@ from blob_safetynet.recover.plan import COPIES_DIFFER, EXPIRED, NO_COPY, make_pl
 from blob_safetynet.settings.vocabulary import COMMITTED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.store.tables import Document
-from testkit.recovery_double import RecoveryDouble
 
 
 def body(number: int) -> bytes:
@@ -211,3 +211,29 @@ def test_a_container_is_restored_only_while_its_name_is_free(
         apply_plan(store, bound, plan)
 
     assert list(bound.list_blobs()) == []
+
+
+def test_rows_are_restored_several_at_a_time_and_a_stop_lets_the_started_ones_finish(
+    protocol: UploadProtocol, store: DocumentStore, bound: ContainerClient
+) -> None:
+    """With four workers every deleted document comes back and the outcomes keep the plan's
+    order; a stop asked before the sixth row leaves five restored, the rest still planned."""
+    documents = put_many(protocol, 12)
+    for document in documents:
+        bound.delete_blob(document.blob_name)
+    plan = round_trip(make_plan(store, bound))
+    asked: list[int] = []
+
+    def stop_before_the_sixth() -> str | None:
+        asked.append(1)
+        return "SIGINT" if len(asked) > 5 else None
+
+    stopped = apply_plan(store, bound, plan, stop_before_the_sixth, workers=4)
+    rest = apply_plan(store, bound, round_trip(make_plan(store, bound)), workers=4)
+
+    assert stopped.stopped == "SIGINT"
+    assert [o.document for o in stopped.outcomes] == [r["document"] for r in plan["rows"][:5]]
+    assert stopped.count(RESTORED) == 5
+    assert rest.count(RESTORED) == 7
+    assert [o.document for o in rest.outcomes] == [r["document"] for r in plan["rows"][5:]]
+    assert_all_readable(bound, documents)

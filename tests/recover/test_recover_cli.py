@@ -13,10 +13,10 @@ from pathlib import Path
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.cli.exitcodes import ExitCode
+from blob_safetynet.embedded.recovery import RecoveryDouble
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.recover.plan import make_plan
 from blob_safetynet.store.documents import DocumentStore
-from testkit.recovery_double import RecoveryDouble
 from tests import tree
 from tests.conftest import RunCli
 from tests.recover.conftest import bound_container

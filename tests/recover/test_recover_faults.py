@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from azure.storage.blob import ContainerClient
 
+from blob_safetynet.embedded.recovery import RecoveryDouble
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.clients import blob_service_client
 from blob_safetynet.protocol.upload import UploadProtocol
@@ -12,7 +13,6 @@ from blob_safetynet.recover.apply import FAILED, RESTORED, apply_plan
 from blob_safetynet.recover.plan import make_plan
 from blob_safetynet.store.documents import DocumentStore
 from testkit.fault_proxy import Fault
-from testkit.recovery_double import RecoveryDouble
 
 
 def through_retries(nets: RecoveryDouble, bound: ContainerClient) -> ContainerClient:
@@ -57,7 +57,8 @@ def test_a_fault_that_outlasts_the_retries_is_reported_for_its_row_alone(
         "PUT comp=undelete", *[Fault(status=503, retry_after_s=0)] * 4, Fault(status=429)
     )
 
-    result = apply_plan(store, container, plan)
+    # One row at a time, so the faults meet the rows in the plan's order.
+    result = apply_plan(store, container, plan, workers=1)
 
     assert sorted((o.status, o.detail) for o in result.outcomes) == [
         (FAILED, "HTTP 429 InjectedFault"),

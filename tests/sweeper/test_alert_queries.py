@@ -14,6 +14,7 @@ from azure.storage.blob import ContainerClient
 from blob_safetynet.embedded.azurite import Azurite
 from blob_safetynet.function import sweep as sweep_function
 from blob_safetynet.infra.alerts import AlertRule, alert_rules
+from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.settings import signals
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.sweeper.lease import LEASE_BLOB, SweepLeaseStuckError
@@ -78,3 +79,33 @@ def test_the_sweep_error_query_counts_the_summary_field_the_function_writes(
     assert fires(RULES["sweep-errors"], [{"message": failing}])
     assert not fires(RULES["sweep-errors"], [{"message": clean}])
     assert signals.SWEEP_ERRORS_FIELD in RULES["sweep-errors"].query
+
+
+def test_the_ready_missing_query_fires_when_a_ready_rows_blob_is_deleted_behind_the_protocol(
+    function_app: ModuleType,
+    azurite: Azurite,
+    container: ContainerClient,
+    db_url: str,
+    store: DocumentStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tick over intact documents keeps the rule quiet; after two blobs are deleted behind
+    the protocol, the next tick samples them missing, logs the summary at ERROR with their
+    names, and the rule fires."""
+    protocol = UploadProtocol(store, container)
+    documents = [protocol.put(f"doc-{n}.txt", b"kept", ".txt") for n in range(5)]
+    caplog.set_level(logging.INFO, logger="safetynet")
+    function_app.sweep_once(app_settings(azurite, container, db_url))
+    assert not fires(RULES["ready-missing"], traces(caplog))
+    caplog.clear()
+
+    for document in documents[:2]:
+        container.delete_blob(document.blob_name)
+    function_app.sweep_once(app_settings(azurite, container, db_url))
+
+    assert fires(RULES["ready-missing"], traces(caplog))
+    [summary] = [r for r in caplog.records if signals.SWEEP_FINISHED_EVENT in r.getMessage()]
+    fields = json.loads(summary.getMessage())
+    assert (fields["ready_sampled"], fields["ready_missing"]) == (5, 2)
+    assert sorted(fields["ready_missing_blobs"]) == sorted(d.blob_name for d in documents[:2])
+    assert summary.levelno == logging.ERROR

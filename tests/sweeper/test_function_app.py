@@ -159,6 +159,8 @@ def test_summary_is_one_json_trace_without_the_database_url(
             "errors": 0,
             "warnings": 0,
             "dry_run": False,
+            "ready_sampled": 0,
+            "ready_missing": 0,
         }
     ]
     [record] = [r for r in caplog.records if sweep_function.SUMMARY_EVENT in r.getMessage()]

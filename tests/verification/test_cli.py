@@ -22,7 +22,7 @@ from blob_safetynet.cli.commands.verify import exit_code, second_credential
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.cli.main import main
 from blob_safetynet.embedded.azurite import AZURITE_BIN_ENV, DEV_KEY, Azurite, dev_connection_string
-from blob_safetynet.policies.probes import ProbeOutcome, ProbeResult
+from blob_safetynet.policies.probes import PROBES, ProbeOutcome, ProbeResult
 from blob_safetynet.policies.probes.runner import VerificationRun
 from blob_safetynet.policies.probes.writes import CREATE_ONLY
 from blob_safetynet.policies.reports.formats import RENDERERS, VERIFY_RENDERERS
@@ -84,10 +84,10 @@ def test_junit_skips_what_is_not_verifiable(verify: Verify) -> None:
     cases = suites.findall(".//testcase")
     skipped = [c for c in cases if c.find("skipped") is not None]
     assert code == ExitCode.OK
-    assert len(cases) == 14
+    assert len(cases) == len(PROBES)
     assert suites.get("failures") == "0"
     suite_skipped = sum(int(s.get("skipped", "0")) for s in suites.iter("testsuite"))
-    assert len(skipped) == suite_skipped == 9
+    assert len(skipped) == suite_skipped == 10
     assert all(c.find("skipped").get("message") for c in skipped)  # type: ignore[union-attr]
 
 
@@ -226,7 +226,7 @@ def test_settings_verdict_beside_behaviour(verify: Verify, monkeypatch: pytest.M
     assert code == ExitCode.OK
     assert rules["SN-BLOB-SOFT-DELETE"]["settings"] == "PASS"
     assert rules["SN-BLOB-SOFT-DELETE"]["behaviour"] == "NOT_VERIFIABLE"
-    assert rules["SN-BLOB-SOFT-DELETE"]["checks"] == ["SNV-SOFT-DELETE"]
+    assert rules["SN-BLOB-SOFT-DELETE"]["checks"] == ["SNV-SOFT-DELETE", "SNV-RECOVERY-DRILL"]
     assert rules["SN-FLAT-NAMESPACE"]["behaviour"] is None
 
 

@@ -129,3 +129,29 @@ def test_bad_usage_exits_2_with_a_precise_message(
 
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_time_to_recover_is_shown_and_a_forged_one_is_not_trusted(
+    azurite: Azurite, container: ContainerClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Records whose recovery drill passed give the last and slowest time to recover; a value
+    that is not a number of seconds (text, negative) counts as absent in the table and JSON."""
+    times: list[object] = [1.5, "9999", 0.25, -3]
+    for number, seconds in enumerate(times, start=1):
+        record = {
+            "schema": SCHEMA,
+            "run_id": f"20261101T00000{number}Z-00000{number}",
+            "checks": [],
+            "time_to_recover_s": seconds,
+        }
+        container.upload_blob(history_name(str(record["run_id"])), json.dumps(record).encode())
+
+    main(history(azurite, container))
+    table = capsys.readouterr().out
+    main(history(azurite, container, "--json"))
+    body = json.loads(capsys.readouterr().out)
+
+    assert (
+        "time to recover (the recovery drill): last 0.25 s, slowest 1.50 s, over 2 run(s)" in table
+    )
+    assert [run["time_to_recover_s"] for run in body["runs"]] == [1.5, None, 0.25, None]

@@ -11,6 +11,7 @@ from azure.storage.blob import BlobServiceClient
 from blob_safetynet.cli.commands.verify import exit_code
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite
+from blob_safetynet.function.drill import recovery_drill
 from blob_safetynet.policies.probes import (
     PROBES,
     Observation,
@@ -38,9 +39,9 @@ OTHER_RUN = f"{VERIFY_PREFIX}20260101T000000Z-abcdef/create-only"
 
 
 def test_a_run_stays_in_its_prefix_within_budget(azurite: Azurite) -> None:
-    """Every probe through a counting proxy: at most ~100 requests (the proxy and the run's own
-    counter agree), no write outside the run's prefix, documents and other runs untouched, and
-    only the canary left behind."""
+    """Every probe (the recovery drill with its recovery code) through a counting proxy: at
+    most ~100 requests (the proxy and the run's own counter agree), no write outside the run's
+    prefix, documents and other runs untouched, and only the canary left behind."""
     admin = BlobServiceClient.from_connection_string(azurite.connection_string)
     container = admin.create_container("hygiene")
     document = container.upload_blob(DOCUMENT, b"a document", tags={STATE_TAG: COMMITTED})
@@ -52,8 +53,9 @@ def test_a_run_stays_in_its_prefix_within_budget(azurite: Azurite) -> None:
     counter = RecordingCounter()
     with LatencyProxy(azurite.port, delay_s=0.0) as proxy:
         service = BlobServiceClient.from_connection_string(proxy.connection_string)
-        target = Target(service, "hygiene", counter=counter)
-        run = run_probes(target, PROBES)
+        with recovery_drill() as drill:
+            target = Target(service, "hygiene", counter=counter, recovery=drill)
+            run = run_probes(target, PROBES)
         sent = sum(proxy.counts().values())
     assert sent == run.requests == counter.count
     assert run.requests <= REQUEST_BUDGET

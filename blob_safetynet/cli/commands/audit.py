@@ -11,9 +11,6 @@ permission is missing, ARM answered something unreadable, a rule could not be ju
 account was found), so a pipeline never mistakes "could not look" for "compliant". With
 --from-file, a rule whose facts no saved file can hold is NOT_IN_FILES: reported in every
 format, it leaves the exit code to what the files do show.
-
-Just over 500 lines: the options of one command (live, fleet and files share them) and the
-exit-code decision they feed; the reports are written in `audit_stream`.
 """
 
 from __future__ import annotations
@@ -24,11 +21,11 @@ import datetime as dt
 import functools
 import os
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from blob_safetynet.cli.commands.audit_outcome import NO_FAIL, exit_code, warn
 from blob_safetynet.cli.commands.audit_scope import scope_from
 from blob_safetynet.cli.commands.audit_stream import Stream, failed_streams, write_spooled
 from blob_safetynet.cli.commands.common import (
@@ -55,32 +52,34 @@ from blob_safetynet.policies.reports.stream import apply as apply_streaming
 from blob_safetynet.policies.reports.view import (
     HistoryError,
     HistoryRun,
-    Judged,
     ReportContext,
-    all_errors,
     findings_of,
     load_baseline,
     load_history,
 )
-from blob_safetynet.policies.rules import RULES, Outcome, Severity, suppressions
+from blob_safetynet.policies.rules import RULES, Severity, suppressions
 from blob_safetynet.policies.rules.data_protection import SOFT_DELETE_DAYS
 from blob_safetynet.policies.rules.model import Thresholds
 from blob_safetynet.policies.rules.suppressions import Baseline
-from blob_safetynet.policies.sources.connection import StaticTokenCredential, default_credential
+from blob_safetynet.policies.sources.connection import (
+    READ_TIMEOUT_S,
+    StaticTokenCredential,
+    default_credential,
+)
 from blob_safetynet.policies.sources.connection import check_arm_endpoint as arm_endpoint_rule
 from blob_safetynet.policies.sources.files import OfflineError, run_offline_audit
 from blob_safetynet.policies.sources.fleet import run_fleet_audit
 from blob_safetynet.policies.sources.live import DEFAULT_CONCURRENCY, STORAGE_API_VERSION, run_audit
-from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
+from blob_safetynet.policies.sources.results import AccountResult, AuditReport
 from blob_safetynet.policies.sources.throttle import SharedThrottle
 from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError, check_container_name
 from blob_safetynet.settings.redaction import Redactor, printable
-from blob_safetynet.settings.untrusted import STDIN
+from blob_safetynet.settings.untrusted import STDIN, InputFile
 
 TOKEN_ENV = appsettings.ARM_TOKEN.name
-NO_FAIL = "none"
 MAX_CONCURRENCY = 64
+MAX_READ_TIMEOUT_S = 3600
 MAX_DAYS = 36_500
 _TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*", re.ASCII)
 """RFC 6750's b64token: the characters a bearer token may hold."""
@@ -167,7 +166,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         metavar="FILE",
         help="an earlier --format json report: a FAIL it already held (same rule and resource) "
-        "is reported as SUPPRESSED and does not fail the run, so only new failures do; its FAILs "
+        "is reported as BASELINED and does not fail the run, so only new failures do; its FAILs "
         "that no longer fail are listed",
     )
     out.add_argument(
@@ -177,7 +176,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=[],
         metavar="FILE",
         help="earlier --format json reports, oldest first: the HTML report shows each rule's "
-        "history",
+        "history, a column per run labelled by when it ran",
     )
     out.add_argument(
         "--fail-on",
@@ -213,6 +212,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DEFAULT_CONCURRENCY,
         help=f"accounts read at once, 1-{MAX_CONCURRENCY} (default {DEFAULT_CONCURRENCY}; "
         "1 = sequential)",
+    )
+    conn.add_argument(
+        "--read-timeout",
+        type=ascii_int,
+        default=int(READ_TIMEOUT_S),
+        metavar="SECONDS",
+        help=f"how long one answer may take before the read is tried again, 1-{MAX_READ_TIMEOUT_S} "
+        f"(default {int(READ_TIMEOUT_S)}; a read that never gets one is a read error, exit 3)",
     )
     limits = parser.add_argument_group("thresholds (same as the policy pack's config)")
     limits.add_argument(
@@ -288,15 +295,16 @@ def token_from_environment() -> str | None:
 
 def _suppressions(
     path: Path | None, horizon: suppressions.Horizon
-) -> list[suppressions.Suppression]:
+) -> tuple[list[suppressions.Suppression], list[InputFile]]:
     if path is None:
-        return []
+        return [], []
     if not 1 <= horizon.days <= suppressions.MAX_HORIZON_DAYS:
         raise UsageError(
             f"--suppression-horizon-days must be between 1 and {suppressions.MAX_HORIZON_DAYS}"
         )
     try:
-        return suppressions.load(path, (rule.id for rule in RULES), horizon)
+        accepted, file = suppressions.read(path, (rule.id for rule in RULES), horizon)
+        return accepted, [file]
     except suppressions.SuppressionError as error:
         raise UsageError(f"--suppressions '{printable(str(path))}': {error}") from None
 
@@ -339,52 +347,6 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
     return outputs
 
 
-def exit_code(report: Judged, context: ReportContext, fail_on: str) -> int:
-    """1 when an unsuppressed FAIL is at or above --fail-on; else 3 when anything could not be
-    judged or read (or no account was found); else 0."""
-    if fail_on != NO_FAIL:
-        least = Severity(fail_on).rank
-        if any(
-            f.outcome is Outcome.FAIL and f.severity.rank >= least and context.applied.of(f) is None
-            for f in findings_of(report)
-        ):
-            return ExitCode.FINDINGS
-    unknown = any(f.outcome is Outcome.UNKNOWN for f in findings_of(report))
-    if all_errors(report) or unknown or not report.results:
-        return ExitCode.INCOMPLETE
-    return ExitCode.OK
-
-
-def _warn(report: Judged, context: ReportContext, scope: Scope) -> None:
-    """The read errors, UNKNOWN count, empty scope and stale suppressions, on stderr."""
-    errors = all_errors(report)
-    for problem in errors:
-        where = printable(problem.account or scope.label)
-        print(
-            f"safetynet audit: {where}: {problem.operation}: {problem.kind.value}: "
-            f"{printable(problem.message, backslashes=False)}",
-            file=sys.stderr,
-        )
-    unknown = sum(f.outcome is Outcome.UNKNOWN for f in findings_of(report))
-    if unknown and not errors:
-        print(f"safetynet audit: {unknown} rule(s) could not be judged (UNKNOWN)", file=sys.stderr)
-    unseen = sum(f.outcome is Outcome.NOT_IN_FILES for f in findings_of(report))
-    if unseen:
-        print(
-            f"safetynet audit: {unseen} verdict(s) NOT_IN_FILES: their facts are not in saved "
-            "files (role assignments, Defender for Storage, ...); a live audit judges them",
-            file=sys.stderr,
-        )
-    if not report.results and not errors:
-        print(
-            f"safetynet audit: no storage account found in {printable(scope.label)}; "
-            "check the scope and the identity's read permission",
-            file=sys.stderr,
-        )
-    for note in context.applied.notes():
-        print(f"safetynet audit: {printable(note)}", file=sys.stderr)
-
-
 def _api_version(args: argparse.Namespace) -> str | None:
     version: str | None = args.storage_api_version
     if version is not None and not _API_VERSION.fullmatch(version):
@@ -411,6 +373,8 @@ def _live_report(
     check_arm_endpoint(args.arm_endpoint, allow_custom)
     if not 1 <= args.concurrency <= MAX_CONCURRENCY:
         raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
+    if not 1 <= args.read_timeout <= MAX_READ_TIMEOUT_S:
+        raise UsageError(f"--read-timeout must be between 1 and {MAX_READ_TIMEOUT_S} seconds")
     version = _api_version(args) or STORAGE_API_VERSION
     token = token_from_environment()
     credential = StaticTokenCredential(token) if token else default_credential()
@@ -422,6 +386,7 @@ def _live_report(
         "concurrency": args.concurrency,
         "storage_api_version": version,
         "throttle": throttle,
+        "read_timeout_s": float(args.read_timeout),
     }
     if not scope.fleet:
         return lambda: run_audit(scope, credential, **options)
@@ -440,7 +405,13 @@ def _live_report(
             )
             stream.finish(report)
         return SpooledReport(
-            report.scope, report.thresholds, spool, report.errors, report.rules, report.seconds
+            report.scope,
+            report.thresholds,
+            spool,
+            report.errors,
+            report.rules,
+            report.seconds,
+            report.requests,
         )
 
     return fleet
@@ -477,9 +448,9 @@ def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
             if args.from_file
             else _live_report(args, limits, redactor, spools, streams)
         )
-        today = dt.datetime.now(dt.UTC).date()
-        horizon = suppressions.Horizon(today, args.suppression_horizon_days)
-        accepted = _suppressions(args.suppressions, horizon)
+        now = dt.datetime.now(dt.UTC)
+        horizon = suppressions.Horizon(now.date(), args.suppression_horizon_days)
+        accepted, suppressions_file = _suppressions(args.suppressions, horizon)
         baseline = _baseline(args.baseline)
         history = _history(args.history)
         category = sarif_category(args.sarif_category)
@@ -489,15 +460,19 @@ def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
         return fail("audit", ExitCode.USAGE, str(error), as_json)
     report = judge()
     scope = report.scope
+    inputs = [*(report.inputs if isinstance(report, AuditReport) else ()), *suppressions_file]
+    inputs += [read.file for read in [baseline, *history] if read and read.file]
+
+    def context_of(applied: suppressions.Applied) -> ReportContext:
+        return ReportContext(applied, history, now, inputs=inputs, fail_on=args.fail_on)
+
     # The report quotes ARM's words, which may echo what was sent: scrubbed like every stream.
     if isinstance(report, SpooledReport):
-        applied = apply_streaming(findings_of(report), accepted, today, baseline)
-        context = ReportContext(applied, history)
+        applied = apply_streaming(findings_of(report), accepted, now.date(), baseline)
+        context = context_of(applied)
         written = write_spooled(outputs, report, context, category, redactor)
     else:
-        context = ReportContext(
-            suppressions.apply(report.findings, accepted, today, baseline), history
-        )
+        context = context_of(suppressions.apply(report.findings, accepted, now.date(), baseline))
         renderers: dict[str, AuditRenderer] = {
             **RENDERERS,
             "sarif": functools.partial(render_sarif, category=category),
@@ -507,5 +482,5 @@ def _run(args: argparse.Namespace, spools: contextlib.ExitStack) -> int:
     # After the other reports: a --stream that failed is an output error, not a lost audit.
     if failed_streams(streams, "audit") or not written:
         return ExitCode.USAGE
-    _warn(report, context, scope)
+    warn(report, context, scope)
     return exit_code(report, context, args.fail_on)

@@ -140,12 +140,30 @@ def render_table(history: History, lines: Sequence[CheckLine]) -> str:
         marks = "".join(SYMBOLS.get(o, "?") if o is not None else ABSENT for o in line.outcomes)
         last = printable(line.last or ABSENT)
         out.append(f"{_shown_id(line.id):<{MAX_ID}}  {printable(line.kind):<5}  {marks}  {last}")
+    times = [t for t in (time_to_recover(r) for r in runs) if t is not None]
+    if times:
+        out.append(
+            f"time to recover (the recovery drill): last {times[-1]:.2f} s, slowest "
+            f"{max(times):.2f} s, over {len(times)} run(s) that recovered"
+        )
     return "\n".join(out) + "\n"
+
+
+def time_to_recover(record: dict[str, Any]) -> float | None:
+    """A record's `time_to_recover_s` when it is a number of seconds (records are read, not
+    trusted: anything else counts as absent)."""
+    value = record.get("time_to_recover_s")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value < 86_400 else None
 
 
 def render_json(history: History, lines: Sequence[CheckLine]) -> str:
     runs = [
-        {key: record.get(key) for key in ("run_id", "started_utc", "target")}
+        {
+            **{key: record.get(key) for key in ("run_id", "started_utc", "target")},
+            "time_to_recover_s": time_to_recover(record),
+        }
         for record in history.records
     ]
     checks: list[dict[str, Any]] = [

@@ -1,16 +1,21 @@
-"""`safetynet policy export`: the rule set as Azure Policy definitions and one initiative.
+"""`safetynet policy export`: the rule set as Azure Policy definitions and one initiative;
+`safetynet policy pack`: the CrossGuard pack as a folder for `pulumi preview --policy-pack`, bound
+to the Python environment the command runs in (`policies/pack/folder.py`).
 
-Exit 0 written, 2 bad usage (an unknown format, a folder that cannot hold the export, a scope
-that cannot hold definitions) or a write that failed (the message names the file; every file is
-written whole or not at all, so running again writes the rest).
+Exit 0 written, 2 bad usage (an unknown format, a folder that cannot hold the files, a scope
+that cannot hold definitions, a pack without pulumi-policy installed) or a write that failed
+(the message names the file; every file is written whole or not at all, so running again writes
+the rest).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from blob_safetynet.cli.commands.common import fail
@@ -24,7 +29,9 @@ FORMATS = ("azure-policy",)
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "policy", help="export the rules as Azure Policy definitions and an initiative"
+        "policy",
+        help="export the rules as Azure Policy definitions and an initiative, or write the "
+        "CrossGuard pack",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     exporting = actions.add_parser(
@@ -43,6 +50,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "directory", metavar="DIR", help="folder to write (created if its parent exists)"
     )
     exporting.set_defaults(handler=run)
+    packing = actions.add_parser(
+        "pack",
+        help="write the CrossGuard policy pack into DIR for pulumi preview --policy-pack DIR, "
+        "run by this Python environment (needs the infra extra)",
+    )
+    packing.add_argument(
+        "directory", metavar="DIR", help="folder to write (created if its parent exists)"
+    )
+    packing.set_defaults(handler=run_pack)
 
 
 def _folder_problem(text: str) -> str | None:
@@ -68,6 +84,66 @@ def _folder_problem(text: str) -> str | None:
     return None
 
 
+def _write(command: str, folder: Path, files: dict[str, str]) -> int | None:
+    """Every file written into `folder` (made if need be); the exit code when one cannot be."""
+    try:
+        atomicfile.make_folders(folder)
+    except OSError as error:
+        message = f"DIR {atomicfile.shown(folder)}: cannot write into it: {error.strerror or error}"
+        return fail(command, ExitCode.USAGE, message, False)
+    written = 0
+    try:
+        for relative, text in files.items():
+            atomicfile.write_text(folder / relative, text, base=folder)
+            written += 1
+    except (OSError, atomicfile.OutputPathError) as error:
+        message = (
+            f"could not write into {atomicfile.shown(folder)}: {error}; {written} of "
+            f"{len(files)} files were written whole (none in part): once the cause is fixed, "
+            "running again writes them all"
+        )
+        return fail(command, ExitCode.USAGE, message, False)
+    return None
+
+
+def run_pack(args: argparse.Namespace) -> int:
+    """The pack's folder, its PulumiPolicy.yaml naming this environment (when it is a virtual
+    environment; otherwise Pulumi's default, the python3 on its PATH)."""
+    problem = _folder_problem(args.directory)
+    if problem:
+        return fail("policy pack", ExitCode.USAGE, f"DIR {problem}", False)
+    if importlib.util.find_spec("pulumi_policy") is None:
+        message = (
+            "the pack needs pulumi-policy, which this environment lacks: install "
+            "blob-safetynet with the infra extra (blob-safetynet[infra])"
+        )
+        return fail("policy pack", ExitCode.USAGE, message, False)
+    from blob_safetynet import package_version
+    from blob_safetynet.policies.pack import folder as pack_folder
+
+    in_venv = sys.prefix != sys.base_prefix
+    files = pack_folder.files(
+        package_version(),
+        metadata.version("pulumi-policy"),
+        os.path.abspath(sys.prefix) if in_venv else None,
+    )
+    folder = Path(args.directory)
+    failed = _write("policy pack", folder, files)
+    if failed is not None:
+        return failed
+    runs = (
+        f"the virtual environment {printable(os.path.abspath(sys.prefix))}"
+        if in_venv
+        else "the python3 on Pulumi's PATH, which must have blob-safetynet[infra]"
+    )
+    print(
+        f"wrote the CrossGuard pack to {printable(str(folder))}: pulumi preview --policy-pack "
+        f"{printable(str(folder))} runs it with {runs}",
+        file=sys.stdout,
+    )
+    return ExitCode.OK
+
+
 def run(args: argparse.Namespace) -> int:
     scope = str(args.scope)
     problem = export.scope_problem(scope)
@@ -84,19 +160,13 @@ def run(args: argparse.Namespace) -> int:
         message = f"DIR {atomicfile.shown(folder)}: cannot write into it: {error.strerror or error}"
         return fail("policy export", ExitCode.USAGE, message, False)
     files = export.documents(scope)
-    written = 0
-    try:
-        for relative, document in files.items():
-            text = json.dumps(document, indent=2, ensure_ascii=True) + "\n"
-            atomicfile.write_text(folder / relative, text, base=folder)
-            written += 1
-    except (OSError, atomicfile.OutputPathError) as error:
-        message = (
-            f"could not write into {atomicfile.shown(folder)}: {error}; {written} of "
-            f"{len(files)} files were written whole (none in part): once the cause is fixed, "
-            "running again writes them all"
-        )
-        return fail("policy export", ExitCode.USAGE, message, False)
+    texts = {
+        relative: json.dumps(document, indent=2, ensure_ascii=True) + "\n"
+        for relative, document in files.items()
+    }
+    failed = _write("policy export", folder, texts)
+    if failed is not None:
+        return failed
     definitions = sum(name.startswith("definitions/") for name in files)
     print(
         f"wrote {definitions} policy definitions, the initiative {export.INITIATIVE_NAME} and "

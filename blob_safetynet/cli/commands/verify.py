@@ -41,6 +41,7 @@ from blob_safetynet.cli.commands.target import (
 from blob_safetynet.cli.conventions import terminal_progress
 from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.embedded.azurite import Azurite, AzuriteError
+from blob_safetynet.function.drill import recovery_drill
 from blob_safetynet.policies.probes import (
     PROBES,
     Probe,
@@ -264,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as error:
         return fail("verify", ExitCode.USAGE, str(error), as_json)
     try:
-        with _blob_service_client(args) as (service, origin):
+        with _blob_service_client(args) as (service, origin), recovery_drill() as drill:
             verdicts = _read_settings(args) if _wants_settings(args) else None
             if verdicts is not None and verdicts.pending_days is not None:
                 settings = replace(settings, pending_days=verdicts.pending_days)
@@ -279,6 +280,7 @@ def run(args: argparse.Namespace) -> int:
                 second=second_service,
                 settings=settings,
                 client_options={"transport": pooled_transport(CONCURRENT_WRITERS, shared=True)},
+                recovery=drill,
             )
             progress = terminal_progress(args)
             if progress:

@@ -102,6 +102,10 @@ class ArmReads:
     defender_plan: Maybe[Mapping[str, Any]] = UNKNOWN
     """The subscription's Defender for Storage plan (pricings/StorageAccounts), read when the
     account has no setting of its own; {} when ARM answered 404."""
+    defender_covered: bool | None = None
+    """Every account of the subscription protected (True) or none (False), as its plan's
+    `resourcesCoverageStatus` reports (`common.plan_coverage`): the account's own setting was
+    then not read. None: the setting and the plan decide."""
     reasons: dict[Facet, str] = field(default_factory=dict)
     not_held: set[Fact] = field(default_factory=set)
     """What the source cannot hold (`Account.not_held`); empty for ARM itself."""
@@ -143,7 +147,11 @@ def account(reads: ArmReads) -> Account:
         role_assignments=roles,
         private_endpoints=_each(reads.private_endpoint_connections, common.private_endpoint_status),
         local_users=_each(reads.local_users, _name),
-        defender_enabled=_defender(reads.defender_settings, reads.defender_plan),
+        defender_enabled=(
+            _defender(reads.defender_settings, reads.defender_plan)
+            if reads.defender_covered is None
+            else reads.defender_covered
+        ),
         unknown_reasons=dict(reads.reasons),
         not_held=frozenset(reads.not_held),
     )

@@ -374,3 +374,16 @@ def plan_enabled(pricing: Mapping[str, Any]) -> Maybe[bool]:
     if tier is UNKNOWN:
         return UNKNOWN
     return tier is not None and arm_fold(tier) == "standard"
+
+
+def plan_coverage(pricing: Mapping[str, Any]) -> bool | None:
+    """Whether a subscription's plan reports every one of its resources protected (True) or
+    none (False), from `resourcesCoverageStatus` FullyCovered or NotCovered; None when it
+    reports a mix (PartiallyCovered), nothing, or something else. The field reflects each
+    resource's own status, which may differ from the plan's tier (Pricings - Get, 2024-01-01:
+    https://learn.microsoft.com/rest/api/defenderforcloud/pricings/get)."""
+    props = mapping(pricing.get("properties"))
+    status = None if props is UNKNOWN else props.get("resourcesCoverageStatus")
+    if not isinstance(status, str):
+        return None
+    return {"fullycovered": True, "notcovered": False}.get(arm_fold(status))

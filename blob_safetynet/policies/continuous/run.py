@@ -4,7 +4,8 @@ One run = every probe against the target (with the identity in use, the deployed
 identity, limited by ABAC to `.safetynet/verify/`), the settings rules on the account when an
 audit is given, and a census of every lifecycle canary ever planted. The result becomes one JSON
 history record (blob_safetynet/policies/continuous/history.py) and one custom event per check plus per-run metrics in
-Application Insights (names: blob_safetynet/settings/signals.py, which the alert rules query as well). The
+Application Insights (names: blob_safetynet/settings/signals.py, which the alert rules query as well),
+with the recovery drill's time to recover (`time_to_recover_s`, None unless it passed). The
 Function's timer and the tests call `verify_continuously` alike; only the clock, the telemetry
 providers and the audit are handed in.
 """
@@ -20,7 +21,8 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 
 from blob_safetynet.policies.continuous.history import SCHEMA, write_record
-from blob_safetynet.policies.probes import PROBES, Probe, Target, run_probes
+from blob_safetynet.policies.probes import PROBES, Probe, ProbeOutcome, Target, run_probes
+from blob_safetynet.policies.probes.drill import RECOVERY_DRILL
 from blob_safetynet.policies.probes.liveness import canary_census
 from blob_safetynet.policies.probes.runner import VerificationRun
 from blob_safetynet.policies.rules import Finding
@@ -58,6 +60,7 @@ class Telemetry:
                 signals.FAILURES_METRIC,
                 signals.CANARY_OVERDUE_METRIC,
                 signals.CANARY_OLDEST_DAYS_METRIC,
+                signals.TIME_TO_RECOVER_METRIC,
             )
         }
 
@@ -85,6 +88,8 @@ class Telemetry:
         self._gauges[signals.FAILURES_METRIC].set(failures)
         self._gauges[signals.CANARY_OVERDUE_METRIC].set(canary["overdue"])
         self._gauges[signals.CANARY_OLDEST_DAYS_METRIC].set(canary["oldest_days"])
+        if record.get("time_to_recover_s") is not None:
+            self._gauges[signals.TIME_TO_RECOVER_METRIC].set(record["time_to_recover_s"])
         self._logs.force_flush()
         self._metrics.force_flush()
 
@@ -145,6 +150,7 @@ def history_record(
             "outcome": str(result.outcome),
             "detail": result.detail,
             "proves": list(result.probe.proves),
+            **({} if result.seconds is None else {"seconds": round(result.seconds, 3)}),
         }
         for result in run.results
     ] + [
@@ -168,6 +174,7 @@ def history_record(
         "leftovers": run.leftovers,
         "settings_errors": verdict.errors,
         "requests": run.requests,
+        "time_to_recover_s": time_to_recover(run),
         "canary": {
             "alive": len(census.alive),
             "overdue": len(census.overdue),
@@ -176,3 +183,11 @@ def history_record(
             "oldest_days": round(census.oldest_days(now), 3),
         },
     }
+
+
+def time_to_recover(run: VerificationRun) -> float | None:
+    """Seconds the recovery drill took to give its document back, when it did (PASS)."""
+    for result in run.results:
+        if result.probe.id == RECOVERY_DRILL.id and result.outcome is ProbeOutcome.PASS:
+            return None if result.seconds is None else round(result.seconds, 3)
+    return None

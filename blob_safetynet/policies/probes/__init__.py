@@ -24,6 +24,7 @@ from blob_safetynet.policies.probes.base import (
     RequestCounter,
     Target,
 )
+from blob_safetynet.policies.probes.drill import RECOVERY_DRILL
 from blob_safetynet.policies.probes.liveness import PENDING_LIFECYCLE, SWEEPER_HEARTBEAT
 from blob_safetynet.policies.probes.recovery import PERMANENT_DELETE, SOFT_DELETE
 from blob_safetynet.policies.probes.runner import ProbeResult, VerificationRun, run_probes
@@ -41,6 +42,7 @@ PROBES: Final[tuple[Probe, ...]] = (
     CONDITIONAL_SEAL,
     SOFT_DELETE,
     PERMANENT_DELETE,
+    RECOVERY_DRILL,
     SHARED_KEY_OFF,
     PRIVATE_CONTAINER,
     NO_PUBLIC_ACCESS,

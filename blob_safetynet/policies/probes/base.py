@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from azure.core import MatchConditions
@@ -35,6 +35,9 @@ from azure.storage.blob import (
 from blob_safetynet.policies.rules.model import Thresholds
 from blob_safetynet.settings.endpoints import is_loopback_host
 from blob_safetynet.settings.vocabulary import PENDING, STATE_TAG, VERIFY_PREFIX, tag_condition
+
+if TYPE_CHECKING:
+    from blob_safetynet.policies.probes.drill import RecoveryDrill
 
 EXISTS_REFUSALS = frozenset({(409, "BlobAlreadyExists"), (412, "ConditionNotMet")})
 """A create-only write refused because the blob exists. Azurite answers 409 BlobAlreadyExists;
@@ -64,10 +67,12 @@ class Observation:
 
     outcome: ProbeOutcome
     detail: str
+    seconds: float | None = None
+    """How long the act the probe times took (the recovery drill's time to recover)."""
 
 
-def passed(detail: str) -> Observation:
-    return Observation(ProbeOutcome.PASS, detail)
+def passed(detail: str, seconds: float | None = None) -> Observation:
+    return Observation(ProbeOutcome.PASS, detail, seconds)
 
 
 def failed(detail: str) -> Observation:
@@ -216,7 +221,9 @@ class Target:
     `service` is the client of the identity in use; `second` an optional client of a second
     identity that lacks the uploader role; `client_options` are the transport options (request
     counter, TLS trust) every client of the run is built with, so raw probes (anonymous, a
-    made-up key, plain HTTP) are counted and trusted the same way.
+    made-up key, plain HTTP) are counted and trusted the same way. `recovery` is the recovery
+    drill's acts (the upload protocol and `safetynet recover`'s code), handed in by a layer that
+    may import them (blob_safetynet/function/drill.py): the probes never import them.
     """
 
     def __init__(
@@ -230,8 +237,10 @@ class Target:
         counter: RequestCounter | None = None,
         client_options: dict[str, Any] | None = None,
         now: Callable[[], datetime] | None = None,
+        recovery: RecoveryDrill | None = None,
     ) -> None:
         self.counter = counter or RequestCounter()
+        self.recovery = recovery
         self.client_options = {
             "raw_request_hook": self.counter,
             # Two quick retries heal a transient fault; the SDK's default back-off (15 s and

@@ -16,11 +16,13 @@ from azure.core.exceptions import (
 
 from blob_safetynet.policies.probes.base import (
     CouldNotActError,
+    Observation,
     Probe,
     ProbeOutcome,
     Target,
     TargetMissingError,
     describe_refusal,
+    not_verifiable,
     status_and_code,
 )
 from blob_safetynet.policies.rules import Finding
@@ -36,6 +38,8 @@ class ProbeResult:
     outcome: ProbeOutcome
     detail: str
     requests: int
+    seconds: float | None = None
+    """What the probe timed (the recovery drill: its time to recover), when it timed anything."""
 
 
 @dataclass
@@ -97,12 +101,20 @@ def run_probes(
                 continue
             before = target.counter.count
             try:
-                outcome, detail = _run_one(probe, target, run)
+                observation = _run_one(probe, target, run)
             except ClientAuthenticationError as error:
                 blocked = f"no credential for the target ({type(error).__name__})"
                 run.incomplete.append(f"{probe.id}: {blocked}")
-                outcome, detail = ProbeOutcome.NOT_VERIFIABLE, blocked
-            run.results.append(ProbeResult(probe, outcome, detail, target.counter.count - before))
+                observation = Observation(ProbeOutcome.NOT_VERIFIABLE, blocked)
+            run.results.append(
+                ProbeResult(
+                    probe,
+                    observation.outcome,
+                    observation.detail,
+                    target.counter.count - before,
+                    observation.seconds,
+                )
+            )
     finally:
         run.leftovers = clean_up(target)
         run.requests = target.counter.count
@@ -160,14 +172,14 @@ def _shared_key(target: Target) -> bool:
     return type(target.service.credential).__name__ == "SharedKeyCredentialPolicy"
 
 
-def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeOutcome, str]:
+def _run_one(probe: Probe, target: Target, run: VerificationRun) -> Observation:
     try:
-        observation = probe.run(target)
+        return probe.run(target)
     except TargetMissingError:
         raise
     except CouldNotActError as error:
         run.incomplete.append(f"{probe.id}: {error}")
-        return ProbeOutcome.NOT_VERIFIABLE, f"the identity in use could not act: {error}"
+        return not_verifiable(f"the identity in use could not act: {error}")
     except HttpResponseError as error:
         if isinstance(error, ClientAuthenticationError) and error.status_code is None:
             raise  # the credential itself failed: run_probes stops asking it
@@ -176,10 +188,10 @@ def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeO
             raise TargetMissingError(f"{probe.id}: 404 ContainerNotFound") from None
         if status in (401, 403):
             run.incomplete.append(f"{probe.id}: {status} {code}")
-        return ProbeOutcome.NOT_VERIFIABLE, f"unexpected answer {describe_refusal(error)}"
+        return not_verifiable(f"unexpected answer {describe_refusal(error)}")
     except (ServiceRequestError, ServiceResponseError) as error:
         run.incomplete.append(f"{probe.id}: endpoint unreachable ({type(error).__name__})")
-        return ProbeOutcome.NOT_VERIFIABLE, f"the endpoint did not answer ({type(error).__name__})"
+        return not_verifiable(f"the endpoint did not answer ({type(error).__name__})")
     except AzureError as error:
         # No HTTP answer to judge (a closed stream, a transport fault): the run could not act,
         # which must exit 3, never crash into the exit code 1 that means FAIL. Only the type is
@@ -187,11 +199,7 @@ def _run_one(probe: Probe, target: Target, run: VerificationRun) -> tuple[ProbeO
         run.incomplete.append(
             f"{probe.id}: the SDK failed without an answer ({type(error).__name__})"
         )
-        return (
-            ProbeOutcome.NOT_VERIFIABLE,
-            f"the SDK failed without an answer ({type(error).__name__})",
-        )
-    return observation.outcome, observation.detail
+        return not_verifiable(f"the SDK failed without an answer ({type(error).__name__})")
 
 
 def clean_up(target: Target) -> list[str]:

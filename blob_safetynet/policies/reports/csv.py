@@ -29,6 +29,7 @@ CSV_COLUMNS: Final = (
     "message",
     "justification",
     "expires",
+    "approver",
     "scope",
 )
 
@@ -63,6 +64,7 @@ def iter_csv(report: Judged, context: ReportContext) -> Iterator[str]:
             finding.message,
             suppression.justification if suppression else "",
             suppression.expires.isoformat() if suppression and suppression.expires else "",
+            (suppression.approver or "") if suppression else "",
             report.scope.label,
         ]
         yield row_text([escaping.csv_cell(cell) for cell in row])

@@ -8,6 +8,7 @@ passed through these.
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Final
 
@@ -43,6 +44,25 @@ def markdown(text: str) -> str:
     shown as escapes (no new row or heading)."""
     escaped = "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in text)
     return printable(escaped, backslashes=False)
+
+
+_CODE_SPAN: Final = re.compile(r"`([^`]+)`")
+
+
+def markdown_keeping_code(text: str) -> str:
+    """The tool's own text (a rule's title or remediation, never a value from outside) as
+    Markdown whose code spans stay code spans: the text between them escaped as `markdown`,
+    each span kept with its `|` escaped, which a GitHub table cell needs even inside a code
+    span (https://github.github.com/gfm/#tables-extension-)."""
+    parts = []
+    last = 0
+    for span in _CODE_SPAN.finditer(text):
+        parts.append(markdown(text[last : span.start()]))
+        code = printable(span.group(1), backslashes=False).replace("|", "\\|")
+        parts.append(f"`{code}`")
+        last = span.end()
+    parts.append(markdown(text[last:]))
+    return "".join(parts)
 
 
 def csv_cell(text: str) -> str:

@@ -1,7 +1,8 @@
 """The HTML report: one self-contained file (inline CSS and JavaScript, nothing fetched).
 
-Accounts x rules with PASS/FAIL/UNKNOWN/SUPPRESSED, severity and framework filters, each
-finding's evidence and remediation, and a per-rule history when earlier JSON results are given.
+Accounts x rules with each finding's state (SUPPRESSED and BASELINED apart), severity and
+framework filters, each finding's evidence and remediation, the input files' digests, and a
+per-rule history, by run date, when earlier JSON results are given.
 Jinja2 autoescapes every value; control characters are shown escaped too; a Content Security
 Policy allows only this file's own script and style (by hash), so even a value that escaped the
 escaping could neither run nor load anything.
@@ -14,7 +15,7 @@ import datetime as dt
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,7 +28,9 @@ from blob_safetynet.policies.reports import escaping
 from blob_safetynet.policies.reports.markdown import attention
 from blob_safetynet.policies.reports.view import (
     ATTENTION,
+    BASELINED,
     STATES,
+    SUPPRESSED,
     Judged,
     ReportContext,
     all_errors,
@@ -36,12 +39,14 @@ from blob_safetynet.policies.reports.view import (
     counts_by_rule,
     error_line,
     findings_of,
+    run_time,
     settings_by_rule,
     state,
     summary,
     verify_summary,
 )
 from blob_safetynet.policies.rules import RULES, Finding, Rule, Severity, ruleset_version
+from blob_safetynet.settings.untrusted import InputFile
 
 TEMPLATES: Final = Path(__file__).parent / "templates"
 TEMPLATE: Final = "report.html.j2"
@@ -68,15 +73,32 @@ def code_spans(text: str) -> markupsafe.Markup:
     return markupsafe.Markup(CODE_SPAN.sub(r"<code>\1</code>", escaped))  # noqa: S704 (escaped above)
 
 
-def _about(scope: str, generated: dt.datetime) -> dict[str, str]:
+def _about(
+    scope: str,
+    generated: dt.datetime,
+    inputs: Sequence[InputFile] = (),
+    fail_on: str | None = None,
+) -> dict[str, Any]:
     """What the page's header says the report is: when (UTC), by which tool and rule set, of
-    what."""
+    what (each input file with its SHA-256, and when it was captured where the file says),
+    and at which severity it fails."""
     return {
         "generated": generated.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "generated_iso": generated.astimezone(dt.UTC).isoformat(timespec="seconds"),
         "tool": f"safetynet {package_version()}",
         "ruleset": ruleset_version(),
         "scope": scope,
+        "fail_on": fail_on,
+        "inputs": [
+            {
+                "option": file.option,
+                "name": file.name,
+                "sha256": file.sha256,
+                "size": file.size,
+                "captured": None if file.captured is None else run_time(file.captured),
+            }
+            for file in inputs
+        ],
     }
 
 
@@ -100,18 +122,20 @@ def _csp_hash(text: str) -> str:
 
 
 def _finding(finding: Finding, context: ReportContext) -> dict[str, Any]:
-    suppression = context.applied.of(finding)
+    covered = context.applied.of(finding)
+    shown = state(finding, context)
     return {
         "account": finding.account,
         "rule": finding.rule,
         "severity": finding.severity.value,
         "rank": finding.severity.rank,
-        "state": state(finding, context),
+        "state": shown,
         "message": finding.message,
         "heading": _heading(finding),
         "fix": finding.fix,
         "resource_id": finding.resource_id or "",
-        "suppression": suppression,
+        "suppression": covered if shown == SUPPRESSED else None,
+        "baseline": covered.baseline if covered is not None and shown == BASELINED else None,
         "frameworks": _framework_list(finding.rule),
         "controls": frameworks(finding.rule),
     }
@@ -129,7 +153,8 @@ def _history(report: Judged, context: ReportContext) -> list[dict[str, Any]]:
     if not context.history:
         return []
     now = counts_by_rule((f.rule.id, state(f, context)) for f in findings_of(report))
-    runs = [*((run.label, run.counts) for run in context.history), ("this run", now)]
+    this_run = f"{run_time(context.generated)} (this run)"
+    runs = [*((run.label, run.counts) for run in context.history), (this_run, now)]
     empty = dict.fromkeys(STATES, 0)
     return [
         {"rule": rule, "runs": [(label, counts.get(rule.id, empty)) for label, counts in runs]}
@@ -196,7 +221,7 @@ def iter_html(report: Judged, context: ReportContext) -> Iterator[str]:
     assets = {name: (TEMPLATES / name).read_text(encoding="utf-8") for name in ASSETS}
     names = sorted({name for rule in report.rules for name in frameworks(rule)})
     return environment.get_template(TEMPLATE).generate(
-        about=_about(report.scope.label, context.generated),
+        about=_about(report.scope.label, context.generated, context.inputs, context.fail_on),
         scope=report.scope.label,
         rules=report.rules,
         rows=_Matrix(report, context),

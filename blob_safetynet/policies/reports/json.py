@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import secrets
 from collections.abc import Iterable, Iterator
@@ -10,19 +11,22 @@ from typing import Any
 from blob_safetynet import package_version
 from blob_safetynet.policies.probes import VerificationRun
 from blob_safetynet.policies.reports.view import (
+    BASELINED,
+    SUPPRESSED,
     TOOL_NAME,
     Judged,
     ReportContext,
     all_errors,
     behaviour_by_rule,
-    findings_of,
+    input_dict,
+    reads_summary,
     settings_by_rule,
     state,
     summary,
     verify_summary,
 )
 from blob_safetynet.policies.rules import RULES, Finding
-from blob_safetynet.policies.sources.results import ReadError
+from blob_safetynet.policies.sources.results import ReadError, SourceLine
 
 
 def _error_dict(error: ReadError) -> dict[str, Any]:
@@ -34,18 +38,24 @@ def _error_dict(error: ReadError) -> dict[str, Any]:
     }
 
 
-def _finding_dict(finding: Finding, context: ReportContext) -> dict[str, Any]:
+def _finding_dict(
+    finding: Finding, context: ReportContext, source: SourceLine | None
+) -> dict[str, Any]:
     suppression = context.applied.of(finding)
+    shown = state(finding, context)
     return {
         "rule": finding.rule.id,
         "account": finding.account,
         "resource_id": finding.resource_id,
         "outcome": finding.outcome.value,
-        "state": state(finding, context),
+        "state": shown,
         "severity": finding.severity.value,
         "title": finding.rule.title,
         "message": finding.message,
-        **({"suppression": suppression.as_dict()} if suppression else {}),
+        "detail": finding.detail,
+        **({"source": {"file": source.path, "line": source.line}} if source else {}),
+        **({"suppression": suppression.as_dict()} if suppression and shown == SUPPRESSED else {}),
+        **({"baseline": suppression.baseline} if suppression and shown == BASELINED else {}),
     }
 
 
@@ -94,7 +104,8 @@ def _array(items: Iterable[Any], pad: str) -> Iterator[str]:
 
 
 def render_json(report: Judged, context: ReportContext) -> str:
-    """One object: scope, thresholds, summary, findings, errors, suppressions."""
+    """One object: when, scope, the inputs, the gate, thresholds, summary, findings, errors,
+    suppressions."""
     return "".join(iter_json(report, context))
 
 
@@ -104,14 +115,21 @@ def iter_json(report: Judged, context: ReportContext) -> Iterator[str]:
     document = {
         "tool": TOOL_NAME,
         "version": package_version(),
+        "generated": context.generated.astimezone(dt.UTC).isoformat(timespec="seconds"),
         "scope": report.scope.label,
+        "inputs": [input_dict(file) for file in context.inputs],
+        "fail_on": context.fail_on,
         "thresholds": {
             "minBlobSoftDeleteDays": report.thresholds.min_blob_soft_delete_days,
             "maxPendingDays": report.thresholds.max_pending_days,
             "containerName": report.thresholds.container,
         },
-        "summary": summary(report, context),
-        "findings": arrays.mark(_finding_dict(f, context) for f in findings_of(report)),
+        "summary": {**summary(report, context), **reads_summary(report)},
+        "findings": arrays.mark(
+            _finding_dict(f, context, result.source)
+            for result in report.results
+            for f in result.findings
+        ),
         "errors": [_error_dict(e) for e in all_errors(report)],
         "suppressions": {
             "expired": [s.as_dict() for s in context.applied.expired],
@@ -126,8 +144,9 @@ def iter_json(report: Judged, context: ReportContext) -> Iterator[str]:
 
 
 def render_verify_json(run: VerificationRun) -> str:
-    """One object: target, run id, summary, `checks` (check, proves, outcome, detail), and with
-    settings read, `rules` (settings and behaviour verdict per rule)."""
+    """One object: target, run id, summary, `checks` (check, proves, outcome, detail, and the
+    seconds a probe timed: the recovery drill's time to recover), and with settings read,
+    `rules` (settings and behaviour verdict per rule)."""
     settings = settings_by_rule(run)
     behaviour = behaviour_by_rule(run)
     document: dict[str, Any] = {
@@ -148,6 +167,7 @@ def render_verify_json(run: VerificationRun) -> str:
                 "outcome": r.outcome.value,
                 "detail": r.detail,
                 "requests": r.requests,
+                **({} if r.seconds is None else {"seconds": round(r.seconds, 3)}),
             }
             for r in run.results
         ],

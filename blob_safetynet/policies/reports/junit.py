@@ -13,7 +13,9 @@ from blob_safetynet.policies.reports.view import (
     ReportContext,
     all_errors,
     findings_of,
+    input_line,
     leftover_lines,
+    run_time,
 )
 from blob_safetynet.policies.rules import Finding, Outcome
 from blob_safetynet.policies.sources.results import AccountResult, ReadError
@@ -40,10 +42,15 @@ def _suite(parent: ET.Element | None, name: str, properties: dict[str, str]) -> 
     return suite
 
 
-def _audit_properties(report: Judged) -> dict[str, str]:
+def _audit_properties(report: Judged, context: ReportContext) -> dict[str, str]:
+    """What every suite was judged as: when, of what (each input file's digest), against which
+    gate and thresholds."""
     limits = report.thresholds
     return {
+        "generated": run_time(context.generated),
         "scope": report.scope.label,
+        **{f"input.{n}": input_line(file) for n, file in enumerate(context.inputs, start=1)},
+        **({"failOn": context.fail_on} if context.fail_on else {}),
         "minBlobSoftDeleteDays": str(limits.min_blob_soft_delete_days),
         "maxPendingDays": str(limits.max_pending_days),
         "containerName": limits.container,
@@ -72,7 +79,7 @@ def _account_suite(
 
 
 def _audit_suites(report: Judged, context: ReportContext) -> Iterator[ET.Element]:
-    properties = _audit_properties(report)
+    properties = _audit_properties(report, context)
     for result in report.results:
         yield _account_suite(result, properties, context)
     if report.errors:
@@ -166,13 +173,16 @@ def _outcome_node(
 def _finding_case(
     suite: ET.Element, finding: Finding, account: str, counts: Counts, context: ReportContext
 ) -> None:
-    """A counted testcase for one rule's finding: FAIL a failure, UNKNOWN and suppressed
-    skipped."""
+    """A counted testcase for one rule's finding: FAIL a failure; UNKNOWN, suppressed and
+    baselined skipped, each saying which."""
     case = _case(suite, f"safetynet.{account}", f"{finding.rule.id} {finding.rule.title}", counts)
     suppression = context.applied.of(finding)
     if suppression is not None:
         counts["skipped"] += 1
-        reason = f"suppressed {suppression.term}: {suppression.justification}"
+        if suppression.baseline is not None:
+            reason = f"baselined: failing already in the baseline {suppression.baseline}"
+        else:
+            reason = f"suppressed {suppression.terms}: {suppression.justification}"
         _outcome_node(case, "skipped", f"{reason}; {finding.message}")
     elif finding.outcome is Outcome.FAIL:
         counts["failures"] += 1

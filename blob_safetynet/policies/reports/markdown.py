@@ -10,6 +10,8 @@ from blob_safetynet.policies.probes import ProbeOutcome, VerificationRun
 from blob_safetynet.policies.reports import escaping
 from blob_safetynet.policies.reports.view import (
     ATTENTION,
+    BASELINED,
+    SUPPRESSED,
     Judged,
     ReportContext,
     all_errors,
@@ -18,11 +20,13 @@ from blob_safetynet.policies.reports.view import (
     counts_line,
     error_line,
     findings_of,
+    input_line,
+    run_time,
     settings_by_rule,
     state,
     verify_counts_line,
 )
-from blob_safetynet.policies.rules import RULES, Finding, Severity
+from blob_safetynet.policies.rules import RULES, Finding, Outcome, Severity
 
 MARKDOWN_BUDGET: Final = 65_000
 
@@ -69,21 +73,49 @@ def render_verify_markdown(run: VerificationRun) -> str:
     return _fit(head, rows, tail + ([""] if errors else []) + errors, len(rows))
 
 
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def finding_text(finding: Finding, context: ReportContext) -> str:
+    """What was found first (the verdict's fact, escaped: it quotes values from outside), then
+    the rule's ideal and its fix in the rule's own words with their code spans kept, then the
+    suppression or baseline that accepts it."""
+    if not finding.detail:
+        return escaping.markdown(finding.message)
+    lead = {
+        Outcome.UNKNOWN: "cannot be judged: ",
+        Outcome.NOT_IN_FILES: "not in the files: ",
+    }.get(finding.outcome, "")
+    parts = [escaping.markdown(_sentence(lead + finding.detail).rstrip(".")) + "."]
+    parts.append(f"Expected: {escaping.markdown_keeping_code(finding.rule.title)}.")
+    if finding.outcome is Outcome.FAIL:
+        parts.append(f"Fix: {escaping.markdown_keeping_code(finding.fix)}")
+    covered = context.applied.of(finding)
+    shown = state(finding, context)
+    if covered is not None and shown == SUPPRESSED:
+        why = f"Suppressed {covered.terms}: {covered.justification}"
+        parts.append(f"**{escaping.markdown(why)}**")
+    elif covered is not None and shown == BASELINED:
+        parts.append(f"**{escaping.markdown(f'Accepted by the baseline {covered.baseline}')}**")
+    return " ".join(parts)
+
+
 def _finding_row(finding: Finding, context: ReportContext) -> str:
     cells = [
         escaping.markdown(finding.account),
         f"`{finding.rule.id}`",
         finding.severity.value,
         f"**{state(finding, context)}**",
-        escaping.markdown(finding.message),
+        finding_text(finding, context),
     ]
     return "| " + " | ".join(cells) + " |"
 
 
 def attention(report: Judged, context: ReportContext) -> Iterator[tuple[str, Finding]]:
-    """(state, finding) of every FAIL, SUPPRESSED and UNKNOWN finding, in that order, most
-    severe first, in the report's order otherwise (as a stable sort would give them): one
-    pass over the results per state and severity, none held."""
+    """(state, finding) of every finding in an `ATTENTION` state, in that order, most severe
+    first, in the report's order otherwise (as a stable sort would give them): one pass over
+    the results per state and severity, none held."""
     rank_of = {severity: severity.rank for severity in Severity}
     for name in ATTENTION:
         for rank in sorted(set(rank_of.values()), reverse=True):
@@ -93,12 +125,15 @@ def attention(report: Judged, context: ReportContext) -> Iterator[tuple[str, Fin
 
 
 def render_markdown(report: Judged, context: ReportContext) -> str:
-    """A heading, the counts, then every FAIL, SUPPRESSED and UNKNOWN finding (in that order,
-    most severe first), the read
-    errors and suppression notes; cut to `MARKDOWN_BUDGET` with a note saying how many rows
-    were left out."""
+    """A heading, when the report was made (and the gate), the counts, then every finding in an
+    `ATTENTION` state (FAIL, BASELINED, SUPPRESSED, UNKNOWN, NOT_IN_FILES, most severe first),
+    each led by what was found; the read errors, suppression notes and the input files' digests;
+    cut to `MARKDOWN_BUDGET` with a note saying how many lines were left out."""
+    gate = f", failing at {context.fail_on} or above" if context.fail_on else ""
     head = [
         f"## safetynet audit: {escaping.markdown(report.scope.label)}",
+        "",
+        f"Generated {run_time(context.generated)}{gate}.",
         "",
         counts_line(report, context),
         "",
@@ -106,13 +141,17 @@ def render_markdown(report: Judged, context: ReportContext) -> str:
     listed = sum(state(f, context) in ATTENTION for f in findings_of(report))
     rows = (_finding_row(f, context) for _, f in attention(report, context))
     if listed:
-        head += ["| Account | Rule | Severity | State | Message |", "|---|---|---|---|---|"]
+        head += ["| Account | Rule | Severity | State | Finding |", "|---|---|---|---|---|"]
     else:
         head.append("Every rule passed on every account.")
-    tail = [
-        f"- error: {escaping.markdown(error_line(e, report.scope.label))}"
-        for e in all_errors(report)
-    ] + [f"- {escaping.markdown(note)}" for note in context.applied.notes()]
+    tail = (
+        [
+            f"- error: {escaping.markdown(error_line(e, report.scope.label))}"
+            for e in all_errors(report)
+        ]
+        + [f"- {escaping.markdown(note)}" for note in context.applied.notes()]
+        + [f"- input {escaping.markdown(input_line(file))}" for file in context.inputs]
+    )
     return _fit(head, rows, ([""] if tail else []) + tail, listed)
 
 

@@ -3,11 +3,14 @@ UNKNOWN and NOT_VERIFIABLE as notifications, severities mapped to `security-seve
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from blob_safetynet import package_version
 from blob_safetynet.policies.probes import Probe, ProbeOutcome, VerificationRun
@@ -25,7 +28,8 @@ from blob_safetynet.policies.reports.view import (
 )
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule, Severity
 from blob_safetynet.policies.rules.suppressions import Suppression
-from blob_safetynet.policies.sources.results import ReadError
+from blob_safetynet.policies.sources.results import ReadError, SourceLine
+from blob_safetynet.settings.untrusted import STDIN, InputFile
 
 SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -72,36 +76,39 @@ def _sarif_log(
     succeeded: bool,
     notifications: list[dict[str, Any]] | str,
     results: list[dict[str, Any]] | str,
+    artifacts: list[dict[str, Any]] | None = None,
+    ended: dt.datetime | None = None,
 ) -> dict[str, Any]:
     """One SARIF 2.1.0 run of this tool, the document both audit and verify print (the lists
-    may be `Arrays` marks)."""
-    return {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": TOOL_NAME,
-                        "informationUri": TOOL_URI,
-                        "version": package_version(),
-                        "rules": rules,
-                    }
-                },
-                "automationDetails": {
-                    "id": automation_id,
-                    "description": sarif_message(described),
-                },
-                "invocations": [
-                    {
-                        "executionSuccessful": succeeded,
-                        "toolExecutionNotifications": notifications,
-                    }
-                ],
-                "results": results,
-            }
-        ],
+    may be `Arrays` marks); the audit adds the files it read as `artifacts` and when it ended."""
+    invocation: dict[str, Any] = {
+        "executionSuccessful": succeeded,
+        **({"endTimeUtc": _utc(ended)} if ended is not None else {}),
+        "toolExecutionNotifications": notifications,
     }
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": TOOL_NAME,
+                "informationUri": TOOL_URI,
+                "version": package_version(),
+                "rules": rules,
+            }
+        },
+        "automationDetails": {
+            "id": automation_id,
+            "description": sarif_message(described),
+        },
+        **({"artifacts": artifacts} if artifacts else {}),
+        "invocations": [invocation],
+        "results": results,
+    }
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+
+
+def _utc(moment: dt.datetime) -> str:
+    """A SARIF date-time: UTC, ISO 8601 with a Z (SARIF 2.1.0 section 3.9)."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _sarif_rule(rule: Rule) -> dict[str, Any]:
@@ -129,6 +136,60 @@ def _location_uri(finding: Finding) -> str:
     return "azure" + ("" if resource.startswith("/") else "/") + resource
 
 
+def file_uri(name: str) -> str:
+    """A saved file as an artifact URI: relative to the working folder (a pipeline's checkout)
+    when it lies in it, with `/` separators and percent-encoding (a URI reference, SARIF 2.1.0
+    section 3.10.2); code scanning takes a relative URI as relative to the repository root
+    (https://docs.github.com/en/code-security/code-scanning/integrating-with-code-scanning/sarif-support-for-code-scanning#physicallocation-object).
+    A file outside the working folder is named by its absolute `file:` URI."""
+    path = Path(os.path.abspath(name))
+    try:
+        relative = path.relative_to(os.getcwd())
+    except ValueError:
+        return path.as_uri()
+    return quote(relative.as_posix(), safe="/")
+
+
+def _physical(finding: Finding, source: SourceLine | None, index: dict[str, int]) -> dict[str, Any]:
+    """Where a finding lies: the saved file and the line of the account's resource when the
+    audit read files, else the account's resource id (line 1)."""
+    if source is None or source.path == STDIN:
+        return {"artifactLocation": {"uri": _location_uri(finding)}, "region": {"startLine": 1}}
+    uri = file_uri(source.path)
+    return {
+        "artifactLocation": {"uri": uri, **({"index": index[uri]} if uri in index else {})},
+        "region": {"startLine": source.line or 1},
+    }
+
+
+ARTIFACT_ROLES: Final = {
+    "--from-file": "analysisTarget",
+    "--suppressions": "userSpecifiedConfiguration",
+    "--baseline": "resultFile",
+    "--history": "resultFile",
+}
+"""What each input file is to the run, in SARIF's artifact roles (SARIF 2.1.0 section 3.24.6)."""
+
+
+def _artifacts(inputs: list[InputFile]) -> list[dict[str, Any]]:
+    """The files the audit read, each with its SHA-256 and length (SARIF 2.1.0 section 3.24)
+    and, where the file says, when it was captured; what a standard input held has no URI."""
+    artifacts = []
+    for file in inputs:
+        location = {"uri": file_uri(file.name)} if file.name != STDIN else {}
+        captured = {"capturedTimeUtc": _utc(file.captured)} if file.captured else {}
+        artifacts.append(
+            {
+                **({"location": location} if location else {}),
+                "length": file.size,
+                "roles": [ARTIFACT_ROLES.get(file.option, "referencedOnCommandLine")],
+                "hashes": {"sha-256": file.sha256},
+                "properties": {"option": file.option, **captured},
+            }
+        )
+    return artifacts
+
+
 def automation_id(kind: str, where: str, category: str | None = None) -> str:
     """`safetynet-<kind>/<where>/`, or `<category>/` when the caller names one. GitHub takes the
     part of `automationDetails.id` before its last `/` as the analysis category
@@ -147,30 +208,37 @@ def _sarif_suppression(suppression: Suppression) -> dict[str, str]:
     return {
         "kind": "external",
         "status": "accepted",
-        "justification": escaping.terminal(f"{suppression.justification} ({suppression.term})"),
+        "justification": escaping.terminal(f"{suppression.justification} ({suppression.terms})"),
     }
 
 
 def _sarif_result(
-    finding: Finding, index: dict[str, int], context: ReportContext
+    finding: Finding,
+    index: dict[str, int],
+    context: ReportContext,
+    source: SourceLine | None = None,
+    artifacts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
+    """One FAIL: at its saved file's line (an audit of files) or its resource id; a reviewed
+    suppression or the baseline's acceptance as a `suppressions` entry, and with a baseline,
+    `baselineState` new or unchanged (SARIF 2.1.0 section 3.27.24)."""
     failed = finding.outcome is Outcome.FAIL
     fingerprint = hashlib.sha256(
         f"{finding.rule.id}|{finding.resource_id or finding.account}".encode()
     ).hexdigest()
     suppression = context.applied.of(finding)
+    baselined = suppression is not None and suppression.baseline is not None
+    with_baseline = context.applied.baseline is not None
     return {
         "ruleId": finding.rule.id,
         "ruleIndex": index[finding.rule.id],
         "kind": "fail" if failed else "review",
         "level": SARIF_LEVEL[finding.severity] if failed else "none",
         "message": sarif_message(f"{finding.account}: {finding.message}"),
+        **({"baselineState": "unchanged" if baselined else "new"} if with_baseline else {}),
         "locations": [
             {
-                "physicalLocation": {
-                    "artifactLocation": {"uri": _location_uri(finding)},
-                    "region": {"startLine": 1},
-                },
+                "physicalLocation": _physical(finding, source, artifacts or {}),
                 "logicalLocations": [
                     {
                         "name": finding.account,
@@ -244,9 +312,16 @@ def iter_sarif(
     index = {rule.id: number for number, rule in enumerate(rules)}
     errors = all_errors(report)
     arrays = Arrays()
+    artifacts = _artifacts(list(context.inputs))
+    at = {
+        artifact["location"]["uri"]: number
+        for number, artifact in enumerate(artifacts)
+        if "location" in artifact
+    }
     results = (
-        _sarif_result(finding, index, context)
-        for finding in findings_of(report)
+        _sarif_result(finding, index, context, result.source, at)
+        for result in report.results
+        for finding in result.findings
         if finding.outcome is Outcome.FAIL
     )
     where = FILES_SCOPE if report.scope.files else report.scope.label
@@ -257,6 +332,8 @@ def iter_sarif(
         succeeded=not errors,
         notifications=arrays.mark(_audit_notifications(report, context, index, errors)),
         results=arrays.mark(results),
+        artifacts=artifacts,
+        ended=context.generated,
     )
     yield from arrays.chunks(document)
 

@@ -29,7 +29,14 @@ from typing import IO, Any
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule
 from blob_safetynet.policies.rules.base import FixTarget
 from blob_safetynet.policies.rules.model import Account, Thresholds
-from blob_safetynet.policies.rules.suppressions import Applied, Baseline, Key, Suppression, key
+from blob_safetynet.policies.rules.suppressions import (
+    Applied,
+    Baseline,
+    Key,
+    Suppression,
+    accepted_by,
+    key,
+)
 from blob_safetynet.policies.sources.results import AccountResult, ErrorKind, ReadError, Scope
 
 
@@ -48,13 +55,13 @@ def _record(result: AccountResult) -> bytes:
     ]
     errors = [[e.account, e.operation, e.kind.value, e.message] for e in result.errors]
     account = [result.account.name, result.account.resource_id]
-    return json.dumps([account, findings, errors], separators=(",", ":")).encode()
+    return json.dumps([account, findings, errors, result.deleted], separators=(",", ":")).encode()
 
 
 class Spool:
     """Account results on disk, handed back sorted by (name, resource id) whatever order they
-    were judged in; each keeps its account's name and resource id, its findings and its errors
-    (not the settings the rules read)."""
+    were judged in; each keeps its account's name and resource id, its findings, its errors and
+    whether it was deleted since the listing (not the settings the rules read)."""
 
     def __init__(self, rules: Sequence[Rule] = RULES) -> None:
         self._rules = {rule.id: rule for rule in rules}
@@ -102,7 +109,7 @@ class Spool:
             yield self._result(json.loads(data))
 
     def _result(self, record: list[Any]) -> AccountResult:
-        (name, resource_id), findings, errors = record
+        (name, resource_id), findings, errors, deleted = record
         return AccountResult(
             account=Account(name=name, resource_id=resource_id),
             findings=[
@@ -118,6 +125,7 @@ class Spool:
                 for rule, account, where, outcome, message, detail, target in findings
             ],
             errors=[ReadError(a, operation, ErrorKind(k), m) for a, operation, k, m in errors],
+            deleted=bool(deleted),
         )
 
 
@@ -131,15 +139,7 @@ class SpooledReport:
     errors: list[ReadError] = field(default_factory=list)
     rules: tuple[Rule, ...] = RULES
     seconds: float = 0.0
-
-
-def _baseline_suppression(finding: Finding, baseline: Baseline) -> Suppression:
-    return Suppression(
-        finding.rule.id,
-        finding.resource_id or finding.account,
-        f"failing already in the baseline {baseline.label}",
-        None,
-    )
+    requests: int = 0
 
 
 @dataclass
@@ -149,7 +149,6 @@ class Matched(Applied):
     `suppressions.apply` decides; nothing is kept per finding."""
 
     live: list[Suppression] = field(default_factory=list)
-    baseline: Baseline | None = None
 
     def of(self, finding: Finding) -> Suppression | None:
         if finding.outcome is not Outcome.FAIL:
@@ -158,7 +157,7 @@ class Matched(Applied):
             if suppression.matches(finding):
                 return suppression
         if self.baseline is not None and key(finding) in self.baseline.failing:
-            return _baseline_suppression(finding, self.baseline)
+            return accepted_by(finding, self.baseline)
         return None
 
 

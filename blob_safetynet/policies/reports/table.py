@@ -18,6 +18,7 @@ from blob_safetynet.policies.reports.view import (
     counts_line,
     error_line,
     findings_of,
+    input_line,
     settings_by_rule,
     state,
     verify_counts_line,
@@ -45,7 +46,8 @@ def _table_rows(report: Judged, context: ReportContext) -> Iterator[tuple[str, .
 
 
 def render_table(report: Judged, context: ReportContext) -> str:
-    """A plain text table for people, then the read errors and suppression notes."""
+    """A plain text table for people (under the scope and each input file's digest, for an
+    audit of files), then the read errors and suppression notes."""
     return "".join(iter_table(report, context))
 
 
@@ -56,6 +58,8 @@ def iter_table(report: Judged, context: ReportContext) -> Iterator[str]:
         widths = [max(width, len(cell)) for width, cell in zip(widths, row, strict=False)]
     if report.scope.files:
         yield escaping.terminal(report.scope.label) + "\n"
+    for file in context.inputs:
+        yield "input " + escaping.terminal(input_line(file)) + "\n"
     for row in _table_rows(report, context):
         cells = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4]))
         yield cells + "  " + row[4] + "\n"

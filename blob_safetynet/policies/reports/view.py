@@ -15,12 +15,19 @@ from blob_safetynet.policies.rules.model import Thresholds
 from blob_safetynet.policies.rules.suppressions import Applied, Baseline, Key
 from blob_safetynet.policies.sources.results import AccountResult, ReadError, Scope
 from blob_safetynet.settings import untrusted
+from blob_safetynet.settings.untrusted import InputFile
 
 SUPPRESSED: Final = "SUPPRESSED"
-STATES: Final = (*(outcome.value for outcome in Outcome), SUPPRESSED)
-"""Every state a finding can be in: the rule outcomes, and SUPPRESSED."""
+"""A FAIL a reviewed suppression covers: justified, with an expiry (and an approver, when
+the file names one)."""
+BASELINED: Final = "BASELINED"
+"""A FAIL accepted only because the baseline (`--baseline`) already held it: not reviewed one
+by one, so never shown as SUPPRESSED."""
+STATES: Final = (*(outcome.value for outcome in Outcome), SUPPRESSED, BASELINED)
+"""Every state a finding can be in: the rule outcomes, SUPPRESSED and BASELINED."""
 ATTENTION: Final = (
     Outcome.FAIL.value,
+    BASELINED,
     SUPPRESSED,
     Outcome.UNKNOWN.value,
     Outcome.NOT_IN_FILES.value,
@@ -47,6 +54,8 @@ class Judged(Protocol):
     def rules(self) -> tuple[Rule, ...]: ...
     @property
     def seconds(self) -> float: ...
+    @property
+    def requests(self) -> int: ...
 
 
 TOOL_NAME: Final = "safetynet"
@@ -68,12 +77,26 @@ class HistoryError(ValueError):
     """An earlier result file that is not this tool's JSON report (usage error)."""
 
 
+def run_time(moment: dt.datetime) -> str:
+    """A report's generation time as every format shows it: `2026-12-02 05:00 UTC`."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 @dataclass(frozen=True)
 class HistoryRun:
-    """One earlier JSON report: its label (the file name) and each rule's state counts."""
+    """One earlier JSON report: its file name, when it was generated (None for a report written
+    before reports said so) and each rule's state counts."""
 
-    label: str
+    name: str
     counts: dict[str, dict[str, int]]
+    generated: dt.datetime | None = None
+    file: InputFile | None = None
+
+    @property
+    def label(self) -> str:
+        """The run's column heading: its date and time, or the file name when the report
+        does not say when it ran."""
+        return self.name if self.generated is None else run_time(self.generated)
 
 
 @dataclass(frozen=True)
@@ -82,11 +105,39 @@ class ReportContext:
     history: Sequence[HistoryRun] = ()
     generated: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
     """When the report was made (UTC): the "as of when" an auditor reads first."""
+    inputs: Sequence[InputFile] = ()
+    """The files the verdicts rest on (saved ARM JSON, suppressions, baseline, history), each
+    with the SHA-256 of the bytes read."""
+    fail_on: str | None = None
+    """The lowest severity whose FAIL fails the run (`--fail-on`), when a command set it."""
 
 
 def state(finding: Finding, context: ReportContext) -> str:
-    """The finding's outcome, or SUPPRESSED for a FAIL a live suppression covers."""
-    return SUPPRESSED if context.applied.of(finding) else finding.outcome.value
+    """The finding's outcome; SUPPRESSED for a FAIL a live suppression covers, BASELINED for
+    one the baseline accepts."""
+    covered = context.applied.of(finding)
+    if covered is None:
+        return finding.outcome.value
+    return BASELINED if covered.baseline is not None else SUPPRESSED
+
+
+def input_dict(file: InputFile) -> dict[str, object]:
+    """An input file as the JSON report and the SARIF properties name it."""
+    captured = None if file.captured is None else file.captured.isoformat(timespec="seconds")
+    return {
+        "option": file.option,
+        "file": file.name,
+        "sha256": file.sha256,
+        "bytes": file.size,
+        "captured": captured,
+    }
+
+
+def input_line(file: InputFile) -> str:
+    """An input file in one line, unescaped (each format escapes it): `--from-file a.json:
+    sha256 <hex>, 1234 bytes`, and when it was captured where the file says."""
+    captured = "" if file.captured is None else f", captured {run_time(file.captured)}"
+    return f"{file.option} {file.name}: sha256 {file.sha256}, {file.size} bytes{captured}"
 
 
 def summary(report: Judged, context: ReportContext) -> dict[str, int]:
@@ -97,6 +148,17 @@ def summary(report: Judged, context: ReportContext) -> dict[str, int]:
         "accounts": len(report.results),
         **{name: states[name] for name in STATES},
         "errors": errors,
+    }
+
+
+def reads_summary(report: Judged) -> dict[str, int | float]:
+    """What judging cost and what vanished meanwhile: HTTP requests sent (retries included),
+    requests per account judged, accounts deleted after they were listed."""
+    accounts = len(report.results)
+    return {
+        "requests": report.requests,
+        "requests_per_account": round(report.requests / accounts, 2) if accounts else 0.0,
+        "deleted": sum(1 for result in report.results if result.deleted),
     }
 
 
@@ -121,11 +183,22 @@ def counts_by_rule(findings: Iterable[tuple[str, str]]) -> dict[str, dict[str, i
     return counts
 
 
-def _report_findings(path: Path) -> list[tuple[str, str, dict[str, object]]]:
-    """(rule id, state, the finding) for each finding of an earlier `--format json` report;
-    HistoryError says what the file is not."""
+@dataclass(frozen=True)
+class EarlierReport:
+    """An earlier `--format json` report as read: (rule id, state, finding) per finding, and
+    the file's record (its digest, and its generation time as captured)."""
+
+    findings: list[tuple[str, str, dict[str, object]]]
+    file: InputFile
+
+
+def _report_findings(path: Path, option: str) -> EarlierReport:
+    """Each finding of an earlier `--format json` report; HistoryError says what the file is
+    not. A report without a readable `generated` time (written before reports said it) is
+    read all the same."""
     try:
-        document = untrusted.read_json_file(path, "the file", max_bytes=MAX_HISTORY_BYTES)
+        data = untrusted.read_input(path, "the file", max_bytes=MAX_HISTORY_BYTES)
+        document = untrusted.load_json(data, "the file", max_bytes=MAX_HISTORY_BYTES)
     except untrusted.UntrustedInputError as error:
         raise HistoryError(str(error)) from None
     findings = document.get("findings") if isinstance(document, dict) else None
@@ -139,20 +212,26 @@ def _report_findings(path: Path) -> list[tuple[str, str, dict[str, object]]]:
         if not isinstance(rule, str) or name not in STATES:
             raise HistoryError("a finding has no rule id or no known outcome")
         read.append((rule, str(name), item))
-    return read
+    try:
+        generated = untrusted.utc_time(document.get("generated"), "generated")
+    except untrusted.UntrustedInputError:
+        generated = None
+    return EarlierReport(read, InputFile.of(option, str(path), data, generated))
 
 
 def load_history(path: Path) -> HistoryRun:
-    """An earlier `--format json` report as a history run."""
-    pairs = [(rule, name) for rule, name, _ in _report_findings(path)]
-    return HistoryRun(path.name, counts_by_rule(pairs))
+    """An earlier `--format json` report as a history run, labelled by when it ran."""
+    earlier = _report_findings(path, "--history")
+    pairs = [(rule, name) for rule, name, _ in earlier.findings]
+    return HistoryRun(path.name, counts_by_rule(pairs), earlier.file.captured, earlier.file)
 
 
 def load_baseline(path: Path) -> Baseline:
     """An earlier `--format json` report as a baseline: the (rule, account, resource id) of each
     finding whose outcome was FAIL, suppressed there or not."""
     failing: set[Key] = set()
-    for rule, _, item in _report_findings(path):
+    earlier = _report_findings(path, "--baseline")
+    for rule, _, item in earlier.findings:
         if item.get("outcome") != Outcome.FAIL.value:
             continue
         account, resource_id = item.get("account"), item.get("resource_id")
@@ -163,7 +242,7 @@ def load_baseline(path: Path) -> Baseline:
                 "a FAIL finding has no account name or a resource id that is no text"
             )
         failing.add((rule, account, resource_id))
-    return Baseline(path.name, frozenset(failing))
+    return Baseline(path.name, frozenset(failing), earlier.file)
 
 
 def behaviour_by_rule(run: VerificationRun) -> dict[str, tuple[str, list[str]]]:

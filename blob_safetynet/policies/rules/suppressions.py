@@ -8,6 +8,7 @@ pack (its `suppressionsFile` config):
         resource: "legacy*"          # fnmatch pattern: account name or resource id
         justification: "migration ticket OPS-12, keys removed by March"
         expires: 2027-03-31
+        approver: "jane.doe@example.com"   # optional: who accepted the risk
 
 An expiry may lie at most `HORIZON_DAYS` (365) days after today (`--suppression-horizon-days`
 on `safetynet audit`, `suppressionHorizonDays` in the pack's config): an exception is reviewed at
@@ -19,8 +20,10 @@ applies, and one that matched no FAIL is reported, so stale exceptions do not pi
 
 A baseline (`safetynet audit --baseline FILE`, an earlier JSON report) accepts the FAILs it
 already held, rule and resource alike, the way Checkov's `--baseline` does: they are reported as
-suppressed, with the baseline named and no expiry, and only new failures fail the run. A baseline
-FAIL that no longer fails is reported, so the baseline is refreshed rather than kept as a blanket.
+BASELINED, a state of their own beside SUPPRESSED (accepted because they were there before, not
+reviewed one by one), with the baseline named and no expiry, and only new failures fail the run.
+A baseline FAIL that no longer fails is reported, so the baseline is refreshed rather than kept
+as a blanket.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ from blob_safetynet.settings import untrusted
 
 MAX_BYTES: Final = 1_000_000
 FIELDS: Final = ("rule", "resource", "justification", "expires")
+"""The keys every suppression has."""
+OPTIONAL: Final = ("approver",)
+"""The keys a suppression may have."""
+MAX_APPROVER: Final = 200
 _RULE_ID: Final = re.compile(r"SNV?-[A-Z0-9-]+", re.ASCII)
 MIN_JUSTIFICATION: Final = 10
 HORIZON_DAYS: Final = 365
@@ -60,6 +67,10 @@ class Suppression:
     justification: str
     expires: dt.date | None
     """None for a baseline's: it lasts while the finding stays in the baseline."""
+    approver: str | None = None
+    """Who accepted the risk (a name or an e-mail address), when the file says."""
+    baseline: str | None = None
+    """The baseline file's label when the finding is accepted by a baseline, not reviewed."""
 
     def matches(self, finding: Finding) -> bool:
         """Same rule, and the pattern matches the account name or its resource id."""
@@ -74,16 +85,33 @@ class Suppression:
         """How long it lasts, in words: `until 2027-03-31`, or while it stays in the baseline."""
         return "while it stays in the baseline" if self.expires is None else f"until {self.expires}"
 
+    @property
+    def terms(self) -> str:
+        """`term`, and who approved it when the file says: `until 2027-03-31, approved by x`."""
+        return self.term + (f", approved by {self.approver}" if self.approver else "")
+
     def as_dict(self) -> dict[str, str | None]:
         return {
             "rule": self.rule,
             "resource": self.resource,
             "justification": self.justification,
             "expires": None if self.expires is None else self.expires.isoformat(),
+            "approver": self.approver,
         }
 
     def describe(self) -> str:
-        return f"{self.rule} {self.resource} ({self.term})"
+        return f"{self.rule} {self.resource} ({self.terms})"
+
+
+def accepted_by(finding: Finding, baseline: Baseline) -> Suppression:
+    """What a baseline's acceptance of a FAIL it already held is reported as."""
+    return Suppression(
+        finding.rule.id,
+        finding.resource_id or finding.account,
+        f"failing already in the baseline {baseline.label}",
+        None,
+        baseline=baseline.label,
+    )
 
 
 Key = tuple[str, str, str | None]
@@ -100,6 +128,8 @@ class Baseline:
 
     label: str
     failing: frozenset[Key]
+    file: untrusted.InputFile | None = None
+    """The file as read (its digest and generation time), for the report to name."""
 
 
 @dataclass
@@ -112,6 +142,8 @@ class Applied:
     unused: list[Suppression] = field(default_factory=list)
     no_longer_failing: list[Key] = field(default_factory=list)
     """The baseline's FAILs this run did not find failing."""
+    baseline: Baseline | None = None
+    """The baseline the run was given, if any."""
 
     def of(self, finding: Finding) -> Suppression | None:
         return self.suppressed.get(key(finding))
@@ -133,7 +165,7 @@ def _entry(number: int, raw: object) -> Suppression:
     if not isinstance(raw, Mapping):
         raise SuppressionError(f"{where} must be a mapping of {', '.join(FIELDS)}")
     missing = [key for key in FIELDS if key not in raw]
-    extra = sorted(str(key) for key in raw if key not in FIELDS)
+    extra = sorted(str(key) for key in raw if key not in (*FIELDS, *OPTIONAL))
     if missing or extra:
         problem = f"missing {', '.join(missing)}" if missing else f"unknown key {', '.join(extra)}"
         raise SuppressionError(f"{where}: {problem}")
@@ -146,7 +178,22 @@ def _entry(number: int, raw: object) -> Suppression:
         raise SuppressionError(
             f"{where}.justification must say why, in at least {MIN_JUSTIFICATION} characters"
         )
-    return Suppression(rule, resource, justification.strip(), _date(where, raw["expires"]))
+    expires = _date(where, raw["expires"])
+    return Suppression(rule, resource, justification.strip(), expires, _approver(where, raw))
+
+
+def _approver(where: str, raw: Mapping[object, object]) -> str | None:
+    """The optional approver: one line of printable text, at most MAX_APPROVER characters."""
+    if "approver" not in raw:
+        return None
+    value = raw["approver"]
+    text = value.strip() if isinstance(value, str) else ""
+    if not text or len(text) > MAX_APPROVER or not text.isprintable():
+        raise SuppressionError(
+            f"{where}.approver must name who accepted the risk: one line of printable text, "
+            f"1-{MAX_APPROVER} characters"
+        )
+    return text
 
 
 def _date(where: str, value: object) -> dt.date:
@@ -202,6 +249,13 @@ def load(
     path: Path, known_rules: Iterable[str], horizon: Horizon | None = None
 ) -> list[Suppression]:
     """The suppressions in `path` (YAML, or JSON, which YAML reads too; `-`: standard input)."""
+    return read(path, known_rules, horizon)[0]
+
+
+def read(
+    path: Path, known_rules: Iterable[str], horizon: Horizon | None = None
+) -> tuple[list[Suppression], untrusted.InputFile]:
+    """`load`, with the file as read (its digest) for the report to name."""
     try:
         raw = untrusted.read_input(path, "the file", max_bytes=MAX_BYTES)
     except untrusted.UntrustedInputError as error:
@@ -211,7 +265,8 @@ def load(
     except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as error:
         reason = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not YAML or JSON"
         raise SuppressionError(reason) from None
-    return parse(document, known_rules, horizon)
+    parsed = parse(document, known_rules, horizon)
+    return parsed, untrusted.InputFile.of("--suppressions", str(path), raw)
 
 
 def apply(
@@ -233,6 +288,7 @@ def apply(
         for finding in covered:
             applied.suppressed.setdefault(key(finding), suppression)
     if baseline is not None:
+        applied.baseline = baseline
         _accept_baseline(applied, findings, baseline)
     return applied
 
@@ -241,12 +297,7 @@ def _accept_baseline(applied: Applied, findings: Sequence[Finding], baseline: Ba
     failing = {key(f): f for f in findings if f.outcome is Outcome.FAIL}
     for finding_key, finding in failing.items():
         if finding_key in baseline.failing and finding_key not in applied.suppressed:
-            applied.suppressed[finding_key] = Suppression(
-                finding.rule.id,
-                finding.resource_id or finding.account,
-                f"failing already in the baseline {baseline.label}",
-                None,
-            )
+            applied.suppressed[finding_key] = accepted_by(finding, baseline)
     applied.no_longer_failing = sorted(
         baseline.failing - set(failing), key=lambda k: (k[0], k[1], k[2] or "")
     )

@@ -24,7 +24,8 @@ file of these shapes can hold (role assignments, Defender for Storage; local use
 endpoint connections when no file of their own is given; the blob service's shared key switch
 at an api-version before it) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
 other facet no file holds stays UNKNOWN with a reason naming the file to add, never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
-naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each.
+naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each (`saved.py`, which
+also keeps each file's digest and the line each resource starts on).
 
 Just over 500 lines: the shapes of a saved file (CLI outputs, template exports and their nested
 deployments) and the pieces of one account they fill share the resource types, the expression
@@ -53,16 +54,14 @@ from blob_safetynet.policies.rules.model import (
     Thresholds,
     arm_fold,
 )
-from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope
-from blob_safetynet.settings import untrusted
+from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope, SourceLine
+from blob_safetynet.policies.sources.saved import MAX_FILE_BYTES, Saved, SavedFileError
+from blob_safetynet.policies.sources.saved import load as load_saved
 from blob_safetynet.settings.redaction import printable
 
+__all__ = ["MAX_FILE_BYTES", "OfflineError", "run_offline_audit"]
+
 MAX_FILES: Final = 256
-MAX_FILE_BYTES: Final = 16 * 1024 * 1024
-"""A whole subscription's template export is a few MB; anything larger is not an export."""
-MAX_DEPTH: Final = 64
-"""ARM nests child resources at most five levels deep (child-resource-name-type), each level
-a few objects; a lifecycle rule's filters are eight levels into its resource."""
 _PROVIDER: Final = "microsoft.storage/storageaccounts"
 ACCOUNT: Final = _PROVIDER
 BLOB_SERVICE: Final = f"{_PROVIDER}/blobservices"
@@ -137,6 +136,8 @@ class _Pieces:
 
     name: str
     sources: list[str] = field(default_factory=list)
+    where: SourceLine | None = None
+    """The account's resource in its file, else the first resource of it read."""
     account: Mapping[str, Any] | None = None
     api_version: str = ""
     blob_service: Mapping[str, Any] | None = None
@@ -153,6 +154,8 @@ class _Resource:
     body: ArmObject
     api_version: str
     source: str
+    item: object = None
+    """The object of the file the resource was read from (for its line)."""
 
 
 def run_offline_audit(
@@ -161,57 +164,43 @@ def run_offline_audit(
     """Judge the accounts the files describe. `api_version`: the Microsoft.Storage version the
     CLI outputs were read with, when known (a template export names its own per resource)."""
     started = time.perf_counter()
-    pieces = collect(paths, api_version)
+    if len(paths) > MAX_FILES:
+        raise OfflineError(f"--from-file: {len(paths)} files; at most {MAX_FILES}")
+    saved = [load(path) for path in paths]
+    pieces = group(
+        ((file, str(path)) for file, path in zip(saved, paths, strict=True)), api_version
+    )
     scope = Scope("", files=tuple(str(path) for path in paths))
     results = []
-    for account in (arm.account(reads_of(piece)) for piece in pieces):
+    for piece in pieces:
+        account = arm.account(reads_of(piece))
         findings = evaluate(account, thresholds, every_rule=True)
-        results.append(AccountResult(account=account, findings=findings))
-    report = AuditReport(scope=scope, thresholds=thresholds, results=results)
+        results.append(AccountResult(account=account, findings=findings, source=piece.where))
+    report = AuditReport(scope, thresholds, results, inputs=[file.file for file in saved])
     report.seconds = time.perf_counter() - started
     return report
 
 
-def collect(paths: Sequence[Path], api_version: str | None = None) -> list[_Pieces]:
-    """The files' resources grouped by account, in name order."""
-    if len(paths) > MAX_FILES:
-        raise OfflineError(f"--from-file: {len(paths)} files; at most {MAX_FILES}")
-    return group(((load(path), printable(str(path))) for path in paths), api_version)
+def load(path: Path) -> Saved:
+    """`saved.load`, its refusal an OfflineError."""
+    try:
+        return load_saved(path)
+    except SavedFileError as error:
+        raise OfflineError(str(error)) from None
 
 
-def group(documents: Iterable[tuple[object, str]], api_version: str | None = None) -> list[_Pieces]:
-    """The resources of parsed documents (each with the name it is shown by), by account."""
+def group(files: Iterable[tuple[Saved, str]], api_version: str | None = None) -> list[_Pieces]:
+    """The resources of read files (each with its name as given), by account, in name order."""
     accounts: dict[str, _Pieces] = {}
-    for document, shown in documents:
-        for resource in resources(document, shown, api_version or ""):
+    for file, name in files:
+        for resource in resources(file.document, printable(name), api_version or ""):
             key = arm_fold(resource.account)
             piece = accounts.setdefault(key, _Pieces(resource.account))
             _add(piece, resource)
+            line = SourceLine(name, file.line_of(resource.item))
+            if piece.where is None or resource.kind == ACCOUNT:
+                piece.where = line
     return [accounts[key] for key in sorted(accounts)]
-
-
-def load(path: Path) -> object:
-    """The JSON in `path` (`-`: standard input), read as ARM reads it (`arm_json`): at most
-    MAX_FILE_BYTES and MAX_DEPTH levels, UTF-8 (a BOM allowed) or UTF-16 with a BOM (what
-    PowerShell's `>` writes)."""
-    shown = printable(str(path))
-    try:
-        data = untrusted.read_input(path, shown, max_bytes=MAX_FILE_BYTES)
-    except untrusted.UntrustedInputError as error:
-        raise OfflineError(str(error)) from None
-    encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError:
-        raise OfflineError(f"{shown}: not UTF-8 or UTF-16 text") from None
-    try:
-        return untrusted.load_json(
-            text, shown, max_bytes=MAX_FILE_BYTES, max_depth=MAX_DEPTH, pairs=ArmObject
-        )
-    except untrusted.UntrustedInputError as error:
-        raise OfflineError(str(error)) from None
-    except SpellingError as error:
-        raise OfflineError(f"{shown}: {error}") from None
 
 
 def resources(document: object, source: str, api_version: str) -> list[_Resource]:
@@ -356,7 +345,8 @@ def _resource(
     if kind == ACCOUNT:
         body = body.replaced("name", name)
     version = item.get("apiVersion") if declared is not None else api_version
-    return _Resource(kind, name, body, version if isinstance(version, str) else "", source)
+    version = version if isinstance(version, str) else ""
+    return _Resource(kind, name, body, version, source, item)
 
 
 _SHAPES: Final = (

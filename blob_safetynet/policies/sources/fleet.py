@@ -1,21 +1,24 @@
 """The fleet audit: storage accounts of management groups and subscriptions, listed by Resource
-Graph with their role assignments (blob_safetynet/policies/sources/fleet_roles.py) and private endpoint
-connections, then read per account through ARM for what Resource Graph does not hold.
+Graph (blob_safetynet/policies/sources/graph.py) with their role assignments
+(blob_safetynet/policies/sources/fleet_roles.py) and private endpoint connections, then read per
+account through ARM for what Resource Graph does not hold.
 
-Resource Graph (POST /providers/Microsoft.ResourceGraph/resources, api-version 2021-03-01, the
-one azure-mgmt-resourcegraph 8 sends) answers one KQL query over `subscriptions` or
-`managementGroups` in pages of at most 1000 records (`options.$top`), each page after the first
-asked for with the previous answer's `$skipToken`; an answer has `totalRecords`, `count`,
-`resultTruncated` and `data` (https://docs.azure.cn/en-us/governance/resource-graph/concepts/paging-results).
-Which child resources it holds, and why the rest is read per account: docs/policies.md
-("A fleet").
+Which child resources Resource Graph holds, and why the rest is read per account:
+docs/policies.md ("A fleet"). Per account, the fleet reads the blob service, the containers and
+the management policy; the local users only where the account's settings leave its rule to them
+(`Prefetched.local_users_from_settings`); the Defender for Storage setting only where the
+subscription's plan does not report every account covered or none
+(`Prefetched.defender_from_plan`). Each of these leaves the verdicts of the per-account path
+(`live.run_audit`) unchanged (tests/policies/test_fleet_reads.py).
 
-A scope whose listing fails is a scope-level read error (exit 3), and the accounts listed
-before the failure are still judged; an account listed twice (a subscription inside a listed
-management group) is judged once. A scope whose role assignment query fails has its accounts'
-roles read per account, as the single-subscription audit reads them (never judged on missing
-data). Accounts are dealt to the workers round-robin over their subscriptions
-(`interleaved`), so that every subscription's ARM read budget is spent at once.
+The subscriptions a scope should hold and Resource Graph does not return are reported before
+its accounts are listed (`fleet_scope.py`). A scope whose listing fails is a scope-level read
+error (exit 3), and the accounts listed before the failure are still judged; a row without a
+storage account id is an input error of its scope, never judged; an account listed twice (a
+subscription inside a listed management group) is judged once. A scope whose role assignment
+query fails has its accounts' roles read per account, as the single-subscription audit reads
+them (never judged on missing data). Accounts are dealt to the workers round-robin over their
+subscriptions (`Dealer`), so that every subscription's ARM read budget is spent at once.
 """
 
 from __future__ import annotations
@@ -31,29 +34,27 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from azure.core.credentials import TokenCredential
-from azure.core.exceptions import DeserializationError
-from azure.core.rest import HttpRequest
 
-from blob_safetynet.policies.adapters import arm
-from blob_safetynet.policies.rules import evaluate
 from blob_safetynet.policies.rules.model import Thresholds, arm_fold
-from blob_safetynet.policies.sources.connection import (
-    READ_ERRORS,
-    check_arm_endpoint,
-    classify,
-    client_options,
-)
+from blob_safetynet.policies.sources.connection import READ_TIMEOUT_S, check_arm_endpoint
 from blob_safetynet.policies.sources.fleet_roles import (
     ROLE_ASSIGNMENTS_QUERY,
     RoleIndex,
     definitions_query,
 )
-from blob_safetynet.policies.sources.live import (
-    DEFAULT_CONCURRENCY,
-    STORAGE_API_VERSION,
-    ArmReader,
+from blob_safetynet.policies.sources.fleet_scope import Target, targets
+from blob_safetynet.policies.sources.graph import (
+    LISTING_ERRORS,
+    graph_client,
+    graph_pages,
+    listing_error,
+)
+from blob_safetynet.policies.sources.live import DEFAULT_CONCURRENCY, STORAGE_API_VERSION, ArmReader
+from blob_safetynet.policies.sources.reads import (
     FetchedOnce,
     Prefetched,
+    is_account_id,
+    judge,
     subscription_of,
 )
 from blob_safetynet.policies.sources.results import (
@@ -68,20 +69,6 @@ from blob_safetynet.policies.sources.throttle import SharedThrottle
 if TYPE_CHECKING:
     from azure.mgmt.resourcegraph import ResourceGraphClient
 
-PAGE_SIZE = 1000
-"""The most records one Resource Graph page may hold (the pagination page above)."""
-ACCOUNTS_QUERY = (
-    "resources"
-    " | where type =~ 'microsoft.storage/storageaccounts'"
-    " | project id, name, type, location, kind, sku, tags, properties"
-    " | order by name asc"
-)
-"""Every column the account rules read, `properties.privateEndpointConnections` included.
-Ordered so that pages follow one order (an account name is unique in Azure); by name rather
-than id, so that the accounts of different subscriptions come mixed, not one subscription
-after the other."""
-SUBSCRIPTIONS_API_VERSION = "2022-12-01"
-"""Subscriptions - List (https://learn.microsoft.com/rest/api/resources/subscriptions/list)."""
 IN_FLIGHT_PER_WORKER = 2
 """Accounts queued per worker: listing runs ahead of judging by this much, no more."""
 LOOKAHEAD = 250
@@ -93,90 +80,6 @@ DEALER_POLL_S = 0.05
 
 Judged = Callable[[AccountResult], None]
 T = TypeVar("T")
-
-
-class ListingError(Exception):
-    """A listing answer that cannot be trusted to be complete."""
-
-
-LISTING_ERRORS = (*READ_ERRORS, DeserializationError, ValueError, ListingError)
-
-
-def _listing_error(operation: str, error: Exception) -> ReadError:
-    if isinstance(error, ListingError):
-        return ReadError(None, operation, ErrorKind.MALFORMED, str(error))
-    kind, message = classify(error)
-    return ReadError(None, operation, kind, message)
-
-
-def _graph_client(
-    credential: TokenCredential,
-    throttle: SharedThrottle,
-    arm_endpoint: str | None,
-    connection_verify: str | bool | None,
-) -> ResourceGraphClient:
-    from azure.mgmt.resourcegraph import ResourceGraphClient
-
-    options = client_options(arm_endpoint, 4, connection_verify)
-    return ResourceGraphClient(credential, retry_policy=throttle.policy(), **options)
-
-
-def graph_pages(
-    graph: ResourceGraphClient,
-    *,
-    subscriptions: list[str] | None,
-    groups: list[str] | None,
-    query: str = ACCOUNTS_QUERY,
-) -> Iterator[list[dict[str, Any]]]:
-    """The records `query` finds in one scope (by default its storage accounts), a page at a
-    time, following `$skipToken`."""
-    from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
-
-    token: str | None = None
-    while True:
-        options = QueryRequestOptions(top=PAGE_SIZE, skip_token=token, result_format="objectArray")
-        request = QueryRequest(
-            query=query,
-            subscriptions=subscriptions,
-            management_groups=groups,
-            options=options,
-        )
-        answer = graph.resources(request)
-        rows = answer.data
-        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-            raise ListingError("Resource Graph answered data that is not a list of objects")
-        yield rows
-        token = answer.skip_token
-        if not token:
-            if str(answer.result_truncated).lower() == "true":
-                raise ListingError(
-                    f"Resource Graph truncated the result ({answer.count} of "
-                    f"{answer.total_records} records) and gave no $skipToken"
-                )
-            return
-
-
-def list_subscriptions(graph: ResourceGraphClient) -> list[str]:
-    """Every subscription the credential can read (Subscriptions - List, paged by nextLink)."""
-    ids: list[str] = []
-    request: HttpRequest | None = HttpRequest(
-        "GET", "/subscriptions", params={"api-version": SUBSCRIPTIONS_API_VERSION}
-    )
-    while request is not None:
-        response = graph._send_request(request)  # azure-mgmt-resourcegraph 8 names it so
-        response.raise_for_status()
-        body = response.json()
-        values = body.get("value") if isinstance(body, dict) else None
-        if not isinstance(values, list):
-            raise ListingError("the subscription list is not a JSON object with a value list")
-        ids.extend(
-            str(v["subscriptionId"])
-            for v in values
-            if isinstance(v, dict) and v.get("subscriptionId")
-        )
-        link = body.get("nextLink")
-        request = HttpRequest("GET", link) if isinstance(link, str) and link else None
-    return ids
 
 
 class Dealer(Generic[T]):
@@ -329,6 +232,7 @@ def run_fleet_audit(
     throttle: SharedThrottle | None = None,
     on_result: Judged | None = None,
     keep_results: bool = True,
+    read_timeout_s: float = READ_TIMEOUT_S,
 ) -> AuditReport:
     """Audit every account of the fleet `scope`; `concurrency` accounts are read at once.
 
@@ -339,9 +243,10 @@ def run_fleet_audit(
         check_arm_endpoint(arm_endpoint, allow_custom=allow_custom_endpoint)
     limits = thresholds or Thresholds()
     gate = throttle or SharedThrottle()
+    sent = gate.sent
     started = time.perf_counter()
     report = AuditReport(scope=scope, thresholds=limits, results=[])
-    graph = _graph_client(credential, gate, arm_endpoint, connection_verify)
+    graph = graph_client(credential, gate, arm_endpoint, connection_verify, read_timeout_s)
     readers = _Readers(
         lambda subscription, definitions: ArmReader(
             credential,
@@ -353,11 +258,12 @@ def run_fleet_audit(
             storage_api_version=storage_api_version,
             throttle=gate,
             definitions=definitions,
+            read_timeout_s=read_timeout_s,
         )
     )
 
     def audit_one(body: Mapping[str, Any], roles: ScopeRoles | None) -> AccountResult:
-        resource_id = str(body.get("id", ""))
+        resource_id = str(body["id"])
         subscription = subscription_of(resource_id)
         reader = readers.of(subscription)
         assignments = None
@@ -369,10 +275,10 @@ def run_fleet_audit(
             role_assignments=assignments,
             role_definitions={} if roles is None else roles.definitions,
             connections_in_body=True,
+            local_users_from_settings=True,
+            defender_from_plan=True,
         )
-        reads, errors = reader.read(body, prefetched)
-        account = arm.account(reads)
-        return AccountResult(account=account, findings=evaluate(account, limits), errors=errors)
+        return judge(reader.read(body, prefetched), limits)
 
     def judged(future: Future[AccountResult]) -> None:
         result = future.result()
@@ -393,16 +299,6 @@ def run_fleet_audit(
                 return
             judged(future)
 
-    def fresh(
-        pages: Iterable[list[dict[str, Any]]], roles: ScopeRoles | None
-    ) -> Iterator[tuple[dict[str, Any], ScopeRoles | None]]:
-        for page in pages:
-            for body in page:
-                key = _fingerprint(str(body.get("id", "")))
-                if key not in seen:
-                    seen.add(key)
-                    yield body, roles
-
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
 
         def submit(item: tuple[dict[str, Any], ScopeRoles | None]) -> Future[AccountResult]:
@@ -412,28 +308,60 @@ def run_fleet_audit(
 
         dealer: Dealer[tuple[dict[str, Any], ScopeRoles | None]] = Dealer(
             submit,
-            key=lambda item: arm_fold(subscription_of(str(item[0].get("id", "")))),
+            key=lambda item: arm_fold(subscription_of(str(item[0]["id"]))),
             concurrency=concurrency,
             throttle=gate,
             between=drain,
         )
-        targets = list(_targets(scope, graph, report))
-        while targets:
-            label, subscriptions, groups = targets.pop(0)
-            roles = scope_roles(graph, subscriptions=subscriptions, groups=groups)
-            pages = graph_pages(graph, subscriptions=subscriptions, groups=groups)
-            try:
-                dealer.deal(fresh(pages, roles))
-            except LISTING_ERRORS as error:
-                if subscriptions and len(subscriptions) > 1:
-                    targets[:0] = [(f"subscription {s}", [s], None) for s in subscriptions]
-                    continue
-                report.errors.append(_listing_error(f"resourceGraph/resources {label}", error))
+        for target in targets(scope, graph, report):
+            _list(target, graph, dealer, seen, report)
     drain()
     if keep_results:
         report.results.sort(key=lambda r: (r.account.name, r.account.resource_id or ""))
     report.seconds = time.perf_counter() - started
+    report.requests = gate.sent - sent
     return report
+
+
+def _list(
+    target: Target,
+    graph: ResourceGraphClient,
+    dealer: Dealer[tuple[dict[str, Any], ScopeRoles | None]],
+    seen: set[bytes],
+    report: AuditReport,
+) -> None:
+    """Deals the accounts of one target not dealt before; its listing's failure, and its
+    rows without an account id, are read errors of the target."""
+    roles = scope_roles(graph, subscriptions=target.subscriptions, groups=target.groups)
+    pages = graph_pages(graph, subscriptions=target.subscriptions, groups=target.groups)
+    nameless = [0]
+
+    def fresh() -> Iterator[tuple[dict[str, Any], ScopeRoles | None]]:
+        for page in pages:
+            for body in page:
+                if not is_account_id(body.get("id")):
+                    nameless[0] += 1
+                    continue
+                key = _fingerprint(str(body["id"]))
+                if key not in seen:
+                    seen.add(key)
+                    yield body, roles
+
+    operation = f"resourceGraph/resources {target.label}"
+    try:
+        dealer.deal(fresh())
+    except LISTING_ERRORS as error:
+        report.errors.append(listing_error(operation, error))
+    if nameless[0]:
+        report.errors.append(
+            ReadError(
+                None,
+                operation,
+                ErrorKind.MALFORMED,
+                f"{nameless[0]} row(s) of Resource Graph's answer have no storage account id: "
+                "not judged (an account is told from another by its id)",
+            )
+        )
 
 
 def _fingerprint(resource_id: str) -> bytes:
@@ -441,23 +369,3 @@ def _fingerprint(resource_id: str) -> bytes:
     a fleet of any size costs a few bytes an account (a collision is below 1 in 10^20 for
     10,000 accounts)."""
     return hashlib.blake2b(arm_fold(resource_id).encode(), digest_size=12).digest()
-
-
-def _targets(
-    scope: Scope, graph: ResourceGraphClient, report: AuditReport
-) -> Iterator[tuple[str, list[str] | None, list[str] | None]]:
-    """(label, subscriptions, management groups) of each query: one per management group and
-    one for all the subscriptions (Resource Graph's quota counts queries); a failed query of
-    several subscriptions is asked again one subscription at a time, so that one that cannot
-    be read fails alone and the others are still listed."""
-    for group in scope.management_groups:
-        yield f"managementGroup {group}", None, [group]
-    subscriptions = list(scope.subscriptions)
-    if scope.all_subscriptions:
-        try:
-            subscriptions.extend(list_subscriptions(graph))
-        except LISTING_ERRORS as error:
-            report.errors.append(_listing_error("subscriptions/list", error))
-    unique = list(dict.fromkeys(arm_fold(s) for s in subscriptions))
-    if unique:
-        yield f"subscriptions {', '.join(unique)}", unique, None

@@ -1,48 +1,53 @@
 """The live audit: read accounts through ARM with the real azure-mgmt clients, judge them.
 
-Reads per account: the account (from the listing, or get_properties), blob service properties,
-containers, the management policy (404 = none), and role assignments at the account's scope with
-their role definitions (cached per run). A read that fails leaves its facet UNKNOWN and is
-reported as what it is (authentication, missing permission, malformed answer), never as a rule
-failure. Accounts are audited concurrently on a thread pool.
+Reads per account: the account (from the listing, or get_properties), the Defender for Storage
+setting, the management policy (404 = none), blob service properties, containers, local users,
+and role assignments at the account's scope with their role definitions (cached per run). A
+read that fails leaves its facet UNKNOWN and is reported as what it is (authentication, missing
+permission, malformed answer, no answer), never as a rule failure. An account that ARM no longer
+has when it is read (deleted after the listing) is reported as deleted, its rules
+NOT_APPLICABLE, never judged on the 404s. Accounts are audited concurrently on a thread pool.
 
 How ARM is reached (endpoint, credential, transport, what a failed read is) is in
-`connection.py`; what an audit produces, for every source and report, in `results.py`.
+`connection.py`; what the reads of one account share in `reads.py`; what an audit produces,
+for every source and report, in `results.py`.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from azure.core.credentials import TokenCredential
-from azure.core.exceptions import (
-    DeserializationError,
-    ResourceNotFoundError,
-)
+from azure.core.exceptions import DeserializationError, ResourceNotFoundError
 from azure.core.rest import HttpRequest
 
-from blob_safetynet.policies.adapters import arm
-from blob_safetynet.policies.rules import evaluate
+from blob_safetynet.policies.adapters import arm, common
 from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
 from blob_safetynet.policies.rules.model import Facet, Thresholds, arm_fold
 from blob_safetynet.policies.sources.connection import (
     READ_ERRORS,
+    READ_TIMEOUT_S,
     check_arm_endpoint,
     classify,
     client_options,
 )
-from blob_safetynet.policies.sources.results import (
-    AccountResult,
-    AuditReport,
-    ReadError,
-    Scope,
+from blob_safetynet.policies.sources.reads import (
+    AccountRead,
+    FetchedOnce,
+    Prefetched,
+    Presence,
+    as_dict,
+    definition_id,
+    judge,
+    local_users_settled,
+    resource_group,
+    subscription_of,
 )
+from blob_safetynet.policies.sources.results import AccountResult, AuditReport, ReadError, Scope
 from blob_safetynet.policies.sources.throttle import SharedThrottle
 
 if TYPE_CHECKING:
@@ -72,56 +77,11 @@ DEFENDER_API_VERSION = "2025-01-01"
 PRICINGS_API_VERSION = "2024-01-01"
 
 
-"""The Microsoft.Security api-version of the subscription's Defender plans (pricings)."""
+"""The Microsoft.Security api-version of the subscription's Defender plans (pricings); the
+first that reports `resourcesCoverageStatus`."""
 
 
 T = TypeVar("T")
-
-
-Attempt = Callable[[Facet, str, Callable[[], Any]], Any]
-
-
-"""Runs one read; a failed read is recorded and leaves its facet UNKNOWN (None returned)."""
-
-
-@dataclass(frozen=True)
-class Prefetched:
-    """What a fleet audit read for one account from Resource Graph and per-subscription lists
-    (blob_safetynet/policies/sources/fleet.py), so that `ArmReader.read` does not read it again."""
-
-    role_assignments: Sequence[Mapping[str, Any]] | None = None
-    """Every assignment that applies to the account; None: read per account."""
-    role_definitions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    """Role definition bodies by lower-case GUID; one not here is read (cached per run)."""
-    connections_in_body: bool = False
-    """Take `properties.privateEndpointConnections` from the account's body when it is there."""
-
-
-def _as_dict(model: Any) -> dict[str, Any]:
-    """An SDK model as its REST JSON shape (camelCase keys, `properties` nested)."""
-    if hasattr(model, "as_dict") and not hasattr(model, "serialize"):
-        body: dict[str, Any] = model.as_dict()
-        return body
-    serialized: dict[str, Any] = model.serialize(keep_readonly=True)
-    return serialized
-
-
-class FetchedOnce(Generic[T]):
-    """Values by key, each fetched by the first worker that asks while the others wait for it:
-    a check, then a fetch outside any lock, would let two workers read the same thing twice."""
-
-    def __init__(self) -> None:
-        self._values: dict[str, T] = {}
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
-
-    def get(self, key: str, fetch: Callable[[], T]) -> T:
-        with self._guard:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
-            if key not in self._values:
-                self._values[key] = fetch()
-            return self._values[key]
 
 
 class ArmReader:
@@ -140,6 +100,7 @@ class ArmReader:
         subscription_reads: bool = True,
         throttle: SharedThrottle | None = None,
         definitions: FetchedOnce[dict[str, Any] | None] | None = None,
+        read_timeout_s: float = READ_TIMEOUT_S,
     ) -> None:
         if arm_endpoint is not None:
             check_arm_endpoint(arm_endpoint, allow_custom=allow_custom_endpoint)
@@ -148,7 +109,13 @@ class ArmReader:
         """False for an identity whose roles stop at a resource group (the verification
         timer's): the subscription's Defender plan is not read and its rule says why."""
         self.throttle = throttle or SharedThrottle()
-        options = client_options(arm_endpoint, concurrency, connection_verify)
+        options = client_options(
+            arm_endpoint,
+            concurrency,
+            connection_verify,
+            read_timeout_s=read_timeout_s,
+            on_send=self.throttle.count_sent,
+        )
         # Imported here, not at the top: they take most of a second, and `audit --from-file`,
         # `verify` without an ARM scope and the rule catalogue never read ARM.
         from azure.mgmt.authorization import AuthorizationManagementClient
@@ -168,75 +135,108 @@ class ArmReader:
             FetchedOnce() if definitions is None else definitions
         )
         self._plans: FetchedOnce[dict[str, Any]] = FetchedOnce()
+        self._coverage: FetchedOnce[bool | None] = FetchedOnce()
         self._inherited: FetchedOnce[list[dict[str, Any]] | None] = FetchedOnce()
 
-    def list_accounts(self, scope: Scope) -> list[dict[str, Any]]:
-        if scope.account:
-            assert scope.resource_group
-            one = self.storage.storage_accounts.get_properties(scope.resource_group, scope.account)
-            return [_as_dict(one)]
-        if scope.resource_group:
-            pages: Iterable[Any] = self.storage.storage_accounts.list_by_resource_group(
-                scope.resource_group
+    def list_accounts(self, scope: Scope, errors: list[ReadError]) -> list[dict[str, Any]]:
+        """The accounts of `scope`, as far as the listing went: a page that fails is a read
+        error in `errors`, and the accounts of the pages before it are kept."""
+        found: list[dict[str, Any]] = []
+        try:
+            if scope.account:
+                assert scope.resource_group
+                found.append(
+                    as_dict(
+                        self.storage.storage_accounts.get_properties(
+                            scope.resource_group, scope.account
+                        )
+                    )
+                )
+                return found
+            pages: Iterable[Any] = (
+                self.storage.storage_accounts.list_by_resource_group(scope.resource_group)
+                if scope.resource_group
+                else self.storage.storage_accounts.list()
             )
-        else:
-            pages = self.storage.storage_accounts.list()
-        return [_as_dict(item) for item in pages]
+            for item in pages:
+                found.append(as_dict(item))
+        except (*READ_ERRORS, DeserializationError, ValueError) as error:
+            kind, message = classify(error)
+            errors.append(ReadError(scope.account, "storageAccounts/list", kind, message))
+        return found
 
-    def read(
-        self, body: Mapping[str, Any], prefetched: Prefetched | None = None
-    ) -> tuple[arm.ArmReads, list[ReadError]]:
+    def read(self, body: Mapping[str, Any], prefetched: Prefetched | None = None) -> AccountRead:
         """Everything the rules need about one listed account, less what is `prefetched`."""
         known = prefetched or Prefetched()
         reads = arm.ArmReads(account=body, api_version=self.storage_api_version)
         errors: list[ReadError] = []
         name = str(body.get("name", "?"))
         resource_id = str(body.get("id", ""))
-        group = _resource_group(resource_id)
+        group = resource_group(resource_id)
+        presence = Presence()
 
-        def attempt(facet: Facet, operation: str, call: Callable[[], T]) -> T | None:
+        def attempt(
+            facet: Facet, operation: str, call: Callable[[], T], *, exists: bool = False
+        ) -> T | None:
+            """`call()`, or None with the failure recorded; `exists`: every live account
+            answers this read, so a 404 means the account is gone."""
             try:
-                return call()
+                value = call()
+            except ResourceNotFoundError as error:
+                if exists:
+                    presence.gone = True
+                return self._failed(reads, errors, name, facet, operation, error)
             except (*READ_ERRORS, DeserializationError, ValueError) as error:
-                kind, message = classify(error)
-                errors.append(ReadError(name, operation, kind, message))
-                reads.reasons[facet] = f"{facet.value} not read ({kind.value}: {operation})"
-                return None
+                return self._failed(reads, errors, name, facet, operation, error)
+            presence.proven = presence.proven or exists
+            return value
 
-        self._read_attachments(reads, group, name, resource_id, attempt, known)
-        if body.get("kind") in NO_BLOB_KINDS:
+        self._read_defender(reads, resource_id, attempt, known, presence)
+        blob = body.get("kind") not in NO_BLOB_KINDS
+        if blob:
+            policy = attempt(
+                Facet.LIFECYCLE, "managementPolicies/get", lambda: self._policy(group, name)
+            )
+            if policy is not None:
+                reads.management_policy = policy or None
+                presence.maybe_gone = presence.maybe_gone or not policy
+        else:
             for facet in BLOB_FACETS:
                 reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
-        else:
-            self._read_blob_service(reads, group, name, attempt)
-        assignments = (
-            list(known.role_assignments)
-            if known.role_assignments is not None
-            else attempt(
-                Facet.ROLES,
-                "roleAssignments/list",
-                lambda: [
-                    _as_dict(a)
-                    for a in self.authorization.role_assignments.list_for_scope(resource_id)
-                ],
-            )
-        )
-        if assignments is not None:
-            reads.role_assignments = assignments
-            ids = {_definition_id(a) for a in assignments} - {""}
-            for definition_id in sorted(ids):
-                guid = arm_fold(definition_id.rstrip("/").rsplit("/", 1)[-1])
-                if guid in known.role_definitions:
-                    reads.role_definitions[arm_fold(definition_id)] = known.role_definitions[guid]
-                    continue
-                definition = attempt(
-                    Facet.ROLES,
-                    "roleDefinitions/get",
-                    functools.partial(self._definition, definition_id, resource_id),
-                )
-                if definition:
-                    reads.role_definitions[arm_fold(definition_id)] = definition
-        return reads, errors
+        self._read_connections(reads, group, name, attempt, known)
+        if blob:
+            self._read_blob_service(reads, group, name, attempt, known)
+        self._read_roles(reads, resource_id, attempt, known)
+        if presence.gone or (
+            presence.maybe_gone and not presence.proven and self._gone(group, name)
+        ):
+            return AccountRead(reads, [], deleted=True)
+        return AccountRead(reads, errors)
+
+    @staticmethod
+    def _failed(
+        reads: arm.ArmReads,
+        errors: list[ReadError],
+        name: str,
+        facet: Facet,
+        operation: str,
+        error: Exception,
+    ) -> None:
+        kind, message = classify(error)
+        errors.append(ReadError(name, operation, kind, message))
+        reads.reasons[facet] = f"{facet.value} not read ({kind.value}: {operation})"
+        return
+
+    def _gone(self, group: str, name: str) -> bool:
+        """Whether ARM answers 404 for the account itself (any other answer: it is there, or
+        it cannot be told, and the reads stand)."""
+        try:
+            self.storage.storage_accounts.get_properties(group, name)
+        except ResourceNotFoundError:
+            return True
+        except (*READ_ERRORS, DeserializationError, ValueError):
+            return False
+        return False
 
     def inherited_assignments(self, subscription: str) -> list[dict[str, Any]] | None:
         """The role assignments at the subscription and above it (management groups, the
@@ -251,54 +251,95 @@ class ArmReader:
                 listed = self.authorization.role_assignments.list_for_subscription(
                     filter="atScope()"
                 )
-                return [_as_dict(a) for a in listed]
+                return [as_dict(a) for a in listed]
             except (*READ_ERRORS, DeserializationError, ValueError):
                 return None
 
         return self._inherited.get(arm_fold(subscription), fetch)
 
-    def _read_blob_service(
-        self, reads: arm.ArmReads, group: str, name: str, attempt: Attempt
+    def plan_coverage(self, subscription: str) -> bool | None:
+        """`common.plan_coverage` of the subscription's plan, read once per subscription and
+        run; None when the plan reports a mix or nothing, or cannot be read."""
+
+        def fetch() -> bool | None:
+            try:
+                return common.plan_coverage(self._plan(subscription))
+            except (*READ_ERRORS, DeserializationError, ValueError):
+                return None
+
+        return self._coverage.get(arm_fold(subscription), fetch)
+
+    def _read_roles(
+        self, reads: arm.ArmReads, resource_id: str, attempt: Any, known: Prefetched
     ) -> None:
-        """The blob service's parts; kinds without one (FileStorage) answer these with 400."""
+        """The role assignments that apply to the account, and the definitions they name."""
+        assignments = (
+            list(known.role_assignments)
+            if known.role_assignments is not None
+            else attempt(
+                Facet.ROLES,
+                "roleAssignments/list",
+                lambda: [
+                    as_dict(a)
+                    for a in self.authorization.role_assignments.list_for_scope(resource_id)
+                ],
+                exists=True,
+            )
+        )
+        if assignments is None:
+            return
+        reads.role_assignments = assignments
+        for named in sorted({definition_id(a) for a in assignments} - {""}):
+            guid = arm_fold(named.rstrip("/").rsplit("/", 1)[-1])
+            if guid in known.role_definitions:
+                reads.role_definitions[arm_fold(named)] = known.role_definitions[guid]
+                continue
+            definition = attempt(
+                Facet.ROLES,
+                "roleDefinitions/get",
+                functools.partial(self._definition, named, resource_id),
+            )
+            if definition:
+                reads.role_definitions[arm_fold(named)] = definition
+
+    def _read_blob_service(
+        self, reads: arm.ArmReads, group: str, name: str, attempt: Any, known: Prefetched
+    ) -> None:
+        """The blob service's parts; kinds without one (FileStorage) answer these with 400.
+        Every live account has a blob service and lists, so a 404 here means it is gone."""
         service = attempt(
             Facet.BLOB_SERVICE,
             "blobServices/get",
-            lambda: _as_dict(self.storage.blob_services.get_service_properties(group, name)),
+            lambda: as_dict(self.storage.blob_services.get_service_properties(group, name)),
+            exists=True,
         )
         if service is not None:
             reads.blob_service_properties = service
         containers = attempt(
             Facet.CONTAINERS,
             "blobContainers/list",
-            lambda: [_as_dict(c) for c in self.storage.blob_containers.list(group, name)],
+            lambda: [as_dict(c) for c in self.storage.blob_containers.list(group, name)],
+            exists=True,
         )
         if containers is not None:
             reads.containers = containers
-        policy = attempt(
-            Facet.LIFECYCLE, "managementPolicies/get", lambda: self._policy(group, name)
-        )
-        if policy is not None:
-            reads.management_policy = policy or None
+        if known.local_users_from_settings and local_users_settled(reads.account):
+            reads.local_users = []
+            return
         users = attempt(
             Facet.LOCAL_USERS,
             "localUsers/list",
-            lambda: [_as_dict(u) for u in self.storage.local_users.list(group, name)],
+            lambda: [as_dict(u) for u in self.storage.local_users.list(group, name)],
+            exists=True,
         )
         if users is not None:
             reads.local_users = users
 
-    def _read_attachments(
-        self,
-        reads: arm.ArmReads,
-        group: str,
-        name: str,
-        resource_id: str,
-        attempt: Attempt,
-        known: Prefetched,
+    def _read_connections(
+        self, reads: arm.ArmReads, group: str, name: str, attempt: Any, known: Prefetched
     ) -> None:
-        """Private endpoint connections (from the account's body when `known` says so and it
-        holds them) and the Defender for Storage setting (any kind)."""
+        """Private endpoint connections, from the account's body when `known` says so and it
+        holds them."""
         props = reads.account.get("properties")
         in_body = props.get("privateEndpointConnections") if isinstance(props, Mapping) else None
         connections = (
@@ -308,17 +349,37 @@ class ArmReader:
                 Facet.PRIVATE_ENDPOINTS,
                 "privateEndpointConnections/list",
                 lambda: [
-                    _as_dict(c) for c in self.storage.private_endpoint_connections.list(group, name)
+                    as_dict(c) for c in self.storage.private_endpoint_connections.list(group, name)
                 ],
+                exists=True,
             )
         )
         if connections is not None:
             reads.private_endpoint_connections = connections
+
+    def _read_defender(
+        self,
+        reads: arm.ArmReads,
+        resource_id: str,
+        attempt: Any,
+        known: Prefetched,
+        presence: Presence,
+    ) -> None:
+        """The Defender for Storage state (any kind): from the subscription's plan where it
+        covers every account or none and `known` allows it, else the account's own setting,
+        else the plan."""
+        subscription = subscription_of(resource_id)
+        if known.defender_from_plan and self.subscription_reads:
+            covered = self.plan_coverage(subscription)
+            if covered is not None:
+                reads.defender_covered = covered
+                return
         defender = attempt(
             Facet.DEFENDER, "defenderForStorageSettings/get", lambda: self._defender(resource_id)
         )
         if defender is not None:
             reads.defender_settings = defender or None
+            presence.maybe_gone = presence.maybe_gone or not defender
         if defender == {} and not self.subscription_reads:
             reads.reasons[Facet.DEFENDER] = (
                 f"{Facet.DEFENDER.value} not read (the account has no Defender setting of its "
@@ -326,9 +387,7 @@ class ArmReader:
                 "identity's roles; `safetynet audit` as a subscription Reader judges it)"
             )
         elif defender == {}:
-            plan = attempt(
-                Facet.DEFENDER, "pricings/get", lambda: self._plan(subscription_of(resource_id))
-            )
+            plan = attempt(Facet.DEFENDER, "pricings/get", lambda: self._plan(subscription))
             if plan is not None:
                 reads.defender_plan = plan
 
@@ -367,42 +426,20 @@ class ArmReader:
     def _policy(self, group: str, name: str) -> dict[str, Any]:
         """The management policy; {} when the account has none (ARM answers 404)."""
         try:
-            return _as_dict(self.storage.management_policies.get(group, name, "default"))
+            return as_dict(self.storage.management_policies.get(group, name, "default"))
         except ResourceNotFoundError:
             return {}
 
-    def _definition(self, definition_id: str, scope: str) -> dict[str, Any] | None:
+    def _definition(self, named: str, scope: str) -> dict[str, Any] | None:
         """A role definition, read at the account's scope (Role Definitions - Get takes any
         scope: https://learn.microsoft.com/rest/api/authorization/role-definitions/get), so a
         Reader on the account's resource group reads it; its subscription-form id would be a
         subscription-scope read."""
-        guid = definition_id.rstrip("/").rsplit("/", 1)[-1]
+        guid = named.rstrip("/").rsplit("/", 1)[-1]
         return self._definitions.get(
-            arm_fold(definition_id),
-            lambda: _as_dict(self.authorization.role_definitions.get(scope.lstrip("/"), guid)),
+            arm_fold(named),
+            lambda: as_dict(self.authorization.role_definitions.get(scope.lstrip("/"), guid)),
         )
-
-
-def _definition_id(assignment: Mapping[str, Any]) -> str:
-    props = assignment.get("properties")
-    value = props.get("roleDefinitionId") if isinstance(props, Mapping) else None
-    return value if isinstance(value, str) else ""
-
-
-def subscription_of(resource_id: str) -> str:
-    """The subscription id an ARM resource id names, '' when it names none."""
-    parts = resource_id.strip("/").split("/")
-    return parts[1] if len(parts) > 1 and arm_fold(parts[0]) == "subscriptions" else ""
-
-
-def _resource_group(resource_id: str) -> str:
-    parts = resource_id.strip("/").split("/")
-    lowered = [arm_fold(part) for part in parts]
-    if "resourcegroups" in lowered:
-        index = lowered.index("resourcegroups")
-        if index + 1 < len(parts):
-            return parts[index + 1]
-    return ""
 
 
 def run_audit(
@@ -417,6 +454,7 @@ def run_audit(
     storage_api_version: str = STORAGE_API_VERSION,
     subscription_reads: bool = True,
     throttle: SharedThrottle | None = None,
+    read_timeout_s: float = READ_TIMEOUT_S,
 ) -> AuditReport:
     """Audit every account in `scope`; `concurrency` accounts are read at once.
 
@@ -425,6 +463,8 @@ def run_audit(
     resource groups (the Defender plan's rule is UNKNOWN with the reason)."""
     limits = thresholds or Thresholds()
     started = time.perf_counter()
+    gate = throttle or SharedThrottle()
+    sent = gate.sent
     reader = ArmReader(
         credential,
         scope.subscription_id,
@@ -434,22 +474,14 @@ def run_audit(
         connection_verify=connection_verify,
         storage_api_version=storage_api_version,
         subscription_reads=subscription_reads,
-        throttle=throttle,
+        throttle=gate,
+        read_timeout_s=read_timeout_s,
     )
     report = AuditReport(scope=scope, thresholds=limits, results=[])
-    try:
-        bodies = reader.list_accounts(scope)
-    except (*READ_ERRORS, DeserializationError, ValueError) as error:
-        kind, message = classify(error)
-        report.errors.append(ReadError(scope.account, "storageAccounts/list", kind, message))
-        report.seconds = time.perf_counter() - started
-        return report
+    bodies = reader.list_accounts(scope, report.errors)
 
     def audit_one(body: Mapping[str, Any]) -> AccountResult:
-        reads, errors = reader.read(body)
-        account = arm.account(reads)
-        findings = evaluate(account, limits, every_rule=scope.account is not None)
-        return AccountResult(account=account, findings=findings, errors=errors)
+        return judge(reader.read(body), limits, every_rule=scope.account is not None)
 
     if concurrency <= 1:
         results = [audit_one(body) for body in bodies]
@@ -458,4 +490,5 @@ def run_audit(
             results = list(pool.map(audit_one, bodies))
     report.results = sorted(results, key=lambda r: (r.account.name, r.account.resource_id or ""))
     report.seconds = time.perf_counter() - started
+    report.requests = gate.sent - sent
     return report

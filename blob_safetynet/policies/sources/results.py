@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from blob_safetynet.policies.rules import RULES, Finding, Outcome, Rule, Severity
 from blob_safetynet.policies.rules.model import Account, Thresholds
+from blob_safetynet.settings.untrusted import InputFile
 
 
 class ErrorKind(enum.StrEnum):
@@ -16,6 +17,8 @@ class ErrorKind(enum.StrEnum):
     NOT_FOUND = "not-found"
     MALFORMED = "malformed-response"
     HTTP = "http"
+    NETWORK = "network"
+    """No answer: the connection failed, dropped or stalled past the read timeout."""
 
 
 @dataclass(frozen=True)
@@ -68,11 +71,24 @@ class Scope:
         return "".join(parts)
 
 
+@dataclass(frozen=True)
+class SourceLine:
+    """Where a saved file declares an account: the file as it was named on the command line
+    and the 1-based line its resource starts on (None when the file does not say)."""
+
+    path: str
+    line: int | None = None
+
+
 @dataclass
 class AccountResult:
     account: Account
     findings: list[Finding]
     errors: list[ReadError] = field(default_factory=list)
+    deleted: bool = False
+    """ARM answered 404 for the account after it was listed: its rules are NOT_APPLICABLE."""
+    source: SourceLine | None = None
+    """For a saved file (`--from-file`): where the account is declared; None for a live read."""
 
 
 @dataclass
@@ -84,6 +100,10 @@ class AuditReport:
     """Errors not tied to one account (listing the scope)."""
     rules: tuple[Rule, ...] = RULES
     seconds: float = 0.0
+    requests: int = 0
+    """HTTP requests sent to Resource Manager and Resource Graph, retries included."""
+    inputs: list[InputFile] = field(default_factory=list)
+    """The saved files judged (`--from-file`), each as read."""
 
     @property
     def findings(self) -> list[Finding]:

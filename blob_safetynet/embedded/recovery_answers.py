@@ -1,19 +1,19 @@
 """The shapes of the recovery double's own answers: a kept copy's bytes (with ranges), its
-listing entries, and a listing extended with them (testkit/recovery_double.py)."""
+listing entries, and a listing extended with them (`blob_safetynet.embedded.recovery`)."""
 
 from __future__ import annotations
 
 import base64
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import TYPE_CHECKING, Any
 
-from testkit.service_doubles import _error_body, _UpstreamAnswer
+from blob_safetynet.embedded.proxy import UpstreamAnswer, error_body
 
 if TYPE_CHECKING:
-    from testkit.recovery_double import Kept
+    from blob_safetynet.embedded.recovery_nets import Kept
 
 
 def http_date(when: datetime) -> str:
@@ -21,15 +21,15 @@ def http_date(when: datetime) -> str:
 
 
 def answer(status: int, headers: list[tuple[str, str]] | None = None, body: bytes = b"") -> Any:
-    return _UpstreamAnswer(
+    return UpstreamAnswer(
         status, str(status), [*(headers or []), ("Content-Length", str(len(body)))], body
     )
 
 
 def error(status: int, code: str) -> Any:
-    body = _error_body(code)
+    body = error_body(code)
     headers = [("x-ms-error-code", code), ("Content-Type", "application/xml")]
-    return _UpstreamAnswer(status, code, [*headers, ("Content-Length", str(len(body)))], body)
+    return UpstreamAnswer(status, code, [*headers, ("Content-Length", str(len(body)))], body)
 
 
 def read_answer(kept: Kept, head: bool, wanted: str | None) -> Any:
@@ -48,7 +48,7 @@ def read_answer(kept: Kept, head: bool, wanted: str | None) -> Any:
     md5 = base64.b64encode(kept.md5).decode()
     if head or not wanted or not total:
         body = b"" if head else kept.data
-        return _UpstreamAnswer(
+        return UpstreamAnswer(
             200, "OK", [*headers, ("Content-MD5", md5), ("Content-Length", str(total))], body
         )
     start_text, _, end_text = wanted.removeprefix("bytes=").partition("-")
@@ -60,21 +60,43 @@ def read_answer(kept: Kept, head: bool, wanted: str | None) -> Any:
         ("x-ms-blob-content-md5", md5),
         ("Content-Length", str(len(body))),
     ]
-    return _UpstreamAnswer(206, "Partial Content", headers, body)
+    return UpstreamAnswer(206, "Partial Content", headers, body)
 
 
 def extended(response: Any, parent: str, entries: Iterator[ET.Element]) -> Any:
     """A listing with `entries` appended under its <Blobs> or <Containers>."""
     body = response.read()
     if not 200 <= response.status < 300:
-        return _UpstreamAnswer(response.status, response.reason, response.getheaders(), body)
+        return UpstreamAnswer(response.status, response.reason, response.getheaders(), body)
     root = ET.fromstring(body)  # noqa: S314 (Azurite's answer on loopback)
     holder = root.find(parent)
     if holder is None:
         holder = ET.SubElement(root, parent)
     holder.extend(entries)
     rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-    return _UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
+    return UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
+
+
+def merged_listing(response: Any, kept: Callable[[str | None], Iterator[ET.Element]]) -> Any:
+    """A List Blobs page with the kept copies whose names fall in it merged in, in name order,
+    as the service lists them ("Blobs are listed in alphabetical order",
+    https://learn.microsoft.com/rest/api/storageservices/list-blobs). `kept(next_marker)` gives
+    the copies up to the page's NextMarker (Azurite's marker is the page's last name; None on
+    the last page), so each copy is listed on exactly one page."""
+    body = response.read()
+    if not 200 <= response.status < 300:
+        return UpstreamAnswer(response.status, response.reason, response.getheaders(), body)
+    root = ET.fromstring(body)  # noqa: S314 (Azurite's answer on loopback)
+    holder = root.find("Blobs")
+    if holder is None:
+        holder = ET.SubElement(root, "Blobs")
+    upper = root.findtext("NextMarker") or None
+    entries = [*holder, *kept(upper)]
+    for entry in list(holder):
+        holder.remove(entry)
+    holder.extend(sorted(entries, key=lambda e: e.findtext("Name") or ""))
+    rewritten = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return UpstreamAnswer(response.status, response.reason, response.getheaders(), rewritten)
 
 
 def list_entry(name: str, kept: Kept, days_left: int, with_tags: bool) -> ET.Element:
