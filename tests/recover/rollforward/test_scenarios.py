@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from azure.storage.blob import ContainerClient
 
 from blob_safetynet.protocol import identity
@@ -15,7 +16,7 @@ from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.reconcile.listing import reconcile
 from blob_safetynet.recover.rollforward import View, judge
 from blob_safetynet.recover.rollforward_apply import DONE, roll_forward
-from blob_safetynet.recover.rollforward_bytes import LEFT, verified
+from blob_safetynet.recover.rollforward_bytes import LEFT, SKIPPED, verified
 from blob_safetynet.recover.rollforward_plan import (
     DELETE,
     MOVE,
@@ -27,7 +28,7 @@ from blob_safetynet.recover.rollforward_plan import (
 )
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG
 from blob_safetynet.store.documents import DocumentStore
-from blob_safetynet.store.tables import Content, Status
+from blob_safetynet.store.tables import BlobRecordKind, Content, Status
 from testkit.restore_point import RestorePoint
 
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
@@ -184,3 +185,43 @@ def test_a_replace_made_since_the_restore_wins_over_the_lost_one(
     assert read(protocol, "doc.txt") == b"after the restore"
     assert result.agree
     assert reconcile(store, bound, FUTURE).clean
+
+
+@pytest.mark.parametrize(("claimed_ago", "moved"), [(20, True), (2, False)])
+def test_a_restored_intent_the_sweeper_holds_is_taken_back_once_its_claim_expired(
+    store: DocumentStore,
+    bound: ContainerClient,
+    point: RestorePoint,
+    claimed_ago: int,
+    moved: bool,
+) -> None:
+    """A restore point between a replace's intent and its switch restores the intent; a
+    sweeper that claimed it (and kept its blob, the row's being retired) blocks the move while
+    its claim is younger than the sweeper's claim TTL (10 minutes), and no longer after."""
+
+    def snapshot(step: str) -> None:
+        if step == "replace.intent":
+            point.take()
+
+    protocol = UploadProtocol(store, bound, checkpoint=snapshot)
+    document = protocol.put("doc.txt", b"before T", ".txt")
+    newer = protocol.replace(document.id, b"after T", ".txt")
+    point.restore()
+    now = store.now()
+    claimed = store.claim_records(
+        BlobRecordKind.INTENT,
+        now + timedelta(minutes=1),
+        10,
+        "a-sweeper",
+        now - timedelta(minutes=claimed_ago),
+        now - timedelta(minutes=claimed_ago + 10),
+    )
+    assert [r.blob_name for r in claimed] == [newer.blob_name]
+
+    result = roll_forward(store, bound)
+
+    assert [(o.step.action, o.status) for o in result.outcomes] == [
+        (MOVE, DONE if moved else SKIPPED)
+    ]
+    assert (store.get(document.id).blob_name == newer.blob_name) is moved  # type: ignore[union-attr]
+    assert result.agree is moved
