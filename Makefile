@@ -10,7 +10,7 @@ UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) UV_PYTHON_DOWNLOADS=never $(UV) sync --locked
 
-.PHONY: venv demo test test-e2e lint bench soak mutation mutation-file function-zip policy-pack dist adoption clean
+.PHONY: venv demo demo-restore test test-e2e lint bench soak mutation mutation-file function-zip policy-pack dist adoption clean
 .DEFAULT_GOAL := venv
 
 venv: $(PY_STAMP)
@@ -30,6 +30,9 @@ $(NODE_STAMP): package.json package-lock.json
 
 demo: $(PY_STAMP) $(NODE_STAMP)
 	$(BIN)/safetynet demo
+
+demo-restore: $(PY_STAMP) $(NODE_STAMP)
+	$(BIN)/safetynet demo --scenario restore
 
 lint: $(PY_STAMP)
 	$(BIN)/ruff check .

@@ -547,6 +547,11 @@ class UploadProtocol:
                 self._retire_tag(blob_name)
         return bool(retired)
 
+    def retire_recorded(self, blob_name: str) -> bool:
+        """Tag a blob the database records as retired (or that no row can name) `retired`,
+        best effort: the roll-forward's way to the replace's and delete's own retire step."""
+        return self._retire_tag(blob_name)
+
     def _retire_tag(self, blob_name: str, written: Mapping[str, str] | None = None) -> bool:
         """committed (or, for a document not adopted yet, untagged) -> retired, best effort:
         the sweeper retires it later if this fails. Called only once the database records the

@@ -623,16 +623,24 @@ class DocumentStore:
         old_blob: str,
         new_blob: str,
         content: Content | None = None,
+        claim_expired: datetime | None = None,
     ) -> SwitchResult:
         """One transaction: take back the unclaimed intent, point the Ready row at `new_blob`
-        only if it still points at `old_blob`, and record `old_blob` as retired."""
+        only if it still points at `old_blob`, and record `old_blob` as retired.
+
+        `claim_expired` (the roll-forward's): an intent claimed before it is taken back too, by
+        the sweeper's own rule for a claim that old (its sweeper finished or died; the next
+        sweep may take it, and whichever statement commits first decides)."""
         c, b = self.table.c, self.blobs.c
+        unclaimed: sa.ColumnElement[bool] = b.claim_token.is_(None)
+        if claim_expired is not None:
+            unclaimed = sa.or_(unclaimed, b.claimed_utc < to_utc(claim_expired))
         with self._connect() as conn:
             taken = conn.execute(
                 self.blobs.delete().where(
                     b.blob_name == new_blob,
                     b.kind == BlobRecordKind.INTENT.value,
-                    b.claim_token.is_(None),
+                    unclaimed,
                 )
             ).rowcount
             if taken != 1:

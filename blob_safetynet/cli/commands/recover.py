@@ -17,6 +17,11 @@ Exit codes (`blob_safetynet.cli.exitcodes`): 0 when nothing is lost or everythin
 2 on bad usage or a refused plan, 3 when a service cannot be reached, 4 when one fails mid-run,
 6 when a copy the plan needs expires within --expiry-horizon days (dry run: apply it now),
 130 or 143 when SIGINT or SIGTERM stopped an apply between two rows.
+
+After the database was restored to an earlier time, `--after-restore` rolls the table forward
+from the container instead (plan and apply the same way; `--reapply-deletes` deletes again what
+was deleted after the restore point, kept by default). See docs/operations.md, "The database
+was restored to an earlier time".
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from blob_safetynet.cli.commands import plan_file
+from blob_safetynet.cli.commands import plan_file, recover_restore
 from blob_safetynet.cli.commands.common import (
     CommandError,
     UsageError,
@@ -78,16 +83,36 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--expiry-horizon",
         type=ascii_int,
-        default=DEFAULT_HORIZON_DAYS,
+        default=None,
         metavar="DAYS",
         help="exit 6 when a copy the plan needs has this many retention days left or fewer "
         f"(default {DEFAULT_HORIZON_DAYS})",
+    )
+    parser.add_argument(
+        "--after-restore",
+        action="store_true",
+        help="the database was restored to an earlier time: roll the table forward from the "
+        "container (documents put, replaced and deleted since) instead",
+    )
+    parser.add_argument(
+        "--reapply-deletes",
+        action="store_true",
+        help="with --after-restore: delete again the documents deleted after the restore "
+        "point (default: keep them; nothing acknowledged is lost)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object, also on errors")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        recover_restore.check_options(args)
+    except SettingsError as error:
+        return fail("recover", ExitCode.USAGE, str(error), args.json)
+    if args.after_restore:
+        return recover_restore.run(args)
+    if args.expiry_horizon is None:
+        args.expiry_horizon = DEFAULT_HORIZON_DAYS
     log_progress()
     try:
         try:
