@@ -22,18 +22,18 @@ Every file is grouped by the account its resource id or name names, normalised t
 shape, and handed to `blob_safetynet.policies.adapters.arm.account` like a live read. What no
 file of these shapes can hold (role assignments, Defender for Storage; local users and private
 endpoint connections when no file of their own is given; the blob service's shared key switch
-at an api-version before it) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
-other facet no file holds stays UNKNOWN with a reason naming the file to add, never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
-naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each (`saved.py`, which
-also keeps each file's digest and the line each resource starts on).
-
-Just over 500 lines: the shapes of a saved file (CLI outputs, template exports and their nested
-deployments) and the pieces of one account they fill share the resource types, the expression
-resolver and the refusals; each half alone would import the other's.
+at an api-version before it; locks, blob diagnostic settings and backup instances when no file
+shows them: `files_nets.py`) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
+other facet no file holds stays UNKNOWN with a reason naming the file to add, never a default.
+A file that cannot be read, or holds none of these shapes, is an OfflineError naming it
+(template expressions: `template_expressions.py`). Reading is bounded: at most MAX_FILES files
+of MAX_FILE_BYTES each (`saved.py`, which also keeps each file's digest and the line each
+resource starts on).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,9 +54,11 @@ from blob_safetynet.policies.rules.model import (
     Thresholds,
     arm_fold,
 )
+from blob_safetynet.policies.sources import files_nets
 from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope, SourceLine
 from blob_safetynet.policies.sources.saved import MAX_FILE_BYTES, Saved, SavedFileError
 from blob_safetynet.policies.sources.saved import load as load_saved
+from blob_safetynet.policies.sources.template_expressions import OfflineError, Passed, resolve
 from blob_safetynet.settings.redaction import printable
 
 __all__ = ["MAX_FILE_BYTES", "OfflineError", "run_offline_audit"]
@@ -69,7 +71,10 @@ CONTAINER: Final = f"{_PROVIDER}/blobservices/containers"
 POLICY: Final = f"{_PROVIDER}/managementpolicies"
 LOCAL_USER: Final = f"{_PROVIDER}/localusers"
 ENDPOINT_CONNECTION: Final = f"{_PROVIDER}/privateendpointconnections"
-KNOWN_TYPES: Final = (ACCOUNT, BLOB_SERVICE, CONTAINER, POLICY, LOCAL_USER, ENDPOINT_CONNECTION)
+KNOWN_TYPES: Final = (
+    *(ACCOUNT, BLOB_SERVICE, CONTAINER, POLICY, LOCAL_USER, ENDPOINT_CONNECTION),
+    *files_nets.TYPES,
+)
 DEPLOYMENT: Final = "microsoft.resources/deployments"
 _EVALUATION_SCOPES: Final = ("NotSpecified", "Outer", "Inner")
 """`expressionEvaluationOptions.scope` (ExpressionEvaluationOptionsScopeType in the
@@ -87,12 +92,6 @@ _CLI_NAMES: Final = {
 """The two account properties the SDK (and so the CLI's output) names otherwise than REST."""
 _ACCOUNT_IN_ID: Final = re.compile(
     r"/providers/Microsoft\.Storage/storageAccounts/([^/]+)", ARM_IGNORECASE
-)
-_PARAMETER: Final = re.compile(r"parameters\('([^']+)'\)", ARM_IGNORECASE)
-_EXPRESSION: Final = re.compile(
-    r"\[(?:parameters\('[^']+'\)|concat\((?:parameters\('[^']+'\)|'[^']*')"
-    r"(?:\s*,\s*(?:parameters\('[^']+'\)|'[^']*'))*\))\]",
-    ARM_IGNORECASE,
 )
 NOT_IN_FILES: Final = {
     Facet.ROLES: "role assignments are read only from Azure (not judged from files)",
@@ -117,19 +116,6 @@ GIVE: Final = {
 """The file that holds each facet a template export also holds: left out, it is UNKNOWN."""
 
 
-class OfflineError(ValueError):
-    """A file cannot be read or holds no shape the offline audit knows; the message names it."""
-
-
-@dataclass(frozen=True)
-class _Passed:
-    """A nested template's parameter value given as an expression: evaluated, when a name
-    needs it, in the scope of the template that holds the deployment."""
-
-    expression: str
-    scope: Mapping[str, object]
-
-
 @dataclass
 class _Pieces:
     """What the files hold about one account, in the REST shape."""
@@ -145,6 +131,11 @@ class _Pieces:
     policy: Mapping[str, Any] | None = None
     local_users: dict[str, Any] | None = None
     connections: dict[str, Any] | None = None
+    locks: list[Mapping[str, Any]] = field(default_factory=list)
+    diagnostics: list[Mapping[str, Any]] = field(default_factory=list)
+    backups: list[Mapping[str, Any]] = field(default_factory=list)
+    scope_locks: list[Mapping[str, Any]] = field(default_factory=list)
+    """Locks at a resource group or subscription, of every file (`files_nets`)."""
 
 
 @dataclass(frozen=True)
@@ -192,14 +183,20 @@ def load(path: Path) -> Saved:
 def group(files: Iterable[tuple[Saved, str]], api_version: str | None = None) -> list[_Pieces]:
     """The resources of read files (each with its name as given), by account, in name order."""
     accounts: dict[str, _Pieces] = {}
+    pool: list[Mapping[str, Any]] = []
     for file, name in files:
         for resource in resources(file.document, printable(name), api_version or ""):
+            if not resource.account:
+                pool += [resource.body] if resource.kind == files_nets.LOCK else []
+                continue
             key = arm_fold(resource.account)
             piece = accounts.setdefault(key, _Pieces(resource.account))
             _add(piece, resource)
             line = SourceLine(name, file.line_of(resource.item))
             if piece.where is None or resource.kind == ACCOUNT:
                 piece.where = line
+    for piece in accounts.values():
+        piece.scope_locks = pool
     return [accounts[key] for key in sorted(accounts)]
 
 
@@ -266,13 +263,18 @@ def _declared(
                 )
             kind = f"{parent[0]}/{kind}"
         kind = arm_fold(kind)
-        if not kind.startswith(_PROVIDER):
+        if not kind.startswith(_PROVIDER) and kind not in files_nets.TYPES:
             continue
         text = name if isinstance(name, str) else ""
         if text.startswith("["):
-            text = _resolve(text, parameters, source)
+            text = resolve(text, parameters, source)
         if parent is not None:
             text = f"{parent[1]}/{text}"
+        if kind in files_nets.TYPES:
+            resolver = functools.partial(resolve, parameters=parameters, source=source)
+            named = files_nets.declared_name(kind, item, text, resolver)
+            declared += [] if named is None else [(item, kind, named)]
+            continue
         declared.append((item, kind, text))
         children = item.get("resources")
         if isinstance(children, list):
@@ -318,7 +320,7 @@ def _nested(
         for key, value in given.items() if isinstance(given, Mapping) else ():
             passed = value.get("value") if isinstance(value, Mapping) else None
             if isinstance(passed, str) and passed.startswith("["):
-                passed = _Passed(passed, outer)
+                passed = Passed(passed, outer)
             parameters[arm_fold(str(key))] = passed
     return _declared(resources, source, parameters, None, f"{where}.properties.template.resources")
 
@@ -335,7 +337,9 @@ def _resource(
     if kind not in KNOWN_TYPES:
         raise OfflineError(f"{source}: type '{printable(str(item.get('type')))}': {_SHAPES}")
     body = _rest_shape(item, kind)
-    if declared is None:
+    if declared is None and kind in files_nets.TYPES:
+        name = files_nets.saved_account(kind, body)
+    elif declared is None:
         name = _account_name(body, source)
     else:
         if not declared[1]:
@@ -351,7 +355,8 @@ def _resource(
 
 _SHAPES: Final = (
     "not a storage account, blob service properties, management policy, container list, "
-    "local users, private endpoint connection or ARM template export (see docs/policies.md)"
+    "local users, private endpoint connection, lock, diagnostic setting, backup instance or "
+    "ARM template export (see docs/policies.md)"
 )
 
 
@@ -392,40 +397,17 @@ def _account_name(body: Mapping[str, Any], source: str) -> str:
     return name.split("/")[0]
 
 
-def _resolve(expression: str, parameters: Mapping[str, object], source: str) -> str:
-    """`[parameters('p')]` or `[concat(parameters('p'), '/default')]` with the parameters'
-    default values (`parameters` keyed in lower case: template functions and their arguments
-    are case-insensitive); any other expression cannot be judged offline."""
-    if not _EXPRESSION.fullmatch(expression):
-        raise OfflineError(
-            f"{source}: cannot resolve the name '{printable(expression)}' offline; only "
-            "parameters('...') and concat(...) of them and literals are read"
-        )
-    inner = expression[1:-1]
-    parts = re.findall(r"parameters\('[^']+'\)|'[^']*'", inner, ARM_IGNORECASE)
-    text = ""
-    for part in parts:
-        if part.startswith("'"):
-            text += part[1:-1]
-            continue
-        key = _PARAMETER.fullmatch(part)
-        value = parameters.get(arm_fold(key.group(1))) if key else None
-        if isinstance(value, _Passed):
-            value = _resolve(value.expression, value.scope, source)
-        if not isinstance(value, str):
-            raise OfflineError(
-                f"{source}: the parameter in '{printable(expression)}' has no string default value"
-            )
-        text += value
-    return text
-
-
 def _add(piece: _Pieces, resource: _Resource) -> None:
     """One resource into its account's pieces; a second document for one resource, of any
     kind, is refused (which one is the truth cannot be told)."""
     body, kind = resource.body, resource.kind
     if resource.source not in piece.sources:
         piece.sources.append(resource.source)
+    if kind in files_nets.TYPES:
+        attribute = {files_nets.BACKUP: "backups", files_nets.LOCK: "locks"}.get(kind)
+        attribute = attribute or ("locks" if "locks" in kind else "diagnostics")
+        getattr(piece, attribute).append(body)
+        return
     if kind in (CONTAINER, LOCAL_USER, ENDPOINT_CONNECTION):
         attribute = {CONTAINER: "containers", LOCAL_USER: "local_users"}.get(kind, "connections")
         listed: dict[str, Any] = getattr(piece, attribute) or {}
@@ -492,8 +474,9 @@ def reads_of(piece: _Pieces) -> arm.ArmReads:
         reads.local_users = list(piece.local_users.values())
     if connections is not None:
         reads.private_endpoint_connections = connections
+    files_nets.fill(reads, piece.account, piece)
     if enum(body.get("kind"), KINDS) in NO_BLOB_KINDS:
-        for facet in BLOB_FACETS:
+        for facet in (*BLOB_FACETS, Facet.DIAGNOSTICS, Facet.BACKUP):
             reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
     return reads
 
