@@ -132,7 +132,12 @@ def _check_logging(account: Account, _: Thresholds) -> Verdict:
     missing = [c for c in LOGGED_CATEGORIES if not every and arm_fold(c) not in enabled]
     if not missing:
         names = ", ".join(f"'{name}'" for name in sending)
-        return passed(f"diagnostic setting {names} logs every blob read, write and delete")
+        which = (
+            f"diagnostic settings {names} log"
+            if len(sending) > 1
+            else f"diagnostic setting {names} logs"
+        )
+        return passed(f"{which} every blob read, write and delete")
     if unsure:
         return unknown(
             "a diagnostic setting's log categories or destination are not known yet",
