@@ -6,18 +6,18 @@ import dataclasses
 from typing import Any
 
 from blob_safetynet.policies.rules.model import (
-    BackupInstance,
-    DiagnosticSetting,
-    Lock,
-    Locks,
-    LockScope,
     UNKNOWN,
     Account,
     AccountSettings,
+    BackupInstance,
     BlobService,
     Container,
+    DiagnosticSetting,
     Encryption,
     LifecycleRule,
+    Lock,
+    Locks,
+    LockScope,
     Network,
     Retention,
     RoleAssignment,

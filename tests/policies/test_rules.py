@@ -8,16 +8,16 @@ from blob_safetynet.infra import access
 from blob_safetynet.infra.access import SWEEPER_CONDITION
 from blob_safetynet.policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from blob_safetynet.policies.rules.model import (
+    UNKNOWN,
+    Account,
     BackupInstance,
+    Container,
     DiagnosticSetting,
+    Encryption,
+    Facet,
     Lock,
     Locks,
     LockScope,
-    UNKNOWN,
-    Account,
-    Container,
-    Encryption,
-    Facet,
     Network,
     TagFilter,
     Thresholds,
