@@ -523,7 +523,8 @@ class FakeArm:
         """Lower-case subscription id -> the locks at the subscription itself."""
         self.lock_failures: dict[str, Failure] = {}
         """Forced answers to the lock lists of "subscription" and "resourceGroup" scopes (an
-        account's own list: its `failures["locks"]`)."""
+        account's own list: its `failures["locks"]`), and to the Backup vault lists
+        ("backupVaults")."""
         self.inherited_failure: Failure | None = None
         """A forced answer to a subscription's `roleAssignments?$filter=atScope()` list."""
         self.served: dict[str, int] = {}
@@ -867,6 +868,15 @@ class FakeArm:
         )
         if in_group is not None:
             return self._locks(named.group(1), in_group.group(1))
+        if lowered == f"{sub}/providers/microsoft.dataprotection/backupvaults":
+            return self._vaults(path, query, named.group(1), None)
+        vault = re.fullmatch(
+            rf"({re.escape(sub)}/resourcegroups/[^/]+/providers/microsoft\.dataprotection/"
+            r"backupvaults/[^/]+)/backupinstances",
+            lowered,
+        )
+        if vault is not None:
+            return self._vaults(path, query, named.group(1), vault.group(1))
         if lowered == f"{sub}/providers/microsoft.security/pricings/storageaccounts":
             self._count("pricings")
             return self._plan(named.group(1))
@@ -972,6 +982,34 @@ class FakeArm:
             if same and (group is None or account.resource_group.lower() == group):
                 found += account.locks
         return 200, {"value": found}
+
+    def _vaults(
+        self, path: str, query: Mapping[str, list[str]], subscription: str, vault: str | None
+    ) -> tuple[int, object]:
+        """Backup Vaults - Get In Subscription (vault None), or Backup Instances - List of one
+        vault: the vaults are those the accounts' backup instances name in their ids."""
+        self._count("backupVaults" if vault is None else "backupVaults/instances")
+        failure = self.lock_failures.get("backupVaults")
+        if failure is not None:
+            return failure.status, failure.body or error_body(failure.status)
+        by_vault: dict[str, list[dict[str, Any]]] = {}
+        for account in self.accounts.values():
+            for item in account.backup_instances:
+                home = str(item["id"]).rsplit("/backupInstances/", 1)[0]
+                if home.lower().split("/")[2] == subscription:
+                    by_vault.setdefault(home, []).append(item)
+        if vault is None:
+            vaults = [
+                {
+                    "id": home,
+                    "name": home.rsplit("/", 1)[-1],
+                    "type": "Microsoft.DataProtection/backupVaults",
+                }
+                for home in sorted(by_vault)
+            ]
+            return self._page(path, query, vaults)
+        found = [i for home, items in by_vault.items() if home.lower() == vault for i in items]
+        return self._page(path, query, found)
 
     def _granted(self, lowered: str) -> bool:
         scopes = self.granted_scopes

@@ -225,7 +225,8 @@ def test_the_fleet_lists_locks_once_per_subscription(fake: FakeArm) -> None:
     fake.subscription_locks[second] = [management_lock(f"/subscriptions/{second}", "sub")]
     report = fleet(fake)
     assert fake.served["locks:subscription"] == 2
-    assert "locks" not in fake.served and "locks:resourceGroup" not in fake.served
+    assert "locks" not in fake.served
+    assert "locks:resourceGroup" not in fake.served
     for number in range(3):
         assert (
             "'rg' at the resource group" in finding(report, "SN-DELETE-LOCK", f"a{number}").message
@@ -246,3 +247,21 @@ def test_a_fleet_whose_subscription_list_fails_reads_per_account(fake: FakeArm) 
     bare = finding(report, "SN-DELETE-LOCK", "bcct")
     assert bare.outcome is Outcome.UNKNOWN
     assert "the subscription: management locks not read (permission" in bare.message
+
+
+def test_the_fleet_takes_backup_instances_from_the_subscriptions_vaults(fake: FakeArm) -> None:
+    """Accounts a vault of their subscription protects cost no backup read of their own; one no
+    vault names has its own list read (a vault elsewhere may hold it), and so do all when the
+    vault list is refused."""
+    for name in ("acct", "bcct"):
+        fake.add(compliant_account(name, GROUP))
+    fake.add(compliant_account("ccct", GROUP)).backup_instances = []
+    report = fleet(fake)
+    assert (fake.served["backupVaults"], fake.served["backupInstances"]) == (1, 1)
+    outcomes = [finding(report, "SN-BACKUP-PROTECTED", n).outcome for n in ("acct", "bcct", "ccct")]
+    assert outcomes == [Outcome.PASS, Outcome.PASS, Outcome.FAIL]
+    fake.served.clear()
+    fake.lock_failures["backupVaults"] = Failure(403)
+    report = fleet(fake)
+    assert fake.served["backupInstances"] == 3
+    assert finding(report, "SN-BACKUP-PROTECTED").outcome is Outcome.PASS

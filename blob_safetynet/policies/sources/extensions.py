@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from azure.core.exceptions import DeserializationError
 from azure.core.rest import HttpRequest
 
 from blob_safetynet.policies.adapters import nets
 from blob_safetynet.policies.rules.model import Facet, LockScope, arm_fold
 from blob_safetynet.policies.rules.nets import PROTECTING_LEVELS
+from blob_safetynet.policies.sources.connection import READ_ERRORS
 from blob_safetynet.policies.sources.reads import FetchedOnce, Prefetched
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ class ExtensionReader:
         self.storage = storage
         self.subscription_reads = subscription_reads
         self._lock_lists: FetchedOnce[list[dict[str, Any]]] = FetchedOnce()
+        self._backups: FetchedOnce[dict[str, list[dict[str, Any]]] | None] = FetchedOnce()
 
     def read(
         self,
@@ -80,6 +83,13 @@ class ExtensionReader:
         )
         if settings is not None:
             reads.diagnostic_settings = settings
+        if known.backups_from_subscription:
+            # A vault of another subscription may protect the account (cross-subscription
+            # backup), so only a found instance is taken from the subscription's vaults.
+            by_account = self.subscription_backups(resource_id) or {}
+            if by_account.get(arm_fold(resource_id)):
+                reads.backup_instances = by_account[arm_fold(resource_id)]
+                return
         instances = attempt(
             Facet.BACKUP,
             "backupInstances/list",
@@ -90,6 +100,36 @@ class ExtensionReader:
         )
         if instances is not None:
             reads.backup_instances = instances
+
+    def subscription_backups(self, resource_id: str) -> dict[str, list[dict[str, Any]]] | None:
+        """The backup instances of every Backup vault of the account's subscription, by the
+        folded id of their data source, read once per subscription and run (Backup Vaults -
+        Get In Subscription, then Backup Instances - List of each vault:
+        https://learn.microsoft.com/rest/api/dataprotection/backup-vaults/get-in-subscription,
+        https://learn.microsoft.com/rest/api/dataprotection/backup-instances/list); None when
+        a list fails. An account none of them names has its own list read (a vault of another
+        subscription may hold it: https://learn.microsoft.com/azure/backup/blob-backup-overview)."""
+        subscription = "/" + "/".join(resource_id.strip("/").split("/")[:2])
+
+        def fetch() -> dict[str, list[dict[str, Any]]] | None:
+            found: dict[str, list[dict[str, Any]]] = {}
+            try:
+                path = f"{subscription}/providers/Microsoft.DataProtection/backupVaults"
+                for vault in self.list(path, BACKUP_API_VERSION):
+                    vault_id = vault.get("id")
+                    if not isinstance(vault_id, str):
+                        return None
+                    for item in self.list(f"{vault_id}/backupInstances", BACKUP_API_VERSION):
+                        props = item.get("properties")
+                        info = props.get("dataSourceInfo") if isinstance(props, dict) else None
+                        source = info.get("resourceID") if isinstance(info, dict) else None
+                        if isinstance(source, str):
+                            found.setdefault(arm_fold(source.rstrip("/")), []).append(item)
+            except (*READ_ERRORS, DeserializationError, ValueError):
+                return None
+            return found
+
+        return self._backups.get(arm_fold(subscription), fetch)
 
     def _read_locks(
         self, reads: ArmReads, resource_id: str, attempt: Attempt, known: Prefetched

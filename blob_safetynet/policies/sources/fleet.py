@@ -9,8 +9,9 @@ the management policy; the local users only where the account's settings leave i
 (`Prefetched.local_users_from_settings`); the Defender for Storage setting only where the
 subscription's plan does not report every account covered or none
 (`Prefetched.defender_from_plan`); the management locks from one lock list per subscription
-(`Prefetched.locks_from_subscription`), the blob diagnostic settings and backup instances per
-account (`extensions.py`). Each of these leaves the verdicts of the per-account path
+(`Prefetched.locks_from_subscription`), the backup instances from the subscription's Backup
+vaults (`Prefetched.backups_from_subscription`), the blob diagnostic settings per account
+(`extensions.py`). Each of these leaves the verdicts of the per-account path
 (`live.run_audit`) unchanged (tests/policies/test_fleet_reads.py).
 
 The subscriptions a scope should hold and Resource Graph does not return are reported before
@@ -280,6 +281,7 @@ def run_fleet_audit(
             local_users_from_settings=True,
             defender_from_plan=True,
             locks_from_subscription=True,
+            backups_from_subscription=True,
         )
         return judge(reader.read(body, prefetched), limits)
 

@@ -47,6 +47,10 @@ class Prefetched:
     """Read the subscription's lock list first, once per subscription and run: it holds the
     locks of every resource group and account in it (`extensions.LOCKS_API_VERSION`); the
     account's and its group's lists are read only when it cannot be."""
+    backups_from_subscription: bool = False
+    """Take the backup instances from the subscription's Backup vaults, listed once per
+    subscription (`ExtensionReader.subscription_backups`); an account they do not name, or all
+    when they cannot be read, has its own list read."""
 
 
 def local_users_settled(body: Mapping[str, Any]) -> bool:
