@@ -331,7 +331,7 @@ def notes(size: int) -> list[str]:
         f"({len(largest)} accounts at {size}) needs {now} reads now ({blob} blob accounts at four, "
         f"{users} more for local users, {shared} shared); at the five reads a blob account of "
         f"before it needed {before}, a floor of {floor_s(before):.0f} s.",
-        "- An account under a plan that reports a mix (PartiallyCovered) costs a fourth read, its "
+        "- An account under a plan that reports a mix (PartiallyCovered) costs one read more, its "
         "own Defender setting, as an account with local users on does (their list). A FileStorage "
         "account needs no blob read; where its Defender setting is read and answers 404, the "
         'account itself is read once, to tell "no setting" from "deleted since the listing".',
