@@ -265,3 +265,17 @@ def test_the_fleet_takes_backup_instances_from_the_subscriptions_vaults(fake: Fa
     report = fleet(fake)
     assert fake.served["backupInstances"] == 3
     assert finding(report, "SN-BACKUP-PROTECTED").outcome is Outcome.PASS
+
+
+def test_a_refused_subscription_lock_list_is_asked_once_in_a_fleet(fake: FakeArm) -> None:
+    """Three accounts of a subscription whose lock list is refused: it is asked once, and each
+    account's UNKNOWN still names the subscription."""
+    for name in ("acct", "bcct", "ccct"):
+        fake.add(unlocked(name))
+    fake.lock_failures["subscription"] = Failure(403)
+    report = fleet(fake)
+    assert fake.served["locks:subscription"] == 1
+    for name in ("acct", "bcct", "ccct"):
+        assert "the subscription: management locks not read" in (
+            finding(report, "SN-DELETE-LOCK", name).message
+        )

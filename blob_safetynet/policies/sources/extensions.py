@@ -56,6 +56,10 @@ class ExtensionReader:
         self.storage = storage
         self.subscription_reads = subscription_reads
         self._lock_lists: FetchedOnce[list[dict[str, Any]]] = FetchedOnce()
+        self._subscription_reads: FetchedOnce[str | None] = FetchedOnce()
+        """A fleet's first read of each subscription's lock list: None when it was read (the
+        list is then in `_lock_lists`), else why not, so that the accounts after the first read
+        their own and their group's lists without asking it again."""
         self._backups: FetchedOnce[dict[str, list[dict[str, Any]]] | None] = FetchedOnce()
 
     def read(
@@ -147,8 +151,23 @@ class ExtensionReader:
         reads.locks = []
         if known.locks_from_subscription and self.subscription_reads:
             order.remove(LockScope.SUBSCRIPTION)
-            if self._lock_scope(reads, LockScope.SUBSCRIPTION, paths, attempt):
+            first: list[bool] = []
+
+            def read_first() -> str | None:
+                first.append(True)
+                if self._lock_scope(reads, LockScope.SUBSCRIPTION, paths, attempt):
+                    return None
+                return reads.lock_gaps[LockScope.SUBSCRIPTION]
+
+            key = arm_fold(paths[LockScope.SUBSCRIPTION])
+            refused = self._subscription_reads.get(key, read_first)
+            if refused is None and (
+                first or self._lock_scope(reads, LockScope.SUBSCRIPTION, paths, attempt)
+            ):
                 return
+            reads.lock_gaps[LockScope.SUBSCRIPTION] = (
+                refused or reads.lock_gaps[LockScope.SUBSCRIPTION]
+            )
         for scope in order:
             if scope is LockScope.SUBSCRIPTION and not self.subscription_reads:
                 reads.lock_gaps[scope] = (
