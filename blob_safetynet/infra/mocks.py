@@ -3,8 +3,8 @@ runs offline, and what the tests run the program with (tests/infra/harness.py).
 
 No Pulumi CLI, no backend, no credential: `pulumi.runtime.set_mocks` replaces the engine
 (https://www.pulumi.com/docs/iac/guides/testing/unit/), and `ArmMocks` answers each resource
-with the ids, names, endpoints and identities the program reads back, and the two invokes it
-makes (`getClientConfig`, `getSubnet`). `run_under_mocks` records every registration: type,
+with the ids, names, endpoints and identities the program reads back, and the invokes it
+makes (`getClientConfig`, `getSubnet`; `getClientToken` in preview only). `run_under_mocks` records every registration: type,
 logical name, inputs (secrets unwrapped), what the mock answered, parent, dependencies,
 protection, URN and aliases.
 
@@ -32,6 +32,8 @@ DEPLOYER_OBJECT_ID: Final = "00000000-0000-0000-0000-0000000000cc"
 STACK_TYPE: Final = "pulumi:pulumi:Stack"
 CLIENT_CONFIG: Final = "azure-native:authorization:getClientConfig"
 GET_SUBNET: Final = "azure-native:network:getSubnet"
+CLIENT_TOKEN: Final = "azure-native:authorization:getClientToken"
+MOCK_ARM_TOKEN: Final = "mock-arm-token"  # noqa: S105 (what the mocks' getClientToken answers)
 
 _SECRET_SIG: Final = "4dabf18193072939515e22adb298388d"  # noqa: S105 (a marker, not a secret)
 """The key Pulumi's wire format marks a secret value with (pulumi.runtime.rpc)."""
@@ -77,6 +79,8 @@ class RegisteredResource:
     state: dict[str, Any] = field(default_factory=dict)
     """What the mock answered as the resource's outputs: its inputs, plus what ARM adds."""
     parent_urn: str = ""
+    deleted_with: str = ""
+    """Logical name of the resource whose delete deletes it (`deleted_with`), or empty."""
 
 
 @dataclass
@@ -276,6 +280,9 @@ class ArmMocks(pulumi.runtime.Mocks):
                 "tenantId": TENANT_ID,
             }
             return config, []
+        if args.token == CLIENT_TOKEN:
+            # Asked only in preview (the lock's pre-flight, blob_safetynet/infra/lock.py).
+            return {"token": MOCK_ARM_TOKEN}, []
         if args.token == GET_SUBNET:
             subnet = (
                 f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{args.args['resourceGroupName']}"
@@ -302,6 +309,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.dependencies: dict[str, list[str]] = {}
         self.protected: dict[str, bool] = {}
         self.aliases: dict[str, frozenset[str]] = {}
+        self.deleted_with: dict[str, str] = {}
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         # The engine's rule (pulumi/pulumi sdk/go/common/resource/urn.go, NewURN): the parent's
@@ -329,6 +337,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.parents[response.urn] = request.parent
         self.dependencies[response.urn] = list(request.dependencies)
         self.protected[response.urn] = bool(request.protect)
+        self.deleted_with[response.urn] = request.deletedWith
         if request.type != STACK_TYPE:
             self.order.append((response.urn, request.type, request.name, bool(request.custom)))
         return response
@@ -341,14 +350,17 @@ def run_under_mocks(
     stack: str,
     mutate: Mutate | None = None,
     subnets: Mapping[str, Mapping[str, Any]] | None = None,
+    preview: bool = False,
 ) -> StackRun:
     """Runs `program` once under fresh mocks and a fresh root stack; every registration and the
-    resolved stack outputs."""
+    resolved stack outputs. `preview`: run it as `pulumi preview` does (`is_dry_run()` true)."""
     mocks = ArmMocks(mutate, subnets)
     monitor = RecordingMonitor(mocks)
     # A fresh root stack per run: set_mocks creates one only when none exists.
     pulumi_settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(
+        mocks, project=project, stack=stack, preview=preview, monitor=monitor
+    )
     outputs: dict[str, Any] = {}
 
     async def body() -> None:
@@ -392,4 +404,5 @@ def _registered(
         id=resource_id,
         state=state,
         parent_urn=parent_urn,
+        deleted_with=monitor.by_urn.get(monitor.deleted_with.get(urn, ""), ("", ""))[1],
     )
