@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Final
+from typing import Final, TypedDict
 from urllib.parse import parse_qs, urlsplit
 
 from blob_safetynet.settings import appsettings, untrusted
@@ -766,7 +766,14 @@ def _lock(values: Mapping[str, object], key: str) -> str:
     return value
 
 
-def _nets(values: Mapping[str, object]) -> dict[str, object]:
+class _Nets(TypedDict):
+    lock: str
+    log_retention_days: int
+    point_in_time_restore_days: int
+    change_feed: bool
+
+
+def _nets(values: Mapping[str, object]) -> _Nets:
     """The lock, the log retention, and point-in-time restore with what ARM requires of it: blob
     soft delete, versioning and the change feed on, and restore days below the soft-delete days
     ("Point-in-time restore for block blobs",
@@ -793,11 +800,11 @@ def _nets(values: Mapping[str, object]) -> dict[str, object]:
                 f"{restore_days} is not below blobSoftDeleteDays={soft_delete_days}: ARM "
                 "requires the restore period to be at least a day shorter than blob soft delete",
             )
-    return {
-        "lock": _lock(values, "lock"),
-        "log_retention_days": _integer(
+    return _Nets(
+        lock=_lock(values, "lock"),
+        log_retention_days=_integer(
             values, "logRetentionDays", MIN_LOG_RETENTION_DAYS, MAX_LOG_RETENTION_DAYS
         ),
-        "point_in_time_restore_days": restore_days,
-        "change_feed": change_feed,
-    }
+        point_in_time_restore_days=restore_days,
+        change_feed=change_feed,
+    )

@@ -32,7 +32,7 @@ DEPLOYER_OBJECT_ID: Final = "00000000-0000-0000-0000-0000000000cc"
 STACK_TYPE: Final = "pulumi:pulumi:Stack"
 CLIENT_CONFIG: Final = "azure-native:authorization:getClientConfig"
 GET_SUBNET: Final = "azure-native:network:getSubnet"
-CLIENT_TOKEN: Final = "azure-native:authorization:getClientToken"
+CLIENT_TOKEN: Final = "azure-native:authorization:getClientToken"  # noqa: S105 (a token name)
 MOCK_ARM_TOKEN: Final = "mock-arm-token"  # noqa: S105 (what the mocks' getClientToken answers)
 
 _SECRET_SIG: Final = "4dabf18193072939515e22adb298388d"  # noqa: S105 (a marker, not a secret)
@@ -358,9 +358,7 @@ def run_under_mocks(
     monitor = RecordingMonitor(mocks)
     # A fresh root stack per run: set_mocks creates one only when none exists.
     pulumi_settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(
-        mocks, project=project, stack=stack, preview=preview, monitor=monitor
-    )
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
     outputs: dict[str, Any] = {}
 
     async def body() -> None:
@@ -368,7 +366,17 @@ def run_under_mocks(
         resolved = await pulumi.Output.all(**declared).future()
         outputs.update(resolved or {})
 
-    _sync_await(run_pulumi_func(body))
+    try:
+        _sync_await(run_pulumi_func(body))
+    except BaseException:
+        # A failed run (a preview refused by the lock's pre-flight) leaves its outstanding
+        # outputs and its RPC error in the process-wide settings, where the next run in the same
+        # process would await them and raise them again.
+        for task in list(pulumi_settings.SETTINGS.outputs):
+            task.cancel()
+        pulumi_settings.SETTINGS.outputs.clear()
+        pulumi_settings.SETTINGS.rpc_manager.clear()
+        raise
     return StackRun(
         resources=[
             _registered(urn, typ, name, custom, mocks, monitor)

@@ -80,7 +80,9 @@ def allows(permissions: Sequence[Mapping[str, Any]], action: str) -> bool:
     return False
 
 
-def refuse_unless_lock_allowed(permissions: Sequence[Mapping[str, Any]], resource_group: str) -> None:
+def refuse_unless_lock_allowed(
+    permissions: Sequence[Mapping[str, Any]], resource_group: str
+) -> None:
     """ConfigError naming the role needed when the permissions do not allow creating a lock."""
     if allows(permissions, LOCK_WRITE):
         return

@@ -53,7 +53,7 @@ def test_a_valid_stack_lists_what_it_would_create_and_the_rules_it_passes(
     falls short (INFRA_GAPS), Defender being UNKNOWN."""
     code, out, err = run_cli("config", "check", str(stack_file(tmp_path)))
     assert code == 0, err
-    assert "configuration: valid; 4 of 33 keys set" in out
+    assert "configuration: valid; 4 of 37 keys set" in out
     assert "sweeperDatabaseUrl: a secret" in out
     assert "azure-native:location: another namespace's" in out
     expected = run_stack({"uploaderPrincipalIds": [UPLOADER]})

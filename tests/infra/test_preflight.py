@@ -18,7 +18,7 @@ from blob_safetynet.infra.preflight import (
     permissions_url,
     refuse_unless_lock_allowed,
 )
-from testkit.arm_fake import MALFORMED, SUBSCRIPTION, FakeArm, Failure
+from testkit.arm_fake import MALFORMED, SUBSCRIPTION, Failure, FakeArm
 from tests.infra.arm_permissions import (
     CONTRIBUTOR,
     OWNER,
@@ -133,9 +133,7 @@ def test_an_unreadable_list_is_reported_not_refused(
         arm.group_permissions[GROUP] = answer
     with pytest.raises(PermissionsUnread, match=reason):
         preflight(arm).read(token or arm.token, SUBSCRIPTION, GROUP)
-    assert preflight(arm).check(token or arm.token, SUBSCRIPTION, GROUP).startswith(
-        "not checked: "
-    )
+    assert preflight(arm).check(token or arm.token, SUBSCRIPTION, GROUP).startswith("not checked: ")
 
 
 def test_a_missing_group_is_told_apart(arm: FakeArm) -> None:
