@@ -88,6 +88,8 @@ class StackRun:
     resources: list[RegisteredResource]
     outputs: dict[str, Any] = field(default_factory=dict)
     subnet_reads: list[str] = field(default_factory=list)
+    invokes: list[str] = field(default_factory=list)
+    """The token of every invoke the program made, in order."""
 
     def of_type(self, type_: str) -> list[RegisteredResource]:
         return [res for res in self.resources if res.type == type_]
@@ -140,6 +142,7 @@ class ArmMocks(pulumi.runtime.Mocks):
         self.mutate = mutate
         self.subnets = {key.lower(): value for key, value in (subnets or {}).items()}
         self.subnet_reads: list[str] = []
+        self.invokes: list[str] = []
         self.captured: dict[tuple[str, str], tuple[dict[str, Any], frozenset[str]]] = {}
         self.answered: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
 
@@ -272,6 +275,7 @@ class ArmMocks(pulumi.runtime.Mocks):
     ) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         """An invoke's result and its failures (none: the invoke succeeded; pulumi's mock monitor
         iterates them, so never None)."""
+        self.invokes.append(args.token)
         if args.token == CLIENT_CONFIG:
             config = {
                 "clientId": _uuid("client"),
@@ -384,6 +388,7 @@ def run_under_mocks(
         ],
         outputs=outputs,
         subnet_reads=mocks.subnet_reads,
+        invokes=mocks.invokes,
     )
 
 

@@ -20,7 +20,7 @@ from blob_safetynet.infra.component import (
 )
 from blob_safetynet.infra.config import ConfigError
 from blob_safetynet.infra.lock import LOCK_NOTES, LOCK_TYPE
-from blob_safetynet.infra.mocks import MOCK_ARM_TOKEN, run_under_mocks
+from blob_safetynet.infra.mocks import CLIENT_TOKEN, MOCK_ARM_TOKEN, run_under_mocks
 from blob_safetynet.infra.preflight import LockPreflight
 from blob_safetynet.infra.storage import PENDING_RULE
 from testkit.arm_fake import FakeArm
@@ -262,8 +262,15 @@ def test_without_a_lock_the_preview_reads_no_permissions(arm: FakeArm) -> None:
 
 def test_the_update_after_the_preview_reaches_no_arm(plain: StackRun) -> None:
     """Outside preview (the update, `safetynet config check`, these mocks) the lock is declared
-    without a permission read: the mocks would refuse an unexpected getClientToken."""
+    without asking for a token, so without a permission read."""
     assert plain.one(LOCK_TYPE).inputs["notes"] == LOCK_NOTES
+    assert CLIENT_TOKEN not in plain.invokes
+
+
+def test_the_preview_asks_for_the_deployers_token(arm: FakeArm) -> None:
+    """In preview the pre-flight takes the token azure-native deploys with (getClientToken)."""
+    arm.group_permissions["rg-docs"] = [OWNER]
+    assert CLIENT_TOKEN in previewed(arm).invokes
 
 
 def test_the_component_never_sets_immutability(plain: StackRun) -> None:

@@ -316,8 +316,9 @@ def test_an_unknown_sku_is_refused_listing_the_accepted_ones() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_with(storageSku="Standard_XYZ")
     assert all(sku in str(caught.value) for sku in STORAGE_SKUS)
-    with pytest.raises(ConfigError, match="page blob"):
-        parse_with(storageSku="Premium_LRS")
+    for premium in ("Premium_LRS", "Premium_ZRS"):
+        with pytest.raises(ConfigError, match="makes a premium page blob account"):
+            parse_with(storageSku=premium)
 
 
 @pytest.mark.parametrize(
