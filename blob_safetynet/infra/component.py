@@ -12,8 +12,9 @@
 
 Every default is the hardened choice (docs/deployment.md, Use the component in your own program):
 Entra ID only (no shared keys), HTTPS and TLS 1.2, no anonymous access, blob and container soft
-delete, the pending-blob lifecycle backstop, network default Deny, blob audit logs to a Log
-Analytics workspace of its own. Validation is the stack config's (`config.parse`), so the
+delete, the pending-blob lifecycle backstop, network default Deny, blob read/write/delete logs
+of both accounts to a Log Analytics workspace of its own, and a CanNotDelete Resource Manager
+lock on the account (its deployer's right to create it checked at preview). Validation is the stack config's (`config.parse`), so the
 component refuses what the repository's own stack refuses, at construction.
 """
 

@@ -64,7 +64,11 @@ def checked_notes(
             )
         return LOCK_NOTES
 
-    return pulumi.Output.all(token, subscription_id, resource_group_name).apply(check)
+    # Unsecret: were the token marked secret, the notes would be too, and every preview would
+    # show the lock's notes as changed.
+    return pulumi.Output.unsecret(
+        pulumi.Output.all(token, subscription_id, resource_group_name).apply(check)
+    )
 
 
 def delete_lock(
