@@ -69,6 +69,25 @@ class NetworkRules:
 
 
 @dataclass(frozen=True)
+class BackupOptions:
+    """Azure Backup of the account's blobs: `none`, `operational` (continuous, kept in the
+    account) or `vaulted` (operational plus a daily copy of the container to a Backup vault)."""
+
+    mode: str = str(DEFAULTS["backup"])
+    operational_days: int = int(str(DEFAULTS["backupOperationalDays"]))
+    vaulted_days: int = int(str(DEFAULTS["backupVaultedDays"]))
+
+
+@dataclass(frozen=True)
+class CustomerKeyOptions:
+    """A customer-managed key: its Key Vault URI without a version (the account follows its
+    rotations) and a user-assigned identity, holding a role to use the key, that reads it."""
+
+    key_uri: str
+    identity_id: str
+
+
+@dataclass(frozen=True)
 class SweeperOptions:
     """The optional sweeper Function app: its zip, its database, and its global names."""
 
@@ -126,6 +145,12 @@ class SafetyNetStorageArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     network: NetworkRules = field(default_factory=NetworkRules)
     sweeper: SweeperOptions | None = None
+    backup: BackupOptions = field(default_factory=BackupOptions)
+    customer_key: CustomerKeyOptions | None = None
+    """None: Microsoft-managed keys."""
+    defender_for_storage: bool = False
+    """Microsoft Defender for Storage on the account (billed per account); off by default, as a
+    subscription-wide plan is often a security team's to run."""
 
 
 def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
@@ -151,6 +176,12 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
         "allowedSubnetIds": list(args.network.allowed_subnet_ids),
         "privateEndpointSubnetId": args.network.private_endpoint_subnet_id or "",
         "privateDnsZoneId": args.network.private_dns_zone_id or "",
+        "backup": args.backup.mode,
+        "backupOperationalDays": args.backup.operational_days,
+        "backupVaultedDays": args.backup.vaulted_days,
+        "encryptionKeyUri": "" if args.customer_key is None else args.customer_key.key_uri,
+        "encryptionIdentityId": "" if args.customer_key is None else args.customer_key.identity_id,
+        "defenderForStorage": args.defender_for_storage,
     }
     if args.sweeper is not None:
         raw |= {
@@ -178,6 +209,7 @@ TRACKED_TYPES = frozenset(
         "azure-native:web:AppServicePlan",
         "azure-native:keyvault:Vault",
         "azure-native:network:PrivateEndpoint",
+        "azure-native:dataprotection:BackupVault",
     }
 )
 """The ARM tracked resources the component creates: the ones that take `tags`."""
