@@ -10,7 +10,7 @@ from typing import Final
 import pytest
 
 from blob_safetynet.infra import stackfile
-from blob_safetynet.infra.config import DATABASE_URL_KEY, KEYS
+from blob_safetynet.infra.config import DATABASE_URL_KEY, DEFAULTS, KEYS
 from blob_safetynet.policies.adapters.pulumi_props import StackResource
 from blob_safetynet.policies.pack.crossguard import judge_stack
 from blob_safetynet.policies.rules import RULES, Finding, Outcome
@@ -49,6 +49,7 @@ def recommended_raw() -> dict[str, object]:
     assert unknown <= AWAITING_MERGE, f"unknown keys in {RECOMMENDED.name}: {sorted(unknown)}"
     raw = {key: value for key, value in stack.raw.items() if key in KEYS}
     assert stack.secrets == {DATABASE_URL_KEY}
+    assert "containerName" not in raw, "data_account_findings judges the default container"
     raw[DATABASE_URL_KEY] = TEST_DATABASE_URL
     raw["sweeperPackagePath"] = RAW_DEFAULTS["sweeperPackagePath"]
     return raw
@@ -59,14 +60,16 @@ def recommended() -> StackRun:
     return run_stack(recommended_raw())
 
 
-def data_account_findings(run: StackRun) -> list[Finding]:
-    """Every rule's findings on the data account, as the pack's stack policies judge outputs."""
+def data_account_findings(
+    run: StackRun, container: str = str(DEFAULTS["containerName"])
+) -> list[Finding]:
+    """Every rule's findings on the data account, as the pack's stack policies judge outputs,
+    the protocol's container being the configured one (not what the program named)."""
     resources = [
         StackResource(res.type, res.name, res.state, res.parent_urn or None, res.id)
         for res in run.resources
         if res.custom
     ]
-    container = str(run.outputs["containerName"])
     account = str(run.outputs["accountName"])
     limits = Thresholds(container=container)
     findings = [finding for rule in RULES for finding in judge_stack(rule, resources, limits)]
