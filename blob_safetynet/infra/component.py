@@ -14,7 +14,9 @@ Every default is the hardened choice (docs/deployment.md, Use the component in y
 Entra ID only (no shared keys), HTTPS and TLS 1.2, no anonymous access, blob and container soft
 delete, the pending-blob lifecycle backstop, network default Deny, blob audit logs to a Log
 Analytics workspace of its own. Validation is the stack config's (`config.parse`), so the
-component refuses what the repository's own stack refuses, at construction.
+component refuses what the repository's own stack refuses, at construction. The nets that need
+something only the deployer has, or cost money, are opt-in: `backup` (Azure Backup,
+blob_safetynet/infra/protection.py), `customer_key` and `defender_for_storage`.
 """
 
 from __future__ import annotations
