@@ -24,21 +24,10 @@ AWAITING_MERGE: Final = frozenset(
 )
 """Keys the recommended file sets that other branches of issue 46 add to the program; until
 they are merged they are left out of the run (any other unknown key still fails)."""
-BACKUP_ROLE_UNKNOWN: Final = (
-    "UNKNOWN: the Backup vault's identity holds Storage Account Backup Contributor "
-    "(e5e2a7ff-d759-4cd2-bb51-3152d37e2eb1) on the account, a built-in role whose permissions "
-    "blob_safetynet/policies/rules/roles.py (BUILT_IN_ROLES) does not list yet, so the role "
-    "rules cannot tell what it grants; Microsoft lists no never-granted or owner-like action in "
-    "it (https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage)"
-)
-NOT_PASS: Final[dict[str, str]] = {
-    "SN-NO-BROAD-APP-ROLES": BACKUP_ROLE_UNKNOWN,
-    "SN-NEVER-GRANTED": BACKUP_ROLE_UNKNOWN,
-}
-"""Rules the data account does not PASS with the recommended configuration, and why. The program
-is not the cause: the backup needs that role ("Storage Account Backup Contributor",
-https://learn.microsoft.com/azure/backup/blob-backup-overview); once the rules know it, this
-test fails until the entries are removed."""
+NOT_PASS: Final[dict[str, str]] = {}
+"""Rules the data account does not PASS with the recommended configuration, and why: none. The
+Backup vault's role on the account (Storage Account Backup Contributor) is one the role rules
+know (BUILT_IN_ROLES), so they judge it rather than answer UNKNOWN."""
 
 
 def recommended_raw() -> dict[str, object]:
