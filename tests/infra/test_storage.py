@@ -373,3 +373,18 @@ def test_an_inventory_setting_that_would_delete_what_is_read_is_refused(
     with pytest.raises(ConfigError) as caught:
         parse({**RAW_DEFAULTS, **overrides})
     assert caught.value.key == key
+
+
+def test_the_lock_also_comes_after_defender_and_the_backup(run: RunFactory) -> None:
+    """With Defender for Storage and Azure Backup on, the lock depends on the Defender setting
+    and every resource of the backup too (its role assignment on the account among them)."""
+    stack = run({"backup": "operational", "versioning": True, "defenderForStorage": True})
+    lock = stack.one(LOCK_TYPE)
+    defender = stack.one("azure-native:security:DefenderForStorage")
+    backup = [
+        res.name
+        for res in stack.resources
+        if res.custom and res.parent_type == "safetynet:protection:BlobBackup"
+    ]
+    assert backup
+    assert {defender.name, *backup} <= lock.depends_on
