@@ -453,6 +453,10 @@ class FakeArm:
         """Serve account rows without `properties.privateEndpointConnections`."""
         self.inherited_failure: Failure | None = None
         """A forced answer to a subscription's `roleAssignments?$filter=atScope()` list."""
+        self.group_permissions: dict[str, object] = {}
+        """Lower-case resource group name -> what Permissions - List For Resource Group answers
+        there: the caller's permission entries (a list, paged like any list) or a Failure. A
+        group not listed answers 404 ResourceGroupNotFound."""
         self.served: dict[str, int] = {}
         """Requests answered, by operation ("roleAssignments", "graph:roleassignments", ...)."""
         self.account_reads: Counter[str] = Counter()
@@ -772,6 +776,12 @@ class FakeArm:
         sub = named.group(0)
         if named.group(1) in self.unreadable_subscriptions:
             return 403, error_body(403)
+        permissions = re.fullmatch(
+            rf"{re.escape(sub)}/resourcegroups/([^/]+)/providers/microsoft\.authorization/permissions",
+            lowered,
+        )
+        if permissions is not None:
+            return self._permissions(path, query, permissions.group(1))
         foreign = ("/providers/microsoft.authorization/", "/providers/microsoft.security/")
         if PROVIDER.lower() in lowered and not any(part in lowered for part in foreign):
             refused = self._refuse_api_version(query.get("api-version", [""])[0])
@@ -946,6 +956,25 @@ class FakeArm:
         if account is None or account.resource_group.lower() != group:
             return None
         return account if account.subscription.lower() == subscription else None
+
+    def _permissions(
+        self, path: str, query: Mapping[str, list[str]], group: str
+    ) -> tuple[int, object]:
+        self._count("permissions")
+        if query.get("api-version") != ["2022-04-01"]:
+            return 400, error_body(400)
+        answer = self.group_permissions.get(group)
+        if answer is None:
+            return 404, {
+                "error": {
+                    "code": "ResourceGroupNotFound",
+                    "message": f"Resource group '{group}' could not be found.",
+                }
+            }
+        if isinstance(answer, Failure):
+            return answer.status, error_body(answer.status) if answer.body is None else answer.body
+        assert isinstance(answer, list)
+        return self._page(path, query, answer)
 
     def _page(
         self, path: str, query: Mapping[str, list[str]], items: list[Any]

@@ -12,11 +12,13 @@
 
 Every default is the hardened choice (docs/deployment.md, Use the component in your own program):
 Entra ID only (no shared keys), HTTPS and TLS 1.2, no anonymous access, blob and container soft
-delete, the pending-blob lifecycle backstop, network default Deny, blob audit logs to a Log
-Analytics workspace of its own. Validation is the stack config's (`config.parse`), so the
-component refuses what the repository's own stack refuses, at construction. The nets that need
-something only the deployer has, or cost money, are opt-in: `backup` (Azure Backup,
-blob_safetynet/infra/protection.py), `customer_key` and `defender_for_storage`.
+delete, the pending-blob lifecycle backstop, network default Deny, blob read/write/delete logs
+of both accounts to a Log Analytics workspace of its own, and a CanNotDelete Resource Manager
+lock on the account (its deployer's right to create it checked at preview). Validation is the
+stack config's (`config.parse`), so the component refuses what the repository's own stack
+refuses, at construction. The nets that need something only the deployer has, or cost money,
+are opt-in: `backup` (Azure Backup, blob_safetynet/infra/protection.py), `customer_key` and
+`defender_for_storage`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
-from pulumi_azure_native import authorization
+from pulumi_azure_native import authorization, storage
 
 from blob_safetynet.infra.access import AccessRoles
 from blob_safetynet.infra.config import (
@@ -36,8 +38,10 @@ from blob_safetynet.infra.config import (
     StackConfig,
     parse,
 )
+from blob_safetynet.infra.lock import checked_notes, delete_lock
 from blob_safetynet.infra.monitoring import Monitoring
 from blob_safetynet.infra.package import PackageFile, read_package
+from blob_safetynet.infra.preflight import LockPreflight
 from blob_safetynet.infra.storage import DataAccount
 from blob_safetynet.infra.subnets import check_subnets, subnet_needs
 from blob_safetynet.infra.sweeper_app import SweeperApp
@@ -147,6 +151,16 @@ class SafetyNetStorageArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     network: NetworkRules = field(default_factory=NetworkRules)
     sweeper: SweeperOptions | None = None
+    lock: str = str(DEFAULTS["lock"])
+    """`CanNotDelete`: a Resource Manager delete lock on the account; `none`: no lock."""
+    lock_preflight: LockPreflight = field(default_factory=LockPreflight)
+    """Where the preview reads the deployer's right to create the lock (Resource Manager's
+    endpoint; another cloud's for a sovereign cloud)."""
+    log_retention_days: int = int(str(DEFAULTS["logRetentionDays"]))
+    """How long the workspace keeps the blob resource logs and the sweeper's telemetry."""
+    point_in_time_restore_days: int = int(str(DEFAULTS["pointInTimeRestoreDays"]))
+    """0: off; otherwise below the blob soft-delete days, with versioning and change feed on."""
+    change_feed: bool = bool(DEFAULTS["changeFeed"])
     backup: BackupOptions = field(default_factory=BackupOptions)
     customer_key: CustomerKeyOptions | None = None
     """None: Microsoft-managed keys."""
@@ -178,6 +192,10 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
         "allowedSubnetIds": list(args.network.allowed_subnet_ids),
         "privateEndpointSubnetId": args.network.private_endpoint_subnet_id or "",
         "privateDnsZoneId": args.network.private_dns_zone_id or "",
+        "lock": args.lock,
+        "logRetentionDays": args.log_retention_days,
+        "pointInTimeRestoreDays": args.point_in_time_restore_days,
+        "changeFeed": args.change_feed,
         "backup": args.backup.mode,
         "backupOperationalDays": args.backup.operational_days,
         "backupVaultedDays": args.backup.vaulted_days,
@@ -254,6 +272,9 @@ class SafetyNetStorage(pulumi.ComponentResource):
     sweeper_principal_id: pulumi.Output[str] | None
     verifier_principal_id: pulumi.Output[str] | None
     key_vault_name: pulumi.Output[str] | None
+    lock: authorization.ManagementLockByScope | None
+    """The account's delete lock (None with `lock="none"`)."""
+    data_account: storage.StorageAccount
 
     def __init__(
         self, name: str, args: SafetyNetStorageArgs, opts: pulumi.ResourceOptions | None = None
@@ -276,6 +297,7 @@ class SafetyNetStorage(pulumi.ComponentResource):
             f"{name}-monitoring",
             resource_group_name=args.resource_group_name,
             location=config.location,
+            retention_days=config.log_retention_days,
             opts=child,
         )
         data = DataAccount(
@@ -324,7 +346,27 @@ class SafetyNetStorage(pulumi.ComponentResource):
             verifier_app_principal_id=self.verifier_principal_id,
             opts=child,
         )
+        self.lock = (
+            None
+            if not config.locked
+            else delete_lock(
+                f"{name}-lock",
+                account_id=data.account.id,
+                notes=checked_notes(
+                    args.lock_preflight,
+                    subscription_id=client.subscription_id,
+                    resource_group_name=args.resource_group_name,
+                    parent=self,
+                ),
+                # The role assignments on the container are under the account too.
+                guarded=[*data.guarded, access],
+                parent=self,
+            )
+        )
         self.account_name = data.account.name
+        self.data_account = data.account
+        """The account resource itself, for `deleted_with` on resources a program adds under it
+        (a lock on the account refuses their delete; deleted with it, they need none)."""
         self.account_id = data.account.id
         self.blob_endpoint = data.blob_endpoint
         self.container_name = data.container.name
@@ -381,5 +423,6 @@ class SafetyNetStorage(pulumi.ComponentResource):
             private_dns_zone_id=None
             if data.private_endpoint is None
             else data.private_endpoint.zone_id,
+            workspace_id=monitoring.workspace.id,
             opts=pulumi.ResourceOptions(parent=self),
         )

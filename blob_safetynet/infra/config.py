@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Final
+from typing import Final, TypedDict
 from urllib.parse import parse_qs, urlsplit
 
 from blob_safetynet.settings import appsettings, untrusted
@@ -37,6 +37,29 @@ DATABASE_AUTH_MODES: Final = appsettings.DB_AUTH_MODES
 MIN_DEPLOYED_CUTOFF: Final = timedelta(minutes=1)
 """The deployed sweeper's cutoff floor (the CLI's is 1s): a Function whose schedule fires every
 few minutes gains nothing from a cutoff under a minute, which only risks racing live uploads."""
+
+STORAGE_SKUS: Final = (
+    "Standard_LRS",
+    "Standard_ZRS",
+    "Standard_GRS",
+    "Standard_RAGRS",
+    "Standard_GZRS",
+    "Standard_RAGZRS",
+)
+"""The SKUs a StorageV2 account holding block blobs takes: ARM's SKU table ("SKU Types",
+https://learn.microsoft.com/rest/api/storagerp/srp_sku_types) allows these and Premium_LRS and
+Premium_ZRS for StorageV2, but a premium StorageV2 account is a premium page blob account ("Storage
+account overview", https://learn.microsoft.com/azure/storage/common/storage-account-overview),
+where block blobs, blob index tags and lifecycle rules do not exist. The StandardV2_* and
+PremiumV2_* names are FileStorage SKUs."""
+PAGE_BLOB_SKUS: Final = frozenset({"Premium_LRS", "Premium_ZRS"})
+LOCK_LEVELS: Final = ("CanNotDelete", "none")
+READ_ONLY_LOCK: Final = "ReadOnly"
+MIN_LOG_RETENTION_DAYS: Final = 30
+MAX_LOG_RETENTION_DAYS: Final = 730
+"""A workspace keeps data interactively 30 days by default and up to two years; under 31 days
+costs the same ("Manage data retention in a Log Analytics workspace",
+https://learn.microsoft.com/azure/azure-monitor/logs/data-retention-configure)."""
 
 DEFAULTS: Final[Mapping[str, object]] = {
     "location": "westeurope",
@@ -71,6 +94,11 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "verifySchedule": "0 30 3 * * *",
     "alertEmails": [],
     WEBHOOKS_KEY: [],
+    # The nets Microsoft recommends for an account (issue 46); see NETS below.
+    "lock": "CanNotDelete",
+    "logRetentionDays": 30,
+    "pointInTimeRestoreDays": 0,
+    "changeFeed": False,
     # The remaining nets (issue 46): backup, customer-managed keys, Defender for Storage.
     "backup": "none",
     "backupOperationalDays": 7,
@@ -96,8 +124,6 @@ MAX_VAULTED_DAYS: Final = 3650
 
 ALLOWED: Final[Mapping[str, str]] = {
     "location": "an Azure region name: lowercase letters and digits, e.g. westeurope",
-    "storageSku": "one of Standard_LRS, Standard_ZRS, Standard_GRS, Standard_RAGRS, "
-    "Standard_GZRS, Standard_RAGZRS",
     "containerName": "3-63 characters: lowercase letters, digits and single hyphens, "
     f"starting and ending with a letter or digit; not {DEFAULT_INVENTORY_CONTAINER} (the Blob "
     "Inventory reports' container)",
@@ -161,6 +187,17 @@ ALLOWED: Final[Mapping[str, str]] = {
     f"digits and _ (at most {appsettings.MAX_TABLE_NAME} characters)",
     "sweeperColumns": "an object of the columns named otherwise than their key, e.g. "
     f'{{"id": "file_id", "name": "path"}}; keys {", ".join(appsettings.COLUMN_KEYS)}',
+    "lock": "CanNotDelete (an Azure Resource Manager delete lock on the data account) or none; "
+    "ReadOnly is refused (it blocks List Keys and the stack's own management writes)",
+    "logRetentionDays": "an integer from 30 to 730: how long the Log Analytics workspace keeps "
+    "the blob resource logs (who read, wrote and deleted what) and the sweeper's telemetry",
+    "storageSku": "one of " + ", ".join(STORAGE_SKUS) + " (Premium_LRS and "
+    "Premium_ZRS make a StorageV2 account hold page blobs only, and the documents are block "
+    "blobs)",
+    "pointInTimeRestoreDays": "an integer from 0 (off) to 364, below blobSoftDeleteDays; "
+    "above 0 it needs versioning and changeFeed true",
+    "changeFeed": "true or false: the blob change feed, a log of every change to the blobs "
+    "(point-in-time restore needs it)",
     "backup": "none, operational (Azure Backup's continuous tier, kept in the account itself) "
     "or vaulted (the operational tier plus a daily copy to a Backup vault); operational and "
     "vaulted need versioning true and blobSoftDeleteDays at least backupOperationalDays + 5",
@@ -181,16 +218,6 @@ ALLOWED: Final[Mapping[str, str]] = {
 
 KEYS: Final = (*DEFAULTS, DATABASE_URL_KEY)
 
-_SKUS: Final = frozenset(
-    {
-        "Standard_LRS",
-        "Standard_ZRS",
-        "Standard_GRS",
-        "Standard_RAGRS",
-        "Standard_GZRS",
-        "Standard_RAGZRS",
-    }
-)
 _LOCATION: Final = re.compile(r"[a-z][a-z0-9]{1,49}")
 _CONTAINER: Final = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
 _GUID: Final = re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
@@ -344,6 +371,16 @@ class StackConfig:
     backup: BackupConfig = field(default_factory=BackupConfig)
     customer_key: CustomerKey | None = None
     defender_for_storage: bool = False
+    lock: str = "CanNotDelete"
+    """The data account's Resource Manager lock level, or "none"."""
+    log_retention_days: int = 30
+    point_in_time_restore_days: int = 0
+    """0: point-in-time restore off."""
+    change_feed: bool = False
+
+    @property
+    def locked(self) -> bool:
+        return self.lock != "none"
 
     @property
     def sweeper_period(self) -> timedelta:
@@ -397,13 +434,14 @@ def parse(
         )
 
     database_auth = _choice(values, DATABASE_AUTH_KEY, frozenset(DATABASE_AUTH_MODES))
+    nets = _nets(values)
     package = Path(_text(values, "sweeperPackagePath"))
     if root is not None and not package.is_absolute():
         package = root / package
 
     return StackConfig(
         location=_matching(values, "location", _LOCATION),
-        storage_sku=_choice(values, "storageSku", _SKUS),
+        storage_sku=_sku(values, "storageSku"),
         container_name=_container(values, "containerName"),
         blob_soft_delete_days=_integer(values, "blobSoftDeleteDays", 1, 365),
         container_soft_delete_days=_integer(values, "containerSoftDeleteDays", 1, 365),
@@ -432,6 +470,7 @@ def parse(
         alert_emails=_emails(values, "alertEmails"),
         alert_webhooks=_webhooks(values, WEBHOOKS_KEY),
         sweeper_table=_table_names(values, "sweeperTable", "sweeperColumns"),
+        **nets,
         backup=_backup(values),
         customer_key=_customer_key(values),
         defender_for_storage=_boolean(values, "defenderForStorage"),
@@ -769,6 +808,83 @@ def _database_url(values: Mapping[str, object], database_auth: str) -> str:
                 "as the password",
             )
     return value
+
+
+def _sku(values: Mapping[str, object], key: str) -> str:
+    value = _text(values, key)
+    if value in PAGE_BLOB_SKUS:
+        raise ConfigError(
+            key,
+            f"{value!r} makes a premium page blob account (StorageV2 with a Premium SKU holds "
+            "page blobs only), where the documents' block blobs cannot be written",
+        )
+    if value not in STORAGE_SKUS:
+        raise ConfigError(key, f"{value!r} is not a StorageV2 SKU for block blobs")
+    return value
+
+
+def _lock(values: Mapping[str, object], key: str) -> str:
+    """The lock level; ReadOnly refused for what it would break
+    ("Apply an Azure Resource Manager lock to a storage account",
+    https://learn.microsoft.com/azure/storage/common/lock-account-resource; "Lock your
+    resources", https://learn.microsoft.com/azure/azure-resource-manager/management/lock-resources)."""
+    value = _text(values, key)
+    if value.casefold() == READ_ONLY_LOCK.casefold():
+        raise ConfigError(
+            key,
+            "ReadOnly is refused: a ReadOnly lock on a storage account blocks List Keys (a POST, "
+            "which ARM counts as a write), and so the portal's and az's data-plane paths that "
+            "use keys, and it blocks every management write this stack makes to the account "
+            "(the lifecycle rule, the blob service properties, the network rules); CanNotDelete "
+            "keeps the account from being deleted and lets the stack keep managing it",
+        )
+    if value not in LOCK_LEVELS:
+        raise ConfigError(key, f"{value!r} is not allowed")
+    return value
+
+
+class _Nets(TypedDict):
+    lock: str
+    log_retention_days: int
+    point_in_time_restore_days: int
+    change_feed: bool
+
+
+def _nets(values: Mapping[str, object]) -> _Nets:
+    """The lock, the log retention, and point-in-time restore with what ARM requires of it: blob
+    soft delete, versioning and the change feed on, and restore days below the soft-delete days
+    ("Point-in-time restore for block blobs",
+    https://learn.microsoft.com/azure/storage/blobs/point-in-time-restore-overview)."""
+    restore_days = _integer(values, "pointInTimeRestoreDays", 0, 364)
+    change_feed = _boolean(values, "changeFeed")
+    if restore_days:
+        soft_delete_days = _integer(values, "blobSoftDeleteDays", 1, 365)
+        if not _boolean(values, "versioning"):
+            raise ConfigError(
+                "pointInTimeRestoreDays",
+                f"{restore_days} needs versioning true: point-in-time restore rebuilds blobs "
+                "from their versions",
+            )
+        if not change_feed:
+            raise ConfigError(
+                "pointInTimeRestoreDays",
+                f"{restore_days} needs changeFeed true: point-in-time restore replays the "
+                "change feed",
+            )
+        if restore_days >= soft_delete_days:
+            raise ConfigError(
+                "pointInTimeRestoreDays",
+                f"{restore_days} is not below blobSoftDeleteDays={soft_delete_days}: ARM "
+                "requires the restore period to be at least a day shorter than blob soft delete",
+            )
+    return _Nets(
+        lock=_lock(values, "lock"),
+        log_retention_days=_integer(
+            values, "logRetentionDays", MIN_LOG_RETENTION_DAYS, MAX_LOG_RETENTION_DAYS
+        ),
+        point_in_time_restore_days=restore_days,
+        change_feed=change_feed,
+    )
 
 
 _KEY_URI: Final = re.compile(

@@ -66,10 +66,13 @@ class Inventory(pulumi.ComponentResource):
         data_container_name: pulumi.Input[str],
         reader_role_definition_id: pulumi.Input[str],
         principals: Sequence[Principal],
+        deleted_with: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`deleted_with`: the data account. Everything here lives under it, and a delete lock
+        on it refuses their own deletes, so `pulumi destroy` leaves them to the account's."""
         super().__init__("safetynet:storage:Inventory", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, deleted_with=deleted_with)
         self.container = storage.BlobContainer(
             f"{name}-container",
             container_name=DEFAULT_INVENTORY_CONTAINER,
@@ -90,7 +93,9 @@ class Inventory(pulumi.ComponentResource):
                 rules=[inventory_rule(self.container.name, data_container_name)],
             ),
             # "The destination container must already exist."
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.container], deleted_with=deleted_with
+            ),
         )
         for principal in dict.fromkeys(principals):
             authorization.RoleAssignment(

@@ -89,6 +89,7 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         data_container_name=storage.container_name,
         reader_role_definition_id=storage.role_definition_ids[READER.key],
         principals=[*config.reader_principals, *config.uploader_principals],
+        deleted_with=storage.data_account,
     )
     roles = storage.role_definition_ids
     outputs: dict[str, pulumi.Output[str]] = {
@@ -132,6 +133,10 @@ def storage_args(
         versioning=config.versioning,
         version_expiry_days=config.version_expiry_days,
         infrastructure_encryption=config.infrastructure_encryption,
+        lock=config.lock,
+        log_retention_days=config.log_retention_days,
+        point_in_time_restore_days=config.point_in_time_restore_days,
+        change_feed=config.change_feed,
         uploaders=_assignees(config.uploader_principals),
         readers=_assignees(config.reader_principals),
         verifiers=_assignees(config.verifier_principals),

@@ -22,8 +22,12 @@ PENDING_RULE: Final = "delete-abandoned-uploads"
 RETIRED_RULE: Final = "delete-retired-blobs"
 VERSIONS_RULE: Final = "expire-old-versions"
 INVENTORY_RULE: Final = "expire-inventory-reports"
-AUDITED_LOGS: Final = ("StorageWrite", "StorageDelete")
-"""Blob logs sent to the workspace: who wrote and who deleted what, the questions after a loss."""
+AUDITED_LOGS: Final = ("StorageRead", "StorageWrite", "StorageDelete")
+"""Blob resource logs sent to the workspace: who read, wrote and deleted what, the questions
+after a loss or a leak. The three categories of the blob service's diagnostic setting
+("Monitor Azure Blob Storage", https://learn.microsoft.com/azure/storage/blobs/monitor-blob-storage;
+"Azure Blob Storage monitoring data reference",
+https://learn.microsoft.com/azure/storage/blobs/monitor-blob-storage-reference)."""
 
 
 def _delete_tagged(
@@ -236,6 +240,33 @@ def hardened_account(
     )
 
 
+def blob_resource_logs(
+    name: str,
+    account: storage.StorageAccount,
+    workspace_id: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+) -> monitor.DiagnosticSetting:
+    """A diagnostic setting on the account's blob service sending every blob resource log
+    category the audit needs (`AUDITED_LOGS`) to the workspace; the same for every account."""
+    return monitor.DiagnosticSetting(
+        name,
+        resource_uri=account.id.apply(lambda account_id: f"{account_id}/blobServices/default"),
+        workspace_id=workspace_id,
+        logs=[
+            monitor.DiagnosticsLogSettingsArgs(category=category, enabled=True)
+            for category in AUDITED_LOGS
+        ],
+        opts=opts,
+    )
+
+
+def restore_policy(config: StackConfig) -> storage.RestorePolicyPropertiesArgs:
+    """Point-in-time restore as configured; off (0 days) by default. `config.parse` has checked
+    what ARM requires of it (versioning, change feed, fewer days than blob soft delete)."""
+    days = config.point_in_time_restore_days
+    return storage.RestorePolicyPropertiesArgs(enabled=days > 0, days=days or None)
+
+
 def _key_source(key: CustomerKey | None) -> storage.KeySource:
     return (
         storage.KeySource.MICROSOFT_STORAGE if key is None else storage.KeySource.MICROSOFT_KEYVAULT
@@ -322,6 +353,9 @@ class DataAccount(pulumi.ComponentResource):
             delete_retention_policy=blob_soft_delete(config),
             container_delete_retention_policy=container_soft_delete(config),
             is_versioning_enabled=config.versioning,
+            # Sent even when off, so a portal change shows as drift at the next preview.
+            change_feed=storage.ChangeFeedArgs(enabled=config.change_feed),
+            restore_policy=restore_policy(config),
             # The retired-blob rule counts days since the last read.
             last_access_time_tracking_policy=storage.LastAccessTimeTrackingPolicyArgs(enable=True),
             opts=child,
@@ -366,17 +400,11 @@ class DataAccount(pulumi.ComponentResource):
             )
         )
 
-        self.audit = monitor.DiagnosticSetting(
+        self.audit = blob_resource_logs(
             f"{name}-blob-audit",
-            resource_uri=self.account.id.apply(
-                lambda account_id: f"{account_id}/blobServices/default"
-            ),
-            workspace_id=workspace_id,
-            logs=[
-                monitor.DiagnosticsLogSettingsArgs(category=category, enabled=True)
-                for category in AUDITED_LOGS
-            ],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service_properties]),
+            self.account,
+            workspace_id,
+            pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service_properties]),
         )
 
         self.defender = (
@@ -402,6 +430,18 @@ class DataAccount(pulumi.ComponentResource):
             else None
         )
 
+        self.guarded: list[pulumi.Resource] = [
+            self.account,
+            self.blob_service_properties,
+            self.container,
+            self.lifecycle,
+            self.audit,
+            *([] if self.private_endpoint is None else [self.private_endpoint]),
+            *([] if self.defender is None else [self.defender]),
+            *([] if self.backup is None else [self.backup]),
+        ]
+        """The account and every resource declared under it: what a delete lock on the account
+        must come after at create and before at destroy (blob_safetynet/infra/lock.py)."""
         self.blob_endpoint = self.account.primary_endpoints.apply(lambda ends: ends.blob)
         self.register_outputs(
             {

@@ -211,6 +211,10 @@ def test_every_stack_key_reaches_the_component_unchanged() -> None:
         ),
         "defenderForStorage": True,
         DATABASE_URL_KEY: "postgresql+psycopg://sweeper@db2.example.test:5432/docs",
+        "lock": "none",
+        "logRetentionDays": 90,
+        "pointInTimeRestoreDays": 6,
+        "changeFeed": True,
     }
     assert set(changed) == set(KEYS)
     assert [key for key in DEFAULTS if changed[key] == DEFAULTS[key]] == []
