@@ -19,11 +19,6 @@ from tests.infra.harness import RAW_DEFAULTS, TEST_DATABASE_URL, StackRun, run_s
 
 ROOT = Path(__file__).resolve().parents[2]
 RECOMMENDED = ROOT / "examples" / "Pulumi.recommended.yaml"
-AWAITING_MERGE: Final = frozenset(
-    {"lock", "logRetentionDays", "pointInTimeRestoreDays", "changeFeed"}
-)
-"""Keys the recommended file sets that other branches of issue 46 add to the program; until
-they are merged they are left out of the run (any other unknown key still fails)."""
 NOT_PASS: Final[dict[str, str]] = {}
 """Rules the data account does not PASS with the recommended configuration, and why: none. The
 Backup vault's role on the account (Storage Account Backup Contributor) is one the role rules
@@ -35,8 +30,8 @@ def recommended_raw() -> dict[str, object]:
     package as the harness's throwaway zip (both are the deployer's, not the file's)."""
     stack = stackfile.read(RECOMMENDED)
     unknown = set(stack.raw) - set(KEYS)
-    assert unknown <= AWAITING_MERGE, f"unknown keys in {RECOMMENDED.name}: {sorted(unknown)}"
-    raw = {key: value for key, value in stack.raw.items() if key in KEYS}
+    assert not unknown, f"unknown keys in {RECOMMENDED.name}: {sorted(unknown)}"
+    raw = dict(stack.raw)
     assert stack.secrets == {DATABASE_URL_KEY}
     assert "containerName" not in raw, "data_account_findings judges the default container"
     raw[DATABASE_URL_KEY] = TEST_DATABASE_URL
