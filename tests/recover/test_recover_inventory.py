@@ -132,7 +132,11 @@ def test_a_copy_the_report_shows_but_the_service_no_longer_keeps_is_named_never_
     assert row["copies"] == []
     gone = row["gone_since_report"]
     assert gone
-    assert {label.replace(",", " ").split()[0] for label in gone} <= {"deleted", "snapshot", "version"}
+    assert {label.replace(",", " ").split()[0] for label in gone} <= {
+        "deleted",
+        "snapshot",
+        "version",
+    }
     if not versioned(nets):
         assert gone == ["deleted, 7 day(s) left in the report"]
     assert apply_plan(store, bound, plan).count(RESTORED) == 0
