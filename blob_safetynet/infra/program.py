@@ -87,6 +87,7 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         data_container_name=storage.container_name,
         reader_role_definition_id=storage.role_definition_ids[READER.key],
         principals=[*config.reader_principals, *config.uploader_principals],
+        versioning=config.versioning,
     )
     roles = storage.role_definition_ids
     outputs: dict[str, pulumi.Output[str]] = {
