@@ -161,21 +161,28 @@ def write_recover_run(
 ) -> str:
     """Write one run of the recover rule (`includeDeleted`, `includeSnapshots`, with `versions`
     `includeBlobVersions`) over `container` into `destination`; returns the run's folder."""
-    spec = spec or RunSpec(rule=RECOVER_INVENTORY_RULE)
-    if spec.filters is None:
-        spec = replace(
-            spec,
-            filters={
-                "blobTypes": ["blockBlob"],
-                "includeBlobVersions": versions,
-                "includeSnapshots": True,
-                "includeDeleted": True,
-                "prefixMatch": [container.container_name],
-            },
-        )
+    spec = recover_spec(container, versions, spec)
     rows = recover_rows(container, versions)
     fields = recover_fields(versions)
     return _write(container, destination, spec, rows, recover_schema(versions), fields)
+
+
+def recover_spec(
+    container: ContainerClient, versions: bool, spec: RunSpec | None = None
+) -> RunSpec:
+    """`spec` (by default a run of the recover rule now) with the recover rule's filters unless
+    it names its own."""
+    spec = spec or RunSpec(rule=RECOVER_INVENTORY_RULE)
+    if spec.filters is not None:
+        return spec
+    filters = {
+        "blobTypes": ["blockBlob"],
+        "includeBlobVersions": versions,
+        "includeSnapshots": True,
+        "includeDeleted": True,
+        "prefixMatch": [container.container_name],
+    }
+    return replace(spec, filters=filters)
 
 
 def _write(
@@ -190,17 +197,33 @@ def _write(
     shuffler.shuffle(rows)
     if rows:
         rows.append(rows[0])
-    prefix = f"{spec.started:%Y/%m/%d/%H-%M-%S}/{spec.rule}/"
-    files = []
+    datas = []
     for number in range(spec.files):
         data = parquet_bytes(rows[number :: spec.files], schema)
         if spec.corrupt and number == 0:
             data = b"not a parquet file " + data[: len(data) // 2]
-        name = f"{prefix}{spec.rule}_{number}.parquet"
-        destination.upload_blob(name, data, overwrite=True)
-        files.append({"blob": name, "size": len(data)})
+        datas.append(data)
     distinct = len(rows) - 1 if rows else 0
-    manifest = _manifest(container, destination, spec, files, distinct, fields)
+    return upload_run(container, destination, spec, datas, distinct, fields)
+
+
+def upload_run(
+    container: ContainerClient,
+    destination: ContainerClient,
+    spec: RunSpec,
+    datas: Sequence[bytes],
+    count: int,
+    fields: Sequence[str],
+) -> str:
+    """Upload report files `datas` (Parquet bytes, `count` objects) as one run of `spec.rule`
+    over `container`, with its manifest and checksum; returns the run's folder."""
+    prefix = f"{spec.started:%Y/%m/%d/%H-%M-%S}/{spec.rule}/"
+    files = []
+    for number, data in enumerate(datas):
+        name = f"{prefix}{spec.rule}_{number}.parquet"
+        destination.upload_blob(name, data, overwrite=True, max_concurrency=4)
+        files.append({"blob": name, "size": len(data)})
+    manifest = _manifest(container, destination, spec, files, count, fields)
     destination.upload_blob(f"{prefix}{spec.rule}-manifest.json", manifest, overwrite=True)
     if spec.checksum:
         digest = hashlib.md5(manifest, usedforsecurity=False).hexdigest()
