@@ -186,7 +186,7 @@ def render(m: Measured) -> str:
     measured_at = "measured" if large.rows >= PROJECTED else "projected from the measured rate"
     at_million = PROJECTED / large.rate
     listing_million = PROJECTED / m.listing.rate
-    return f"""## Recover from Blob Inventory: the dry run at {large.rows:,} rows
+    return f"""## Recover from Blob Inventory: the dry run against the listing
 
 {__doc__.split(chr(10), 1)[1].strip()}
 
