@@ -181,7 +181,11 @@ def render(m: Measured) -> str:
         )
 
     found = {p.lost for p in (m.listing, m.inventory_small, m.inventory_large)}
-    same = "all three found the same" if found == {LOST} else f"found {sorted(found)}, expected"
+    same = (
+        "All three plans found the same"
+        if found == {LOST}
+        else f"The plans found {sorted(found)}, expected"
+    )
     large = m.inventory_large
     measured_at = "measured" if large.rows >= PROJECTED else "projected from the measured rate"
     at_million = PROJECTED / large.rate
@@ -198,14 +202,14 @@ Command: `.venv/bin/python -m benchmarks recover_inventory`.
 {row(m.inventory_small)}
 {row(large)}
 
-The plans {same} {LOST} lost rows. At 1,000,000 rows the inventory path's dry run takes
+{same} {LOST} lost rows. At 1,000,000 rows the inventory path's dry run takes
 {at_million:.0f} s ({measured_at}; {large.rate:,.0f} rows/s: the report's download, sort and
 spill, the table read in blob-name order a page of 1,000 at a time, and one live listing per
 candidate); the listing path, at its rate here ({m.listing.rate:,.0f} rows/s, every name
 listed with its kept copies), is projected to {listing_million / 60:.1f} min, and more at a
 real round trip (the Recover section: one List Blobs page per 5,000 names, one after another).
-The report is a day old at worst: a loss after its run is found by the next run or by the
-listing path. Setting up the large table and report took {m.setup_s:.0f} s (not timed above).
+The report is as old as its run (daily; `--inventory-max-age` refuses an older one): a loss
+after the run is found by the next run or by the listing path. Setting up the large table and report took {m.setup_s:.0f} s (not timed above).
 Load average (1 min) {m.load[0]:.1f} before and {m.load[1]:.1f} after the run. Measured on
 {machine.describe()}."""
 
