@@ -14,8 +14,9 @@ a container name).
 The rows are sorted with pyarrow: sorted runs of at most RUN_ROWS rows spilled to Arrow IPC
 files, then merged FAN_IN at a time (`blob_safetynet.reconcile.inventory` says why not DuckDB).
 
-Just over 500 lines: the run's checks and the sorted reading of its rows share the report's
-field names, bounds and errors; split in two, each half would import the other's.
+Over 500 lines: the run's checks and the sorted reading of its rows share the report's
+field names, bounds and errors (and both serve reconcile's and recover's readers, through a
+rule check and a projection); split in two, each half would import the other's.
 """
 
 from __future__ import annotations
