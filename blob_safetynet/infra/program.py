@@ -90,6 +90,7 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         reader_role_definition_id=storage.role_definition_ids[READER.key],
         principals=[*config.reader_principals, *config.uploader_principals],
         deleted_with=storage.data_account,
+        versioning=config.versioning,
     )
     roles = storage.role_definition_ids
     outputs: dict[str, pulumi.Output[str]] = {

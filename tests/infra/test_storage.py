@@ -343,14 +343,14 @@ def test_keys_and_sas_have_expiration_policies(run: RunFactory, account: str) ->
 
 
 def test_inventory_reports_expire_after_the_configured_days(run: RunFactory) -> None:
-    """Block blobs in the inventory container, the one the stack's Blob Inventory policy writes
-    to, are deleted `inventoryReportDays` after they were written (default 30)."""
+    """Block blobs in the inventory container, the one both Blob Inventory rules (reconcile's and
+    recover's) write to, are deleted `inventoryReportDays` after they were written (default 30)."""
     result = run({"inventoryReportDays": 12})
     rule = rules(result)[INVENTORY_RULE]
-    destination = result.one("azure-native:storage:BlobInventoryPolicy").inputs["policy"]
-    [inventory] = destination["rules"]
+    policy = result.one("azure-native:storage:BlobInventoryPolicy").inputs["policy"]
+    [destination] = {r["destination"] for r in policy["rules"]}
     assert rule["definition"] == {
-        "filters": {"blobTypes": ["blockBlob"], "prefixMatch": [f"{inventory['destination']}/"]},
+        "filters": {"blobTypes": ["blockBlob"], "prefixMatch": [f"{destination}/"]},
         "actions": {"baseBlob": {"delete": {"daysAfterCreationGreaterThan": 12}}},
     }
     assert rule["enabled"] is True
