@@ -70,7 +70,9 @@ def _check_container_soft_delete(account: Account, thresholds: Thresholds) -> Ve
     if policy.days is UNKNOWN:
         return unknown("the container soft delete retention days are not known yet")
     minimum = thresholds.min_container_soft_delete_days
-    if policy.days is None or policy.days < minimum:
+    if policy.days is None:
+        return failed(f"container soft delete is on with no retention days (minimum {minimum})")
+    if policy.days < minimum:
         return failed(f"container soft delete keeps {policy.days} days, fewer than {minimum}")
     return passed(f"container soft delete keeps {policy.days} days (minimum {minimum})")
 

@@ -98,14 +98,14 @@ def _check_point_in_time_restore(account: Account, _: Thresholds) -> Verdict:
         return failed("point-in-time restore is off")
     soft_delete = service.delete_retention
     for name, value in (
-        ("the restore days", restore.days),
-        ("whether blob soft delete is on", soft_delete.enabled),
-        ("the blob soft delete days", soft_delete.days),
-        ("whether the change feed is on", service.change_feed_enabled),
-        ("whether versioning is on", service.versioning_enabled),
+        ("the restore days are", restore.days),
+        ("whether blob soft delete is on is", soft_delete.enabled),
+        ("the blob soft delete days are", soft_delete.days),
+        ("whether the change feed is on is", service.change_feed_enabled),
+        ("whether versioning is on is", service.versioning_enabled),
     ):
         if value is UNKNOWN:
-            return unknown(f"{name} is not known yet")
+            return unknown(f"{name} not known yet")
     missing = [
         name
         for name, on in (
@@ -118,7 +118,9 @@ def _check_point_in_time_restore(account: Account, _: Thresholds) -> Verdict:
     if missing:
         return failed(f"point-in-time restore is on without {' and '.join(missing)}")
     days, kept = restore.days, soft_delete.days
-    if days is UNKNOWN or kept is UNKNOWN or days is None or kept is None or days >= kept:
+    if days is None:
+        return failed("point-in-time restore is on with no restore days")
+    if days is UNKNOWN or kept is UNKNOWN or kept is None or days >= kept:
         return failed(
             f"point-in-time restore keeps {restore.days} days, not fewer than blob soft "
             f"delete's {soft_delete.days}"
