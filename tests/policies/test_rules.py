@@ -8,9 +8,9 @@ from blob_safetynet.infra import access
 from blob_safetynet.infra.access import SWEEPER_CONDITION
 from blob_safetynet.policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from blob_safetynet.policies.rules.model import (
-    AccountImmutability,
     UNKNOWN,
     Account,
+    AccountImmutability,
     Container,
     Encryption,
     Facet,
@@ -523,7 +523,7 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
                 "Standard_ZRS",
                 "Premium_LRS",
                 "Premium_ZRS",
-                "Standard_GRſ",
+                "Standard_GR\u017f",  # the long s: no ASCII-only fold makes it GRS
             )
         ],
         Outcome.UNKNOWN: [m.account(settings=m.settings(sku=UNKNOWN))],
