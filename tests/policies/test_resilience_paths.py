@@ -315,3 +315,14 @@ def test_the_audits_container_floor_moves_the_verdict(run_cli: RunCli, tmp_path:
     assert document["thresholds"]["minContainerSoftDeleteDays"] == 15
     (finding,) = [f for f in document["findings"] if f["rule"] == CONTAINER_DAYS]
     assert finding["outcome"] == "FAIL"
+
+
+def test_a_container_body_with_an_immutability_policy_but_no_flag_fails(fake: FakeArm) -> None:
+    """A container GET's `immutabilityPolicy` with a retention period is a policy even where
+    the `hasImmutabilityPolicy` flag is missing."""
+    account = account_in("compliant")
+    _container(account).pop("hasImmutabilityPolicy")
+    _container(account)["immutabilityPolicy"] = {
+        "properties": {"immutabilityPeriodSinceCreationInDays": 7, "state": "Unlocked"}
+    }
+    assert outcomes(live_findings(fake, account))[MUTABLE] is Outcome.FAIL
