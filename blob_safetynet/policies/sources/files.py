@@ -22,7 +22,8 @@ Every file is grouped by the account its resource id or name names, normalised t
 shape, and handed to `blob_safetynet.policies.adapters.arm.account` like a live read. What no
 file of these shapes can hold (role assignments, Defender for Storage; local users and private
 endpoint connections when no file of their own is given; the blob service's shared key switch
-at an api-version before it) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
+at an api-version before it; a container's read-only immutability flags, which a
+template never holds) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
 other facet no file holds stays UNKNOWN with a reason naming the file to add, never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
 naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each (`saved.py`, which
 also keeps each file's digest and the line each resource starts on).
