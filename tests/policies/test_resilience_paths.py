@@ -326,3 +326,22 @@ def test_a_container_body_with_an_immutability_policy_but_no_flag_fails(fake: Fa
         "properties": {"immutabilityPeriodSinceCreationInDays": 7, "state": "Unlocked"}
     }
     assert outcomes(live_findings(fake, account))[MUTABLE] is Outcome.FAIL
+
+
+def test_a_policy_seen_by_its_outputs_is_placed_by_its_id() -> None:
+    """A stack policy sees an immutability policy's outputs without `containerName`: its id
+    names the container, so the protocol container still fails."""
+    resources = program()
+    account_id = (
+        "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/docs"
+    )
+    resources.append(
+        StackResource(
+            pulumi_props.IMMUTABILITY_POLICY,
+            "worm",
+            {"immutabilityPeriodSinceCreationInDays": 7},
+            id=f"{account_id}/blobServices/default/containers/{DEFAULT_CONTAINER}"
+            "/immutabilityPolicies/default",
+        )
+    )
+    assert judge_program(resources)[MUTABLE] is Outcome.FAIL
