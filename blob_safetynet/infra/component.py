@@ -14,7 +14,9 @@ Every default is the hardened choice (docs/deployment.md, Use the component in y
 Entra ID only (no shared keys), HTTPS and TLS 1.2, no anonymous access, blob and container soft
 delete, the pending-blob lifecycle backstop, network default Deny, blob audit logs to a Log
 Analytics workspace of its own. Validation is the stack config's (`config.parse`), so the
-component refuses what the repository's own stack refuses, at construction.
+component refuses what the repository's own stack refuses, at construction. The nets that need
+something only the deployer has, or cost money, are opt-in: `backup` (Azure Backup,
+blob_safetynet/infra/protection.py), `customer_key` and `defender_for_storage`.
 """
 
 from __future__ import annotations
@@ -66,6 +68,25 @@ class NetworkRules:
     private_dns_zone_id: str | None = None
     """An existing privatelink.blob zone (a hub's, any subscription) for the endpoint's record;
     None creates the zone and its virtual network links in the resource group."""
+
+
+@dataclass(frozen=True)
+class BackupOptions:
+    """Azure Backup of the account's blobs: `none`, `operational` (continuous, kept in the
+    account) or `vaulted` (operational plus a daily copy of the container to a Backup vault)."""
+
+    mode: str = str(DEFAULTS["backup"])
+    operational_days: int = int(str(DEFAULTS["backupOperationalDays"]))
+    vaulted_days: int = int(str(DEFAULTS["backupVaultedDays"]))
+
+
+@dataclass(frozen=True)
+class CustomerKeyOptions:
+    """A customer-managed key: its Key Vault URI without a version (the account follows its
+    rotations) and a user-assigned identity, holding a role to use the key, that reads it."""
+
+    key_uri: str
+    identity_id: str
 
 
 @dataclass(frozen=True)
@@ -126,6 +147,12 @@ class SafetyNetStorageArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     network: NetworkRules = field(default_factory=NetworkRules)
     sweeper: SweeperOptions | None = None
+    backup: BackupOptions = field(default_factory=BackupOptions)
+    customer_key: CustomerKeyOptions | None = None
+    """None: Microsoft-managed keys."""
+    defender_for_storage: bool = False
+    """Microsoft Defender for Storage on the account (billed per account); off by default, as a
+    subscription-wide plan is often a security team's to run."""
 
 
 def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
@@ -151,6 +178,12 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
         "allowedSubnetIds": list(args.network.allowed_subnet_ids),
         "privateEndpointSubnetId": args.network.private_endpoint_subnet_id or "",
         "privateDnsZoneId": args.network.private_dns_zone_id or "",
+        "backup": args.backup.mode,
+        "backupOperationalDays": args.backup.operational_days,
+        "backupVaultedDays": args.backup.vaulted_days,
+        "encryptionKeyUri": "" if args.customer_key is None else args.customer_key.key_uri,
+        "encryptionIdentityId": "" if args.customer_key is None else args.customer_key.identity_id,
+        "defenderForStorage": args.defender_for_storage,
     }
     if args.sweeper is not None:
         raw |= {
@@ -178,6 +211,7 @@ TRACKED_TYPES = frozenset(
         "azure-native:web:AppServicePlan",
         "azure-native:keyvault:Vault",
         "azure-native:network:PrivateEndpoint",
+        "azure-native:dataprotection:BackupVault",
     }
 )
 """The ARM tracked resources the component creates: the ones that take `tags`."""

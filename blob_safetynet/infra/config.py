@@ -71,6 +71,13 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "verifySchedule": "0 30 3 * * *",
     "alertEmails": [],
     WEBHOOKS_KEY: [],
+    # The remaining nets (issue 46): backup, customer-managed keys, Defender for Storage.
+    "backup": "none",
+    "backupOperationalDays": 7,
+    "backupVaultedDays": 30,
+    "encryptionKeyUri": "",
+    "encryptionIdentityId": "",
+    "defenderForStorage": False,
 }
 """Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
 
@@ -80,6 +87,12 @@ _PRINCIPALS_SHAPE: Final = (
     'a list of {"id": <Entra object id>, "type": "User", "Group" or "ServicePrincipal"}, '
     "possibly empty (apps and managed identities are ServicePrincipal)"
 )
+
+MAX_OPERATIONAL_DAYS: Final = 360
+"""The operational tier's longest retention ("The backup policy can have a maximum retention of
+360 days", https://learn.microsoft.com/azure/backup/blob-backup-overview)."""
+MAX_VAULTED_DAYS: Final = 3650
+"""The vaulted tier keeps data "for up to 10 years" (same page)."""
 
 ALLOWED: Final[Mapping[str, str]] = {
     "location": "an Azure region name: lowercase letters and digits, e.g. westeurope",
@@ -148,6 +161,21 @@ ALLOWED: Final[Mapping[str, str]] = {
     f"digits and _ (at most {appsettings.MAX_TABLE_NAME} characters)",
     "sweeperColumns": "an object of the columns named otherwise than their key, e.g. "
     f'{{"id": "file_id", "name": "path"}}; keys {", ".join(appsettings.COLUMN_KEYS)}',
+    "backup": "none, operational (Azure Backup's continuous tier, kept in the account itself) "
+    "or vaulted (the operational tier plus a daily copy to a Backup vault); operational and "
+    "vaulted need versioning true and blobSoftDeleteDays at least backupOperationalDays + 5",
+    "backupOperationalDays": f"an integer from 1 to {MAX_OPERATIONAL_DAYS}: how far back the "
+    "operational tier restores",
+    "backupVaultedDays": f"an integer from 1 to {MAX_VAULTED_DAYS} (10 years): how long the "
+    "vaulted tier keeps each daily recovery point",
+    "encryptionKeyUri": "a Key Vault key URI without a version, "
+    "https://<vault>.vault.azure.net/keys/<key>, so the account follows the key's rotations; "
+    "or empty (Microsoft-managed keys); needs encryptionIdentityId",
+    "encryptionIdentityId": "the resource id of a user-assigned managed identity that holds "
+    "Key Vault Crypto Service Encryption User on the key; or empty; needed by, and only with, "
+    "encryptionKeyUri",
+    "defenderForStorage": "true or false: turn Microsoft Defender for Storage on for the data "
+    "account (billed per account and month; malware scanning stays off)",
 }
 """What each key accepts, in words: the docs table and every `ConfigError` quote these."""
 
@@ -241,6 +269,49 @@ def virtual_network_id(subnet_id: str) -> str:
     return subnet_id[: subnet_id.lower().rindex("/subnets/")]
 
 
+BACKUP_NONE: Final = "none"
+BACKUP_OPERATIONAL: Final = "operational"
+BACKUP_VAULTED: Final = "vaulted"
+BACKUP_MODES: Final = (BACKUP_NONE, BACKUP_OPERATIONAL, BACKUP_VAULTED)
+SOFT_DELETE_MARGIN_DAYS: Final = 5
+"""Operational backup sets blob soft delete to its retention plus five days ("Soft delete: Set
+to 'n+5' days", https://learn.microsoft.com/azure/backup/blob-backup-overview); a stack that
+asked for fewer would set it back under the backup at its next update."""
+
+
+@dataclass(frozen=True)
+class BackupConfig:
+    """Azure Backup for the data account: which tiers, and how long each keeps data."""
+
+    mode: str = BACKUP_NONE
+    operational_days: int = 7
+    vaulted_days: int = 30
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != BACKUP_NONE
+
+    @property
+    def vaulted(self) -> bool:
+        return self.mode == BACKUP_VAULTED
+
+
+@dataclass(frozen=True)
+class CustomerKey:
+    """A customer-managed key in Key Vault (no version: the account follows its rotations) and
+    the user-assigned identity the account reads it as."""
+
+    key_vault_uri: str
+    """`https://<vault>.vault.azure.net/`, as `keyVaultProperties.keyVaultUri` takes it."""
+    key_name: str
+    identity_id: str
+
+    @property
+    def key_uri(self) -> str:
+        """The versionless key URI, as `encryptionKeyUri` gives it."""
+        return f"{self.key_vault_uri}keys/{self.key_name}"
+
+
 @dataclass(frozen=True)
 class StackConfig:
     """The validated configuration the program is built from."""
@@ -270,6 +341,9 @@ class StackConfig:
     alert_emails: tuple[str, ...] = ()
     alert_webhooks: tuple[str, ...] = field(default=(), repr=False)
     inventory_report_days: int = 30
+    backup: BackupConfig = field(default_factory=BackupConfig)
+    customer_key: CustomerKey | None = None
+    defender_for_storage: bool = False
 
     @property
     def sweeper_period(self) -> timedelta:
@@ -358,6 +432,9 @@ def parse(
         alert_emails=_emails(values, "alertEmails"),
         alert_webhooks=_webhooks(values, WEBHOOKS_KEY),
         sweeper_table=_table_names(values, "sweeperTable", "sweeperColumns"),
+        backup=_backup(values),
+        customer_key=_customer_key(values),
+        defender_for_storage=_boolean(values, "defenderForStorage"),
     )
 
 
@@ -692,3 +769,91 @@ def _database_url(values: Mapping[str, object], database_auth: str) -> str:
                 "as the password",
             )
     return value
+
+
+_KEY_URI: Final = re.compile(
+    r"(?P<vault>https://[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]\."
+    r"(vault\.azure\.net|vault\.usgovcloudapi\.net|vault\.azure\.cn|managedhsm\.azure\.net))"
+    r"(:443)?/keys/(?P<key>[A-Za-z0-9-]{1,127})(?P<version>/[^/]*)?/?",
+)
+"""A Key Vault (or Managed HSM) key URI, its version if it has one ("Azure Key Vault keys,
+secrets and certificates overview": object identifiers,
+https://learn.microsoft.com/azure/key-vault/general/about-keys-secrets-certificates)."""
+_USER_IDENTITY: Final = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w._()]{1,90}/providers/"
+    r"Microsoft\.ManagedIdentity/userAssignedIdentities/[A-Za-z0-9][-\w]{2,127}",
+    re.IGNORECASE,
+)
+
+
+def _backup(values: Mapping[str, object]) -> BackupConfig:
+    """The backup keys. Azure Backup turns on what its tiers rely on (versioning, change feed,
+    point-in-time restore, soft delete of n+5 days, a delete lock: "Overview of Azure Blob
+    backup", https://learn.microsoft.com/azure/backup/blob-backup-overview; vaulted backup copies
+    by object replication, which needs versioning too); a stack that declared them off would turn
+    them off again at its next update, under the backup, so that is refused here."""
+    backup = BackupConfig(
+        mode=_choice(values, "backup", frozenset(BACKUP_MODES)),
+        operational_days=_integer(values, "backupOperationalDays", 1, MAX_OPERATIONAL_DAYS),
+        vaulted_days=_integer(values, "backupVaultedDays", 1, MAX_VAULTED_DAYS),
+    )
+    if not backup.enabled:
+        return backup
+    if not _boolean(values, "versioning"):
+        raise ConfigError(
+            "backup",
+            f"{backup.mode!r} needs versioning true: Azure Backup turns blob versioning on, and "
+            "versioning false would turn it off under the backup",
+        )
+    soft_delete = _integer(values, "blobSoftDeleteDays", 1, 365)
+    needed = backup.operational_days + SOFT_DELETE_MARGIN_DAYS
+    if soft_delete < needed:
+        raise ConfigError(
+            "blobSoftDeleteDays",
+            f"{soft_delete} is shorter than backupOperationalDays + {SOFT_DELETE_MARGIN_DAYS} = "
+            f"{needed}, the soft delete retention Azure Backup sets for its operational tier",
+        )
+    return backup
+
+
+def _customer_key(values: Mapping[str, object]) -> CustomerKey | None:
+    """The customer-managed key, or None (Microsoft-managed keys). A versioned URI is refused:
+    with the version omitted "Azure Storage automatically uses the latest version of the key"
+    ("Automatically update the key version",
+    https://learn.microsoft.com/azure/storage/common/customer-managed-keys-overview), so a
+    rotation needs no update of the stack; with one, each rotation must be deployed by hand."""
+    uri = values.get("encryptionKeyUri")
+    identity = values.get("encryptionIdentityId")
+    given_uri = isinstance(uri, str) and bool(uri.strip())
+    given_identity = isinstance(identity, str) and bool(identity.strip())
+    if not given_uri and uri not in (None, ""):
+        raise ConfigError("encryptionKeyUri", f"{uri!r} is not a string")
+    if not given_uri:
+        if given_identity:
+            raise ConfigError(
+                "encryptionIdentityId", "is set without encryptionKeyUri: no key uses it"
+            )
+        return None
+    match = _KEY_URI.fullmatch(str(uri).strip())
+    if match is None:
+        raise ConfigError("encryptionKeyUri", f"{uri!r} is not a Key Vault key URI")
+    if match["version"] not in (None, "/"):
+        raise ConfigError(
+            "encryptionKeyUri",
+            f"{uri!r} names a key version; omit it so the account follows the key's rotations",
+        )
+    if not given_identity:
+        raise ConfigError(
+            "encryptionIdentityId",
+            "is missing: the account reads the key in encryptionKeyUri as a user-assigned identity",
+        )
+    if _USER_IDENTITY.fullmatch(str(identity).strip()) is None:
+        raise ConfigError(
+            "encryptionIdentityId",
+            f"{identity!r} is not the resource id of a user-assigned managed identity",
+        )
+    return CustomerKey(
+        key_vault_uri=f"{match['vault'].lower()}/",
+        key_name=match["key"],
+        identity_id=str(identity).strip(),
+    )

@@ -123,6 +123,19 @@ def policy_identity_principal(logical: str) -> str:
     return _uuid("policy-identity", logical)
 
 
+def _answered_identity(given: dict[str, Any], system_name: str | None = None) -> dict[str, Any]:
+    """An identity as ARM answers it: inputs list the user-assigned identity ids, ARM answers
+    with a map keyed by them; a system-assigned one gets a principal id."""
+    identity = dict(given)
+    identity.update(tenantId=TENANT_ID)
+    assigned = identity.get("userAssignedIdentities") or []
+    if isinstance(assigned, list):
+        identity["userAssignedIdentities"] = {key: {} for key in assigned}
+    if system_name is not None and "SystemAssigned" in str(identity.get("type", "")):
+        identity["principalId"] = _uuid("principal", system_name)
+    return identity
+
+
 def _storage_name(logical: str) -> str:
     return "".join(ch for ch in logical.lower() if ch.isalnum())[:18] + "mock"
 
@@ -166,6 +179,8 @@ class ArmMocks(pulumi.runtime.Mocks):
             account = inputs.get("accountName") or _storage_name(name)
             state["name"] = account
             state["primaryEndpoints"] = {"blob": f"https://{account}.blob.core.windows.net/"}
+            if isinstance(inputs.get("identity"), dict):
+                state["identity"] = _answered_identity(inputs["identity"], name)
             return f"{group}/providers/Microsoft.Storage/storageAccounts/{account}", state
         if typ == "azure-native:storage:BlobContainer":
             state["name"] = inputs.get("containerName", name)
@@ -212,18 +227,14 @@ class ArmMocks(pulumi.runtime.Mocks):
         if typ == "azure-native:web:WebApp":
             site = inputs.get("name") or name
             state["name"] = site
-            identity = dict(inputs.get("identity") or {})
-            identity.update(tenantId=TENANT_ID)
-            # Inputs list the identity ids; ARM answers with a map keyed by them.
-            assigned = identity.get("userAssignedIdentities") or []
-            if isinstance(assigned, list):
-                identity["userAssignedIdentities"] = {key: {} for key in assigned}
-            state["identity"] = identity
+            state["identity"] = _answered_identity(inputs.get("identity") or {})
             state["hostNameSslStates"] = [
                 {"name": f"{site}.azurewebsites.net", "hostType": "Standard"},
                 {"name": f"{site}.scm.azurewebsites.net", "hostType": "Repository"},
             ]
             return f"{group}/providers/Microsoft.Web/sites/{site}", state
+        if typ.startswith("azure-native:dataprotection:"):
+            return self._backup_state(typ, name, inputs, state, group)
         if typ == "azure-native:applicationinsights:Component":
             key = _uuid("instrumentation", name)
             state["connectionString"] = (
@@ -231,6 +242,25 @@ class ArmMocks(pulumi.runtime.Mocks):
             )
             return f"{group}/providers/Microsoft.Insights/components/{name}", state
         return f"{group}/providers/{typ.replace(':', '/')}/{name}", state
+
+    @staticmethod
+    def _backup_state(
+        typ: str, name: str, inputs: dict[str, Any], state: dict[str, Any], group: str
+    ) -> tuple[str, dict[str, Any]]:
+        """A Backup vault's id and system-assigned identity (what its role assignment names);
+        its policies and backup instances under it."""
+        if typ.endswith(":BackupVault"):
+            vault = inputs.get("vaultName") or name
+            state["name"] = vault
+            state["identity"] = {
+                **(inputs.get("identity") or {}),
+                "principalId": _uuid("principal", name),
+                "tenantId": TENANT_ID,
+            }
+            return f"{group}/providers/Microsoft.DataProtection/backupVaults/{vault}", state
+        collection = "backupPolicies" if typ.endswith(":BackupPolicy") else "backupInstances"
+        vault_id = f"{group}/providers/Microsoft.DataProtection/backupVaults/{inputs['vaultName']}"
+        return f"{vault_id}/{collection}/{name}", state
 
     @staticmethod
     def _policy_state(

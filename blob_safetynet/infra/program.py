@@ -18,6 +18,8 @@ from blob_safetynet.infra.access import READER, SWEEPER, UPLOADER, VERIFIER
 from blob_safetynet.infra.alerts import Alerts
 from blob_safetynet.infra.component import (
     Assignee,
+    BackupOptions,
+    CustomerKeyOptions,
     NetworkRules,
     SafetyNetStorage,
     SafetyNetStorageArgs,
@@ -157,6 +159,17 @@ def storage_args(
             lease=config.sweeper_lease,
             deployer_principal_type=config.deployer_principal_type,
         ),
+        backup=BackupOptions(
+            mode=config.backup.mode,
+            operational_days=config.backup.operational_days,
+            vaulted_days=config.backup.vaulted_days,
+        ),
+        customer_key=None
+        if config.customer_key is None
+        else CustomerKeyOptions(
+            key_uri=config.customer_key.key_uri, identity_id=config.customer_key.identity_id
+        ),
+        defender_for_storage=config.defender_for_storage,
     )
 
 
