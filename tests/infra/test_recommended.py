@@ -24,6 +24,11 @@ AWAITING_MERGE: Final = frozenset(
 )
 """Keys the recommended file sets that other branches of issue 46 add to the program; until
 they are merged they are left out of the run (any other unknown key still fails)."""
+AWAITING_RULES: Final = {
+    "SN-POINT-IN-TIME-RESTORE": frozenset({"pointInTimeRestoreDays", "changeFeed"}),
+}
+"""Rules that judge what keys of AWAITING_MERGE set: they may fail until those keys reach the
+program (KEYS), and must pass from then on."""
 BACKUP_ROLE_UNKNOWN: Final = (
     "UNKNOWN: the Backup vault's identity holds Storage Account Backup Contributor "
     "(e5e2a7ff-d759-4cd2-bb51-3152d37e2eb1) on the account, a built-in role whose permissions "
@@ -77,11 +82,13 @@ def data_account_findings(
 
 
 def test_every_rule_passes_on_the_data_account(recommended: StackRun) -> None:
-    """Each rule in RULES judges the data account PASS, but for the listed NOT_PASS rules."""
+    """Each rule in RULES judges the data account PASS, but for the listed NOT_PASS rules and
+    the rules whose keys are still awaiting merge."""
+    waiting = {rule for rule, keys in AWAITING_RULES.items() if not keys <= set(KEYS)}
     not_passed = {
         finding.rule.id: f"{finding.outcome.value}: {finding.message}"
         for finding in data_account_findings(recommended)
-        if finding.outcome is not Outcome.PASS
+        if finding.outcome is not Outcome.PASS and finding.rule.id not in waiting
     }
     assert set(not_passed) == set(NOT_PASS), not_passed
     assert all(message.startswith("UNKNOWN") for message in not_passed.values())

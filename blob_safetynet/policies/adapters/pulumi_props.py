@@ -300,7 +300,7 @@ def _with_worm_policies(
     """The program's containers, each with the immutability policies the program declares on it
     (a BlobContainerImmutabilityPolicy names its container by `containerName`); a policy whose
     container is not known yet may be any container's."""
-    named = [resolve_unknowns(policy.props).get("containerName") for policy in policies]
+    named = [_policy_container(policy) for policy in policies]
     found = []
     for resource in containers:
         model = container(resource.props)
@@ -310,6 +310,19 @@ def _with_worm_policies(
             model = dataclasses.replace(model, worm_policy=UNKNOWN)
         found.append(model)
     return tuple(found)
+
+
+def _policy_container(policy: StackResource) -> object:
+    """The container an immutability policy is on: its `containerName` input, else (a stack
+    policy sees outputs, which may lack it) the container its id names."""
+    name = resolve_unknowns(policy.props).get("containerName")
+    if isinstance(name, str) or policy.id is None:
+        return name
+    parts = policy.id.rstrip("/").split("/")
+    folded = [arm_fold(part) for part in parts]
+    if "containers" in folded and folded.index("containers") + 1 < len(parts):
+        return parts[folded.index("containers") + 1]
+    return name
 
 
 def _targets(value: object, account: StackResource, name: str) -> bool | None:
