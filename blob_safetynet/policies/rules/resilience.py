@@ -187,15 +187,17 @@ def _check_protocol_container(account: Account, thresholds: Thresholds) -> Verdi
     found, unread = _worm(matches[0], account)
     if found:
         return failed(
-            f"the protocol's container {name!r} has {' and '.join(found)}: the seal, replace "
-            "and the sweeper's deletes fail with 409 while it lasts"
+            f"the protocol's container {name!r} has {' and '.join(found)}: the sweeper's "
+            "deletes and every overwrite fail with 409 while it lasts"
         )
     if unread:
-        named = [fact for fact in unread if fact is not None]
+        named = [str(fact) for fact in unread if fact is not None]
+        every = len(named) == len(unread)
+        missing = [*named, *([] if every else ["its immutability settings"])]
         return unknown(
             f"whether the protocol's container {name!r} is immutable is not known (not read: "
-            f"{', '.join(str(fact) for fact in named) or 'its immutability settings'})",
-            *(named if len(named) == len(unread) else ()),
+            f"{', '.join(missing)})",
+            *(named if every else ()),
         )
     return passed(f"the protocol's container {name!r} has no immutability policy or legal hold")
 
@@ -205,10 +207,10 @@ PROTOCOL_CONTAINER_MUTABLE = Rule(
     title="The protocol's container is not immutable",
     severity=Severity.HIGH,
     rationale=(
-        "The protocol seals by overwriting a blob's tags and metadata, replaces documents and "
-        "has the sweeper delete the blobs no row names; a WORM container (a time-based "
-        "retention policy, a legal hold, version-level immutability) refuses every one of "
-        "these with 409, so uploads stay pending and orphans are never swept."
+        "The protocol replaces documents and has the sweeper delete the retired blobs and the "
+        "orphans no row names; a WORM container (a time-based retention policy, a legal hold, "
+        "version-level immutability) refuses every delete and overwrite with 409 "
+        "(BlobImmutableDueToPolicy), so nothing is ever swept and storage only grows."
     ),
     remediation=Remediation(
         account="keep immutability off the protocol's container: remove its legal hold (`az storage container legal-hold clear`), delete its unlocked time-based policy (`az storage container immutability-policy delete`; a locked one cannot be removed: use a new container) and do not enable version-level immutability on it or on the account; put WORM copies in a separate container (or account) instead, e.g. by object replication or a copy job",
