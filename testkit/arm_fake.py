@@ -236,7 +236,7 @@ def compliant_account(
         "type": "Microsoft.Storage/storageAccounts",
         "location": "westeurope",
         "kind": "StorageV2",
-        "sku": {"name": "Standard_ZRS", "tier": "Standard"},
+        "sku": {"name": "Standard_GZRS", "tier": "Standard"},
         "properties": {
             "isHnsEnabled": False,
             "allowSharedKeyAccess": False,
@@ -268,14 +268,20 @@ def compliant_account(
         "properties": {
             "deleteRetentionPolicy": {"enabled": True, "days": 14, "allowPermanentDelete": False},
             "containerDeleteRetentionPolicy": {"enabled": True, "days": 14},
-            "isVersioningEnabled": False,
+            "isVersioningEnabled": True,
+            "changeFeed": {"enabled": True, "retentionInDays": 30},
+            "restorePolicy": {"enabled": True, "days": 7},
         },
     }
     container = {
         "id": f"{account_id}/blobServices/default/containers/{DEFAULT_CONTAINER}",
         "name": DEFAULT_CONTAINER,
         "type": "Microsoft.Storage/storageAccounts/blobServices/containers",
-        "properties": {"publicAccess": "None"},
+        "properties": {
+            "publicAccess": "None",
+            "hasImmutabilityPolicy": False,
+            "hasLegalHold": False,
+        },
     }
     policy = {
         "id": f"{account_id}/managementPolicies/default",
@@ -300,7 +306,18 @@ def compliant_account(
                                 "baseBlob": {"delete": {"daysAfterCreationGreaterThan": 1}}
                             },
                         },
-                    }
+                    },
+                    {
+                        "enabled": True,
+                        "name": "expire-old-versions",
+                        "type": "Lifecycle",
+                        "definition": {
+                            "filters": {"blobTypes": ["blockBlob"]},
+                            "actions": {
+                                "version": {"delete": {"daysAfterCreationGreaterThan": 30}}
+                            },
+                        },
+                    },
                 ]
             }
         },
@@ -1154,8 +1171,10 @@ def fleet(
 
 
 def mixed_fleet(count: int, subscriptions: int) -> Iterator[FakeAccount]:
-    """`fleet` with every third account public, every fifth without a management policy and
-    every seventh a FileStorage account: verdicts that differ from account to account."""
+    """`fleet` with every third account public, every fifth without a management policy, every
+    seventh a FileStorage account, every fourth locally redundant, every sixth without
+    point-in-time restore and every eighth with a legal hold on the protocol's container:
+    verdicts that differ from account to account."""
     for number, account in enumerate(fleet(count, subscriptions=subscriptions)):
         if number % 7 == 6:
             account = file_storage_account(
@@ -1165,6 +1184,12 @@ def mixed_fleet(count: int, subscriptions: int) -> Iterator[FakeAccount]:
             set_path(account.body, "properties.allowBlobPublicAccess", True)
         if number % 5 == 0:
             account.management_policy = None
+        if number % 4 == 1:
+            account.body["sku"] = {"name": "Standard_LRS", "tier": "Standard"}
+        if number % 6 == 2:
+            set_path(account.blob_service_properties, "properties.restorePolicy.enabled", False)
+        if number % 8 == 3 and account.containers:
+            account.containers[0]["properties"]["hasLegalHold"] = True
         yield account
 
 

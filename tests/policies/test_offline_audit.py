@@ -50,10 +50,12 @@ NOT_IN_AN_EXPORT = {
     "SN-DEFENDER-FOR-STORAGE",
     "SN-PRIVATE-ENDPOINT",
     "SN-SHARED-KEY-OFF",
+    "SN-PROTOCOL-CONTAINER-MUTABLE",
 }
 """What a template export as the portal writes it cannot show: roles and Defender (other
-providers), the account's private endpoint connections (not in its resource), and the blob
-service's shared key switch (an api-version before it)."""
+providers), the account's private endpoint connections (not in its resource), the blob
+service's shared key switch (an api-version before it) and a container's read-only legal hold
+and retention policy flags."""
 EXPORT_API_VERSION = "2025-01-01"
 """An export's apiVersion, older than the audit's pinned 2026-09-01."""
 BROKEN = {
@@ -151,9 +153,13 @@ def template_export(account: FakeAccount, path: Path, api_version: str = "2026-0
 
 def portal_export(account: FakeAccount, path: Path) -> Path:
     """The export as the portal writes it for this account: at an older apiVersion, with no
-    private endpoint connections in the account resource and no local users."""
+    private endpoint connections in the account resource, no local users and no container's
+    read-only flags."""
     exported = copy.deepcopy(account)
     exported.body["properties"].pop("privateEndpointConnections", None)
+    for container in exported.containers:
+        container["properties"].pop("hasLegalHold", None)
+        container["properties"].pop("hasImmutabilityPolicy", None)
     return template_export(exported, path, EXPORT_API_VERSION)
 
 

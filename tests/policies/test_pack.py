@@ -58,6 +58,8 @@ INFRA_GAPS: Mapping[str, tuple[str, ...]] = {
             "SN-PUBLIC-NETWORK-ACCESS",
             "SN-PRIVATE-ENDPOINT",
             "SN-CMK-ENCRYPTION",
+            "SN-GEO-REDUNDANCY",
+            "SN-POINT-IN-TIME-RESTORE",
         ),
         (DATA, RUNTIME),
     ),
@@ -295,6 +297,13 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
         set_input("azure-native:storage:ManagementPolicy", "policy.rules.1.enabled", False),
         set(),
     ),
+    "SN-PROTOCOL-CONTAINER-MUTABLE": (
+        {},
+        set_input(
+            "azure-native:storage:BlobContainer", "immutableStorageWithVersioning.enabled", True
+        ),
+        set(),
+    ),
 }
 
 
@@ -312,6 +321,14 @@ def test_breaking_one_setting_fails_that_rule_only(rule_id: str) -> None:
     result = run_pack(run_stack({**BASE, **overrides}, mutate))
     assert rule_id in result.failing, result.unknown
     assert result.failing <= {rule_id, *dependents}
+
+
+def test_a_container_soft_delete_shorter_than_the_floor_fails_the_program() -> None:
+    """A program keeping deleted containers 6 days fails SN-CONTAINER-SOFT-DELETE's default
+    floor of 7, and passes once the pack's minContainerSoftDeleteDays is lowered to 6."""
+    stack = run_stack({**BASE, "containerSoftDeleteDays": 6})
+    assert run_pack(stack).failing == {"SN-CONTAINER-SOFT-DELETE"}
+    assert run_pack(stack, {"minContainerSoftDeleteDays": 6}).failing == set()
 
 
 def test_a_pack_violation_gives_the_pulumi_fix_not_the_accounts() -> None:
