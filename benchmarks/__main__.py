@@ -19,7 +19,17 @@ from benchmarks import machine
 from blob_safetynet.embedded.azurite import PROJECT_ROOT
 
 DOCS = PROJECT_ROOT / "docs" / "benchmarks.md"
-BENCHMARKS = ("sweep", "audit", "protocol", "startup", "inventory", "adopt", "fleet", "recover")
+BENCHMARKS = (
+    "sweep",
+    "audit",
+    "protocol",
+    "startup",
+    "inventory",
+    "adopt",
+    "fleet",
+    "recover",
+    "recover_inventory",
+)
 """In the order `make bench` runs them."""
 
 HEADER = """# Benchmarks

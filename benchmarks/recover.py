@@ -333,12 +333,9 @@ the merge holds none. Both peaks are mostly the SDK's parse of a 5,000-name list
 The dry run read {list_rate:,.0f} documents/s with every one of them lost (the listing with
 its kept copies, merged with the table). Projected to 1,000,000 rows, the listing path's dry
 run takes {1_000_000 / list_rate / 60:.1f} min at this rate and a List Blobs page per 5,000
-names, one after another. An inventory path is projected, not measured: `recover` does not
-read Blob Inventory yet. Its candidates would come from joining a report that includes
-deleted blobs, versions and snapshots with the table, as `reconcile --inventory` joins its
-report at 541,425 to 611,891 rows/s (the Reconcile from Blob Inventory section): about 2 s
-for 1,000,000 rows, then one listing under each name the report shows lost and the apply's
-{per_doc:.0f} requests for each. Load average (1 min)
+names, one after another. `recover --inventory` takes its candidates from the recover
+inventory rule's report instead: measured beside this path in the Recover from Blob Inventory
+section, then the apply's {per_doc:.0f} requests for each lost document. Load average (1 min)
 {m.load[0]:.1f} before and {m.load[1]:.1f} after the run. Measured on {machine.describe()}."""
 
 

@@ -242,7 +242,7 @@ def compliant_account(
         "type": "Microsoft.Storage/storageAccounts",
         "location": "westeurope",
         "kind": "StorageV2",
-        "sku": {"name": "Standard_ZRS", "tier": "Standard"},
+        "sku": {"name": "Standard_GZRS", "tier": "Standard"},
         "properties": {
             "isHnsEnabled": False,
             "allowSharedKeyAccess": False,
@@ -274,14 +274,20 @@ def compliant_account(
         "properties": {
             "deleteRetentionPolicy": {"enabled": True, "days": 14, "allowPermanentDelete": False},
             "containerDeleteRetentionPolicy": {"enabled": True, "days": 14},
-            "isVersioningEnabled": False,
+            "isVersioningEnabled": True,
+            "changeFeed": {"enabled": True, "retentionInDays": 30},
+            "restorePolicy": {"enabled": True, "days": 7},
         },
     }
     container = {
         "id": f"{account_id}/blobServices/default/containers/{DEFAULT_CONTAINER}",
         "name": DEFAULT_CONTAINER,
         "type": "Microsoft.Storage/storageAccounts/blobServices/containers",
-        "properties": {"publicAccess": "None"},
+        "properties": {
+            "publicAccess": "None",
+            "hasImmutabilityPolicy": False,
+            "hasLegalHold": False,
+        },
     }
     policy = {
         "id": f"{account_id}/managementPolicies/default",
@@ -306,7 +312,18 @@ def compliant_account(
                                 "baseBlob": {"delete": {"daysAfterCreationGreaterThan": 1}}
                             },
                         },
-                    }
+                    },
+                    {
+                        "enabled": True,
+                        "name": "expire-old-versions",
+                        "type": "Lifecycle",
+                        "definition": {
+                            "filters": {"blobTypes": ["blockBlob"]},
+                            "actions": {
+                                "version": {"delete": {"daysAfterCreationGreaterThan": 30}}
+                            },
+                        },
+                    },
                 ]
             }
         },
@@ -527,6 +544,10 @@ class FakeArm:
         ("backupVaults")."""
         self.inherited_failure: Failure | None = None
         """A forced answer to a subscription's `roleAssignments?$filter=atScope()` list."""
+        self.group_permissions: dict[str, object] = {}
+        """Lower-case resource group name -> what Permissions - List For Resource Group answers
+        there: the caller's permission entries (a list, paged like any list) or a Failure. A
+        group not listed answers 404 ResourceGroupNotFound."""
         self.served: dict[str, int] = {}
         """Requests answered, by operation ("roleAssignments", "graph:roleassignments", ...)."""
         self.account_reads: Counter[str] = Counter()
@@ -846,6 +867,12 @@ class FakeArm:
         sub = named.group(0)
         if named.group(1) in self.unreadable_subscriptions:
             return 403, error_body(403)
+        permissions = re.fullmatch(
+            rf"{re.escape(sub)}/resourcegroups/([^/]+)/providers/microsoft\.authorization/permissions",
+            lowered,
+        )
+        if permissions is not None:
+            return self._permissions(path, query, permissions.group(1))
         foreign = (
             "/providers/microsoft.authorization/",
             "/providers/microsoft.security/",
@@ -1102,6 +1129,25 @@ class FakeArm:
             return None
         return account if account.subscription.lower() == subscription else None
 
+    def _permissions(
+        self, path: str, query: Mapping[str, list[str]], group: str
+    ) -> tuple[int, object]:
+        self._count("permissions")
+        if query.get("api-version") != ["2022-04-01"]:
+            return 400, error_body(400)
+        answer = self.group_permissions.get(group)
+        if answer is None:
+            return 404, {
+                "error": {
+                    "code": "ResourceGroupNotFound",
+                    "message": f"Resource group '{group}' could not be found.",
+                }
+            }
+        if isinstance(answer, Failure):
+            return answer.status, error_body(answer.status) if answer.body is None else answer.body
+        assert isinstance(answer, list)
+        return self._page(path, query, answer)
+
     def _page(
         self, path: str, query: Mapping[str, list[str]], items: list[Any]
     ) -> tuple[int, object]:
@@ -1280,8 +1326,10 @@ def fleet(
 
 
 def mixed_fleet(count: int, subscriptions: int) -> Iterator[FakeAccount]:
-    """`fleet` with every third account public, every fifth without a management policy and
-    every seventh a FileStorage account: verdicts that differ from account to account."""
+    """`fleet` with every third account public, every fifth without a management policy, every
+    seventh a FileStorage account, every fourth locally redundant, every sixth without
+    point-in-time restore and every eighth with a legal hold on the protocol's container:
+    verdicts that differ from account to account."""
     for number, account in enumerate(fleet(count, subscriptions=subscriptions)):
         if number % 7 == 6:
             account = file_storage_account(
@@ -1291,6 +1339,12 @@ def mixed_fleet(count: int, subscriptions: int) -> Iterator[FakeAccount]:
             set_path(account.body, "properties.allowBlobPublicAccess", True)
         if number % 5 == 0:
             account.management_policy = None
+        if number % 4 == 1:
+            account.body["sku"] = {"name": "Standard_LRS", "tier": "Standard"}
+        if number % 6 == 2:
+            set_path(account.blob_service_properties, "properties.restorePolicy.enabled", False)
+        if number % 8 == 3 and account.containers:
+            account.containers[0]["properties"]["hasLegalHold"] = True
         yield account
 
 

@@ -346,6 +346,7 @@ def test_audit_options_and_environment(workdir: Path, arm: FakeArm) -> None:
                 "--arm-endpoint": urls | argv_text,
                 "--concurrency": numbers,
                 "--min-blob-soft-delete-days": numbers,
+                "--min-container-soft-delete-days": numbers,
                 "--max-pending-days": numbers,
                 "--container": names,
                 "--format": st.sampled_from(["json", "table", "sarif", "junit", "xlsx"]),

@@ -12,9 +12,13 @@
 
 Every default is the hardened choice (docs/deployment.md, Use the component in your own program):
 Entra ID only (no shared keys), HTTPS and TLS 1.2, no anonymous access, blob and container soft
-delete, the pending-blob lifecycle backstop, network default Deny, blob audit logs to a Log
-Analytics workspace of its own. Validation is the stack config's (`config.parse`), so the
-component refuses what the repository's own stack refuses, at construction.
+delete, the pending-blob lifecycle backstop, network default Deny, blob read/write/delete logs
+of both accounts to a Log Analytics workspace of its own, and a CanNotDelete Resource Manager
+lock on the account (its deployer's right to create it checked at preview). Validation is the
+stack config's (`config.parse`), so the component refuses what the repository's own stack
+refuses, at construction. The nets that need something only the deployer has, or cost money,
+are opt-in: `backup` (Azure Backup, blob_safetynet/infra/protection.py), `customer_key` and
+`defender_for_storage`.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
-from pulumi_azure_native import authorization
+from pulumi_azure_native import authorization, storage
 
 from blob_safetynet.infra.access import AccessRoles
 from blob_safetynet.infra.config import (
@@ -34,8 +38,10 @@ from blob_safetynet.infra.config import (
     StackConfig,
     parse,
 )
+from blob_safetynet.infra.lock import checked_notes, delete_lock
 from blob_safetynet.infra.monitoring import Monitoring
 from blob_safetynet.infra.package import PackageFile, read_package
+from blob_safetynet.infra.preflight import LockPreflight
 from blob_safetynet.infra.storage import DataAccount
 from blob_safetynet.infra.subnets import check_subnets, subnet_needs
 from blob_safetynet.infra.sweeper_app import SweeperApp
@@ -66,6 +72,25 @@ class NetworkRules:
     private_dns_zone_id: str | None = None
     """An existing privatelink.blob zone (a hub's, any subscription) for the endpoint's record;
     None creates the zone and its virtual network links in the resource group."""
+
+
+@dataclass(frozen=True)
+class BackupOptions:
+    """Azure Backup of the account's blobs: `none`, `operational` (continuous, kept in the
+    account) or `vaulted` (operational plus a daily copy of the container to a Backup vault)."""
+
+    mode: str = str(DEFAULTS["backup"])
+    operational_days: int = int(str(DEFAULTS["backupOperationalDays"]))
+    vaulted_days: int = int(str(DEFAULTS["backupVaultedDays"]))
+
+
+@dataclass(frozen=True)
+class CustomerKeyOptions:
+    """A customer-managed key: its Key Vault URI without a version (the account follows its
+    rotations) and a user-assigned identity, holding a role to use the key, that reads it."""
+
+    key_uri: str
+    identity_id: str
 
 
 @dataclass(frozen=True)
@@ -126,6 +151,22 @@ class SafetyNetStorageArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     network: NetworkRules = field(default_factory=NetworkRules)
     sweeper: SweeperOptions | None = None
+    lock: str = str(DEFAULTS["lock"])
+    """`CanNotDelete`: a Resource Manager delete lock on the account; `none`: no lock."""
+    lock_preflight: LockPreflight = field(default_factory=LockPreflight)
+    """Where the preview reads the deployer's right to create the lock (Resource Manager's
+    endpoint; another cloud's for a sovereign cloud)."""
+    log_retention_days: int = int(str(DEFAULTS["logRetentionDays"]))
+    """How long the workspace keeps the blob resource logs and the sweeper's telemetry."""
+    point_in_time_restore_days: int = int(str(DEFAULTS["pointInTimeRestoreDays"]))
+    """0: off; otherwise below the blob soft-delete days, with versioning and change feed on."""
+    change_feed: bool = bool(DEFAULTS["changeFeed"])
+    backup: BackupOptions = field(default_factory=BackupOptions)
+    customer_key: CustomerKeyOptions | None = None
+    """None: Microsoft-managed keys."""
+    defender_for_storage: bool = False
+    """Microsoft Defender for Storage on the account (billed per account); off by default, as a
+    subscription-wide plan is often a security team's to run."""
 
 
 def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
@@ -151,6 +192,16 @@ def stack_config(args: SafetyNetStorageArgs) -> StackConfig:
         "allowedSubnetIds": list(args.network.allowed_subnet_ids),
         "privateEndpointSubnetId": args.network.private_endpoint_subnet_id or "",
         "privateDnsZoneId": args.network.private_dns_zone_id or "",
+        "lock": args.lock,
+        "logRetentionDays": args.log_retention_days,
+        "pointInTimeRestoreDays": args.point_in_time_restore_days,
+        "changeFeed": args.change_feed,
+        "backup": args.backup.mode,
+        "backupOperationalDays": args.backup.operational_days,
+        "backupVaultedDays": args.backup.vaulted_days,
+        "encryptionKeyUri": "" if args.customer_key is None else args.customer_key.key_uri,
+        "encryptionIdentityId": "" if args.customer_key is None else args.customer_key.identity_id,
+        "defenderForStorage": args.defender_for_storage,
     }
     if args.sweeper is not None:
         raw |= {
@@ -178,6 +229,7 @@ TRACKED_TYPES = frozenset(
         "azure-native:web:AppServicePlan",
         "azure-native:keyvault:Vault",
         "azure-native:network:PrivateEndpoint",
+        "azure-native:dataprotection:BackupVault",
     }
 )
 """The ARM tracked resources the component creates: the ones that take `tags`."""
@@ -220,6 +272,9 @@ class SafetyNetStorage(pulumi.ComponentResource):
     sweeper_principal_id: pulumi.Output[str] | None
     verifier_principal_id: pulumi.Output[str] | None
     key_vault_name: pulumi.Output[str] | None
+    lock: authorization.ManagementLockByScope | None
+    """The account's delete lock (None with `lock="none"`)."""
+    data_account: storage.StorageAccount
 
     def __init__(
         self, name: str, args: SafetyNetStorageArgs, opts: pulumi.ResourceOptions | None = None
@@ -242,6 +297,7 @@ class SafetyNetStorage(pulumi.ComponentResource):
             f"{name}-monitoring",
             resource_group_name=args.resource_group_name,
             location=config.location,
+            retention_days=config.log_retention_days,
             opts=child,
         )
         data = DataAccount(
@@ -290,7 +346,27 @@ class SafetyNetStorage(pulumi.ComponentResource):
             verifier_app_principal_id=self.verifier_principal_id,
             opts=child,
         )
+        self.lock = (
+            None
+            if not config.locked
+            else delete_lock(
+                f"{name}-lock",
+                account_id=data.account.id,
+                notes=checked_notes(
+                    args.lock_preflight,
+                    subscription_id=client.subscription_id,
+                    resource_group_name=args.resource_group_name,
+                    parent=self,
+                ),
+                # The role assignments on the container are under the account too.
+                guarded=[*data.guarded, access],
+                parent=self,
+            )
+        )
         self.account_name = data.account.name
+        self.data_account = data.account
+        """The account resource itself, for `deleted_with` on resources a program adds under it
+        (a lock on the account refuses their delete; deleted with it, they need none)."""
         self.account_id = data.account.id
         self.blob_endpoint = data.blob_endpoint
         self.container_name = data.container.name
@@ -347,5 +423,6 @@ class SafetyNetStorage(pulumi.ComponentResource):
             private_dns_zone_id=None
             if data.private_endpoint is None
             else data.private_endpoint.zone_id,
+            workspace_id=monitoring.workspace.id,
             opts=pulumi.ResourceOptions(parent=self),
         )

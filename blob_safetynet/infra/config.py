@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Final
+from typing import Final, TypedDict
 from urllib.parse import parse_qs, urlsplit
 
 from blob_safetynet.settings import appsettings, untrusted
@@ -37,6 +37,29 @@ DATABASE_AUTH_MODES: Final = appsettings.DB_AUTH_MODES
 MIN_DEPLOYED_CUTOFF: Final = timedelta(minutes=1)
 """The deployed sweeper's cutoff floor (the CLI's is 1s): a Function whose schedule fires every
 few minutes gains nothing from a cutoff under a minute, which only risks racing live uploads."""
+
+STORAGE_SKUS: Final = (
+    "Standard_LRS",
+    "Standard_ZRS",
+    "Standard_GRS",
+    "Standard_RAGRS",
+    "Standard_GZRS",
+    "Standard_RAGZRS",
+)
+"""The SKUs a StorageV2 account holding block blobs takes: ARM's SKU table ("SKU Types",
+https://learn.microsoft.com/rest/api/storagerp/srp_sku_types) allows these and Premium_LRS and
+Premium_ZRS for StorageV2, but a premium StorageV2 account is a premium page blob account ("Storage
+account overview", https://learn.microsoft.com/azure/storage/common/storage-account-overview),
+where block blobs, blob index tags and lifecycle rules do not exist. The StandardV2_* and
+PremiumV2_* names are FileStorage SKUs."""
+PAGE_BLOB_SKUS: Final = frozenset({"Premium_LRS", "Premium_ZRS"})
+LOCK_LEVELS: Final = ("CanNotDelete", "none")
+READ_ONLY_LOCK: Final = "ReadOnly"
+MIN_LOG_RETENTION_DAYS: Final = 30
+MAX_LOG_RETENTION_DAYS: Final = 730
+"""A workspace keeps data interactively 30 days by default and up to two years; under 31 days
+costs the same ("Manage data retention in a Log Analytics workspace",
+https://learn.microsoft.com/azure/azure-monitor/logs/data-retention-configure)."""
 
 DEFAULTS: Final[Mapping[str, object]] = {
     "location": "westeurope",
@@ -71,6 +94,18 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "verifySchedule": "0 30 3 * * *",
     "alertEmails": [],
     WEBHOOKS_KEY: [],
+    # The nets Microsoft recommends for an account (issue 46); see NETS below.
+    "lock": "CanNotDelete",
+    "logRetentionDays": 30,
+    "pointInTimeRestoreDays": 0,
+    "changeFeed": False,
+    # The remaining nets (issue 46): backup, customer-managed keys, Defender for Storage.
+    "backup": "none",
+    "backupOperationalDays": 7,
+    "backupVaultedDays": 30,
+    "encryptionKeyUri": "",
+    "encryptionIdentityId": "",
+    "defenderForStorage": False,
 }
 """Every key with a default. `sweeperDatabaseUrl` has none: it is required and must be a secret."""
 
@@ -81,10 +116,14 @@ _PRINCIPALS_SHAPE: Final = (
     "possibly empty (apps and managed identities are ServicePrincipal)"
 )
 
+MAX_OPERATIONAL_DAYS: Final = 360
+"""The operational tier's longest retention ("The backup policy can have a maximum retention of
+360 days", https://learn.microsoft.com/azure/backup/blob-backup-overview)."""
+MAX_VAULTED_DAYS: Final = 3650
+"""The vaulted tier keeps data "for up to 10 years" (same page)."""
+
 ALLOWED: Final[Mapping[str, str]] = {
     "location": "an Azure region name: lowercase letters and digits, e.g. westeurope",
-    "storageSku": "one of Standard_LRS, Standard_ZRS, Standard_GRS, Standard_RAGRS, "
-    "Standard_GZRS, Standard_RAGZRS",
     "containerName": "3-63 characters: lowercase letters, digits and single hyphens, "
     f"starting and ending with a letter or digit; not {DEFAULT_INVENTORY_CONTAINER} (the Blob "
     "Inventory reports' container)",
@@ -148,21 +187,37 @@ ALLOWED: Final[Mapping[str, str]] = {
     f"digits and _ (at most {appsettings.MAX_TABLE_NAME} characters)",
     "sweeperColumns": "an object of the columns named otherwise than their key, e.g. "
     f'{{"id": "file_id", "name": "path"}}; keys {", ".join(appsettings.COLUMN_KEYS)}',
+    "lock": "CanNotDelete (an Azure Resource Manager delete lock on the data account) or none; "
+    "ReadOnly is refused (it blocks List Keys and the stack's own management writes)",
+    "logRetentionDays": "an integer from 30 to 730: how long the Log Analytics workspace keeps "
+    "the blob resource logs (who read, wrote and deleted what) and the sweeper's telemetry",
+    "storageSku": "one of " + ", ".join(STORAGE_SKUS) + " (Premium_LRS and "
+    "Premium_ZRS make a StorageV2 account hold page blobs only, and the documents are block "
+    "blobs)",
+    "pointInTimeRestoreDays": "an integer from 0 (off) to 364, below blobSoftDeleteDays; "
+    "above 0 it needs versioning and changeFeed true",
+    "changeFeed": "true or false: the blob change feed, a log of every change to the blobs "
+    "(point-in-time restore needs it)",
+    "backup": "none, operational (Azure Backup's continuous tier, kept in the account itself) "
+    "or vaulted (the operational tier plus a daily copy to a Backup vault); operational and "
+    "vaulted need versioning true and blobSoftDeleteDays at least backupOperationalDays + 5",
+    "backupOperationalDays": f"an integer from 1 to {MAX_OPERATIONAL_DAYS}: how far back the "
+    "operational tier restores",
+    "backupVaultedDays": f"an integer from 1 to {MAX_VAULTED_DAYS} (10 years): how long the "
+    "vaulted tier keeps each daily recovery point",
+    "encryptionKeyUri": "a Key Vault key URI without a version, "
+    "https://<vault>.vault.azure.net/keys/<key>, so the account follows the key's rotations; "
+    "or empty (Microsoft-managed keys); needs encryptionIdentityId",
+    "encryptionIdentityId": "the resource id of a user-assigned managed identity that holds "
+    "Key Vault Crypto Service Encryption User on the key; or empty; needed by, and only with, "
+    "encryptionKeyUri",
+    "defenderForStorage": "true or false: turn Microsoft Defender for Storage on for the data "
+    "account (billed per account and month; malware scanning stays off)",
 }
 """What each key accepts, in words: the docs table and every `ConfigError` quote these."""
 
 KEYS: Final = (*DEFAULTS, DATABASE_URL_KEY)
 
-_SKUS: Final = frozenset(
-    {
-        "Standard_LRS",
-        "Standard_ZRS",
-        "Standard_GRS",
-        "Standard_RAGRS",
-        "Standard_GZRS",
-        "Standard_RAGZRS",
-    }
-)
 _LOCATION: Final = re.compile(r"[a-z][a-z0-9]{1,49}")
 _CONTAINER: Final = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
 _GUID: Final = re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
@@ -241,6 +296,49 @@ def virtual_network_id(subnet_id: str) -> str:
     return subnet_id[: subnet_id.lower().rindex("/subnets/")]
 
 
+BACKUP_NONE: Final = "none"
+BACKUP_OPERATIONAL: Final = "operational"
+BACKUP_VAULTED: Final = "vaulted"
+BACKUP_MODES: Final = (BACKUP_NONE, BACKUP_OPERATIONAL, BACKUP_VAULTED)
+SOFT_DELETE_MARGIN_DAYS: Final = 5
+"""Operational backup sets blob soft delete to its retention plus five days ("Soft delete: Set
+to 'n+5' days", https://learn.microsoft.com/azure/backup/blob-backup-overview); a stack that
+asked for fewer would set it back under the backup at its next update."""
+
+
+@dataclass(frozen=True)
+class BackupConfig:
+    """Azure Backup for the data account: which tiers, and how long each keeps data."""
+
+    mode: str = BACKUP_NONE
+    operational_days: int = 7
+    vaulted_days: int = 30
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != BACKUP_NONE
+
+    @property
+    def vaulted(self) -> bool:
+        return self.mode == BACKUP_VAULTED
+
+
+@dataclass(frozen=True)
+class CustomerKey:
+    """A customer-managed key in Key Vault (no version: the account follows its rotations) and
+    the user-assigned identity the account reads it as."""
+
+    key_vault_uri: str
+    """`https://<vault>.vault.azure.net/`, as `keyVaultProperties.keyVaultUri` takes it."""
+    key_name: str
+    identity_id: str
+
+    @property
+    def key_uri(self) -> str:
+        """The versionless key URI, as `encryptionKeyUri` gives it."""
+        return f"{self.key_vault_uri}keys/{self.key_name}"
+
+
 @dataclass(frozen=True)
 class StackConfig:
     """The validated configuration the program is built from."""
@@ -270,6 +368,19 @@ class StackConfig:
     alert_emails: tuple[str, ...] = ()
     alert_webhooks: tuple[str, ...] = field(default=(), repr=False)
     inventory_report_days: int = 30
+    backup: BackupConfig = field(default_factory=BackupConfig)
+    customer_key: CustomerKey | None = None
+    defender_for_storage: bool = False
+    lock: str = "CanNotDelete"
+    """The data account's Resource Manager lock level, or "none"."""
+    log_retention_days: int = 30
+    point_in_time_restore_days: int = 0
+    """0: point-in-time restore off."""
+    change_feed: bool = False
+
+    @property
+    def locked(self) -> bool:
+        return self.lock != "none"
 
     @property
     def sweeper_period(self) -> timedelta:
@@ -323,13 +434,14 @@ def parse(
         )
 
     database_auth = _choice(values, DATABASE_AUTH_KEY, frozenset(DATABASE_AUTH_MODES))
+    nets = _nets(values)
     package = Path(_text(values, "sweeperPackagePath"))
     if root is not None and not package.is_absolute():
         package = root / package
 
     return StackConfig(
         location=_matching(values, "location", _LOCATION),
-        storage_sku=_choice(values, "storageSku", _SKUS),
+        storage_sku=_sku(values, "storageSku"),
         container_name=_container(values, "containerName"),
         blob_soft_delete_days=_integer(values, "blobSoftDeleteDays", 1, 365),
         container_soft_delete_days=_integer(values, "containerSoftDeleteDays", 1, 365),
@@ -358,6 +470,10 @@ def parse(
         alert_emails=_emails(values, "alertEmails"),
         alert_webhooks=_webhooks(values, WEBHOOKS_KEY),
         sweeper_table=_table_names(values, "sweeperTable", "sweeperColumns"),
+        **nets,
+        backup=_backup(values),
+        customer_key=_customer_key(values),
+        defender_for_storage=_boolean(values, "defenderForStorage"),
     )
 
 
@@ -692,3 +808,168 @@ def _database_url(values: Mapping[str, object], database_auth: str) -> str:
                 "as the password",
             )
     return value
+
+
+def _sku(values: Mapping[str, object], key: str) -> str:
+    value = _text(values, key)
+    if value in PAGE_BLOB_SKUS:
+        raise ConfigError(
+            key,
+            f"{value!r} makes a premium page blob account (StorageV2 with a Premium SKU holds "
+            "page blobs only), where the documents' block blobs cannot be written",
+        )
+    if value not in STORAGE_SKUS:
+        raise ConfigError(key, f"{value!r} is not a StorageV2 SKU for block blobs")
+    return value
+
+
+def _lock(values: Mapping[str, object], key: str) -> str:
+    """The lock level; ReadOnly refused for what it would break
+    ("Apply an Azure Resource Manager lock to a storage account",
+    https://learn.microsoft.com/azure/storage/common/lock-account-resource; "Lock your
+    resources", https://learn.microsoft.com/azure/azure-resource-manager/management/lock-resources)."""
+    value = _text(values, key)
+    if value.casefold() == READ_ONLY_LOCK.casefold():
+        raise ConfigError(
+            key,
+            "ReadOnly is refused: a ReadOnly lock on a storage account blocks List Keys (a POST, "
+            "which ARM counts as a write), and so the portal's and az's data-plane paths that "
+            "use keys, and it blocks every management write this stack makes to the account "
+            "(the lifecycle rule, the blob service properties, the network rules); CanNotDelete "
+            "keeps the account from being deleted and lets the stack keep managing it",
+        )
+    if value not in LOCK_LEVELS:
+        raise ConfigError(key, f"{value!r} is not allowed")
+    return value
+
+
+class _Nets(TypedDict):
+    lock: str
+    log_retention_days: int
+    point_in_time_restore_days: int
+    change_feed: bool
+
+
+def _nets(values: Mapping[str, object]) -> _Nets:
+    """The lock, the log retention, and point-in-time restore with what ARM requires of it: blob
+    soft delete, versioning and the change feed on, and restore days below the soft-delete days
+    ("Point-in-time restore for block blobs",
+    https://learn.microsoft.com/azure/storage/blobs/point-in-time-restore-overview)."""
+    restore_days = _integer(values, "pointInTimeRestoreDays", 0, 364)
+    change_feed = _boolean(values, "changeFeed")
+    if restore_days:
+        soft_delete_days = _integer(values, "blobSoftDeleteDays", 1, 365)
+        if not _boolean(values, "versioning"):
+            raise ConfigError(
+                "pointInTimeRestoreDays",
+                f"{restore_days} needs versioning true: point-in-time restore rebuilds blobs "
+                "from their versions",
+            )
+        if not change_feed:
+            raise ConfigError(
+                "pointInTimeRestoreDays",
+                f"{restore_days} needs changeFeed true: point-in-time restore replays the "
+                "change feed",
+            )
+        if restore_days >= soft_delete_days:
+            raise ConfigError(
+                "pointInTimeRestoreDays",
+                f"{restore_days} is not below blobSoftDeleteDays={soft_delete_days}: ARM "
+                "requires the restore period to be at least a day shorter than blob soft delete",
+            )
+    return _Nets(
+        lock=_lock(values, "lock"),
+        log_retention_days=_integer(
+            values, "logRetentionDays", MIN_LOG_RETENTION_DAYS, MAX_LOG_RETENTION_DAYS
+        ),
+        point_in_time_restore_days=restore_days,
+        change_feed=change_feed,
+    )
+
+
+_KEY_URI: Final = re.compile(
+    r"(?P<vault>https://[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]\."
+    r"(vault\.azure\.net|vault\.usgovcloudapi\.net|vault\.azure\.cn|managedhsm\.azure\.net))"
+    r"(:443)?/keys/(?P<key>[A-Za-z0-9-]{1,127})(?P<version>/[^/]*)?/?",
+)
+"""A Key Vault (or Managed HSM) key URI, its version if it has one ("Azure Key Vault keys,
+secrets and certificates overview": object identifiers,
+https://learn.microsoft.com/azure/key-vault/general/about-keys-secrets-certificates)."""
+_USER_IDENTITY: Final = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w._()]{1,90}/providers/"
+    r"Microsoft\.ManagedIdentity/userAssignedIdentities/[A-Za-z0-9][-\w]{2,127}",
+    re.IGNORECASE,
+)
+
+
+def _backup(values: Mapping[str, object]) -> BackupConfig:
+    """The backup keys. Azure Backup turns on what its tiers rely on (versioning, change feed,
+    point-in-time restore, soft delete of n+5 days, a delete lock: "Overview of Azure Blob
+    backup", https://learn.microsoft.com/azure/backup/blob-backup-overview; vaulted backup copies
+    by object replication, which needs versioning too); a stack that declared them off would turn
+    them off again at its next update, under the backup, so that is refused here."""
+    backup = BackupConfig(
+        mode=_choice(values, "backup", frozenset(BACKUP_MODES)),
+        operational_days=_integer(values, "backupOperationalDays", 1, MAX_OPERATIONAL_DAYS),
+        vaulted_days=_integer(values, "backupVaultedDays", 1, MAX_VAULTED_DAYS),
+    )
+    if not backup.enabled:
+        return backup
+    if not _boolean(values, "versioning"):
+        raise ConfigError(
+            "backup",
+            f"{backup.mode!r} needs versioning true: Azure Backup turns blob versioning on, and "
+            "versioning false would turn it off under the backup",
+        )
+    soft_delete = _integer(values, "blobSoftDeleteDays", 1, 365)
+    needed = backup.operational_days + SOFT_DELETE_MARGIN_DAYS
+    if soft_delete < needed:
+        raise ConfigError(
+            "blobSoftDeleteDays",
+            f"{soft_delete} is shorter than backupOperationalDays + {SOFT_DELETE_MARGIN_DAYS} = "
+            f"{needed}, the soft delete retention Azure Backup sets for its operational tier",
+        )
+    return backup
+
+
+def _customer_key(values: Mapping[str, object]) -> CustomerKey | None:
+    """The customer-managed key, or None (Microsoft-managed keys). A versioned URI is refused:
+    with the version omitted "Azure Storage automatically uses the latest version of the key"
+    ("Automatically update the key version",
+    https://learn.microsoft.com/azure/storage/common/customer-managed-keys-overview), so a
+    rotation needs no update of the stack; with one, each rotation must be deployed by hand."""
+    uri = values.get("encryptionKeyUri")
+    identity = values.get("encryptionIdentityId")
+    given_uri = isinstance(uri, str) and bool(uri.strip())
+    given_identity = isinstance(identity, str) and bool(identity.strip())
+    if not given_uri and uri not in (None, ""):
+        raise ConfigError("encryptionKeyUri", f"{uri!r} is not a string")
+    if not given_uri:
+        if given_identity:
+            raise ConfigError(
+                "encryptionIdentityId", "is set without encryptionKeyUri: no key uses it"
+            )
+        return None
+    match = _KEY_URI.fullmatch(str(uri).strip())
+    if match is None:
+        raise ConfigError("encryptionKeyUri", f"{uri!r} is not a Key Vault key URI")
+    if match["version"] not in (None, "/"):
+        raise ConfigError(
+            "encryptionKeyUri",
+            f"{uri!r} names a key version; omit it so the account follows the key's rotations",
+        )
+    if not given_identity:
+        raise ConfigError(
+            "encryptionIdentityId",
+            "is missing: the account reads the key in encryptionKeyUri as a user-assigned identity",
+        )
+    if _USER_IDENTITY.fullmatch(str(identity).strip()) is None:
+        raise ConfigError(
+            "encryptionIdentityId",
+            f"{identity!r} is not the resource id of a user-assigned managed identity",
+        )
+    return CustomerKey(
+        key_vault_uri=f"{match['vault'].lower()}/",
+        key_name=match["key"],
+        identity_id=str(identity).strip(),
+    )

@@ -1,4 +1,4 @@
-"""Blob Inventory for the data account: a daily Parquet report of the protocol container.
+"""Blob Inventory for the data account: two daily Parquet reports of the protocol container.
 
 `safetynet reconcile --inventory` joins the newest run with the documents table instead of
 listing the container (docs/sweeper.md#reconcile-from-blob-inventory). The rule asks for what
@@ -9,6 +9,17 @@ https://learn.microsoft.com/azure/storage/blobs/blob-inventory. The destination 
 private and readable (the reader role) by the reader principals, who audit with reconcile, and
 the uploader principals, who run `reconcile --repair`; nothing else. The service itself writes
 the reports: no role assignment is needed for that.
+
+The second rule (`safetynetrecover`, its runs under their own folder of the same container:
+`YYYY/MM/DD/HH-MM-SS/<rule>/`) is `safetynet recover --inventory`'s candidate list: the same
+container with its soft-deleted blobs (`includeDeleted`), snapshots (`includeSnapshots`) and,
+when versioning is on, previous versions (`includeBlobVersions`). It is a rule of its own because
+reconcile's join refuses a report that includes them: a deleted blob or an old version in it
+would read as a live blob. The fields each flag requires are ARM's ("'VersionId and
+IsCurrentVersion' are required if this property is set to true, else they must be excluded";
+for an account without a hierarchical namespace, includeDeleted needs "'Deleted and
+RemainingRetentionDays'"; includeSnapshots needs 'Snapshot'), so the version fields and flag go
+together, on only with versioning: an account without it keeps no versions to report.
 """
 
 from __future__ import annotations
@@ -21,7 +32,13 @@ from pulumi_azure_native import authorization, storage
 
 from blob_safetynet.infra.config import Principal
 from blob_safetynet.settings import appsettings
-from blob_safetynet.settings.vocabulary import DEFAULT_INVENTORY_CONTAINER, INVENTORY_SCHEMA_FIELDS
+from blob_safetynet.settings.vocabulary import (
+    DEFAULT_INVENTORY_CONTAINER,
+    INVENTORY_SCHEMA_FIELDS,
+    RECOVER_INVENTORY_RULE,
+    RECOVER_INVENTORY_SCHEMA_FIELDS,
+    RECOVER_VERSION_FIELDS,
+)
 
 RULE_NAME: Final = appsettings.INVENTORY_RULE.default or "safetynet"
 
@@ -51,6 +68,31 @@ def inventory_rule(
     )
 
 
+def recover_rule(
+    destination: pulumi.Input[str], container: pulumi.Input[str], versioning: bool
+) -> storage.BlobInventoryPolicyRuleArgs:
+    """Daily, Parquet, block blobs of the protocol container with the copies the nets keep."""
+    fields = [*RECOVER_INVENTORY_SCHEMA_FIELDS, *(RECOVER_VERSION_FIELDS if versioning else ())]
+    return storage.BlobInventoryPolicyRuleArgs(
+        name=RECOVER_INVENTORY_RULE,
+        enabled=True,
+        destination=destination,
+        definition=storage.BlobInventoryPolicyDefinitionArgs(
+            format=storage.Format.PARQUET,
+            schedule=storage.Schedule.DAILY,
+            object_type=storage.ObjectType.BLOB,
+            schema_fields=fields,
+            filters=storage.BlobInventoryPolicyFilterArgs(
+                blob_types=["blockBlob"],
+                prefix_match=[pulumi.Output.concat(container, "/")],
+                include_snapshots=True,
+                include_blob_versions=versioning,
+                include_deleted=True,
+            ),
+        ),
+    )
+
+
 class Inventory(pulumi.ComponentResource):
     """The destination container, the account's inventory policy, and the readers' access."""
 
@@ -66,10 +108,14 @@ class Inventory(pulumi.ComponentResource):
         data_container_name: pulumi.Input[str],
         reader_role_definition_id: pulumi.Input[str],
         principals: Sequence[Principal],
+        deleted_with: pulumi.Resource | None = None,
+        versioning: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`deleted_with`: the data account. Everything here lives under it, and a delete lock
+        on it refuses their own deletes, so `pulumi destroy` leaves them to the account's."""
         super().__init__("safetynet:storage:Inventory", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, deleted_with=deleted_with)
         self.container = storage.BlobContainer(
             f"{name}-container",
             container_name=DEFAULT_INVENTORY_CONTAINER,
@@ -87,10 +133,15 @@ class Inventory(pulumi.ComponentResource):
             policy=storage.BlobInventoryPolicySchemaArgs(
                 enabled=True,
                 type=storage.InventoryRuleType.INVENTORY,
-                rules=[inventory_rule(self.container.name, data_container_name)],
+                rules=[
+                    inventory_rule(self.container.name, data_container_name),
+                    recover_rule(self.container.name, data_container_name, versioning),
+                ],
             ),
             # "The destination container must already exist."
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.container], deleted_with=deleted_with
+            ),
         )
         for principal in dict.fromkeys(principals):
             authorization.RoleAssignment(

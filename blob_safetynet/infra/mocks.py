@@ -3,8 +3,8 @@ runs offline, and what the tests run the program with (tests/infra/harness.py).
 
 No Pulumi CLI, no backend, no credential: `pulumi.runtime.set_mocks` replaces the engine
 (https://www.pulumi.com/docs/iac/guides/testing/unit/), and `ArmMocks` answers each resource
-with the ids, names, endpoints and identities the program reads back, and the two invokes it
-makes (`getClientConfig`, `getSubnet`). `run_under_mocks` records every registration: type,
+with the ids, names, endpoints and identities the program reads back, and the invokes it
+makes (`getClientConfig`, `getSubnet`; `getClientToken` in preview only). `run_under_mocks` records every registration: type,
 logical name, inputs (secrets unwrapped), what the mock answered, parent, dependencies,
 protection, URN and aliases.
 
@@ -32,6 +32,8 @@ DEPLOYER_OBJECT_ID: Final = "00000000-0000-0000-0000-0000000000cc"
 STACK_TYPE: Final = "pulumi:pulumi:Stack"
 CLIENT_CONFIG: Final = "azure-native:authorization:getClientConfig"
 GET_SUBNET: Final = "azure-native:network:getSubnet"
+CLIENT_TOKEN: Final = "azure-native:authorization:getClientToken"  # noqa: S105 (a token name)
+MOCK_ARM_TOKEN: Final = "mock-arm-token"  # noqa: S105 (what the mocks' getClientToken answers)
 
 _SECRET_SIG: Final = "4dabf18193072939515e22adb298388d"  # noqa: S105 (a marker, not a secret)
 """The key Pulumi's wire format marks a secret value with (pulumi.runtime.rpc)."""
@@ -77,6 +79,8 @@ class RegisteredResource:
     state: dict[str, Any] = field(default_factory=dict)
     """What the mock answered as the resource's outputs: its inputs, plus what ARM adds."""
     parent_urn: str = ""
+    deleted_with: str = ""
+    """Logical name of the resource whose delete deletes it (`deleted_with`), or empty."""
 
 
 @dataclass
@@ -84,6 +88,8 @@ class StackRun:
     resources: list[RegisteredResource]
     outputs: dict[str, Any] = field(default_factory=dict)
     subnet_reads: list[str] = field(default_factory=list)
+    invokes: list[str] = field(default_factory=list)
+    """The token of every invoke the program made, in order."""
 
     def of_type(self, type_: str) -> list[RegisteredResource]:
         return [res for res in self.resources if res.type == type_]
@@ -123,6 +129,19 @@ def policy_identity_principal(logical: str) -> str:
     return _uuid("policy-identity", logical)
 
 
+def _answered_identity(given: dict[str, Any], system_name: str | None = None) -> dict[str, Any]:
+    """An identity as ARM answers it: inputs list the user-assigned identity ids, ARM answers
+    with a map keyed by them; a system-assigned one gets a principal id."""
+    identity = dict(given)
+    identity.update(tenantId=TENANT_ID)
+    assigned = identity.get("userAssignedIdentities") or []
+    if isinstance(assigned, list):
+        identity["userAssignedIdentities"] = {key: {} for key in assigned}
+    if system_name is not None and "SystemAssigned" in str(identity.get("type", "")):
+        identity["principalId"] = _uuid("principal", system_name)
+    return identity
+
+
 def _storage_name(logical: str) -> str:
     return "".join(ch for ch in logical.lower() if ch.isalnum())[:18] + "mock"
 
@@ -136,6 +155,7 @@ class ArmMocks(pulumi.runtime.Mocks):
         self.mutate = mutate
         self.subnets = {key.lower(): value for key, value in (subnets or {}).items()}
         self.subnet_reads: list[str] = []
+        self.invokes: list[str] = []
         self.captured: dict[tuple[str, str], tuple[dict[str, Any], frozenset[str]]] = {}
         self.answered: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
 
@@ -166,6 +186,8 @@ class ArmMocks(pulumi.runtime.Mocks):
             account = inputs.get("accountName") or _storage_name(name)
             state["name"] = account
             state["primaryEndpoints"] = {"blob": f"https://{account}.blob.core.windows.net/"}
+            if isinstance(inputs.get("identity"), dict):
+                state["identity"] = _answered_identity(inputs["identity"], name)
             return f"{group}/providers/Microsoft.Storage/storageAccounts/{account}", state
         if typ == "azure-native:storage:BlobContainer":
             state["name"] = inputs.get("containerName", name)
@@ -212,18 +234,14 @@ class ArmMocks(pulumi.runtime.Mocks):
         if typ == "azure-native:web:WebApp":
             site = inputs.get("name") or name
             state["name"] = site
-            identity = dict(inputs.get("identity") or {})
-            identity.update(tenantId=TENANT_ID)
-            # Inputs list the identity ids; ARM answers with a map keyed by them.
-            assigned = identity.get("userAssignedIdentities") or []
-            if isinstance(assigned, list):
-                identity["userAssignedIdentities"] = {key: {} for key in assigned}
-            state["identity"] = identity
+            state["identity"] = _answered_identity(inputs.get("identity") or {})
             state["hostNameSslStates"] = [
                 {"name": f"{site}.azurewebsites.net", "hostType": "Standard"},
                 {"name": f"{site}.scm.azurewebsites.net", "hostType": "Repository"},
             ]
             return f"{group}/providers/Microsoft.Web/sites/{site}", state
+        if typ.startswith("azure-native:dataprotection:"):
+            return self._backup_state(typ, name, inputs, state, group)
         if typ == "azure-native:applicationinsights:Component":
             key = _uuid("instrumentation", name)
             state["connectionString"] = (
@@ -231,6 +249,25 @@ class ArmMocks(pulumi.runtime.Mocks):
             )
             return f"{group}/providers/Microsoft.Insights/components/{name}", state
         return f"{group}/providers/{typ.replace(':', '/')}/{name}", state
+
+    @staticmethod
+    def _backup_state(
+        typ: str, name: str, inputs: dict[str, Any], state: dict[str, Any], group: str
+    ) -> tuple[str, dict[str, Any]]:
+        """A Backup vault's id and system-assigned identity (what its role assignment names);
+        its policies and backup instances under it."""
+        if typ.endswith(":BackupVault"):
+            vault = inputs.get("vaultName") or name
+            state["name"] = vault
+            state["identity"] = {
+                **(inputs.get("identity") or {}),
+                "principalId": _uuid("principal", name),
+                "tenantId": TENANT_ID,
+            }
+            return f"{group}/providers/Microsoft.DataProtection/backupVaults/{vault}", state
+        collection = "backupPolicies" if typ.endswith(":BackupPolicy") else "backupInstances"
+        vault_id = f"{group}/providers/Microsoft.DataProtection/backupVaults/{inputs['vaultName']}"
+        return f"{vault_id}/{collection}/{name}", state
 
     @staticmethod
     def _policy_state(
@@ -268,6 +305,7 @@ class ArmMocks(pulumi.runtime.Mocks):
     ) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         """An invoke's result and its failures (none: the invoke succeeded; pulumi's mock monitor
         iterates them, so never None)."""
+        self.invokes.append(args.token)
         if args.token == CLIENT_CONFIG:
             config = {
                 "clientId": _uuid("client"),
@@ -276,6 +314,9 @@ class ArmMocks(pulumi.runtime.Mocks):
                 "tenantId": TENANT_ID,
             }
             return config, []
+        if args.token == CLIENT_TOKEN:
+            # Asked only in preview (the lock's pre-flight, blob_safetynet/infra/lock.py).
+            return {"token": MOCK_ARM_TOKEN}, []
         if args.token == GET_SUBNET:
             subnet = (
                 f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{args.args['resourceGroupName']}"
@@ -302,6 +343,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.dependencies: dict[str, list[str]] = {}
         self.protected: dict[str, bool] = {}
         self.aliases: dict[str, frozenset[str]] = {}
+        self.deleted_with: dict[str, str] = {}
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         # The engine's rule (pulumi/pulumi sdk/go/common/resource/urn.go, NewURN): the parent's
@@ -329,6 +371,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.parents[response.urn] = request.parent
         self.dependencies[response.urn] = list(request.dependencies)
         self.protected[response.urn] = bool(request.protect)
+        self.deleted_with[response.urn] = request.deletedWith
         if request.type != STACK_TYPE:
             self.order.append((response.urn, request.type, request.name, bool(request.custom)))
         return response
@@ -341,14 +384,15 @@ def run_under_mocks(
     stack: str,
     mutate: Mutate | None = None,
     subnets: Mapping[str, Mapping[str, Any]] | None = None,
+    preview: bool = False,
 ) -> StackRun:
     """Runs `program` once under fresh mocks and a fresh root stack; every registration and the
-    resolved stack outputs."""
+    resolved stack outputs. `preview`: run it as `pulumi preview` does (`is_dry_run()` true)."""
     mocks = ArmMocks(mutate, subnets)
     monitor = RecordingMonitor(mocks)
     # A fresh root stack per run: set_mocks creates one only when none exists.
     pulumi_settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
     outputs: dict[str, Any] = {}
 
     async def body() -> None:
@@ -356,7 +400,17 @@ def run_under_mocks(
         resolved = await pulumi.Output.all(**declared).future()
         outputs.update(resolved or {})
 
-    _sync_await(run_pulumi_func(body))
+    try:
+        _sync_await(run_pulumi_func(body))
+    except BaseException:
+        # A failed run (a preview refused by the lock's pre-flight) leaves its outstanding
+        # outputs and its RPC error in the process-wide settings, where the next run in the same
+        # process would await them and raise them again.
+        for task in list(pulumi_settings.SETTINGS.outputs):
+            task.cancel()
+        pulumi_settings.SETTINGS.outputs.clear()
+        pulumi_settings.SETTINGS.rpc_manager.clear()
+        raise
     return StackRun(
         resources=[
             _registered(urn, typ, name, custom, mocks, monitor)
@@ -364,6 +418,7 @@ def run_under_mocks(
         ],
         outputs=outputs,
         subnet_reads=mocks.subnet_reads,
+        invokes=mocks.invokes,
     )
 
 
@@ -392,4 +447,5 @@ def _registered(
         id=resource_id,
         state=state,
         parent_urn=parent_urn,
+        deleted_with=monitor.by_urn.get(monitor.deleted_with.get(urn, ""), ("", ""))[1],
     )

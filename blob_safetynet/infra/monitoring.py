@@ -8,6 +8,7 @@ import pulumi
 from pulumi_azure_native import applicationinsights, operationalinsights
 
 LOG_RETENTION_DAYS: Final = 30
+"""The default of the stack's `logRetentionDays`."""
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -27,6 +28,7 @@ class Monitoring(pulumi.ComponentResource):
         *,
         resource_group_name: pulumi.Input[str],
         location: str,
+        retention_days: int = LOG_RETENTION_DAYS,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("safetynet:monitoring:Monitoring", name, None, opts)
@@ -38,7 +40,7 @@ class Monitoring(pulumi.ComponentResource):
             sku=operationalinsights.WorkspaceSkuArgs(
                 name=operationalinsights.WorkspaceSkuNameEnum.PER_GB2018
             ),
-            retention_in_days=LOG_RETENTION_DAYS,
+            retention_in_days=retention_days,
             opts=child,
         )
         self.insights = applicationinsights.Component(

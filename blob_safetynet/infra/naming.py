@@ -94,6 +94,13 @@ NAME_RULES: Final[dict[str, tuple[str, re.Pattern[str]]]] = {
         "in a space or period",
         _printable_name(r"*<>%{}&:\\?/#|"),
     ),
+    # "Management Locks - Create Or Update At Resource Level": "at most 260 characters. It
+    # cannot contain <, > %, &, :, \\, ?, /, or any control characters"
+    # (https://learn.microsoft.com/rest/api/resources/management-locks/create-or-update-at-resource-level).
+    "azure-native:authorization:ManagementLockByScope": (
+        "1-260 characters without < > % & : \\ ? / or control characters",
+        re.compile(r"[^<>%&:\\?/\x00-\x1f\x7f]{1,260}"),
+    ),
 }
 """Registered type -> (rule in words, pattern the whole name must match)."""
 
@@ -114,6 +121,7 @@ NAME_INPUTS: Final[dict[str, str]] = {
     "azure-native:monitor:DiagnosticSetting": "name",
     "azure-native:monitor:ActionGroup": "actionGroupName",
     "azure-native:monitor:ScheduledQueryRule": "ruleName",
+    "azure-native:authorization:ManagementLockByScope": "lockName",
 }
 """The input that carries each type's ARM name; absent means azure-native auto-names it."""
 

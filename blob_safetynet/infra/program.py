@@ -18,6 +18,8 @@ from blob_safetynet.infra.access import READER, SWEEPER, UPLOADER, VERIFIER
 from blob_safetynet.infra.alerts import Alerts
 from blob_safetynet.infra.component import (
     Assignee,
+    BackupOptions,
+    CustomerKeyOptions,
     NetworkRules,
     SafetyNetStorage,
     SafetyNetStorageArgs,
@@ -87,6 +89,8 @@ def provision(config: StackConfig) -> dict[str, pulumi.Output[str]]:
         data_container_name=storage.container_name,
         reader_role_definition_id=storage.role_definition_ids[READER.key],
         principals=[*config.reader_principals, *config.uploader_principals],
+        deleted_with=storage.data_account,
+        versioning=config.versioning,
     )
     roles = storage.role_definition_ids
     outputs: dict[str, pulumi.Output[str]] = {
@@ -130,6 +134,10 @@ def storage_args(
         versioning=config.versioning,
         version_expiry_days=config.version_expiry_days,
         infrastructure_encryption=config.infrastructure_encryption,
+        lock=config.lock,
+        log_retention_days=config.log_retention_days,
+        point_in_time_restore_days=config.point_in_time_restore_days,
+        change_feed=config.change_feed,
         uploaders=_assignees(config.uploader_principals),
         readers=_assignees(config.reader_principals),
         verifiers=_assignees(config.verifier_principals),
@@ -157,6 +165,17 @@ def storage_args(
             lease=config.sweeper_lease,
             deployer_principal_type=config.deployer_principal_type,
         ),
+        backup=BackupOptions(
+            mode=config.backup.mode,
+            operational_days=config.backup.operational_days,
+            vaulted_days=config.backup.vaulted_days,
+        ),
+        customer_key=None
+        if config.customer_key is None
+        else CustomerKeyOptions(
+            key_uri=config.customer_key.key_uri, identity_id=config.customer_key.identity_id
+        ),
+        defender_for_storage=config.defender_for_storage,
     )
 
 

@@ -8,8 +8,9 @@ from typing import Final
 import pulumi
 from pulumi_azure_native import monitor, storage
 
-from blob_safetynet.infra.config import StackConfig
+from blob_safetynet.infra.config import CustomerKey, StackConfig
 from blob_safetynet.infra.network import BlobPrivateEndpoint
+from blob_safetynet.infra.protection import BlobBackup, defender_for_storage
 from blob_safetynet.settings.vocabulary import (
     DEFAULT_INVENTORY_CONTAINER,
     PENDING,
@@ -21,8 +22,12 @@ PENDING_RULE: Final = "delete-abandoned-uploads"
 RETIRED_RULE: Final = "delete-retired-blobs"
 VERSIONS_RULE: Final = "expire-old-versions"
 INVENTORY_RULE: Final = "expire-inventory-reports"
-AUDITED_LOGS: Final = ("StorageWrite", "StorageDelete")
-"""Blob logs sent to the workspace: who wrote and who deleted what, the questions after a loss."""
+AUDITED_LOGS: Final = ("StorageRead", "StorageWrite", "StorageDelete")
+"""Blob resource logs sent to the workspace: who read, wrote and deleted what, the questions
+after a loss or a leak. The three categories of the blob service's diagnostic setting
+("Monitor Azure Blob Storage", https://learn.microsoft.com/azure/storage/blobs/monitor-blob-storage;
+"Azure Blob Storage monitoring data reference",
+https://learn.microsoft.com/azure/storage/blobs/monitor-blob-storage-reference)."""
 
 
 def _delete_tagged(
@@ -186,6 +191,7 @@ def hardened_account(
     public_network_access: str,
     infrastructure_encryption: bool,
     opts: pulumi.ResourceOptions,
+    customer_key: CustomerKey | None = None,
 ) -> storage.StorageAccount:
     """A StorageV2 account that only Entra identities can use: the settings every account of
     this program shares (the data account and the sweeper's runtime account alike)."""
@@ -220,14 +226,77 @@ def hardened_account(
         # is created ("Enable infrastructure encryption for double encryption of data",
         # https://learn.microsoft.com/azure/storage/common/infrastructure-encryption-enable).
         encryption=storage.EncryptionArgs(
-            key_source=storage.KeySource.MICROSOFT_STORAGE,
+            key_source=_key_source(customer_key),
+            key_vault_properties=_key_vault_properties(customer_key),
+            encryption_identity=_encryption_identity(customer_key),
             require_infrastructure_encryption=infrastructure_encryption,
             services=storage.EncryptionServicesArgs(
                 blob=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
                 file=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
             ),
         ),
+        identity=_identity(customer_key),
         opts=opts,
+    )
+
+
+def blob_resource_logs(
+    name: str,
+    account: storage.StorageAccount,
+    workspace_id: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+) -> monitor.DiagnosticSetting:
+    """A diagnostic setting on the account's blob service sending every blob resource log
+    category the audit needs (`AUDITED_LOGS`) to the workspace; the same for every account."""
+    return monitor.DiagnosticSetting(
+        name,
+        resource_uri=account.id.apply(lambda account_id: f"{account_id}/blobServices/default"),
+        workspace_id=workspace_id,
+        logs=[
+            monitor.DiagnosticsLogSettingsArgs(category=category, enabled=True)
+            for category in AUDITED_LOGS
+        ],
+        opts=opts,
+    )
+
+
+def restore_policy(config: StackConfig) -> storage.RestorePolicyPropertiesArgs:
+    """Point-in-time restore as configured; off (0 days) by default. `config.parse` has checked
+    what ARM requires of it (versioning, change feed, fewer days than blob soft delete)."""
+    days = config.point_in_time_restore_days
+    return storage.RestorePolicyPropertiesArgs(enabled=days > 0, days=days or None)
+
+
+def _key_source(key: CustomerKey | None) -> storage.KeySource:
+    return (
+        storage.KeySource.MICROSOFT_STORAGE if key is None else storage.KeySource.MICROSOFT_KEYVAULT
+    )
+
+
+def _key_vault_properties(key: CustomerKey | None) -> storage.KeyVaultPropertiesArgs | None:
+    """The customer-managed key without its version, so Azure Storage checks the vault daily and
+    uses the latest ("Automatically update the key version",
+    https://learn.microsoft.com/azure/storage/common/customer-managed-keys-overview)."""
+    if key is None:
+        return None
+    return storage.KeyVaultPropertiesArgs(key_name=key.key_name, key_vault_uri=key.key_vault_uri)
+
+
+def _encryption_identity(key: CustomerKey | None) -> storage.EncryptionIdentityArgs | None:
+    """The user-assigned identity the key is read as: unlike a system-assigned one it exists
+    before the account, so a new account is created with the key already set ("Configure
+    customer-managed keys in the same tenant for a new storage account",
+    https://learn.microsoft.com/azure/storage/common/customer-managed-keys-configure-new-account)."""
+    if key is None:
+        return None
+    return storage.EncryptionIdentityArgs(encryption_user_assigned_identity=key.identity_id)
+
+
+def _identity(key: CustomerKey | None) -> storage.IdentityArgs | None:
+    if key is None:
+        return None
+    return storage.IdentityArgs(
+        type=storage.IdentityType.USER_ASSIGNED, user_assigned_identities=[key.identity_id]
     )
 
 
@@ -269,6 +338,7 @@ class DataAccount(pulumi.ComponentResource):
             ),
             public_network_access=config.network.public_network_access,
             infrastructure_encryption=config.infrastructure_encryption,
+            customer_key=config.customer_key,
             # The documents live here: a change that would replace the account (a new name,
             # say) fails the update instead of deleting it.
             opts=pulumi.ResourceOptions(parent=self, protect=True),
@@ -283,6 +353,9 @@ class DataAccount(pulumi.ComponentResource):
             delete_retention_policy=blob_soft_delete(config),
             container_delete_retention_policy=container_soft_delete(config),
             is_versioning_enabled=config.versioning,
+            # Sent even when off, so a portal change shows as drift at the next preview.
+            change_feed=storage.ChangeFeedArgs(enabled=config.change_feed),
+            restore_policy=restore_policy(config),
             # The retired-blob rule counts days since the last read.
             last_access_time_tracking_policy=storage.LastAccessTimeTrackingPolicyArgs(enable=True),
             opts=child,
@@ -327,19 +400,48 @@ class DataAccount(pulumi.ComponentResource):
             )
         )
 
-        self.audit = monitor.DiagnosticSetting(
+        self.audit = blob_resource_logs(
             f"{name}-blob-audit",
-            resource_uri=self.account.id.apply(
-                lambda account_id: f"{account_id}/blobServices/default"
-            ),
-            workspace_id=workspace_id,
-            logs=[
-                monitor.DiagnosticsLogSettingsArgs(category=category, enabled=True)
-                for category in AUDITED_LOGS
-            ],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service_properties]),
+            self.account,
+            workspace_id,
+            pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service_properties]),
         )
 
+        self.defender = (
+            defender_for_storage(f"{name}-defender", account_id=self.account.id, opts=child)
+            if config.defender_for_storage
+            else None
+        )
+        self.backup = (
+            BlobBackup(
+                f"{name}-backup",
+                config.backup,
+                location=config.location,
+                resource_group_name=resource_group_name,
+                account_id=self.account.id,
+                account_name=account_name,
+                container_name=config.container_name,
+                # The backup turns on versioning and soft delete itself; declared here first, the
+                # blob service's settings are what it finds, not what it fights.
+                depends_on=[self.container, self.blob_service_properties],
+                opts=child,
+            )
+            if config.backup.enabled
+            else None
+        )
+
+        self.guarded: list[pulumi.Resource] = [
+            self.account,
+            self.blob_service_properties,
+            self.container,
+            self.lifecycle,
+            self.audit,
+            *([] if self.private_endpoint is None else [self.private_endpoint]),
+            *([] if self.defender is None else [self.defender]),
+            *([] if self.backup is None else [self.backup]),
+        ]
+        """The account and every resource declared under it: what a delete lock on the account
+        must come after at create and before at destroy (blob_safetynet/infra/lock.py)."""
         self.blob_endpoint = self.account.primary_endpoints.apply(lambda ends: ends.blob)
         self.register_outputs(
             {

@@ -34,6 +34,7 @@ from blob_safetynet.infra.config import StackConfig
 from blob_safetynet.infra.network import BlobPrivateEndpoint
 from blob_safetynet.infra.package import FunctionPackage, PackageFile
 from blob_safetynet.infra.storage import (
+    blob_resource_logs,
     blob_soft_delete,
     container_soft_delete,
     hardened_account,
@@ -137,10 +138,12 @@ class SweeperApp(pulumi.ComponentResource):
         insights_id: pulumi.Input[str],
         insights_connection_string: pulumi.Input[str],
         private_dns_zone_id: pulumi.Input[str] | None = None,
+        workspace_id: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`private_dns_zone_id`: the blob zone the data account's endpoint registers in, for
-        the runtime account's own endpoint when the data account is private."""
+        the runtime account's own endpoint when the data account is private. `workspace_id`:
+        the Log Analytics workspace the runtime account's blob resource logs go to."""
         super().__init__("safetynet:sweeper:SweeperApp", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         subnet = config.network.sweeper_subnet_id
@@ -222,7 +225,7 @@ class SweeperApp(pulumi.ComponentResource):
             else None
         )
         # Timer locks and the deployment package get the same undo window as the documents.
-        storage.BlobServiceProperties(
+        runtime_blob_service = storage.BlobServiceProperties(
             f"{name}-runtime-blob-service",
             blob_services_name="default",
             account_name=self.runtime_account.name,
@@ -239,6 +242,14 @@ class SweeperApp(pulumi.ComponentResource):
             public_access=storage.PublicAccess.NONE,
             opts=child,
         )
+        if workspace_id is not None:
+            # Who replaced the deployment package or deleted a timer lock, as for the documents.
+            blob_resource_logs(
+                f"{name}-runtime-blob-audit",
+                self.runtime_account,
+                workspace_id,
+                pulumi.ResourceOptions(parent=self, depends_on=[runtime_blob_service]),
+            )
         blob_endpoint = self.runtime_account.primary_endpoints.apply(lambda ends: ends.blob)
         container_url = pulumi.Output.concat(blob_endpoint, DEPLOYMENT_CONTAINER)
 

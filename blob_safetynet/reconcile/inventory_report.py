@@ -14,8 +14,9 @@ a container name).
 The rows are sorted with pyarrow: sorted runs of at most RUN_ROWS rows spilled to Arrow IPC
 files, then merged FAN_IN at a time (`blob_safetynet.reconcile.inventory` says why not DuckDB).
 
-Just over 500 lines: the run's checks and the sorted reading of its rows share the report's
-field names, bounds and errors; split in two, each half would import the other's.
+Over 500 lines: the run's checks and the sorted reading of its rows share the report's
+field names, bounds and errors (and both serve reconcile's and recover's readers, through a
+rule check and a projection); split in two, each half would import the other's.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import base64
 import bisect
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -102,18 +103,31 @@ class InventoryRun:
     files: tuple[InventoryFile, ...]
 
 
+DefinitionCheck = Callable[[object, str, str], None]
+"""Refuses (InventoryConfigError) a manifest's ruleDefinition that cannot serve its reader:
+(definition, data container, manifest name)."""
+
+
 def find_run(
-    destination: ContainerClient, rule: str, container: str, now: datetime, max_age: timedelta
+    destination: ContainerClient,
+    rule: str,
+    container: str,
+    now: datetime,
+    max_age: timedelta,
+    check: DefinitionCheck | None = None,
 ) -> InventoryRun:
     """The newest completed, succeeded run of `rule` covering `container`, not older than `max_age`.
 
     Raises InventoryConfigError when the destination does not exist or the rule's definition
-    cannot serve the join; InventoryError when no run is usable (none, only running or failed
-    ones, a checksum that does not match) or the newest usable one is stale.
+    cannot serve the reader (`check`; reconcile's join by default); InventoryError when no run
+    is usable (none, only running or failed ones, a checksum that does not match) or the newest
+    usable one is stale.
     """
     skipped: list[str] = []
     for manifest_name in _manifests(destination, rule):
-        run = _completed_run(destination, manifest_name, container, skipped)
+        run = _completed_run(
+            destination, manifest_name, container, skipped, check or _check_definition
+        )
         if run is None:
             continue
         age = now - run.started
@@ -147,7 +161,11 @@ def _manifests(destination: ContainerClient, rule: str) -> list[str]:
 
 
 def _completed_run(
-    destination: ContainerClient, manifest_name: str, container: str, skipped: list[str]
+    destination: ContainerClient,
+    manifest_name: str,
+    container: str,
+    skipped: list[str],
+    check: DefinitionCheck,
 ) -> InventoryRun | None:
     """The run behind this manifest when it finished and succeeded, else None (noted in `skipped`)."""
     prefix = manifest_name.rsplit("/", 1)[0] + "/"
@@ -166,7 +184,7 @@ def _completed_run(
     if not _checksum_matches(raw, checksum):
         skipped.append(f"{prefix}'s manifest does not match its checksum")
         return None
-    _check_definition(manifest.get("ruleDefinition"), container, manifest_name)
+    check(manifest.get("ruleDefinition"), container, manifest_name)
     return InventoryRun(
         prefix=prefix,
         started=_timestamp(manifest.get("inventoryStartTime"), manifest_name),
@@ -214,19 +232,29 @@ def _check_definition(definition: object, container: str, name: str) -> None:
     if not isinstance(definition, dict):
         raise InventoryConfigError(f"inventory manifest {name} has no ruleDefinition")
     filters = definition.get("filters") or {}
+    problems = scope_problems(definition, container)
+    missing = [f for f in REQUIRED_FIELDS if f not in (definition.get("schemaFields") or [])]
+    if missing:
+        problems.append(f"its schemaFields lack {', '.join(missing)}")
+    for flag in ("includeSnapshots", "includeBlobVersions", "includeDeleted"):
+        if filters.get(flag):
+            problems.append(f"{flag} is true")
+    if problems:
+        raise InventoryConfigError(
+            f"inventory rule of {name} cannot serve reconcile: {'; '.join(problems)}"
+        )
+
+
+def scope_problems(definition: Mapping[str, Any], container: str) -> list[str]:
+    """What keeps a Parquet blob report from covering every block blob of `container`."""
+    filters = definition.get("filters") or {}
     problems = []
     if str(definition.get("format", "")).lower() != "parquet":
         problems.append("its format is not parquet")
     if str(definition.get("objectType", "")).lower() != "blob":
         problems.append("its objectType is not blob")
-    missing = [f for f in REQUIRED_FIELDS if f not in (definition.get("schemaFields") or [])]
-    if missing:
-        problems.append(f"its schemaFields lack {', '.join(missing)}")
     if "blockBlob" not in (filters.get("blobTypes") or []):
         problems.append("its blobTypes lack blockBlob")
-    for flag in ("includeSnapshots", "includeBlobVersions", "includeDeleted"):
-        if filters.get(flag):
-            problems.append(f"{flag} is true")
     path = f"{container}/"
     prefixes = filters.get("prefixMatch") or [""]
     if not any(path.startswith(p) for p in prefixes):
@@ -236,10 +264,7 @@ def _check_definition(definition: object, container: str, name: str) -> None:
     ]
     if excluded:
         problems.append(f"its excludePrefix leaves out part of container {container!r}")
-    if problems:
-        raise InventoryConfigError(
-            f"inventory rule of {name} cannot serve reconcile: {'; '.join(problems)}"
-        )
+    return problems
 
 
 def _timestamp(value: object, name: str) -> datetime:
@@ -292,6 +317,16 @@ def download(destination: ContainerClient, run: InventoryRun, folder: Path) -> l
     return paths
 
 
+@dataclass(frozen=True)
+class Projection:
+    """What a reader takes from each batch of a report: the fields it reads (a file lacking
+    one is an InventoryError), and `rows(table, container)`, the batch's rows of `container`'s
+    protocol blobs as a table whose `name` column holds the blob name without the container."""
+
+    fields: tuple[str, ...]
+    rows: Callable[[Any, str], Any]
+
+
 def sorted_chunks(
     files: Iterable[Path],
     container: str,
@@ -299,9 +334,12 @@ def sorted_chunks(
     expected_rows: int | None = None,
     run_rows: int = RUN_ROWS,
     fan_in: int = FAN_IN,
+    projection: Projection | None = None,
 ) -> Iterator[Any]:
-    """The report's protocol blobs of `container` as Arrow tables (name, last_modified in ms,
-    unsealed: tagged pending or retired), each sorted, in name order from one table to the next (repeats kept).
+    """The report's protocol blobs of `container` as Arrow tables (reconcile's by default:
+    name, last_modified in ms, unsealed: tagged pending or retired; else `projection`'s), each
+    sorted by name (stably: a name's rows keep the report's order within one run), in name order
+    from one table to the next (repeats kept).
 
     Sorts RUN_ROWS rows at a time, spills each sorted run to `spill` as an Arrow IPC file, merges
     them FAN_IN at a time into longer runs until at most FAN_IN are left (so a merge step holds
@@ -309,7 +347,9 @@ def sorted_chunks(
     filtering; repeats may make more) raises InventoryError once all are read, before anything
     is yielded: files went missing or were cut short.
     """
-    runs = _spill_runs(files, container, spill, expected_rows, run_rows)
+    runs = _spill_runs(
+        files, container, spill, expected_rows, run_rows, projection or RECONCILE_PROJECTION
+    )
     while len(runs) > fan_in:
         runs = [
             _merge_to_file(runs[start : start + fan_in], spill / f"pass-{start}-{len(runs)}.arrow")
@@ -333,7 +373,12 @@ def _merge_to_file(runs: list[Path], path: Path) -> Path:
 
 
 def _spill_runs(
-    files: Iterable[Path], container: str, spill: Path, expected_rows: int | None, run_rows: int
+    files: Iterable[Path],
+    container: str,
+    spill: Path,
+    expected_rows: int | None,
+    run_rows: int,
+    projection: Projection,
 ) -> list[Path]:
     """Read the report and spill it as sorted runs. A run is sorted and written by a second
     thread while this one decodes the next (Arrow's kernels release the GIL): at most one run
@@ -347,9 +392,9 @@ def _spill_runs(
     total = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="inventory-spill") as writer:
         for path in files:
-            for batch in _batches(path):
+            for batch in _batches(path, projection.fields):
                 total += batch.num_rows
-                table = _protocol_rows(pa.Table.from_batches([batch]), container)
+                table = projection.rows(pa.Table.from_batches([batch]), container)
                 pending.append(table)
                 pending_rows += table.num_rows
                 if pending_rows < run_rows:
@@ -370,21 +415,21 @@ def _spill_runs(
     return runs
 
 
-def _batches(path: Path) -> Iterator[Any]:
+def _batches(path: Path, fields: tuple[str, ...]) -> Iterator[Any]:
     import pyarrow.parquet as pq
 
     # Unbuffered, one thread: pre-buffering and threads read ahead more of a larger file
     # (peak RSS of reading alone 242 MiB at 1 M, 273 at 10 M; unbuffered 165 and 169).
     report = pq.ParquetFile(path, pre_buffer=False, buffer_size=PARQUET_BUFFER)
-    missing = [f for f in READ_FIELDS if f not in report.schema_arrow.names]
+    missing = [f for f in fields if f not in report.schema_arrow.names]
     if missing:
         raise InventoryError(f"inventory file {path.name} lacks the field(s) {', '.join(missing)}")
-    yield from report.iter_batches(batch_size=65_536, columns=list(READ_FIELDS), use_threads=False)
+    yield from report.iter_batches(batch_size=65_536, columns=list(fields), use_threads=False)
 
 
-def _protocol_rows(table: Any, container: str) -> Any:
-    """The rows of `container`'s protocol blobs: name (container stripped), time, unsealed."""
-    import pyarrow as pa
+def protocol_blobs(table: Any, container: str) -> tuple[Any, Any]:
+    """The rows of `container`'s protocol blobs (internal ones left out), and their names with
+    the container stripped."""
     import pyarrow.compute as pc
 
     prefix = f"{container}/"
@@ -393,12 +438,24 @@ def _protocol_rows(table: Any, container: str) -> Any:
         pc.invert(pc.starts_with(table[NAME], prefix + INTERNAL_PREFIX)),
     )
     table = table.filter(keep)
+    return table, pc.utf8_slice_codeunits(table[NAME], len(prefix))
+
+
+def _protocol_rows(table: Any, container: str) -> Any:
+    """The rows of `container`'s protocol blobs: name (container stripped), time, unsealed."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table, names = protocol_blobs(table, container)
     columns = {
-        "name": pc.utf8_slice_codeunits(table[NAME], len(prefix)),
+        "name": names,
         "last_modified": pc.cast(table[LAST_MODIFIED], pa.timestamp("ms", "UTC")).cast(pa.int64()),
         "unsealed": _unsealed(table[TAGS]),
     }
     return pa.table(columns)
+
+
+RECONCILE_PROJECTION: Final = Projection(READ_FIELDS, _protocol_rows)
 
 
 def _unsealed(tags: Any) -> Any:

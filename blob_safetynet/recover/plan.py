@@ -14,7 +14,7 @@ refuses it anywhere else before anything is written (as `safetynet reconcile --a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -106,6 +106,9 @@ class RowPlan:
     verified: list[str] = field(default_factory=list)
     """Idents of copies whose bytes were read here and match the row."""
     reason: str | None = None
+    gone: list[str] = field(default_factory=list)
+    """Kept copies an inventory report shows that the live listing no longer does (`recover
+    --inventory`): never tried, named so a person sees what the report promised."""
 
     @property
     def days_left(self) -> int | None:
@@ -124,6 +127,7 @@ class RowPlan:
             "copies": [{**c.as_dict(), "verified": c.ident in self.verified} for c in self.copies],
             "days_left": self.days_left,
             "reason": self.reason,
+            "gone_since_report": list(self.gone),
         }
 
 
@@ -235,19 +239,36 @@ def _merged(
     only: Callable[[Document], bool],
 ) -> Iterator[RowPlan]:
     """Each lost row, from the rows and the listing merged by blob name."""
-    listing = stream_nets(container)
+
+    def decide(document: Document, content: Content | None, nets: BlobNets) -> RowPlan | None:
+        if not only(document):
+            return None
+        return judge(container, document, content, nets, verify_bytes)
+
+    return merge_by_name(rows_by_blob_name(store), stream_nets(container), decide)
+
+
+Decide = Callable[[Document, Content | None, BlobNets], RowPlan | None]
+
+
+def merge_by_name(
+    rows: Iterable[tuple[Document, Content | None]],
+    listing: Iterator[tuple[str, BlobNets]],
+    decide: Decide,
+) -> Iterator[RowPlan]:
+    """`decide` on each row with its name's nets (empty when `listing` lacks the name), both
+    streams in blob name order; the rest of `listing` is read to its end, so a source that
+    checks its order checks all of it."""
     name, nets = next(listing, (None, BlobNets()))
-    for document, content in rows_by_blob_name(store):
+    for document, content in rows:
         while name is not None and name < document.blob_name:
             name, nets = next(listing, (None, BlobNets()))
-        if not only(document):
-            continue
         here = nets if name == document.blob_name else BlobNets()
-        row = judge(container, document, content, here, verify_bytes)
+        row = decide(document, content, here)
         if row is not None:
             yield row
     for _ in listing:
-        pass  # the rest of the listing, so its order is checked to the end
+        pass
 
 
 def make_plan(
@@ -284,6 +305,7 @@ def build_plan(
     deleted: DeletedContainer | None,
     horizon_days: int,
     now: datetime,
+    source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     recoverable = [r for r in rows if r.reason is None]
     clocks = [r.days_left for r in recoverable if r.days_left is not None]
@@ -295,6 +317,7 @@ def build_plan(
         "made_utc": now.isoformat(),
         "target": target.as_dict(),
         "container_restore": None if deleted is None else deleted.as_dict(),
+        "candidates": dict(source) if source is not None else {"from": "listing"},
         "rows": [r.as_dict() for r in rows],
         "summary": {
             "recoverable": len(recoverable),

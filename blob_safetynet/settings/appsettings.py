@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, NoReturn, TypeVar
 
-from blob_safetynet.settings.vocabulary import DEFAULT_CONTAINER, DEFAULT_TABLE
+from blob_safetynet.settings.vocabulary import (
+    DEFAULT_CONTAINER,
+    DEFAULT_TABLE,
+)
+from blob_safetynet.settings.vocabulary import (
+    RECOVER_INVENTORY_RULE as RECOVER_RULE_NAME,
+)
 
 
 class SettingsError(ValueError):
@@ -159,6 +165,12 @@ INVENTORY_CONTAINER: Final = Setting(
 INVENTORY_RULE: Final = Setting(
     "SAFETYNET_INVENTORY_RULE", "the inventory rule whose runs reconcile reads", default="safetynet"
 )
+RECOVER_INVENTORY_RULE: Final = Setting(
+    "SAFETYNET_RECOVER_INVENTORY_RULE",
+    "the inventory rule whose runs `recover --inventory` reads (with deleted blobs, snapshots "
+    "and versions)",
+    default=RECOVER_RULE_NAME,
+)
 INVENTORY_MAX_AGE: Final = Setting(
     "SAFETYNET_INVENTORY_MAX_AGE",
     "an inventory run started longer ago than this is refused as stale",
@@ -249,6 +261,7 @@ SETTINGS: Final = (
     CONCURRENCY,
     INVENTORY_CONTAINER,
     INVENTORY_RULE,
+    RECOVER_INVENTORY_RULE,
     INVENTORY_MAX_AGE,
     VERIFY_SCHEDULE,
     VERIFIER_CLIENT_ID,

@@ -22,6 +22,31 @@ INVENTORY_SCHEMA_FIELDS: Final = (
 )
 """The fields the inventory rule asks for (ARM's schemaFields spelling); reconcile reads Name,
 Last-Modified and Tags, and a person comparing a plan with a report reads Etag."""
+RECOVER_INVENTORY_RULE: Final = "safetynetrecover"
+"""The second inventory rule, read by `recover --inventory`: the same container with its
+soft-deleted blobs, snapshots and (with versioning) versions. Its own rule, because reconcile
+refuses a report that includes them. Letters and digits only: "A rule name can contain any
+combination of alpha numeric characters"
+(https://learn.microsoft.com/rest/api/storagerp/blob-inventory-policies/create-or-update)."""
+RECOVER_INVENTORY_SCHEMA_FIELDS: Final = (
+    "Name",
+    "Last-Modified",
+    "Etag",
+    "Content-Length",
+    "Content-MD5",
+    "BlobType",
+    "Deleted",
+    "RemainingRetentionDays",
+    "Snapshot",
+)
+"""The recover rule's fields. With includeDeleted on an account without a hierarchical
+namespace the fields "must include 'Deleted and RemainingRetentionDays'" (DeletedTime and
+DeletionId are for hierarchical namespace accounts only); with includeSnapshots, 'Snapshot'
+(https://learn.microsoft.com/rest/api/storagerp/blob-inventory-policies/create-or-update,
+BlobInventoryPolicyFilter). Recover reads Name, Content-Length, Deleted,
+RemainingRetentionDays and Snapshot; Last-Modified, Etag and Content-MD5 are for a person."""
+RECOVER_VERSION_FIELDS: Final = ("VersionId", "IsCurrentVersion")
+"""Added with includeBlobVersions, which requires them ("else they must be excluded")."""
 DEFAULT_TABLE: Final = "documents"
 """The documents table's name unless an application names its own."""
 STATE_TAG: Final = "state"

@@ -518,11 +518,18 @@ class DocumentStore:
         byte-order index's order; SQLite compares text as bytes already)."""
         c = self.table.c
         key: sa.ColumnElement[str] = c.blob_name
+        status: sa.ColumnElement[str] = c.status
         if self.engine.dialect.name == "postgresql":
             key = sa.collate(c.blob_name, "C")
+        else:
+            # SQLite's planner otherwise takes the status index and sorts every Ready row for
+            # each page (0.55 s a page at 100,000 rows); `status || ''` cannot use an index
+            # (https://sqlite.org/optoverview.html, "Disqualifying WHERE clause terms using
+            # unary-+"), so the blob name's unique index serves the range and the order.
+            status = c.status.concat("")
         query = (
             self._with_content()
-            .where(c.status == Status.READY.value, key > after_name)
+            .where(status == Status.READY.value, key > after_name)
             .order_by(key)
             .limit(limit)
         )

@@ -27,7 +27,7 @@ API
     `delegations`); a subnet not listed answers `FIT_SUBNET`, which has the Microsoft.Storage
     and Microsoft.KeyVault service endpoints and the Microsoft.App/environments delegation; `UNREADABLE` has the read
     refused. `StackRun.subnet_reads`
-    lists the subnets the program read.
+    lists the subnets the program read; `StackRun.invokes` every invoke's token, in order.
 `mutate(type_, name, inputs)`
     Optional callback invoked for each resource before its inputs are captured; edit `inputs`
     in place to break one setting (the edited value is also what the mock returns as state).
@@ -39,7 +39,8 @@ API
     camelCase property dict CrossGuard would see, secrets unwrapped), `parent_type` and
     `parent_name` (`pulumi:pulumi:Stack` for top-level resources), `secret_inputs` (top-level
     input keys that were secret), `custom` (False for components), `depends_on` (logical names
-    of the resources it depends on, as the engine receives them), `protect`. Numbers arrive as floats
+    of the resources it depends on, as the engine receives them), `protect`, `deleted_with`
+    (logical name of the resource it is deleted with, or empty). Numbers arrive as floats
     (`1.0`), as they do over Pulumi's wire format.
 `RAW_DEFAULTS`
     The raw configuration a run starts from: `blob_safetynet.infra.config.DEFAULTS`, a test database URL, the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pulumi
@@ -19,7 +19,12 @@ from blob_safetynet.infra.component import (
     SweeperOptions,
 )
 from blob_safetynet.infra.config import ConfigError
+from blob_safetynet.infra.lock import LOCK_NOTES, LOCK_TYPE
+from blob_safetynet.infra.mocks import CLIENT_TOKEN, MOCK_ARM_TOKEN, run_under_mocks
+from blob_safetynet.infra.preflight import LockPreflight
 from blob_safetynet.infra.storage import PENDING_RULE
+from testkit.arm_fake import FakeArm
+from tests.infra.arm_permissions import CONTRIBUTOR, OWNER
 from tests.infra.harness import RAW_DEFAULTS, SWEEPER_SUBNET_ID, StackRun, _run
 from tests.policies.test_pack import INFRA_UNKNOWN, run_pack
 
@@ -204,3 +209,73 @@ def test_the_docs_table_names_every_optional_argument() -> None:
     assert [a.strip() for a in listed.group(1).split(",")] == [
         f.name for f in dataclasses.fields(NetworkRules)
     ]
+
+
+def previewed(arm: FakeArm, **overrides: object) -> StackRun:
+    """A one-component program run as `pulumi preview` runs it, its lock pre-flight reading the
+    fake ARM with the token the mocks' getClientToken answers."""
+    arm.token = MOCK_ARM_TOKEN
+    args = defaults(
+        lock_preflight=LockPreflight(endpoint=arm.endpoint, ca_file=arm.ca_file), **overrides
+    )
+
+    def program() -> Mapping[str, pulumi.Output[str]]:
+        return {"accountName": SafetyNetStorage("safetynet", args).account_name}
+
+    return run_under_mocks(program, project="blob-safetynet", stack="test", preview=True)
+
+
+@pytest.fixture(scope="module")
+def arm() -> Iterator[FakeArm]:
+    with FakeArm() as fake:
+        yield fake
+
+
+def test_a_preview_by_a_contributor_fails_naming_the_role_to_ask_for(arm: FakeArm) -> None:
+    """With the deployer's permissions on the group lacking locks/write (Contributor), the
+    preview fails with the lock key, the action and the roles that grant it."""
+    arm.group_permissions["rg-docs"] = [CONTRIBUTOR]
+    with pytest.raises(
+        Exception, match=re.escape("lock: CanNotDelete needs Microsoft.Authorization/locks/write")
+    ) as caught:
+        previewed(arm)
+    assert "Owner or User Access Administrator" in str(caught.value)
+
+
+def test_a_preview_by_an_owner_declares_the_lock(arm: FakeArm) -> None:
+    """An Owner's permissions pass: the preview reads them once and declares the lock."""
+    arm.group_permissions["rg-docs"] = [OWNER]
+    before = arm.served.get("permissions", 0)
+    run = previewed(arm)
+    assert arm.served["permissions"] == before + 1
+    assert run.one(LOCK_TYPE).inputs["level"] == "CanNotDelete"
+
+
+def test_without_a_lock_the_preview_reads_no_permissions(arm: FakeArm) -> None:
+    """lock=none declares no lock and asks ARM nothing, whatever the deployer may do."""
+    arm.group_permissions["rg-docs"] = [CONTRIBUTOR]
+    before = arm.served.get("permissions", 0)
+    run = previewed(arm, lock="none")
+    assert run.of_type(LOCK_TYPE) == []
+    assert arm.served.get("permissions", 0) == before
+
+
+def test_the_update_after_the_preview_reaches_no_arm(plain: StackRun) -> None:
+    """Outside preview (the update, `safetynet config check`, these mocks) the lock is declared
+    without asking for a token, so without a permission read."""
+    assert plain.one(LOCK_TYPE).inputs["notes"] == LOCK_NOTES
+    assert CLIENT_TOKEN not in plain.invokes
+
+
+def test_the_preview_asks_for_the_deployers_token(arm: FakeArm) -> None:
+    """In preview the pre-flight takes the token azure-native deploys with (getClientToken)."""
+    arm.group_permissions["rg-docs"] = [OWNER]
+    assert CLIENT_TOKEN in previewed(arm).invokes
+
+
+def test_the_component_never_sets_immutability(plain: StackRun) -> None:
+    """No account or container of the component carries immutable storage with versioning or
+    an immutability policy: the protocol's replace and the sweeper's deletes need both mutable."""
+    for res in plain.resources:
+        assert "immutableStorageWithVersioning" not in res.inputs, res.name
+        assert "ImmutabilityPolicy" not in res.type, res.name

@@ -15,6 +15,7 @@ from blob_safetynet.infra.config import (
     DEFAULTS,
     KEYS,
     NAMESPACE,
+    STORAGE_SKUS,
     ConfigError,
     Principal,
     load,
@@ -95,6 +96,19 @@ BAD_VALUES = [
     ("sweeperColumns", "id=file_id"),
     ("sweeperColumns", ["id"]),
     ("sweeperColumns", {"id": 3}),
+    ("storageSku", "Premium_ZRS"),
+    ("storageSku", "StandardV2_LRS"),
+    ("storageSku", "standard_zrs"),
+    ("lock", "ReadOnly"),
+    ("lock", "readonly"),
+    ("lock", "CannotDelete "),
+    ("lock", ""),
+    ("logRetentionDays", 29),
+    ("logRetentionDays", 731),
+    ("pointInTimeRestoreDays", -1),
+    ("pointInTimeRestoreDays", 365),
+    ("pointInTimeRestoreDays", "seven"),
+    ("changeFeed", "maybe"),
 ]
 
 
@@ -263,3 +277,75 @@ def test_the_same_principal_twice_in_one_list_is_refused() -> None:
     twice = [{"id": GUID, "type": "User"}, {"id": GUID.upper(), "type": "Group"}]
     with pytest.raises(ConfigError, match="listed twice"):
         parse_with(uploaderPrincipalIds=twice)
+
+
+def test_the_account_nets_default_to_the_recommended_values() -> None:
+    """By default the data account is locked against deletion, logs are kept 30 days, and
+    point-in-time restore and the change feed are off."""
+    config = parse_with()
+    assert config.lock == "CanNotDelete"
+    assert config.locked
+    assert config.log_retention_days == 30
+    assert (config.point_in_time_restore_days, config.change_feed) == (0, False)
+    assert config.storage_sku == DEFAULTS["storageSku"] == "Standard_ZRS"
+
+
+def test_a_read_only_lock_is_refused_with_its_reason() -> None:
+    """ReadOnly names what it would break: List Keys and the stack's own management writes."""
+    with pytest.raises(ConfigError) as caught:
+        parse_with(lock="ReadOnly")
+    message = str(caught.value)
+    assert caught.value.key == "lock"
+    assert "List Keys" in message
+    assert "lifecycle rule" in message
+
+
+def test_lock_none_turns_the_lock_off() -> None:
+    """none is the one way to deploy without the delete lock."""
+    assert parse_with(lock="none").locked is False
+
+
+@pytest.mark.parametrize("sku", STORAGE_SKUS)
+def test_every_standard_storage_v2_sku_is_accepted(sku: str) -> None:
+    """Each of the six SKUs a StorageV2 block blob account takes is accepted as it is."""
+    assert parse_with(storageSku=sku).storage_sku == sku
+
+
+def test_an_unknown_sku_is_refused_listing_the_accepted_ones() -> None:
+    """The refusal lists all six SKUs, and a premium one says it makes a page blob account."""
+    with pytest.raises(ConfigError) as caught:
+        parse_with(storageSku="Standard_XYZ")
+    assert all(sku in str(caught.value) for sku in STORAGE_SKUS)
+    for premium in ("Premium_LRS", "Premium_ZRS"):
+        with pytest.raises(ConfigError, match="makes a premium page blob account"):
+            parse_with(storageSku=premium)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"versioning": False, "changeFeed": True}, "versioning"),
+        ({"versioning": True, "changeFeed": False}, "changeFeed"),
+        ({"versioning": True, "changeFeed": True, "blobSoftDeleteDays": 7}, "blobSoftDeleteDays"),
+        ({"versioning": True, "changeFeed": True, "blobSoftDeleteDays": 6}, "blobSoftDeleteDays"),
+    ],
+    ids=["no-versioning", "no-change-feed", "equal-to-soft-delete", "above-soft-delete"],
+)
+def test_point_in_time_restore_without_what_arm_requires_is_refused(
+    overrides: dict[str, object], named: str
+) -> None:
+    """Restore days above 0 need versioning, the change feed and fewer days than blob soft
+    delete; a violation is a ConfigError on pointInTimeRestoreDays naming the missing key."""
+    with pytest.raises(ConfigError) as caught:
+        parse_with(pointInTimeRestoreDays=7, **overrides)
+    assert caught.value.key == "pointInTimeRestoreDays"
+    assert named in str(caught.value)
+
+
+def test_point_in_time_restore_with_its_prerequisites_is_kept() -> None:
+    """Restore days one below the soft-delete days, with versioning and the change feed, are
+    kept exactly (strings as Pulumi stores them)."""
+    config = parse_with(
+        pointInTimeRestoreDays="13", versioning="true", changeFeed="true", blobSoftDeleteDays=14
+    )
+    assert (config.point_in_time_restore_days, config.change_feed) == (13, True)

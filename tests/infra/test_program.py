@@ -202,7 +202,19 @@ def test_every_stack_key_reaches_the_component_unchanged() -> None:
         "verifySchedule": "0 0 */6 * * *",
         "alertEmails": ["oncall@example.com"],
         "alertWebhooks": ["https://hooks.example.com/x"],
+        "backup": "vaulted",
+        "backupOperationalDays": 25,
+        "backupVaultedDays": 400,
+        "encryptionKeyUri": "https://safetynet-keys.vault.azure.net/keys/data-key",
+        "encryptionIdentityId": (
+            f"{NETWORK_GROUP}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/cmk"
+        ),
+        "defenderForStorage": True,
         DATABASE_URL_KEY: "postgresql+psycopg://sweeper@db2.example.test:5432/docs",
+        "lock": "none",
+        "logRetentionDays": 90,
+        "pointInTimeRestoreDays": 6,
+        "changeFeed": True,
     }
     assert set(changed) == set(KEYS)
     assert [key for key in DEFAULTS if changed[key] == DEFAULTS[key]] == []

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from blob_safetynet.infra.config import ConfigError, parse
+from blob_safetynet.infra.lock import LOCK_NOTES, LOCK_TYPE
 from blob_safetynet.infra.storage import (
     AUDITED_LOGS,
     INVENTORY_RULE,
@@ -20,6 +21,8 @@ from tests.infra.harness import DATA_BLOB_SERVICE, RAW_DEFAULTS, RegisteredResou
 
 ACCOUNT = "azure-native:storage:StorageAccount"
 DATA_COMPONENT = "safetynet:storage:DataAccount"
+DIAGNOSTIC_SETTING = "azure-native:monitor:DiagnosticSetting"
+BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
 
 
 def data_account(run: StackRun) -> RegisteredResource:
@@ -151,15 +154,129 @@ def test_versioning_on_adds_a_rule_that_expires_old_versions(run: RunFactory) ->
     }
 
 
-def test_blob_writes_and_deletes_are_logged_to_the_workspace(stack: StackRun) -> None:
-    """The blob service's write and delete logs go to the Log Analytics workspace."""
-    setting = stack.one("azure-native:monitor:DiagnosticSetting")
+@pytest.mark.parametrize(
+    ("setting_name", "account_name"),
+    [
+        ("safetynet-blob-audit", "safetynet"),
+        ("safetynet-sweeper-runtime-blob-audit", "safetynet-sweeper-runtime"),
+    ],
+)
+def test_blob_reads_writes_and_deletes_are_logged_to_the_workspace(
+    stack: StackRun, setting_name: str, account_name: str
+) -> None:
+    """The data account's and the Function's runtime account's blob services each send
+    StorageRead, StorageWrite and StorageDelete to the Log Analytics workspace."""
+    setting = stack.one(DIAGNOSTIC_SETTING, setting_name)
+    account = stack.one(ACCOUNT, account_name)
     workspace = stack.one("azure-native:operationalinsights:Workspace")
-    assert setting.inputs["resourceUri"].endswith("/blobServices/default")
+    assert setting.inputs["resourceUri"] == f"{account.id}/blobServices/default"
     assert setting.inputs["workspaceId"].endswith(f"/{workspace.name}")
-    assert {log["category"] for log in setting.inputs["logs"] if log["enabled"]} == set(
-        AUDITED_LOGS
+    enabled = {log["category"] for log in setting.inputs["logs"] if log["enabled"]}
+    assert enabled == set(AUDITED_LOGS) == {"StorageRead", "StorageWrite", "StorageDelete"}
+
+
+def test_every_account_has_its_blob_logs(stack: StackRun) -> None:
+    """Each storage account of the default stack has exactly one blob-service diagnostic
+    setting: no account is left without "who deleted it"."""
+    logged = sorted(
+        setting.inputs["resourceUri"].removesuffix("/blobServices/default")
+        for setting in stack.of_type(DIAGNOSTIC_SETTING)
     )
+    assert logged == sorted(str(account.id) for account in stack.of_type(ACCOUNT))
+
+
+def test_the_workspace_keeps_logs_for_the_configured_days(run: RunFactory) -> None:
+    """logRetentionDays becomes the workspace's retention (default 30)."""
+    workspace = "azure-native:operationalinsights:Workspace"
+    assert run().one(workspace).inputs["retentionInDays"] == 30
+    assert run({"logRetentionDays": 400}).one(workspace).inputs["retentionInDays"] == 400
+
+
+def test_point_in_time_restore_is_off_by_default(stack: StackRun) -> None:
+    """By default the blob service has no restore policy and no change feed, said explicitly."""
+    props = stack.one(BLOB_SERVICE, DATA_BLOB_SERVICE).inputs
+    assert props["restorePolicy"] == {"enabled": False}
+    assert props["changeFeed"] == {"enabled": False}
+
+
+def test_point_in_time_restore_reaches_the_blob_service(run: RunFactory) -> None:
+    """With restore days, versioning and change feed, the blob service carries all three."""
+    props = (
+        run({"pointInTimeRestoreDays": 13, "versioning": True, "changeFeed": True})
+        .one(BLOB_SERVICE, DATA_BLOB_SERVICE)
+        .inputs
+    )
+    assert props["restorePolicy"] == {"enabled": True, "days": 13}
+    assert props["changeFeed"] == {"enabled": True}
+    assert props["isVersioningEnabled"] is True
+    assert props["deleteRetentionPolicy"]["days"] > 13
+
+
+def test_the_change_feed_can_be_on_without_restore(run: RunFactory) -> None:
+    """changeFeed alone turns on the change feed and leaves restore off."""
+    props = run({"changeFeed": True}).one(BLOB_SERVICE, DATA_BLOB_SERVICE).inputs
+    assert props["changeFeed"] == {"enabled": True}
+    assert props["restorePolicy"] == {"enabled": False}
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"versioning": True, "changeFeed": True, "pointInTimeRestoreDays": 7}],
+    ids=["defaults", "every-net-on"],
+)
+def test_nothing_is_made_immutable(run: RunFactory, overrides: dict[str, object]) -> None:
+    """No account or container carries immutableStorageWithVersioning and no immutability
+    policy is declared, with every option on: WORM on the protocol container would make the
+    protocol's replace and the sweeper's deletes fail."""
+    stack = run(overrides)
+    for res in [*stack.of_type(ACCOUNT), *stack.of_type("azure-native:storage:BlobContainer")]:
+        assert "immutableStorageWithVersioning" not in res.inputs, res.name
+    assert not [res for res in stack.resources if "Immutability" in res.type]
+
+
+def test_the_data_account_has_a_delete_lock(stack: StackRun) -> None:
+    """By default one CanNotDelete lock is scoped to the data account, under the component,
+    with notes naming the project."""
+    [lock] = stack.of_type(LOCK_TYPE)
+    assert lock.inputs["scope"] == data_account(stack).id
+    assert lock.inputs["level"] == "CanNotDelete"
+    assert lock.inputs["notes"] == LOCK_NOTES
+    assert "blob_safetynet" in LOCK_NOTES
+    assert len(LOCK_NOTES) <= 512
+    assert lock.parent_type == "blob-safetynet:index:SafetyNetStorage"
+
+
+def test_the_lock_comes_after_everything_under_the_account(stack: StackRun) -> None:
+    """The lock depends on the account and on each resource under it (blob service, container,
+    lifecycle, blob logs, role assignments on the container), so the engine creates it last and
+    `pulumi destroy`, deleting dependents first, deletes it before any of them."""
+    lock = stack.one(LOCK_TYPE)
+    under_account = {
+        data_account(stack).name,
+        DATA_BLOB_SERVICE,
+        "safetynet-container",
+        "safetynet-lifecycle",
+        "safetynet-blob-audit",
+        *(
+            res.name
+            for res in stack.of_type("azure-native:authorization:RoleAssignment")
+            if res.parent_type == "safetynet:access:Roles"
+        ),
+    }
+    assert under_account <= lock.depends_on
+
+
+def test_what_the_program_adds_under_the_account_goes_with_it(stack: StackRun) -> None:
+    """The inventory container, policy and role assignments are deleted with the data account
+    (deleted_with), never on their own under its lock."""
+    inventory = [res for res in stack.resources if res.parent_type == "safetynet:storage:Inventory"]
+    assert inventory
+    assert {res.deleted_with for res in inventory} == {data_account(stack).name}
+
+
+def test_lock_none_declares_no_lock(run: RunFactory) -> None:
+    """lock=none: no management lock at all."""
+    assert run({"lock": "none"}).of_type(LOCK_TYPE) == []
 
 
 def test_repeated_runs_do_not_leak_into_each_other(run: RunFactory) -> None:
@@ -226,14 +343,14 @@ def test_keys_and_sas_have_expiration_policies(run: RunFactory, account: str) ->
 
 
 def test_inventory_reports_expire_after_the_configured_days(run: RunFactory) -> None:
-    """Block blobs in the inventory container, the one the stack's Blob Inventory policy writes
-    to, are deleted `inventoryReportDays` after they were written (default 30)."""
+    """Block blobs in the inventory container, the one both Blob Inventory rules (reconcile's and
+    recover's) write to, are deleted `inventoryReportDays` after they were written (default 30)."""
     result = run({"inventoryReportDays": 12})
     rule = rules(result)[INVENTORY_RULE]
-    destination = result.one("azure-native:storage:BlobInventoryPolicy").inputs["policy"]
-    [inventory] = destination["rules"]
+    policy = result.one("azure-native:storage:BlobInventoryPolicy").inputs["policy"]
+    [destination] = {r["destination"] for r in policy["rules"]}
     assert rule["definition"] == {
-        "filters": {"blobTypes": ["blockBlob"], "prefixMatch": [f"{inventory['destination']}/"]},
+        "filters": {"blobTypes": ["blockBlob"], "prefixMatch": [f"{destination}/"]},
         "actions": {"baseBlob": {"delete": {"daysAfterCreationGreaterThan": 12}}},
     }
     assert rule["enabled"] is True
@@ -256,3 +373,18 @@ def test_an_inventory_setting_that_would_delete_what_is_read_is_refused(
     with pytest.raises(ConfigError) as caught:
         parse({**RAW_DEFAULTS, **overrides})
     assert caught.value.key == key
+
+
+def test_the_lock_also_comes_after_defender_and_the_backup(run: RunFactory) -> None:
+    """With Defender for Storage and Azure Backup on, the lock depends on the Defender setting
+    and every resource of the backup too (its role assignment on the account among them)."""
+    stack = run({"backup": "operational", "versioning": True, "defenderForStorage": True})
+    lock = stack.one(LOCK_TYPE)
+    defender = stack.one("azure-native:security:DefenderForStorage")
+    backup = [
+        res.name
+        for res in stack.resources
+        if res.custom and res.parent_type == "safetynet:protection:BlobBackup"
+    ]
+    assert backup
+    assert {defender.name, *backup} <= lock.depends_on

@@ -8,6 +8,7 @@ from typing import Any
 from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
+    AccountImmutability,
     AccountSettings,
     BackupInstance,
     BlobService,
@@ -57,20 +58,40 @@ def settings(**changes: Any) -> AccountSettings:
         sas_expiration_seconds=3600,
         sftp_enabled=False,
         local_users_enabled=False,
+        sku="Standard_GZRS",
+        immutability=AccountImmutability(enabled=False, default_policy_state=None),
     )
     return dataclasses.replace(base, **changes)
 
 
 def blob_service_properties(
-    delete: dict[str, Any] | None = None, containers: dict[str, Any] | None = None, **changes: Any
+    delete: dict[str, Any] | None = None,
+    containers: dict[str, Any] | None = None,
+    restore: dict[str, Any] | None = None,
+    **changes: Any,
 ) -> BlobService:
+    """Soft delete 14 days, versioning, the change feed and point-in-time restore of 7 days."""
     return BlobService(
         delete_retention=Retention(
             **{"enabled": True, "days": 14, "allow_permanent_delete": False, **(delete or {})}
         ),
         container_delete_retention=Retention(**{"enabled": True, "days": 14, **(containers or {})}),
-        versioning_enabled=changes.get("versioning_enabled", False),
+        versioning_enabled=changes.get("versioning_enabled", True),
+        change_feed_enabled=changes.get("change_feed_enabled", True),
+        restore_policy=Retention(**{"enabled": True, "days": 7, **(restore or {})}),
     )
+
+
+def container(**changes: Any) -> Container:
+    """The protocol's container: private, without immutability."""
+    base = Container(
+        DEFAULT_CONTAINER,
+        None,
+        worm_policy=False,
+        legal_hold=False,
+        version_immutability=False,
+    )
+    return dataclasses.replace(base, **changes)
 
 
 def pending_rule(**changes: Any) -> LifecycleRule:
@@ -127,8 +148,8 @@ def account(**changes: Any) -> Account:
         resource_id=ACCOUNT_ID,
         settings=settings(),
         blob_service_properties=blob_service_properties(),
-        containers=(Container(DEFAULT_CONTAINER, None),),
-        lifecycle_rules=(pending_rule(),),
+        containers=(container(),),
+        lifecycle_rules=(pending_rule(), version_rule()),
         role_assignments=(assignment(),),
         private_endpoints=("Approved",),
         local_users=(),

@@ -37,6 +37,7 @@ def test_recorded_arm_examples_are_judged_without_crashing() -> None:
     failing = {rule for rule, outcome in judged.items() if outcome is Outcome.FAIL}
     assert failing == {
         "SN-CONTAINER-SOFT-DELETE",
+        "SN-POINT-IN-TIME-RESTORE",
         "SN-PENDING-LIFECYCLE",
         "SN-FLAT-NAMESPACE",
         "SN-ACCOUNT-KIND",
@@ -127,7 +128,8 @@ def test_arm_and_pulumi_shapes_give_the_same_model() -> None:
     props = dict(fake.body["properties"])
     props["enableHttpsTrafficOnly"] = props.pop("supportsHttpsTrafficOnly")
     props["networkRuleSet"] = props.pop("networkAcls")
-    assert pulumi_props.settings({**props, "kind": fake.body["kind"]}) == from_arm.settings
+    pulumi_inputs = {**props, "kind": fake.body["kind"], "sku": fake.body["sku"]}
+    assert pulumi_props.settings(pulumi_inputs) == from_arm.settings
     assert (
         pulumi_props.blob_service_properties(fake.blob_service_properties["properties"])
         == from_arm.blob_service_properties

@@ -52,11 +52,13 @@ NOT_IN_AN_EXPORT = {
     "SN-DEFENDER-FOR-STORAGE",
     "SN-PRIVATE-ENDPOINT",
     "SN-SHARED-KEY-OFF",
+    "SN-PROTOCOL-CONTAINER-MUTABLE",
 }
 """What a template export as the portal writes it cannot show: roles and Defender (other
 providers), the account's private endpoint connections (not in its resource), the blob
-service's shared key switch (an api-version before it), and the nets beside the account (its
-locks, diagnostic settings and backup instances, when the export holds none)."""
+service's shared key switch (an api-version before it), a container's read-only legal hold
+and retention policy flags, and the nets beside the account (its locks, diagnostic settings
+and backup instances, when the export holds none)."""
 EXPORT_API_VERSION = "2025-01-01"
 """An export's apiVersion, older than the audit's pinned 2026-09-01."""
 BROKEN = {
@@ -202,10 +204,13 @@ def net_resources(account: FakeAccount, parameter: str) -> list[dict[str, Any]]:
 
 def portal_export(account: FakeAccount, path: Path) -> Path:
     """The export as the portal writes it for this account: at an older apiVersion, with no
-    private endpoint connections in the account resource, no local users and none of the
-    nets beside the account."""
+    private endpoint connections in the account resource, no local users, no container's
+    read-only flags and none of the nets beside the account."""
     exported = copy.deepcopy(account)
     exported.body["properties"].pop("privateEndpointConnections", None)
+    for container in exported.containers:
+        container["properties"].pop("hasLegalHold", None)
+        container["properties"].pop("hasImmutabilityPolicy", None)
     return template_export(exported, path, EXPORT_API_VERSION, nets=False)
 
 

@@ -58,18 +58,18 @@ INFRA_GAPS: Mapping[str, tuple[str, ...]] = {
             "SN-PUBLIC-NETWORK-ACCESS",
             "SN-PRIVATE-ENDPOINT",
             "SN-CMK-ENCRYPTION",
+            "SN-GEO-REDUNDANCY",
+            "SN-POINT-IN-TIME-RESTORE",
         ),
         (DATA, RUNTIME),
     ),
-    # The program logs StorageWrite and StorageDelete, not StorageRead (infra AUDITED_LOGS).
-    "SN-BLOB-LOGGING": (DATA,),
 }
 """Baseline findings the infra program does not meet yet (rule -> accounts), left to the infra
 work that adopts the baseline: the runtime account is judged since baseline rules judge every
 account. Remove an entry once the program meets it (test_infra_gaps_are_still_gaps says when)."""
 INFRA_UNKNOWN = {"SN-DEFENDER-FOR-STORAGE", "SN-DELETE-LOCK", "SN-BACKUP-PROTECTED"}
-"""No DefenderForStorage resource in the program: a subscription-wide plan may cover it; no
-lock or backup instance in it: one outside the stack may exist
+"""No DefenderForStorage resource in the program's default configuration: a subscription-wide
+plan may cover it; nor a lock or backup instance: one outside the stack may exist
 (blob_safetynet/policies/adapters/pulumi_nets.py)."""
 
 
@@ -226,6 +226,15 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
         ),
         set(),
     ),
+    "SN-BLOB-LOGGING": (
+        {},
+        set_input(
+            "azure-native:monitor:DiagnosticSetting",
+            "logs",
+            [{"category": "StorageWrite", "enabled": True}],
+        ),
+        set(),
+    ),
     "SN-NO-PERMANENT-DELETE": (
         {},
         set_input(
@@ -299,6 +308,13 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
         set_input("azure-native:storage:ManagementPolicy", "policy.rules.1.enabled", False),
         set(),
     ),
+    "SN-PROTOCOL-CONTAINER-MUTABLE": (
+        {},
+        set_input(
+            "azure-native:storage:BlobContainer", "immutableStorageWithVersioning.enabled", True
+        ),
+        set(),
+    ),
 }
 
 
@@ -316,6 +332,14 @@ def test_breaking_one_setting_fails_that_rule_only(rule_id: str) -> None:
     result = run_pack(run_stack({**BASE, **overrides}, mutate))
     assert rule_id in result.failing, result.unknown
     assert result.failing <= {rule_id, *dependents}
+
+
+def test_a_container_soft_delete_shorter_than_the_floor_fails_the_program() -> None:
+    """A program keeping deleted containers 6 days fails SN-CONTAINER-SOFT-DELETE's default
+    floor of 7, and passes once the pack's minContainerSoftDeleteDays is lowered to 6."""
+    stack = run_stack({**BASE, "containerSoftDeleteDays": 6})
+    assert run_pack(stack).failing == {"SN-CONTAINER-SOFT-DELETE"}
+    assert run_pack(stack, {"minContainerSoftDeleteDays": 6}).failing == set()
 
 
 def test_a_pack_violation_gives_the_pulumi_fix_not_the_accounts() -> None:

@@ -23,6 +23,8 @@ SCHEMA = {"type": "object", "properties": CONFIG_SCHEMA.properties}
         (["--max-pending-days", "366"], "maxPendingDays"),
         (["--max-pending-days", "0"], "maxPendingDays"),
         (["--min-blob-soft-delete-days", "100000"], "minBlobSoftDeleteDays"),
+        (["--min-container-soft-delete-days", "366"], "minContainerSoftDeleteDays"),
+        (["--min-container-soft-delete-days", "0"], "minContainerSoftDeleteDays"),
     ],
 )
 def test_values_the_schema_rejects_exit_2_naming_the_key(
@@ -47,6 +49,8 @@ def test_what_it_writes_passes_the_schema(capsys: pytest.CaptureFixture[str]) ->
 CORPUS: list[dict[str, Any]] = [
     config_values(Thresholds()),
     {"maxPendingDays": 365, "minBlobSoftDeleteDays": 1},
+    {"minContainerSoftDeleteDays": 365},
+    {"minContainerSoftDeleteDays": 366},
     {"maxPendingDays": 366},
     {"maxPendingDays": True},
     {"maxPendingDays": 2.5},

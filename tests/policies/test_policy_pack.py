@@ -82,6 +82,7 @@ def test_pack_registers_one_policy_per_rule(pack: RunningPack) -> None:
         assert policy.enforcementLevel == expected
         assert set(policy.configSchema.properties) == {
             "minBlobSoftDeleteDays",
+            "minContainerSoftDeleteDays",
             "maxPendingDays",
             "containerName",
             "deploymentPrincipalIds",

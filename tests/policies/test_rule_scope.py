@@ -89,6 +89,18 @@ BOUNDARIES = [
         m.account(blob_service_properties=m.blob_service_properties(delete={"days": 6})),
     ),
     (
+        "SN-CONTAINER-SOFT-DELETE",
+        Thresholds(min_container_soft_delete_days=20),
+        m.account(blob_service_properties=m.blob_service_properties(containers={"days": 20})),
+        m.account(blob_service_properties=m.blob_service_properties(containers={"days": 19})),
+    ),
+    (
+        "SN-POINT-IN-TIME-RESTORE",
+        THRESHOLDS,
+        m.account(blob_service_properties=m.blob_service_properties(restore={"days": 13})),
+        m.account(blob_service_properties=m.blob_service_properties(restore={"days": 14})),
+    ),
+    (
         "SN-PENDING-LIFECYCLE",
         Thresholds(max_pending_days=7),
         m.account(lifecycle_rules=(m.pending_rule(delete_after_days=7),)),
@@ -134,6 +146,7 @@ def test_thresholds_are_read_not_hard_coded() -> None:
 
 CONTROL_ID = {
     Framework.CIS_AZURE_3_0: re.compile(r"\d+(\.\d+)+"),
+    Framework.CIS_AZURE_4_0: re.compile(r"\d+(\.\d+)+"),
     Framework.MCSB_V1: re.compile(r"(NS|IM|PA|DP|AM|LT|IR|PV|ES|BR|DS|GS)-\d+"),
 }
 

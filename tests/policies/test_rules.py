@@ -10,6 +10,7 @@ from blob_safetynet.policies.rules import RULES, RULES_BY_ID, Outcome, evaluate
 from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
+    AccountImmutability,
     BackupInstance,
     Container,
     DiagnosticSetting,
@@ -103,16 +104,24 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         ],
     },
     "SN-CONTAINER-SOFT-DELETE": {
-        Outcome.PASS: [m.account()],
+        Outcome.PASS: [
+            m.account(),
+            m.account(blob_service_properties=m.blob_service_properties(containers={"days": 7})),
+        ],
         Outcome.FAIL: [
             m.account(
                 blob_service_properties=m.blob_service_properties(containers={"enabled": False})
-            )
+            ),
+            m.account(blob_service_properties=m.blob_service_properties(containers={"days": 6})),
+            m.account(blob_service_properties=m.blob_service_properties(containers={"days": None})),
         ],
         Outcome.UNKNOWN: [
             m.account(
                 blob_service_properties=m.blob_service_properties(containers={"enabled": UNKNOWN})
-            )
+            ),
+            m.account(
+                blob_service_properties=m.blob_service_properties(containers={"days": UNKNOWN})
+            ),
         ],
     },
     "SN-NO-PERMANENT-DELETE": {
@@ -389,12 +398,19 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.PASS: [
             m.account(),
             m.account(
+                blob_service_properties=m.blob_service_properties(versioning_enabled=False),
+                lifecycle_rules=(m.pending_rule(),),
+            ),
+            m.account(
                 blob_service_properties=m.blob_service_properties(versioning_enabled=True),
                 lifecycle_rules=(m.pending_rule(), m.version_rule()),
             ),
         ],
         Outcome.FAIL: [
-            m.account(blob_service_properties=m.blob_service_properties(versioning_enabled=True)),
+            m.account(
+                blob_service_properties=m.blob_service_properties(versioning_enabled=True),
+                lifecycle_rules=(m.pending_rule(),),
+            ),
             m.account(
                 blob_service_properties=m.blob_service_properties(versioning_enabled=True),
                 lifecycle_rules=(m.version_rule(enabled=False),),
@@ -499,6 +515,84 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
         Outcome.PASS: [m.account()],
         Outcome.FAIL: [m.account(defender_enabled=False)],
         Outcome.UNKNOWN: [m.account(defender_enabled=UNKNOWN)],
+    },
+    "SN-GEO-REDUNDANCY": {
+        Outcome.PASS: [
+            m.account(settings=m.settings(sku=sku))
+            for sku in ("Standard_GRS", "Standard_RAGRS", "Standard_GZRS", "standard_ragzrs")
+        ],
+        Outcome.FAIL: [
+            m.account(settings=m.settings(sku=sku))
+            for sku in (
+                "Standard_LRS",
+                "Standard_ZRS",
+                "Premium_LRS",
+                "Premium_ZRS",
+                "Standard_GR\u017f",  # the long s: no ASCII-only fold makes it GRS
+            )
+        ],
+        Outcome.UNKNOWN: [m.account(settings=m.settings(sku=UNKNOWN))],
+    },
+    "SN-POINT-IN-TIME-RESTORE": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(
+                blob_service_properties=m.blob_service_properties(
+                    delete={"days": 8}, restore={"days": 7}
+                )
+            ),
+        ],
+        Outcome.FAIL: [
+            m.account(
+                blob_service_properties=m.blob_service_properties(restore={"enabled": False})
+            ),
+            m.account(
+                blob_service_properties=m.blob_service_properties(
+                    delete={"days": 7}, restore={"days": 7}
+                )
+            ),
+            m.account(blob_service_properties=m.blob_service_properties(restore={"days": None})),
+            m.account(blob_service_properties=m.blob_service_properties(change_feed_enabled=False)),
+            m.account(blob_service_properties=m.blob_service_properties(versioning_enabled=False)),
+            m.account(blob_service_properties=m.blob_service_properties(delete={"enabled": False})),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(
+                blob_service_properties=m.blob_service_properties(restore={"enabled": UNKNOWN})
+            ),
+            m.account(blob_service_properties=m.blob_service_properties(restore={"days": UNKNOWN})),
+            m.account(
+                blob_service_properties=m.blob_service_properties(change_feed_enabled=UNKNOWN)
+            ),
+            m.account(blob_service_properties=m.blob_service_properties(delete={"days": UNKNOWN})),
+        ],
+    },
+    "SN-PROTOCOL-CONTAINER-MUTABLE": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(
+                settings=m.settings(immutability=AccountImmutability(True, None)),
+            ),
+            m.account(
+                settings=m.settings(immutability=AccountImmutability(True, "Disabled")),
+            ),
+            m.account(containers=(m.container(name="other", legal_hold=True), m.container())),
+        ],
+        Outcome.FAIL: [
+            m.account(containers=(m.container(worm_policy=True),)),
+            m.account(containers=(m.container(legal_hold=True),)),
+            m.account(containers=(m.container(version_immutability=True),)),
+            m.account(settings=m.settings(immutability=AccountImmutability(True, "Unlocked"))),
+            m.account(
+                containers=(m.container(legal_hold=True, worm_policy=UNKNOWN),),
+            ),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(containers=(m.container(legal_hold=UNKNOWN),)),
+            m.account(containers=(m.container(version_immutability=UNKNOWN),)),
+            m.account(settings=m.settings(immutability=UNKNOWN)),
+            m.account(containers=UNKNOWN),
+        ],
     },
     "SN-DELETE-LOCK": {
         Outcome.PASS: [

@@ -229,6 +229,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"1-{SOFT_DELETE_DAYS[-1]}, the days Azure can keep a deleted blob "
         f"(default {DEFAULTS.min_blob_soft_delete_days})",
     )
+    limits.add_argument(
+        "--min-container-soft-delete-days",
+        type=ascii_int,
+        default=DEFAULTS.min_container_soft_delete_days,
+        help=f"1-{SOFT_DELETE_DAYS[-1]}, the days Azure can keep a deleted container "
+        f"(default {DEFAULTS.min_container_soft_delete_days})",
+    )
     limits.add_argument("--max-pending-days", type=ascii_int, default=DEFAULTS.max_pending_days)
     limits.add_argument(
         "--container",
@@ -249,6 +256,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
     for option, days, most in (
         ("--min-blob-soft-delete-days", args.min_blob_soft_delete_days, SOFT_DELETE_DAYS[-1]),
+        (
+            "--min-container-soft-delete-days",
+            args.min_container_soft_delete_days,
+            SOFT_DELETE_DAYS[-1],
+        ),
         ("--max-pending-days", args.max_pending_days, MAX_DAYS),
     ):
         if not 1 <= days <= most:
@@ -259,6 +271,7 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
         raise UsageError(str(error)) from None
     return Thresholds(
         min_blob_soft_delete_days=args.min_blob_soft_delete_days,
+        min_container_soft_delete_days=args.min_container_soft_delete_days,
         max_pending_days=args.max_pending_days,
         container=args.container,
         deployment_principal_ids=tuple(args.deployment_principal),

@@ -32,22 +32,30 @@ class InventoryOptions:
     max_age: timedelta
 
 
-def add_inventory_options(parser: argparse.ArgumentParser) -> None:
+def add_inventory_options(
+    parser: argparse.ArgumentParser,
+    rule: appsettings.Setting = appsettings.INVENTORY_RULE,
+    what: str = "judge",
+    container_from_env: bool = True,
+) -> None:
+    """--inventory, --inventory-rule (default `rule`) and --inventory-max-age. `recover` passes
+    its own rule and reads no container from the environment: SAFETYNET_INVENTORY_CONTAINER,
+    set for reconcile, must not switch recover's candidate source unasked."""
     env = os.environ.get
     parser.add_argument(
         "--inventory",
         nargs="?",
         const=DEFAULT_INVENTORY_CONTAINER,
-        default=env(appsettings.INVENTORY_CONTAINER.name) or None,
+        default=(env(appsettings.INVENTORY_CONTAINER.name) or None) if container_from_env else None,
         metavar="CONTAINER",
-        help="judge from the newest completed Blob Inventory run in CONTAINER (default "
+        help=f"{what} from the newest completed Blob Inventory run in CONTAINER (default "
         f"{DEFAULT_INVENTORY_CONTAINER}) instead of listing the container",
     )
     parser.add_argument(
         "--inventory-rule",
-        default=env(appsettings.INVENTORY_RULE.name, appsettings.INVENTORY_RULE.default),
+        default=env(rule.name, rule.default),
         metavar="NAME",
-        help="the inventory rule whose runs are read",
+        help=f"the inventory rule whose runs are read (default {rule.default})",
     )
     parser.add_argument(
         "--inventory-max-age",

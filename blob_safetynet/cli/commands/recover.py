@@ -18,6 +18,13 @@ Exit codes (`blob_safetynet.cli.exitcodes`): 0 when nothing is lost or everythin
 6 when a copy the plan needs expires within --expiry-horizon days (dry run: apply it now),
 130 or 143 when SIGINT or SIGTERM stopped an apply between two rows.
 
+With `--inventory [CONTAINER]` the plan's candidates come from the newest run of the recover
+inventory rule (`safetynetrecover`: deleted blobs, snapshots and versions included) instead of
+a listing; the report is only a candidate list: each candidate's name is listed live and judged
+on what the service holds now, a copy the report shows but the service no longer keeps is named
+on its row and never tried, and the apply reads each blob again before writing. See
+docs/operations.md, "Recover from Blob Inventory".
+
 After the database was restored to an earlier time, `--after-restore` rolls the table forward
 from the container instead (plan and apply the same way; `--reapply-deletes` deletes again what
 was deleted after the restore point, kept by default). See docs/operations.md, "The database
@@ -32,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from blob_safetynet.cli.commands import plan_file, recover_restore
+from blob_safetynet.cli.commands import plan_file, recover_inventory, recover_restore
 from blob_safetynet.cli.commands.common import (
     CommandError,
     UsageError,
@@ -42,6 +49,10 @@ from blob_safetynet.cli.commands.common import (
     log_progress,
 )
 from blob_safetynet.cli.commands.interrupt import stop_signals
+from blob_safetynet.cli.commands.reconcile_inventory import (
+    add_inventory_options,
+    read_inventory_options,
+)
 from blob_safetynet.cli.commands.target import (
     TARGET_ERRORS,
     add_target_options,
@@ -52,6 +63,7 @@ from blob_safetynet.cli.exitcodes import ExitCode
 from blob_safetynet.reconcile.listing import RepairRefusedError
 from blob_safetynet.recover.apply import INTACT, RESTORED, Recovery, apply_plan
 from blob_safetynet.recover.plan import expiring, make_plan
+from blob_safetynet.settings import appsettings
 from blob_safetynet.settings.parsed import SettingsError
 from blob_safetynet.settings.redaction import printable
 
@@ -100,6 +112,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with --after-restore: delete again the documents deleted after the restore "
         "point (default: keep them; nothing acknowledged is lost)",
     )
+    add_inventory_options(
+        parser, appsettings.RECOVER_INVENTORY_RULE, recover_inventory.WHAT, container_from_env=False
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object, also on errors")
     parser.set_defaults(handler=run)
 
@@ -109,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
         recover_restore.check_options(args)
     except SettingsError as error:
         return fail("recover", ExitCode.USAGE, str(error), args.json)
+    if (problem := recover_inventory.check(args)) is not None:
+        return fail("recover", ExitCode.USAGE, problem, args.json)
     if args.after_restore:
         return recover_restore.run(args)
     if args.expiry_horizon is None:
@@ -121,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             if args.expiry_horizon < 0:
                 raise SettingsError("--expiry-horizon must be 0 or more days")
             plan_file.check_output(args.write_plan, "--write-plan", args.db, args.apply_plan)
+            inventory = read_inventory_options(args)
             saved = (
                 plan_file.read(args.apply_plan, "--apply-plan", "recover")
                 if args.apply_plan
@@ -130,9 +148,17 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(error)) from None
         store, container = open_target(args, container_may_be_gone=True)
         try:
-            plan = saved or make_plan(
-                store, container, verify_bytes=args.verify_bytes, horizon_days=args.expiry_horizon
-            )
+            if saved is not None:
+                plan = saved
+            elif inventory is not None:
+                plan = recover_inventory.plan_by_inventory(inventory, store, container, args)
+            else:
+                plan = make_plan(
+                    store,
+                    container,
+                    verify_bytes=args.verify_bytes,
+                    horizon_days=args.expiry_horizon,
+                )
             if args.write_plan is not None and saved is None:
                 plan_file.write(args.write_plan, plan, "--write-plan")
             if saved is None and not args.apply:
@@ -156,6 +182,7 @@ def _report_plan(plan: dict[str, Any], args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"plan": plan}))
     else:
+        recover_inventory.print_source(plan)
         restore = plan.get("container_restore")
         if restore:
             print(
@@ -170,6 +197,8 @@ def _report_plan(plan: dict[str, Any], args: argparse.Namespace) -> int:
                 f"{row['finding']}: {printable(row['name'])} ({printable(row['blob'])}): "
                 f"{printable(how)}"
             )
+            for gone in row.get("gone_since_report") or []:
+                print(f"  in the report, no longer kept: {printable(gone)}")
         print(
             f"{summary['recoverable']} recoverable, {summary['unrecoverable']} not; soonest "
             f"copy expires in {summary['soonest_days_left']} day(s)"

@@ -42,13 +42,16 @@ def settings(body: Mapping[str, Any], api_version: str = STORAGE_API_VERSION) ->
     documented defaults; a property the api-version cannot return at all is UNKNOWN."""
     props = common.mapping(body.get("properties"))
     if props is UNKNOWN:
-        return AccountSettings(UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN)
+        return AccountSettings(
+            UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, sku=common.sku(body)
+        )
     found = common.account_settings(
         common.get_str(body, "kind"),
         props,
         https_key="supportsHttpsTrafficOnly",
         acls_key="networkAcls",
     )
+    found = dataclasses.replace(found, sku=common.sku(body))
     if api_version < STORAGE_API_VERSION and "allowSharedKeyAccessForServices" not in props:
         return dataclasses.replace(found, blob_shared_key_access=UNKNOWN)
     return found

@@ -14,6 +14,7 @@ from typing import Any
 from blob_safetynet.policies.adapters.arm_json import enum
 from blob_safetynet.policies.rules.model import (
     UNKNOWN,
+    AccountImmutability,
     AccountSettings,
     BlobService,
     Container,
@@ -35,9 +36,27 @@ KEY_SOURCES = ("Microsoft.Storage", "Microsoft.Keyvault")
 PUBLIC_ACCESS = ("None", "Blob", "Container")
 BLOB_TYPES = ("blockBlob", "appendBlob")
 CONNECTION_STATES = ("Pending", "Approved", "Rejected")
+SKUS = (
+    "Standard_LRS",
+    "Standard_GRS",
+    "Standard_RAGRS",
+    "Standard_ZRS",
+    "Premium_LRS",
+    "Premium_ZRS",
+    "Standard_GZRS",
+    "Standard_RAGZRS",
+    "StandardV2_LRS",
+    "StandardV2_GRS",
+    "StandardV2_ZRS",
+    "StandardV2_GZRS",
+    "PremiumV2_LRS",
+    "PremiumV2_ZRS",
+)
+POLICY_STATES = ("Unlocked", "Locked", "Disabled")
 """The values of the Microsoft.Storage REST spec's enums the rules compare (`Kind`,
 `MinimumTlsVersion`, `PublicNetworkAccess`, `DefaultAction`, `Bypass`, `KeySource`,
-`PublicAccess`, the lifecycle filter's `blobTypes`, `PrivateEndpointServiceConnectionStatus`;
+`PublicAccess`, the lifecycle filter's `blobTypes`, `PrivateEndpointServiceConnectionStatus`,
+`SkuName`, `AccountImmutabilityPolicyProperties.state`;
 https://github.com/Azure/azure-rest-api-specs/tree/main/specification/storage/resource-manager/Microsoft.Storage).
 Each is an extensible enum (`x-ms-enum` with `modelAsString: true`) and Resource Manager takes
 its values without regard to case: `publicAccess: "none"` deploys a private container. A value
@@ -227,7 +246,31 @@ def account_settings(
         ),
         sftp_enabled=get_bool(props, "isSftpEnabled", False),
         local_users_enabled=_optional_bool(props, "isLocalUserEnabled"),
+        immutability=account_immutability(props),
     )
+
+
+def sku(holder: Mapping[str, Any]) -> Maybe[str]:
+    """`sku.name` of an account body or StorageAccount inputs, in the spec's spelling (`SkuName`).
+    Every account has one (ARM requires it on create), so an absent SKU is UNKNOWN, not a default."""
+    data = mapping(holder.get("sku"))
+    name = UNKNOWN if data is UNKNOWN else get_str(data, "name", SKUS)
+    return UNKNOWN if name is None else name
+
+
+def account_immutability(props: Mapping[str, Any]) -> Maybe[AccountImmutability]:
+    """`immutableStorageWithVersioning`; absent means off, as on any account created without it
+    (https://learn.microsoft.com/azure/storage/blobs/immutable-version-level-worm-policies)."""
+    data = mapping(props.get("immutableStorageWithVersioning"))
+    if data is UNKNOWN:
+        return UNKNOWN
+    policy = mapping(data.get("immutabilityPolicy"))
+    state: Maybe[str | None] = UNKNOWN
+    if policy is not UNKNOWN:
+        found = get_str(policy, "state", POLICY_STATES)
+        # A default policy given without a state is in force: ARM creates it Unlocked.
+        state = None if not policy else ("Unlocked" if found is None else found)
+    return AccountImmutability(enabled=get_bool(data, "enabled", False), default_policy_state=state)
 
 
 def retention(value: object, *, with_permanent_delete: bool) -> Retention:
@@ -244,18 +287,54 @@ def retention(value: object, *, with_permanent_delete: bool) -> Retention:
 
 
 def blob_service_properties(props: Mapping[str, Any]) -> BlobService:
-    """From blob service properties (ARM `properties` or azure-native inputs)."""
+    """From blob service properties (ARM `properties` or azure-native inputs); absent policies
+    are off (the REST spec's defaults: no change feed, no restore policy)."""
+    feed = mapping(props.get("changeFeed"))
     return BlobService(
         delete_retention=retention(props.get("deleteRetentionPolicy"), with_permanent_delete=True),
         container_delete_retention=retention(
             props.get("containerDeleteRetentionPolicy"), with_permanent_delete=False
         ),
         versioning_enabled=get_bool(props, "isVersioningEnabled", False),
+        change_feed_enabled=UNKNOWN if feed is UNKNOWN else get_bool(feed, "enabled", False),
+        restore_policy=retention(props.get("restorePolicy"), with_permanent_delete=False),
     )
 
 
-def container(name: Maybe[str], props: Mapping[str, Any]) -> Container:
-    return Container(name=name, public_access=get_str(props, "publicAccess", PUBLIC_ACCESS))
+def container(
+    name: Maybe[str], props: Mapping[str, Any], read_only_absent: Maybe[bool] = UNKNOWN
+) -> Container:
+    """A container; `read_only_absent` is what an absent read-only flag (`hasImmutabilityPolicy`,
+    `hasLegalHold`) means: UNKNOWN for a read (ARM's list returns both flags, so a body without
+    them was not read whole), False for a program's inputs (a legal hold is an action, never an
+    input, and the program's own immutability policies are resources `pulumi_props` adds)."""
+    version = mapping(props.get("immutableStorageWithVersioning"))
+    return Container(
+        name=name,
+        public_access=get_str(props, "publicAccess", PUBLIC_ACCESS),
+        worm_policy=_worm_policy(props, read_only_absent),
+        legal_hold=(
+            read_only_absent
+            if props.get("hasLegalHold") is None
+            else get_bool(props, "hasLegalHold", False)
+        ),
+        version_immutability=(
+            UNKNOWN if version is UNKNOWN else get_bool(version, "enabled", False)
+        ),
+    )
+
+
+def _worm_policy(props: Mapping[str, Any], absent: Maybe[bool]) -> Maybe[bool]:
+    """`hasImmutabilityPolicy` ("set to true by SRP if ImmutabilityPolicy has been created for
+    this container", ContainerProperties in the Microsoft.Storage REST spec) decides; without it,
+    an `immutabilityPolicy` carrying a retention period is one."""
+    if props.get("hasImmutabilityPolicy") is not None:
+        return get_bool(props, "hasImmutabilityPolicy", False)
+    policy = mapping(props.get("immutabilityPolicy"))
+    inner = UNKNOWN if policy is UNKNOWN else mapping(policy.get("properties", policy))
+    if inner is UNKNOWN:
+        return UNKNOWN
+    return True if inner.get("immutabilityPeriodSinceCreationInDays") is not None else absent
 
 
 def _delete_days(action: object) -> Maybe[int | None]:

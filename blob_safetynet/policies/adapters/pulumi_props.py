@@ -35,6 +35,7 @@ from blob_safetynet.policies.rules.roles import (
 STORAGE_ACCOUNT: Final = "azure-native:storage:StorageAccount"
 BLOB_SERVICE: Final = "azure-native:storage:BlobServiceProperties"
 BLOB_CONTAINER: Final = "azure-native:storage:BlobContainer"
+IMMUTABILITY_POLICY: Final = "azure-native:storage:BlobContainerImmutabilityPolicy"
 MANAGEMENT_POLICY: Final = "azure-native:storage:ManagementPolicy"
 ROLE_ASSIGNMENT: Final = "azure-native:authorization:RoleAssignment"
 ROLE_DEFINITION: Final = "azure-native:authorization:RoleDefinition"
@@ -88,12 +89,13 @@ class StackResource:
 def settings(props: Mapping[str, Any]) -> AccountSettings:
     """From StorageAccount inputs; absent values take the REST API's documented defaults."""
     props = resolve_unknowns(props)
-    return common.account_settings(
+    found = common.account_settings(
         common.get_str(props, "kind"),
         props,
         https_key="enableHttpsTrafficOnly",
         acls_key="networkRuleSet",
     )
+    return dataclasses.replace(found, sku=common.sku(props))
 
 
 def blob_service_properties(props: Mapping[str, Any]) -> BlobService:
@@ -105,7 +107,7 @@ def container(props: Mapping[str, Any]) -> Container:
     name = common.get_str(props, "containerName")
     if name is None:
         name = common.get_str(props, "name")  # outputs carry the name, not `containerName`
-    return common.container(UNKNOWN if name is None else name, props)
+    return common.container(UNKNOWN if name is None else name, props, read_only_absent=False)
 
 
 def lifecycle_rules(props: Mapping[str, Any]) -> Maybe[tuple[LifecycleRule, ...]]:
@@ -269,11 +271,10 @@ def accounts_from_stack(resources: Sequence[StackResource]) -> list[Account]:
     """
     accounts = [r for r in resources if r.type == STORAGE_ACCOUNT]
     children: dict[int, dict[str, list[StackResource]]] = {
-        index: {BLOB_SERVICE: [], BLOB_CONTAINER: [], MANAGEMENT_POLICY: []}
-        for index in range(len(accounts))
+        index: {kind: [] for kind in _CHILDREN} for index in range(len(accounts))
     }
     for resource in resources:
-        if resource.type in (BLOB_SERVICE, BLOB_CONTAINER, MANAGEMENT_POLICY):
+        if resource.type in _CHILDREN:
             owner = _owner(resource, accounts)
             if owner is not None:
                 children[accounts.index(owner)][resource.type].append(resource)
@@ -288,6 +289,40 @@ def accounts_from_stack(resources: Sequence[StackResource]) -> list[Account]:
         )
         for index, account in enumerate(accounts)
     ]
+
+
+_CHILDREN: Final = (BLOB_SERVICE, BLOB_CONTAINER, MANAGEMENT_POLICY, IMMUTABILITY_POLICY)
+
+
+def _with_worm_policies(
+    containers: Sequence[StackResource], policies: Sequence[StackResource]
+) -> tuple[Container, ...]:
+    """The program's containers, each with the immutability policies the program declares on it
+    (a BlobContainerImmutabilityPolicy names its container by `containerName`); a policy whose
+    container is not known yet may be any container's."""
+    named = [_policy_container(policy) for policy in policies]
+    found = []
+    for resource in containers:
+        model = container(resource.props)
+        if any(name == model.name for name in named):
+            model = dataclasses.replace(model, worm_policy=True)
+        elif any(not isinstance(name, str) for name in named):
+            model = dataclasses.replace(model, worm_policy=UNKNOWN)
+        found.append(model)
+    return tuple(found)
+
+
+def _policy_container(policy: StackResource) -> object:
+    """The container an immutability policy is on: its `containerName` input, else (a stack
+    policy sees outputs, which may lack it) the container its id names."""
+    name = resolve_unknowns(policy.props).get("containerName")
+    if isinstance(name, str) or policy.id is None:
+        return name
+    parts = policy.id.rstrip("/").split("/")
+    folded = [arm_fold(part) for part in parts]
+    if "containers" in folded and folded.index("containers") + 1 < len(parts):
+        return parts[folded.index("containers") + 1]
+    return name
 
 
 def _targets(value: object, account: StackResource, name: str) -> bool | None:
@@ -424,7 +459,7 @@ def _account(
         name=name,
         settings=settings(account.props),
         blob_service_properties=service,
-        containers=tuple(container(c.props) for c in containers),
+        containers=_with_worm_policies(containers, children[IMMUTABILITY_POLICY]),
         lifecycle_rules=lifecycle,
         role_assignments=tuple(roles),
     )

@@ -94,11 +94,10 @@ BLOB_SOFT_DELETE_DAYS: Final = Alias(
 """Listed with its default path and as modifiable by AzAdvertizer from the service's alias data
 (Get-AzPolicyAlias), with `deleteRetentionPolicy.enabled`; Microsoft's built-in 9fbd64e3 sets
 the same property through its deployment template."""
-CONTAINER_SOFT_DELETE_ENABLED: Final = _alias(
-    BLOB_SERVICE_TYPE,
-    "containerDeleteRetentionPolicy.enabled",
-    "StorageAccountEnableSoftDelete_DINE.json",
+SKU_NAME: Final = Alias(
+    f"{ACCOUNT_TYPE}/sku.name", "sku.name", _BUILT_INS + "GeoRedundant_StorageAccounts_Audit.json"
 )
+"""The account's SKU sits beside `properties`, not in it."""
 
 ALIASES: Final[dict[str, Alias]] = {
     alias.name: alias
@@ -115,7 +114,7 @@ ALIASES: Final[dict[str, Alias]] = {
         KEY_EXPIRATION_DAYS,
         BLOB_SOFT_DELETE_ENABLED,
         BLOB_SOFT_DELETE_DAYS,
-        CONTAINER_SOFT_DELETE_ENABLED,
+        SKU_NAME,
     )
 }
 """Every alias a generated definition may name, by name."""

@@ -62,6 +62,12 @@ from blob_safetynet.policies.rules.network import (
     TRUSTED_BYPASS,
     TRUSTED_SERVICES,
 )
+from blob_safetynet.policies.rules.resilience import (
+    GEO_REDUNDANCY,
+    GEO_SKUS,
+    POINT_IN_TIME,
+    PROTOCOL_CONTAINER_MUTABLE,
+)
 from blob_safetynet.policies.rules.threats import CROSS_TENANT_REPLICATION, DEFENDER_FOR_STORAGE
 
 DEFAULTS: Final = Thresholds()
@@ -161,11 +167,6 @@ FORMS: Final[tuple[PolicyForm, ...]] = (
         ),
     ),
     PolicyForm(
-        CONTAINER_SOFT_DELETE,
-        a.BLOB_SERVICE_TYPE,
-        not_switched(a.CONTAINER_SOFT_DELETE_ENABLED, True, absent_means=False),
-    ),
-    PolicyForm(
         NO_PUBLIC_ACCESS,
         a.ACCOUNT_TYPE,
         not_switched(a.ALLOW_BLOB_PUBLIC_ACCESS, False, absent_means=True),
@@ -222,6 +223,11 @@ FORMS: Final[tuple[PolicyForm, ...]] = (
         ),
         parameters=(MAX_KEY_EXPIRATION_DAYS,),
     ),
+    PolicyForm(
+        GEO_REDUNDANCY,
+        a.ACCOUNT_TYPE,
+        not_(field(a.SKU_NAME, "in", list(GEO_SKUS))),
+    ),
 )
 """The rules Azure Policy can express, in catalogue order of their rules."""
 
@@ -236,6 +242,13 @@ _ROLES = (
 )
 
 NOT_EXPRESSIBLE: Final[tuple[NotExpressible, ...]] = (
+    NotExpressible(
+        CONTAINER_SOFT_DELETE,
+        "its floor reads containerDeleteRetentionPolicy.days, and no Microsoft built-in uses an "
+        "alias for it (9fbd64e3 sets it only through its deployment template), so its alias "
+        "could not be verified; a condition on the enabled switch alone passes a one-day "
+        "retention the rule fails",
+    ),
     NotExpressible(
         NO_PERMANENT_DELETE,
         "no Microsoft built-in uses an alias for deleteRetentionPolicy.allowPermanentDelete, so "
@@ -287,6 +300,16 @@ NOT_EXPRESSIBLE: Final[tuple[NotExpressible, ...]] = (
         DEFENDER_FOR_STORAGE,
         "the plan is a subscription resource (Microsoft.Security/pricings) or a "
         "defenderForStorageSettings extension resource, not a property of the account",
+    ),
+    NotExpressible(
+        POINT_IN_TIME,
+        "no Microsoft built-in uses an alias for restorePolicy or changeFeed, so their aliases "
+        "could not be verified",
+    ),
+    NotExpressible(
+        PROTOCOL_CONTAINER_MUTABLE,
+        f"{_PROTOCOL}; a container's hasImmutabilityPolicy and hasLegalHold are read-only "
+        "flags no Microsoft built-in names",
     ),
     NotExpressible(
         DELETE_LOCK,

@@ -37,6 +37,7 @@ def config_values(thresholds: Thresholds) -> dict[str, Any]:
     """The pack's config keys (its schema, `blob_safetynet.policies.pack.crossguard.CONFIG_SCHEMA`) for `thresholds`."""
     return {
         "minBlobSoftDeleteDays": thresholds.min_blob_soft_delete_days,
+        "minContainerSoftDeleteDays": thresholds.min_container_soft_delete_days,
         "maxPendingDays": thresholds.max_pending_days,
         "containerName": thresholds.container,
         "deploymentPrincipalIds": list(thresholds.deployment_principal_ids),
@@ -142,6 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--min-blob-soft-delete-days", type=int, default=DEFAULTS.min_blob_soft_delete_days
     )
+    parser.add_argument(
+        "--min-container-soft-delete-days",
+        type=int,
+        default=DEFAULTS.min_container_soft_delete_days,
+    )
     parser.add_argument("--max-pending-days", type=int, default=DEFAULTS.max_pending_days)
     parser.add_argument("--container", default=DEFAULTS.container)
     parser.add_argument("--deployment-principal", action="append", default=[], metavar="OBJECT_ID")
@@ -154,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     thresholds = Thresholds(
         min_blob_soft_delete_days=args.min_blob_soft_delete_days,
+        min_container_soft_delete_days=args.min_container_soft_delete_days,
         max_pending_days=args.max_pending_days,
         container=args.container,
         deployment_principal_ids=tuple(args.deployment_principal),

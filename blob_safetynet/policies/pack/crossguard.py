@@ -53,6 +53,13 @@ CONFIG_SCHEMA: Final = PolicyConfigSchema(
             "default": DEFAULT_THRESHOLDS.min_blob_soft_delete_days,
             "description": "Fewest days blob soft delete must keep a deleted blob.",
         },
+        "minContainerSoftDeleteDays": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 365,
+            "default": DEFAULT_THRESHOLDS.min_container_soft_delete_days,
+            "description": "Fewest days container soft delete must keep a deleted container.",
+        },
         "maxPendingDays": {
             "type": "integer",
             "minimum": 1,
@@ -123,6 +130,11 @@ def thresholds(config: Mapping[str, Any]) -> Thresholds:
     return Thresholds(
         min_blob_soft_delete_days=int(
             config.get("minBlobSoftDeleteDays", DEFAULT_THRESHOLDS.min_blob_soft_delete_days)
+        ),
+        min_container_soft_delete_days=int(
+            config.get(
+                "minContainerSoftDeleteDays", DEFAULT_THRESHOLDS.min_container_soft_delete_days
+            )
         ),
         max_pending_days=int(config.get("maxPendingDays", DEFAULT_THRESHOLDS.max_pending_days)),
         container=str(config.get("containerName", DEFAULT_THRESHOLDS.container)),

@@ -121,6 +121,7 @@ def iter_json(report: Judged, context: ReportContext) -> Iterator[str]:
         "fail_on": context.fail_on,
         "thresholds": {
             "minBlobSoftDeleteDays": report.thresholds.min_blob_soft_delete_days,
+            "minContainerSoftDeleteDays": report.thresholds.min_container_soft_delete_days,
             "maxPendingDays": report.thresholds.max_pending_days,
             "containerName": report.thresholds.container,
         },

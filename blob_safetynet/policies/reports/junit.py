@@ -52,6 +52,7 @@ def _audit_properties(report: Judged, context: ReportContext) -> dict[str, str]:
         **{f"input.{n}": input_line(file) for n, file in enumerate(context.inputs, start=1)},
         **({"failOn": context.fail_on} if context.fail_on else {}),
         "minBlobSoftDeleteDays": str(limits.min_blob_soft_delete_days),
+        "minContainerSoftDeleteDays": str(limits.min_container_soft_delete_days),
         "maxPendingDays": str(limits.max_pending_days),
         "containerName": limits.container,
     }

@@ -51,6 +51,11 @@ from blob_safetynet.policies.rules.network import (
     PUBLIC_NETWORK_ACCESS,
     TRUSTED_SERVICES,
 )
+from blob_safetynet.policies.rules.resilience import (
+    GEO_REDUNDANCY,
+    POINT_IN_TIME,
+    PROTOCOL_CONTAINER_MUTABLE,
+)
 from blob_safetynet.policies.rules.threats import CROSS_TENANT_REPLICATION, DEFENDER_FOR_STORAGE
 
 RULES: Final[tuple[Rule, ...]] = (
@@ -79,6 +84,9 @@ RULES: Final[tuple[Rule, ...]] = (
     SAS_EXPIRATION_POLICY,
     NO_LOCAL_USERS,
     DEFENDER_FOR_STORAGE,
+    GEO_REDUNDANCY,
+    POINT_IN_TIME,
+    PROTOCOL_CONTAINER_MUTABLE,
     DELETE_LOCK,
     BLOB_LOGGING,
     BACKUP_PROTECTED,

@@ -47,11 +47,14 @@ class RuleScope(enum.StrEnum):
 
 class Framework(enum.StrEnum):
     CIS_AZURE_3_0 = "CIS Microsoft Azure Foundations Benchmark v3.0.0"
+    CIS_AZURE_4_0 = "CIS Microsoft Azure Foundations Benchmark v4.0.0"
     MCSB_V1 = "Microsoft cloud security benchmark v1"
 
     @property
     def short(self) -> str:
-        return {"CIS_AZURE_3_0": "CIS 3.0.0", "MCSB_V1": "MCSB v1"}[self.name]
+        return {"CIS_AZURE_3_0": "CIS 3.0.0", "CIS_AZURE_4_0": "CIS 4.0.0", "MCSB_V1": "MCSB v1"}[
+            self.name
+        ]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,11 @@ class Control:
 
 def cis(*ids: str) -> tuple[Control, ...]:
     return tuple(Control(Framework.CIS_AZURE_3_0, i) for i in ids)
+
+
+def cis4(*ids: str) -> tuple[Control, ...]:
+    """Controls of CIS v4.0.0, for what v3.0.0 has no control of (storage is its section 10)."""
+    return tuple(Control(Framework.CIS_AZURE_4_0, i) for i in ids)
 
 
 def mcsb(*ids: str) -> tuple[Control, ...]:

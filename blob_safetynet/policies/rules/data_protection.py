@@ -60,29 +60,38 @@ BLOB_SOFT_DELETE = Rule(
 )
 
 
-def _check_container_soft_delete(account: Account, _: Thresholds) -> Verdict:
+def _check_container_soft_delete(account: Account, thresholds: Thresholds) -> Verdict:
     assert account.blob_service_properties is not UNKNOWN
     policy = account.blob_service_properties.container_delete_retention
     if policy.enabled is UNKNOWN:
         return unknown("whether container soft delete is enabled is not known yet")
     if not policy.enabled:
         return failed("container soft delete is off")
-    return passed(f"container soft delete keeps {policy.days} days")
+    if policy.days is UNKNOWN:
+        return unknown("the container soft delete retention days are not known yet")
+    minimum = thresholds.min_container_soft_delete_days
+    if policy.days is None:
+        return failed(f"container soft delete is on with no retention days (minimum {minimum})")
+    if policy.days < minimum:
+        return failed(f"container soft delete keeps {policy.days} days, fewer than {minimum}")
+    return passed(f"container soft delete keeps {policy.days} days (minimum {minimum})")
 
 
 CONTAINER_SOFT_DELETE = Rule(
     id="SN-CONTAINER-SOFT-DELETE",
-    title="Container soft delete is on",
+    title="Container soft delete is on for long enough",
     severity=Severity.HIGH,
     rationale=(
         "Deleting the container deletes every blob in it at once; blob soft delete does not "
-        "bring a deleted container back."
+        "bring a deleted container back, and a container kept a day is gone before a weekend "
+        "ends."
     ),
     remediation=Remediation(
-        account="turn container soft delete on: blob service `containerDeleteRetentionPolicy.enabled: true` with `days` 1-365 (`az storage account blob-service-properties update --account-name <account> -g <group> --enable-container-delete-retention true --container-delete-retention-days 7`)",
+        account="turn container soft delete on and keep deleted containers at least the audit's --min-container-soft-delete-days (default 7): blob service `containerDeleteRetentionPolicy.enabled: true`, `containerDeleteRetentionPolicy.days` >= that minimum, at most 365 (`az storage account blob-service-properties update --account-name <account> -g <group> --enable-container-delete-retention true --container-delete-retention-days 7`)",
         pulumi=(
-            "set Pulumi config `containerSoftDeleteDays` (blob_safetynet/infra/storage.py: "
-            "BlobServiceProperties.containerDeleteRetentionPolicy enabled=true)"
+            "set Pulumi config `containerSoftDeleteDays` to at least minContainerSoftDeleteDays "
+            "(blob_safetynet/infra/storage.py: BlobServiceProperties."
+            "containerDeleteRetentionPolicy enabled=true)"
         ),
     ),
     facets=frozenset({Facet.BLOB_SERVICE}),

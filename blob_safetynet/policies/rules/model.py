@@ -88,8 +88,17 @@ SHARED_KEY_SWITCH: Final = "allowSharedKeyAccessForServices"
 """The blob service's own shared key switch, a setting an api-version before 2026-09-01 does not
 return (`blob_safetynet.policies.adapters.arm.STORAGE_API_VERSION`)."""
 
+LEGAL_HOLD: Final = "hasLegalHold"
+"""A container's legal hold flag: read-only, so an ARM template (an export included) never
+carries it; a legal hold is set by an action, not by a property
+(https://learn.microsoft.com/rest/api/storagerp/blob-containers/set-legal-hold)."""
+CONTAINER_WORM_POLICY: Final = "hasImmutabilityPolicy"
+"""A container's time-based retention flag: read-only as well; a template declares the policy
+as a child resource (`containers/immutabilityPolicies`), which the offline audit does not read."""
+
 Fact: TypeAlias = Facet | str
-"""What a verdict may lack: a facet, or a setting named by its ARM property (`SHARED_KEY_SWITCH`)."""
+"""What a verdict may lack: a facet, or a setting named by its ARM property (`SHARED_KEY_SWITCH`,
+`LEGAL_HOLD`, `CONTAINER_WORM_POLICY`)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,8 @@ class Thresholds:
     """The numbers a deployment may tune; the pack's config schema and the audit's options."""
 
     min_blob_soft_delete_days: int = 7
+    min_container_soft_delete_days: int = 7
+    """Fewest days container soft delete must keep a deleted container (1-365, as Azure takes)."""
     max_pending_days: int = 7
     container: str = DEFAULT_CONTAINER
     deployment_principal_ids: tuple[str, ...] = ()
@@ -131,6 +142,19 @@ class AccountSettings:
     sftp_enabled: Maybe[bool] = UNKNOWN
     local_users_enabled: Maybe[bool | None] = UNKNOWN
     """`isLocalUserEnabled`; None when unset (no documented default)."""
+    sku: Maybe[str] = UNKNOWN
+    """`sku.name` (Standard_LRS, Standard_GZRS, ...), in the REST spec's spelling when known."""
+    immutability: Maybe[AccountImmutability] = UNKNOWN
+    """`immutableStorageWithVersioning`: version-level immutability on the whole account."""
+
+
+@dataclass(frozen=True)
+class AccountImmutability:
+    """Account-level version immutability (`immutableStorageWithVersioning`)."""
+
+    enabled: Maybe[bool]
+    default_policy_state: Maybe[str | None]
+    """The default policy's `state` ("Unlocked", "Locked", "Disabled"); None: no default policy."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +193,9 @@ class BlobService:
     delete_retention: Retention
     container_delete_retention: Retention
     versioning_enabled: Maybe[bool]
+    change_feed_enabled: Maybe[bool] = UNKNOWN
+    restore_policy: Retention = Retention(UNKNOWN, UNKNOWN)
+    """`restorePolicy` (point-in-time restore): `enabled` and `days`, how far back it restores."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +203,12 @@ class Container:
     name: Maybe[str]
     public_access: Maybe[str | None]
     """None or "None" for private; "Blob" or "Container" for anonymous read access."""
+    worm_policy: Maybe[bool] = UNKNOWN
+    """A time-based retention policy (`hasImmutabilityPolicy`, or an `immutabilityPolicy`)."""
+    legal_hold: Maybe[bool] = UNKNOWN
+    """`hasLegalHold`: at least one legal hold tag is set."""
+    version_immutability: Maybe[bool] = UNKNOWN
+    """`immutableStorageWithVersioning.enabled`: version-level immutability support."""
 
 
 @dataclass(frozen=True)

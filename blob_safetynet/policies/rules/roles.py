@@ -109,6 +109,32 @@ BUILT_IN_ROLES: Final[dict[str, RoleDefinition]] = {
             "Microsoft.Support/*",
         ),
     ),
+    # The Backup vault's role on an account it protects (Azure Backup for blobs): management
+    # actions only, no data actions; it may write and delete locks, because operational backup
+    # places its own delete lock on the account.
+    "e5e2a7ff-d759-4cd2-bb51-3152d37e2eb1": RoleDefinition(
+        "Storage Account Backup Contributor",
+        actions=(
+            "Microsoft.Authorization/*/read",
+            "Microsoft.Authorization/locks/read",
+            "Microsoft.Authorization/locks/write",
+            "Microsoft.Authorization/locks/delete",
+            "Microsoft.Features/features/read",
+            "Microsoft.Features/providers/features/read",
+            "Microsoft.Resources/subscriptions/resourceGroups/read",
+            "Microsoft.Storage/operations/read",
+            "Microsoft.Storage/storageAccounts/objectReplicationPolicies/delete",
+            "Microsoft.Storage/storageAccounts/objectReplicationPolicies/read",
+            "Microsoft.Storage/storageAccounts/objectReplicationPolicies/write",
+            "Microsoft.Storage/storageAccounts/objectReplicationPolicies/restorePointMarkers/write",
+            "Microsoft.Storage/storageAccounts/blobServices/containers/read",
+            "Microsoft.Storage/storageAccounts/blobServices/containers/write",
+            "Microsoft.Storage/storageAccounts/blobServices/read",
+            "Microsoft.Storage/storageAccounts/blobServices/write",
+            "Microsoft.Storage/storageAccounts/read",
+            "Microsoft.Storage/storageAccounts/restoreBlobRanges/action",
+        ),
+    ),
     "b7e6dc6d-f1e8-4753-8033-0f276bb0955b": RoleDefinition(
         "Storage Blob Data Owner",
         actions=("Microsoft.Storage/storageAccounts/blobServices/containers/*",),

@@ -22,13 +22,15 @@ Every file is grouped by the account its resource id or name names, normalised t
 shape, and handed to `blob_safetynet.policies.adapters.arm.account` like a live read. What no
 file of these shapes can hold (role assignments, Defender for Storage; local users and private
 endpoint connections when no file of their own is given; the blob service's shared key switch
-at an api-version before it; locks, blob diagnostic settings and backup instances when no file
-shows them: `files_nets.py`) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
-other facet no file holds stays UNKNOWN with a reason naming the file to add, never a default.
-A file that cannot be read, or holds none of these shapes, is an OfflineError naming it
-(template expressions: `template_expressions.py`). Reading is bounded: at most MAX_FILES files
-of MAX_FILE_BYTES each (`saved.py`, which also keeps each file's digest and the line each
-resource starts on).
+at an api-version before it; a container's read-only immutability flags, which a
+template never holds; locks, blob diagnostic settings and backup instances when no file shows
+them: `files_nets.py`) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
+other facet no file holds stays UNKNOWN with a reason naming the file to add, never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
+naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each (`saved.py`, which
+also keeps each file's digest and the line each resource starts on).
+
+What the pieces of one account make of the live audit's reads, and what no file can hold, is in
+`file_reads.py`.
 """
 
 from __future__ import annotations
@@ -37,28 +39,23 @@ import functools
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from blob_safetynet.policies.adapters import arm
 from blob_safetynet.policies.adapters.arm_json import ArmObject, SpellingError, enum
-from blob_safetynet.policies.adapters.common import KINDS
 from blob_safetynet.policies.rules import evaluate
-from blob_safetynet.policies.rules.base import BLOB_FACETS, NO_BLOB_KINDS
 from blob_safetynet.policies.rules.model import (
     ARM_IGNORECASE,
-    SHARED_KEY_SWITCH,
-    UNKNOWN,
-    Facet,
     Thresholds,
     arm_fold,
 )
 from blob_safetynet.policies.sources import files_nets
+from blob_safetynet.policies.sources.file_reads import Pieces, reads_of
 from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope, SourceLine
 from blob_safetynet.policies.sources.saved import MAX_FILE_BYTES, Saved, SavedFileError
 from blob_safetynet.policies.sources.saved import load as load_saved
-from blob_safetynet.policies.sources.template_expressions import OfflineError, Passed, resolve
 from blob_safetynet.settings.redaction import printable
 
 __all__ = ["MAX_FILE_BYTES", "OfflineError", "run_offline_audit"]
@@ -93,49 +90,25 @@ _CLI_NAMES: Final = {
 _ACCOUNT_IN_ID: Final = re.compile(
     r"/providers/Microsoft\.Storage/storageAccounts/([^/]+)", ARM_IGNORECASE
 )
-NOT_IN_FILES: Final = {
-    Facet.ROLES: "role assignments are read only from Azure (not judged from files)",
-    Facet.DEFENDER: "Defender for Storage is read only from Azure (not judged from files)",
-}
-"""Facets no file of these shapes holds: Microsoft.Authorization and Microsoft.Security
-resources, not the account's."""
-NOT_IN_ACCOUNT_FILES: Final = {
-    Facet.LOCAL_USERS: "no file lists the account's local users (`az storage account local-user "
-    "list`; an account document and a template export do not)",
-    Facet.PRIVATE_ENDPOINTS: "no file lists the account's private endpoint connections (`az "
-    "storage account show` does; a template export's account resource does not)",
-}
-"""Facets the account's own documents do not carry: when no file of their own is given, the
-rules that need them are NOT_IN_FILES."""
-GIVE: Final = {
-    Facet.SETTINGS: "`az storage account show`",
-    Facet.BLOB_SERVICE: "`az storage account blob-service-properties show`",
-    Facet.CONTAINERS: "`az storage container-rm list`",
-    Facet.LIFECYCLE: "`az storage account management-policy show`",
-}
-"""The file that holds each facet a template export also holds: left out, it is UNKNOWN."""
+_PARAMETER: Final = re.compile(r"parameters\('([^']+)'\)", ARM_IGNORECASE)
+_EXPRESSION: Final = re.compile(
+    r"\[(?:parameters\('[^']+'\)|concat\((?:parameters\('[^']+'\)|'[^']*')"
+    r"(?:\s*,\s*(?:parameters\('[^']+'\)|'[^']*'))*\))\]",
+    ARM_IGNORECASE,
+)
 
 
-@dataclass
-class _Pieces:
-    """What the files hold about one account, in the REST shape."""
+class OfflineError(ValueError):
+    """A file cannot be read or holds no shape the offline audit knows; the message names it."""
 
-    name: str
-    sources: list[str] = field(default_factory=list)
-    where: SourceLine | None = None
-    """The account's resource in its file, else the first resource of it read."""
-    account: Mapping[str, Any] | None = None
-    api_version: str = ""
-    blob_service: Mapping[str, Any] | None = None
-    containers: dict[str, Any] | None = None
-    policy: Mapping[str, Any] | None = None
-    local_users: dict[str, Any] | None = None
-    connections: dict[str, Any] | None = None
-    locks: list[Mapping[str, Any]] = field(default_factory=list)
-    diagnostics: list[Mapping[str, Any]] = field(default_factory=list)
-    backups: list[Mapping[str, Any]] = field(default_factory=list)
-    scope_locks: list[Mapping[str, Any]] = field(default_factory=list)
-    """Locks at a resource group or subscription, of every file (`files_nets`)."""
+
+@dataclass(frozen=True)
+class _Passed:
+    """A nested template's parameter value given as an expression: evaluated, when a name
+    needs it, in the scope of the template that holds the deployment."""
+
+    expression: str
+    scope: Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -180,9 +153,9 @@ def load(path: Path) -> Saved:
         raise OfflineError(str(error)) from None
 
 
-def group(files: Iterable[tuple[Saved, str]], api_version: str | None = None) -> list[_Pieces]:
+def group(files: Iterable[tuple[Saved, str]], api_version: str | None = None) -> list[Pieces]:
     """The resources of read files (each with its name as given), by account, in name order."""
-    accounts: dict[str, _Pieces] = {}
+    accounts: dict[str, Pieces] = {}
     pool: list[Mapping[str, Any]] = []
     for file, name in files:
         for resource in resources(file.document, printable(name), api_version or ""):
@@ -190,7 +163,7 @@ def group(files: Iterable[tuple[Saved, str]], api_version: str | None = None) ->
                 pool += [resource.body] if resource.kind == files_nets.LOCK else []
                 continue
             key = arm_fold(resource.account)
-            piece = accounts.setdefault(key, _Pieces(resource.account))
+            piece = accounts.setdefault(key, Pieces(resource.account))
             _add(piece, resource)
             line = SourceLine(name, file.line_of(resource.item))
             if piece.where is None or resource.kind == ACCOUNT:
@@ -267,11 +240,11 @@ def _declared(
             continue
         text = name if isinstance(name, str) else ""
         if text.startswith("["):
-            text = resolve(text, parameters, source)
+            text = _resolve(text, parameters, source)
         if parent is not None:
             text = f"{parent[1]}/{text}"
         if kind in files_nets.TYPES:
-            resolver = functools.partial(resolve, parameters=parameters, source=source)
+            resolver = functools.partial(_resolve, parameters=parameters, source=source)
             named = files_nets.declared_name(kind, item, text, resolver)
             declared += [] if named is None else [(item, kind, named)]
             continue
@@ -320,7 +293,7 @@ def _nested(
         for key, value in given.items() if isinstance(given, Mapping) else ():
             passed = value.get("value") if isinstance(value, Mapping) else None
             if isinstance(passed, str) and passed.startswith("["):
-                passed = Passed(passed, outer)
+                passed = _Passed(passed, outer)
             parameters[arm_fold(str(key))] = passed
     return _declared(resources, source, parameters, None, f"{where}.properties.template.resources")
 
@@ -397,7 +370,35 @@ def _account_name(body: Mapping[str, Any], source: str) -> str:
     return name.split("/")[0]
 
 
-def _add(piece: _Pieces, resource: _Resource) -> None:
+def _resolve(expression: str, parameters: Mapping[str, object], source: str) -> str:
+    """`[parameters('p')]` or `[concat(parameters('p'), '/default')]` with the parameters'
+    default values (`parameters` keyed in lower case: template functions and their arguments
+    are case-insensitive); any other expression cannot be judged offline."""
+    if not _EXPRESSION.fullmatch(expression):
+        raise OfflineError(
+            f"{source}: cannot resolve the name '{printable(expression)}' offline; only "
+            "parameters('...') and concat(...) of them and literals are read"
+        )
+    inner = expression[1:-1]
+    parts = re.findall(r"parameters\('[^']+'\)|'[^']*'", inner, ARM_IGNORECASE)
+    text = ""
+    for part in parts:
+        if part.startswith("'"):
+            text += part[1:-1]
+            continue
+        key = _PARAMETER.fullmatch(part)
+        value = parameters.get(arm_fold(key.group(1))) if key else None
+        if isinstance(value, _Passed):
+            value = _resolve(value.expression, value.scope, source)
+        if not isinstance(value, str):
+            raise OfflineError(
+                f"{source}: the parameter in '{printable(expression)}' has no string default value"
+            )
+        text += value
+    return text
+
+
+def _add(piece: Pieces, resource: _Resource) -> None:
     """One resource into its account's pieces; a second document for one resource, of any
     kind, is refused (which one is the truth cannot be told)."""
     body, kind = resource.body, resource.kind
@@ -432,57 +433,8 @@ def _child_name(body: Mapping[str, Any]) -> str:
     return arm_fold(str(name or "").rstrip("/").rsplit("/", 1)[-1])
 
 
-def _second(piece: _Pieces, resource: _Resource, what: str) -> None:
+def _second(piece: Pieces, resource: _Resource, what: str) -> None:
     raise OfflineError(
         f"{resource.source}: a second {what} document for account "
         f"'{printable(piece.name)}' (the first in {', '.join(piece.sources)})"
     )
-
-
-def reads_of(piece: _Pieces) -> arm.ArmReads:
-    """The live audit's reads, from the files: what no file holds stays UNKNOWN, with why."""
-    body = piece.account or {"name": piece.name, "properties": UNKNOWN}
-    reads = arm.ArmReads(account=body, api_version=piece.api_version)
-    reads.reasons.update(NOT_IN_FILES)
-    reads.not_held.update(NOT_IN_FILES)
-    if piece.api_version < arm.STORAGE_API_VERSION:
-        reads.not_held.add(SHARED_KEY_SWITCH)
-    connections = (
-        list(piece.connections.values()) if piece.connections else _connections_of(piece.account)
-    )
-    given: dict[Facet, object] = {
-        Facet.SETTINGS: piece.account,
-        Facet.BLOB_SERVICE: piece.blob_service,
-        Facet.CONTAINERS: piece.containers,
-        Facet.LIFECYCLE: piece.policy,
-        Facet.LOCAL_USERS: piece.local_users,
-        Facet.PRIVATE_ENDPOINTS: connections,
-    }
-    for facet, value in given.items():
-        if value is None and facet in NOT_IN_ACCOUNT_FILES:
-            reads.reasons[facet] = NOT_IN_ACCOUNT_FILES[facet]
-            reads.not_held.add(facet)
-        elif value is None:
-            reads.reasons[facet] = f"{facet.value} not in the files (add {GIVE[facet]})"
-    if piece.blob_service is not None:
-        reads.blob_service_properties = piece.blob_service
-    if piece.containers is not None:
-        reads.containers = list(piece.containers.values())
-    if piece.policy is not None:
-        reads.management_policy = piece.policy
-    if piece.local_users is not None:
-        reads.local_users = list(piece.local_users.values())
-    if connections is not None:
-        reads.private_endpoint_connections = connections
-    files_nets.fill(reads, piece.account, piece)
-    if enum(body.get("kind"), KINDS) in NO_BLOB_KINDS:
-        for facet in (*BLOB_FACETS, Facet.DIAGNOSTICS, Facet.BACKUP):
-            reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
-    return reads
-
-
-def _connections_of(account: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
-    """The account's own `privateEndpointConnections` (both shapes carry the list)."""
-    props = account.get("properties") if account is not None else None
-    listed = props.get("privateEndpointConnections") if isinstance(props, Mapping) else None
-    return list(listed) if isinstance(listed, list) else None
