@@ -105,6 +105,12 @@ class FakeAccount:
     local_users: list[dict[str, Any]] = field(default_factory=list)
     defender: dict[str, Any] | None = None
     """The Defender for Storage setting; None answers 404."""
+    locks: list[dict[str, Any]] = field(default_factory=list)
+    """Management locks at the account itself."""
+    diagnostic_settings: list[dict[str, Any]] = field(default_factory=list)
+    """The blob service's diagnostic settings."""
+    backup_instances: list[dict[str, Any]] = field(default_factory=list)
+    """Backup instances whose data source is the account (Extension Routing - List)."""
     deleted: bool = False
     """Deleted after Resource Graph's snapshot: Resource Graph still lists it, every ARM read
     of it answers 404 ResourceNotFound."""
@@ -332,6 +338,9 @@ def compliant_account(
         role_assignments=[assignment(account_id, APP_PRINCIPAL, UPLOADER)],
         private_endpoint_connections=[private_endpoint_connection(account_id)],
         defender=defender_setting(account_id, enabled=True),
+        locks=[management_lock(account_id)],
+        diagnostic_settings=[blob_diagnostic_setting(account_id)],
+        backup_instances=[backup_instance(account_id)],
     )
 
 
@@ -367,6 +376,63 @@ def defender_setting(account_id: str, *, enabled: bool) -> dict[str, Any]:
         "name": "current",
         "type": "Microsoft.Security/defenderForStorageSettings",
         "properties": {"isEnabled": enabled, "overrideSubscriptionLevelSettings": False},
+    }
+
+
+def management_lock(scope: str, name: str = "keep", level: str = "CanNotDelete") -> dict[str, Any]:
+    """https://learn.microsoft.com/rest/api/resources/management-locks/get-by-scope"""
+    return {
+        "id": f"{scope}/providers/Microsoft.Authorization/locks/{name}",
+        "name": name,
+        "type": "Microsoft.Authorization/locks",
+        "properties": {"level": level, "notes": "", "owners": []},
+    }
+
+
+def blob_diagnostic_setting(
+    account_id: str,
+    categories: tuple[str, ...] = ("StorageRead", "StorageWrite", "StorageDelete"),
+    *,
+    name: str = "blob-logs",
+    workspace: bool = True,
+) -> dict[str, Any]:
+    """https://learn.microsoft.com/rest/api/monitor/diagnostic-settings/get"""
+    props: dict[str, Any] = {
+        "logs": [{"category": c, "enabled": True} for c in categories],
+        "metrics": [{"category": "Transaction", "enabled": True}],
+    }
+    if workspace:
+        props["workspaceId"] = (
+            f"/subscriptions/{account_id.split('/')[2]}/resourceGroups/rg-logs/providers/"
+            "Microsoft.OperationalInsights/workspaces/logs"
+        )
+    return {
+        "id": f"{account_id}/blobServices/default/providers/microsoft.insights/"
+        f"diagnosticSettings/{name}",
+        "name": name,
+        "type": "Microsoft.Insights/diagnosticSettings",
+        "properties": props,
+    }
+
+
+def backup_instance(account_id: str, name: str = "blobs") -> dict[str, Any]:
+    """https://learn.microsoft.com/rest/api/dataprotection/backup-instances-extension-routing/list"""
+    subscription = account_id.split("/")[2]
+    return {
+        "id": f"/subscriptions/{subscription}/resourceGroups/rg-backup/providers/"
+        f"Microsoft.DataProtection/backupVaults/vault/backupInstances/{name}",
+        "name": name,
+        "type": "Microsoft.DataProtection/backupVaults/backupInstances",
+        "properties": {
+            "friendlyName": name,
+            "dataSourceInfo": {
+                "resourceID": account_id,
+                "datasourceType": "Microsoft.Storage/storageAccounts/blobServices",
+                "objectType": "Datasource",
+            },
+            "currentProtectionState": "ProtectionConfigured",
+            "objectType": "BackupInstance",
+        },
     }
 
 
@@ -468,6 +534,14 @@ class FakeArm:
         "roleassignments", "roledefinitions"."""
         self.graph_omits_connections = False
         """Serve account rows without `properties.privateEndpointConnections`."""
+        self.group_locks: dict[str, list[dict[str, Any]]] = {}
+        """Lower-case '{subscription}/{group}' -> the locks at that resource group."""
+        self.subscription_locks: dict[str, list[dict[str, Any]]] = {}
+        """Lower-case subscription id -> the locks at the subscription itself."""
+        self.lock_failures: dict[str, Failure] = {}
+        """Forced answers to the lock lists of "subscription" and "resourceGroup" scopes (an
+        account's own list: its `failures["locks"]`), and to the Backup vault lists
+        ("backupVaults")."""
         self.inherited_failure: Failure | None = None
         """A forced answer to a subscription's `roleAssignments?$filter=atScope()` list."""
         self.group_permissions: dict[str, object] = {}
@@ -799,7 +873,12 @@ class FakeArm:
         )
         if permissions is not None:
             return self._permissions(path, query, permissions.group(1))
-        foreign = ("/providers/microsoft.authorization/", "/providers/microsoft.security/")
+        foreign = (
+            "/providers/microsoft.authorization/",
+            "/providers/microsoft.security/",
+            "/providers/microsoft.insights/",
+            "/providers/microsoft.dataprotection/",
+        )
         if PROVIDER.lower() in lowered and not any(part in lowered for part in foreign):
             refused = self._refuse_api_version(query.get("api-version", [""])[0])
             if refused is not None:
@@ -808,6 +887,23 @@ class FakeArm:
             if query.get("$filter") != ["atScope()"]:
                 return 400, error_body(400)
             return self._inherited(named.group(1))
+        if lowered == f"{sub}/providers/microsoft.authorization/locks":
+            return self._locks(named.group(1), None)
+        in_group = re.fullmatch(
+            rf"{re.escape(sub)}/resourcegroups/([^/]+)/providers/microsoft\.authorization/locks",
+            lowered,
+        )
+        if in_group is not None:
+            return self._locks(named.group(1), in_group.group(1))
+        if lowered == f"{sub}/providers/microsoft.dataprotection/backupvaults":
+            return self._vaults(path, query, named.group(1), None)
+        vault = re.fullmatch(
+            rf"({re.escape(sub)}/resourcegroups/[^/]+/providers/microsoft\.dataprotection/"
+            r"backupvaults/[^/]+)/backupinstances",
+            lowered,
+        )
+        if vault is not None:
+            return self._vaults(path, query, named.group(1), vault.group(1))
         if lowered == f"{sub}/providers/microsoft.security/pricings/storageaccounts":
             self._count("pricings")
             return self._plan(named.group(1))
@@ -849,6 +945,11 @@ class FakeArm:
             "privateendpointconnections": "privateEndpointConnections",
             "localusers": "localUsers",
             DEFENDER_SETTINGS: "defender",
+            "providers/microsoft.authorization/locks": "locks",
+            "blobservices/default/providers/microsoft.insights/diagnosticsettings": (
+                "diagnosticSettings"
+            ),
+            "providers/microsoft.dataprotection/backupinstances": "backupInstances",
         }.get(tail)
         if operation is None:
             return 404, error_body(404)
@@ -872,6 +973,13 @@ class FakeArm:
             return self._page(path, query, account.local_users)
         if operation == "defender":
             return (200, account.defender) if account.defender else (404, error_body(404))
+        if operation in ("locks", "diagnosticSettings", "backupInstances"):
+            listed = {
+                "locks": account.locks,
+                "diagnosticSettings": account.diagnostic_settings,
+                "backupInstances": account.backup_instances,
+            }[operation]
+            return self._page(path, query, listed)
         if operation == "managementPolicies":
             if account.management_policy is None:
                 return 404, {
@@ -882,6 +990,53 @@ class FakeArm:
                 }
             return 200, account.management_policy
         return self._page(path, query, account.role_assignments)
+
+    def _locks(self, subscription: str, group: str | None) -> tuple[int, object]:
+        """Management Locks - List At Subscription Level / At Resource Group Level: the locks
+        at the scope and at every scope below it (a group's, an account's)."""
+        kind = "subscription" if group is None else "resourceGroup"
+        self._count(f"locks:{kind}")
+        failure = self.lock_failures.get(kind)
+        if failure is not None:
+            return failure.status, failure.body or error_body(failure.status)
+        found = [] if group is not None else list(self.subscription_locks.get(subscription, []))
+        for key, locks in sorted(self.group_locks.items()):
+            sub, _, name = key.partition("/")
+            if sub == subscription and (group is None or name == group):
+                found += locks
+        for account in self.accounts.values():
+            same = account.subscription.lower() == subscription
+            if same and (group is None or account.resource_group.lower() == group):
+                found += account.locks
+        return 200, {"value": found}
+
+    def _vaults(
+        self, path: str, query: Mapping[str, list[str]], subscription: str, vault: str | None
+    ) -> tuple[int, object]:
+        """Backup Vaults - Get In Subscription (vault None), or Backup Instances - List of one
+        vault: the vaults are those the accounts' backup instances name in their ids."""
+        self._count("backupVaults" if vault is None else "backupVaults/instances")
+        failure = self.lock_failures.get("backupVaults")
+        if failure is not None:
+            return failure.status, failure.body or error_body(failure.status)
+        by_vault: dict[str, list[dict[str, Any]]] = {}
+        for account in self.accounts.values():
+            for item in account.backup_instances:
+                home = str(item["id"]).rsplit("/backupInstances/", 1)[0]
+                if home.lower().split("/")[2] == subscription:
+                    by_vault.setdefault(home, []).append(item)
+        if vault is None:
+            vaults = [
+                {
+                    "id": home,
+                    "name": home.rsplit("/", 1)[-1],
+                    "type": "Microsoft.DataProtection/backupVaults",
+                }
+                for home in sorted(by_vault)
+            ]
+            return self._page(path, query, vaults)
+        found = [i for home, items in by_vault.items() if home.lower() == vault for i in items]
+        return self._page(path, query, found)
 
     def _granted(self, lowered: str) -> bool:
         scopes = self.granted_scopes
@@ -1200,12 +1355,15 @@ __all__ = [
     "Failure",
     "FakeAccount",
     "FakeArm",
+    "backup_instance",
+    "blob_diagnostic_setting",
     "compliant_account",
     "defender_setting",
     "file_storage_account",
     "fleet",
     "fleet_subscription",
     "local_user",
+    "management_lock",
     "mixed_fleet",
     "private_endpoint_connection",
     "set_path",

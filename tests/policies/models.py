@@ -10,10 +10,15 @@ from blob_safetynet.policies.rules.model import (
     Account,
     AccountImmutability,
     AccountSettings,
+    BackupInstance,
     BlobService,
     Container,
+    DiagnosticSetting,
     Encryption,
     LifecycleRule,
+    Lock,
+    Locks,
+    LockScope,
     Network,
     Retention,
     RoleAssignment,
@@ -149,8 +154,20 @@ def account(**changes: Any) -> Account:
         private_endpoints=("Approved",),
         local_users=(),
         defender_enabled=True,
+        locks=Locks((Lock("keep", "CanNotDelete", LockScope.ACCOUNT),)),
+        blob_diagnostics=(blob_logs(),),
+        backup_instances=(BackupInstance("blobs", "ProtectionConfigured"),),
     )
     return dataclasses.replace(base, **changes)
+
+
+def blob_logs(
+    *categories: str, name: str = "blob-logs", destination: bool = True
+) -> DiagnosticSetting:
+    """A blob service diagnostic setting enabling `categories` (folded), by default the three
+    the logging rule asks for."""
+    chosen = categories or ("StorageRead", "StorageWrite", "StorageDelete")
+    return DiagnosticSetting(name, frozenset(c.lower() for c in chosen), destination)
 
 
 __all__ = ["UNKNOWN"]

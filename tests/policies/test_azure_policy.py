@@ -326,3 +326,15 @@ def test_the_policies_page_lists_every_form_every_reason_and_every_alias() -> No
     for alias in aliases.ALIASES.values():
         assert f"`{alias.name}`" in section
         assert alias.source in section
+
+
+def test_the_nets_beside_an_account_are_listed_with_the_resource_they_need() -> None:
+    """The lock, logging and backup rules are not exported: each reason names the resource
+    outside the account it judges, and the backup one the built-in to assign instead."""
+    reasons = {item.rule.id: item.reason for item in forms.NOT_EXPRESSIBLE}
+    assert "Microsoft.Authorization/locks" in reasons["SN-DELETE-LOCK"]
+    assert "Microsoft.Insights" in reasons["SN-BLOB-LOGGING"]
+    assert "Azure Backup should be enabled for Blobs" in reasons["SN-BACKUP-PROTECTED"]
+    assert not {"SN-DELETE-LOCK", "SN-BLOB-LOGGING", "SN-BACKUP-PROTECTED"} & {
+        form.rule.id for form in forms.FORMS
+    }

@@ -36,6 +36,7 @@ SETTINGS_ONLY = (
     "blobServices/default",
     "blobServices/default/containers",
     "managementPolicies/default",
+    "blobServices/default/providers/Microsoft.Insights/diagnosticSettings",
 )
 
 
@@ -159,11 +160,12 @@ def test_fewer_reads_give_every_verdict_of_the_per_account_path(fake: FakeArm) -
     }
 
 
-def test_an_account_without_local_users_costs_three_reads(fake: FakeArm) -> None:
+def test_an_account_without_local_users_costs_four_reads(fake: FakeArm) -> None:
     """Under a plan that covers every account or none, an account with local users off is read
-    three times (blob service, containers, management policy); local users are read only where
-    the settings leave the rule to them; the Defender setting only under the mixed plan; the
-    plan once per subscription."""
+    four times (blob service, containers, management policy, blob diagnostic settings); local
+    users are read only where the settings leave the rule to them; the Defender setting only
+    under the mixed plan; the plan, the lock list and the Backup vaults once per subscription,
+    never an account's lock or backup list."""
     fake.arrivals = []
     fleet(fake)
     reads = reads_by_account(fake)
@@ -176,3 +178,8 @@ def test_an_account_without_local_users_costs_three_reads(fake: FakeArm) -> None
     assert sorted(reads["s3off"]) == sorted([*SETTINGS_ONLY, defender])
     assert reads["s3files"] == [defender]
     assert fake.served["pricings"] == 4
+    assert fake.served["locks:subscription"] == 4
+    assert "locks" not in fake.served
+    assert "locks:resourceGroup" not in fake.served
+    assert (fake.served["backupVaults"], fake.served["backupVaults/instances"]) == (4, 4)
+    assert "backupInstances" not in fake.served

@@ -45,8 +45,10 @@ FROM_FILES = "judged from files, not read from Azure"
 ONLY_LIVE = {Facet.ROLES, Facet.DEFENDER}
 """What no file holds: the rules reading them are NOT_IN_FILES offline."""
 ROLE_RULES = {"SN-TAG-WRITE-ROLE", "SN-NO-BROAD-APP-ROLES", "SN-NEVER-GRANTED"}
+NET_RULES = {"SN-DELETE-LOCK", "SN-BLOB-LOGGING", "SN-BACKUP-PROTECTED"}
 NOT_IN_AN_EXPORT = {
     *ROLE_RULES,
+    *NET_RULES,
     "SN-DEFENDER-FOR-STORAGE",
     "SN-PRIVATE-ENDPOINT",
     "SN-SHARED-KEY-OFF",
@@ -54,8 +56,9 @@ NOT_IN_AN_EXPORT = {
 }
 """What a template export as the portal writes it cannot show: roles and Defender (other
 providers), the account's private endpoint connections (not in its resource), the blob
-service's shared key switch (an api-version before it) and a container's read-only legal hold
-and retention policy flags."""
+service's shared key switch (an api-version before it), a container's read-only legal hold
+and retention policy flags, and the nets beside the account (its locks, diagnostic settings
+and backup instances, when the export holds none)."""
 EXPORT_API_VERSION = "2025-01-01"
 """An export's apiVersion, older than the audit's pinned 2026-09-01."""
 BROKEN = {
@@ -102,6 +105,9 @@ def cli_files(account: FakeAccount, directory: Path) -> list[Path]:
         "blob-service.json": cli_output(account.blob_service_properties),
         "policy.json": cli_output(account.management_policy or {}),
         "containers.json": [cli_output(c) for c in account.containers],
+        "locks.json": [cli_output(lock) for lock in account.locks],
+        "diagnostics.json": [cli_output(s) for s in account.diagnostic_settings],
+        "backup-instances.json": account.backup_instances,
     }
     paths = []
     for name, document in outputs.items():
@@ -111,8 +117,12 @@ def cli_files(account: FakeAccount, directory: Path) -> list[Path]:
     return paths
 
 
-def template_export(account: FakeAccount, path: Path, api_version: str = "2026-09-01") -> Path:
-    """An ARM template export of the account (`az group export`): names by parameter."""
+def template_export(
+    account: FakeAccount, path: Path, api_version: str = "2026-09-01", *, nets: bool = True
+) -> Path:
+    """An ARM template export of the account (`az group export`): names by parameter; with
+    `nets`, its locks (extension form, `scope`), blob diagnostic settings (nested name form)
+    and backup instances (data source by `resourceId`) too."""
     parameter = f"storageAccounts_{account.name}_name"
     name = f"[parameters('{parameter}')]"
 
@@ -140,6 +150,8 @@ def template_export(account: FakeAccount, path: Path, api_version: str = "2026-0
         *(child("blobServices/containers", f"/default/{c['name']}", c) for c in account.containers),
         {"type": "Microsoft.Storage/storageAccounts/fileServices", "name": "ignored"},
     ]
+    if nets:
+        resources += net_resources(account, parameter)
     document = {
         "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
         "contentVersion": "1.0.0.0",
@@ -151,16 +163,55 @@ def template_export(account: FakeAccount, path: Path, api_version: str = "2026-0
     return path
 
 
+def net_resources(account: FakeAccount, parameter: str) -> list[dict[str, Any]]:
+    """The account's locks, blob diagnostic settings and backup instances as template
+    resources naming the account through `parameter`."""
+    found: list[dict[str, Any]] = [
+        {
+            "type": "Microsoft.Authorization/locks",
+            "apiVersion": "2020-05-01",
+            "name": lock["name"],
+            "scope": f"[concat('Microsoft.Storage/storageAccounts/', parameters('{parameter}'))]",
+            "properties": lock["properties"],
+        }
+        for lock in account.locks
+    ]
+    found += [
+        {
+            "type": "Microsoft.Storage/storageAccounts/blobServices/providers/diagnosticSettings",
+            "apiVersion": "2021-05-01-preview",
+            "name": f"[concat(parameters('{parameter}'), '/default/Microsoft.Insights/"
+            f"{setting['name']}')]",
+            "properties": setting["properties"],
+        }
+        for setting in account.diagnostic_settings
+    ]
+    for instance in account.backup_instances:
+        body = copy.deepcopy(instance)
+        body["properties"]["dataSourceInfo"]["resourceID"] = (
+            f"[resourceId('Microsoft.Storage/storageAccounts', parameters('{parameter}'))]"
+        )
+        found.append(
+            {
+                "type": "Microsoft.DataProtection/backupVaults/backupInstances",
+                "apiVersion": "2024-04-01",
+                "name": f"vault/{instance['name']}",
+                "properties": body["properties"],
+            }
+        )
+    return found
+
+
 def portal_export(account: FakeAccount, path: Path) -> Path:
     """The export as the portal writes it for this account: at an older apiVersion, with no
-    private endpoint connections in the account resource, no local users and no container's
-    read-only flags."""
+    private endpoint connections in the account resource, no local users, no container's
+    read-only flags and none of the nets beside the account."""
     exported = copy.deepcopy(account)
     exported.body["properties"].pop("privateEndpointConnections", None)
     for container in exported.containers:
         container["properties"].pop("hasLegalHold", None)
         container["properties"].pop("hasImmutabilityPolicy", None)
-    return template_export(exported, path, EXPORT_API_VERSION)
+    return template_export(exported, path, EXPORT_API_VERSION, nets=False)
 
 
 @pytest.fixture

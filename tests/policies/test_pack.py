@@ -67,8 +67,10 @@ INFRA_GAPS: Mapping[str, tuple[str, ...]] = {
 """Baseline findings the infra program does not meet yet (rule -> accounts), left to the infra
 work that adopts the baseline: the runtime account is judged since baseline rules judge every
 account. Remove an entry once the program meets it (test_infra_gaps_are_still_gaps says when)."""
-INFRA_UNKNOWN = {"SN-DEFENDER-FOR-STORAGE"}
-"""No DefenderForStorage resource in the program: a subscription-wide plan may cover it."""
+INFRA_UNKNOWN = {"SN-DEFENDER-FOR-STORAGE", "SN-DELETE-LOCK", "SN-BACKUP-PROTECTED"}
+"""No DefenderForStorage resource in the program's default configuration: a subscription-wide
+plan may cover it; nor a lock or backup instance: one outside the stack may exist
+(blob_safetynet/policies/adapters/pulumi_nets.py)."""
 
 
 def infra_gap(rule: str, message: str) -> bool:
@@ -221,6 +223,15 @@ MUTATIONS: dict[str, tuple[Mapping[str, object], Mutate | None, set[str]]] = {
             "azure-native:storage:BlobServiceProperties",
             "containerDeleteRetentionPolicy.enabled",
             False,
+        ),
+        set(),
+    ),
+    "SN-BLOB-LOGGING": (
+        {},
+        set_input(
+            "azure-native:monitor:DiagnosticSetting",
+            "logs",
+            [{"category": "StorageWrite", "enabled": True}],
         ),
         set(),
     ),

@@ -11,9 +11,14 @@ from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
     AccountImmutability,
+    BackupInstance,
     Container,
+    DiagnosticSetting,
     Encryption,
     Facet,
+    Lock,
+    Locks,
+    LockScope,
     Network,
     TagFilter,
     Thresholds,
@@ -589,6 +594,59 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(containers=UNKNOWN),
         ],
     },
+    "SN-DELETE-LOCK": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(locks=Locks((Lock("ro", "readonly", LockScope.SUBSCRIPTION),))),
+            m.account(
+                locks=Locks(
+                    (Lock("keep", "CanNotDelete", LockScope.RESOURCE_GROUP),),
+                    {LockScope.SUBSCRIPTION: "permission: locks/list at the subscription"},
+                )
+            ),
+        ],
+        Outcome.FAIL: [
+            m.account(locks=Locks(())),
+            m.account(locks=Locks((Lock("x", "NotSpecified", LockScope.ACCOUNT),))),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(locks=UNKNOWN),
+            m.account(
+                locks=Locks((), {LockScope.RESOURCE_GROUP: "network: locks/list at the group"})
+            ),
+            m.account(locks=Locks((Lock("x", UNKNOWN, LockScope.ACCOUNT),))),
+        ],
+    },
+    "SN-BLOB-LOGGING": {
+        Outcome.PASS: [
+            m.account(),
+            m.account(blob_diagnostics=(m.blob_logs("allLogs"),)),
+            m.account(
+                blob_diagnostics=(
+                    m.blob_logs("StorageRead", name="a"),
+                    m.blob_logs("StorageWrite", "StorageDelete", name="b"),
+                )
+            ),
+        ],
+        Outcome.FAIL: [
+            m.account(blob_diagnostics=()),
+            m.account(blob_diagnostics=(m.blob_logs("StorageRead", "StorageWrite"),)),
+            m.account(blob_diagnostics=(m.blob_logs(destination=False),)),
+            m.account(blob_diagnostics=(m.blob_logs("audit"),)),
+        ],
+        Outcome.UNKNOWN: [
+            m.account(blob_diagnostics=UNKNOWN),
+            m.account(blob_diagnostics=(DiagnosticSetting("x", UNKNOWN, True),)),
+        ],
+    },
+    "SN-BACKUP-PROTECTED": {
+        Outcome.PASS: [m.account(), m.account(backup_instances=(BackupInstance("b", None),))],
+        Outcome.FAIL: [
+            m.account(backup_instances=()),
+            m.account(backup_instances=(BackupInstance("b", "ProtectionStopped"),)),
+        ],
+        Outcome.UNKNOWN: [m.account(backup_instances=UNKNOWN)],
+    },
 }
 
 PARAMS = [
@@ -724,3 +782,27 @@ def test_deployment_identities_match_whatever_the_case_of_the_object_id() -> Non
     }
     assert judged["SN-NEVER-GRANTED"] is Outcome.PASS
     assert judged["SN-NO-BROAD-APP-ROLES"] is Outcome.PASS
+
+
+def test_a_subscription_lock_is_reported_as_the_subscriptions() -> None:
+    """A lock at the subscription passes the lock rule under its own scope, never the account's."""
+    lock = Lock("estate", "CanNotDelete", LockScope.SUBSCRIPTION)
+    finding = RULES_BY_ID["SN-DELETE-LOCK"].evaluate(m.account(locks=Locks((lock,))), THRESHOLDS)
+    assert finding.outcome is Outcome.PASS
+    assert "CanNotDelete lock 'estate' at the subscription" in finding.message
+    assert "at the account" not in finding.message
+
+
+def test_an_unreadable_lock_scope_is_named_in_the_unknown() -> None:
+    """A lock scope that could not be read, with no lock found elsewhere, is UNKNOWN naming it."""
+    locks = Locks((), {LockScope.RESOURCE_GROUP: "permission: locks/list at the resource group"})
+    finding = RULES_BY_ID["SN-DELETE-LOCK"].evaluate(m.account(locks=locks), THRESHOLDS)
+    assert finding.outcome is Outcome.UNKNOWN
+    assert "the resource group: permission: locks/list" in finding.message
+
+
+def test_the_logging_failure_names_the_missing_categories() -> None:
+    """A blob diagnostic setting short of a category fails naming exactly the ones missing."""
+    model = m.account(blob_diagnostics=(m.blob_logs("StorageRead"),))
+    finding = RULES_BY_ID["SN-BLOB-LOGGING"].evaluate(model, THRESHOLDS)
+    assert "sends StorageWrite, StorageDelete to a destination" in finding.message

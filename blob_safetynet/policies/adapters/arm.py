@@ -11,13 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from blob_safetynet.policies.adapters import common
+from blob_safetynet.policies.adapters import common, nets
 from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
     AccountSettings,
     Facet,
     Fact,
+    Lock,
+    Locks,
+    LockScope,
     Maybe,
     RoleAssignment,
     arm_fold,
@@ -109,6 +112,17 @@ class ArmReads:
     """Every account of the subscription protected (True) or none (False), as its plan's
     `resourcesCoverageStatus` reports (`common.plan_coverage`): the account's own setting was
     then not read. None: the setting and the plan decide."""
+    locks: Maybe[list[Mapping[str, Any]]] = UNKNOWN
+    """Every lock body the lock lists returned, whatever their scope (`nets.locks_at` keeps
+    the account's, its group's and its subscription's); UNKNOWN: no lock list was read."""
+    account_locks: list[Mapping[str, Any]] = field(default_factory=list)
+    """Lock bodies known to sit at the account without an id to tell it (a template's)."""
+    lock_gaps: dict[LockScope, str] = field(default_factory=dict)
+    """The scopes whose lock list could not be read, with why."""
+    diagnostic_settings: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
+    """The blob service's diagnostic settings."""
+    backup_instances: Maybe[Sequence[Mapping[str, Any]]] = UNKNOWN
+    """Backup instances; those whose data source is not this account's blobs are left out."""
     reasons: dict[Facet, str] = field(default_factory=dict)
     not_held: set[Fact] = field(default_factory=set)
     """What the source cannot hold (`Account.not_held`); empty for ARM itself."""
@@ -155,9 +169,44 @@ def account(reads: ArmReads) -> Account:
             if reads.defender_covered is None
             else reads.defender_covered
         ),
+        locks=_locks(reads, resource_id),
+        blob_diagnostics=(
+            UNKNOWN
+            if reads.diagnostic_settings is UNKNOWN
+            else tuple(
+                nets.diagnostic_setting(_properties(item), item.get("name"))
+                for item in reads.diagnostic_settings
+            )
+        ),
+        backup_instances=(
+            UNKNOWN
+            if reads.backup_instances is UNKNOWN
+            else tuple(
+                nets.backup_instance(_properties(item), item.get("name"))
+                for item in reads.backup_instances
+                if nets.backs_up(
+                    _properties(item),
+                    resource_id if isinstance(resource_id, str) else None,
+                    str(name),
+                )
+                is not False
+            )
+        ),
         unknown_reasons=dict(reads.reasons),
         not_held=frozenset(reads.not_held),
     )
+
+
+def _locks(reads: ArmReads, resource_id: object) -> Maybe[Locks]:
+    """The locks that apply to the account, each once, and the scopes not read."""
+    if reads.locks is UNKNOWN:
+        return UNKNOWN
+    found: dict[tuple[LockScope, str], Lock] = {}
+    listed = nets.locks_at(reads.locks, resource_id) if isinstance(resource_id, str) else []
+    own = [nets.lock(body, LockScope.ACCOUNT) for body in reads.account_locks]
+    for lock in [*own, *listed]:
+        found.setdefault((lock.scope, arm_fold(str(lock.name))), lock)
+    return Locks(tuple(found.values()), dict(reads.lock_gaps))
 
 
 def _each(items: Maybe[Sequence[Mapping[str, Any]]], read: Any) -> Maybe[tuple[Any, ...]]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from blob_safetynet.policies.adapters import common
+from blob_safetynet.policies.adapters import common, pulumi_nets
 from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Account,
@@ -376,8 +376,8 @@ def _with_attachments(
     accounts: Sequence[StackResource],
     resources: Sequence[StackResource],
 ) -> Account:
-    """Private endpoints, local users and the Defender for Storage setting aimed at the
-    account. Without a DefenderForStorage resource of its own, a StorageAccounts Pricing
+    """Private endpoints, local users, the Defender for Storage setting and the nets beside
+    the account (`pulumi_nets`) aimed at the account. Without a DefenderForStorage resource of its own, a StorageAccounts Pricing
     resource of the stack decides; with neither, Defender stays UNKNOWN (a plan outside the
     stack may cover the account)."""
     endpoints: list[Maybe[str]] = []
@@ -395,11 +395,15 @@ def _with_attachments(
             and _targets(props.get("resourceId"), account, model.name) is not False
         ):
             defender = common.defender_enabled(props)
+    nets = pulumi_nets.attachments(account, model.name, resources, resolve_unknowns)
+    reasons = {**model.unknown_reasons, **nets.pop("unknown_reasons")}
     return dataclasses.replace(
         model,
         private_endpoints=tuple(endpoints),
         local_users=tuple(users),
         defender_enabled=defender,
+        unknown_reasons=reasons,
+        **nets,
     )
 
 

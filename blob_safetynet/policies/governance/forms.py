@@ -52,6 +52,7 @@ from blob_safetynet.policies.rules.data_protection import (
 from blob_safetynet.policies.rules.encryption import CMK_ENCRYPTION, INFRA_ENCRYPTION, KEY_VAULT
 from blob_safetynet.policies.rules.lifecycle import PENDING_LIFECYCLE
 from blob_safetynet.policies.rules.model import Thresholds
+from blob_safetynet.policies.rules.nets import BACKUP_PROTECTED, BLOB_LOGGING, DELETE_LOCK
 from blob_safetynet.policies.rules.network import (
     CLOSED_PUBLIC_ACCESS,
     DENY,
@@ -309,6 +310,26 @@ NOT_EXPRESSIBLE: Final[tuple[NotExpressible, ...]] = (
         PROTOCOL_CONTAINER_MUTABLE,
         f"{_PROTOCOL}; a container's hasImmutabilityPolicy and hasLegalHold are read-only "
         "flags no Microsoft built-in names",
+    ),
+    NotExpressible(
+        DELETE_LOCK,
+        "a lock is a Microsoft.Authorization/locks resource at the account, its resource group "
+        "or its subscription, not a property of the account; the export writes conditions on "
+        "the account's own properties (Audit, Deny, Modify), and an AuditIfNotExists on the "
+        "account would miss the locks of the scopes above it, which protect it as well",
+    ),
+    NotExpressible(
+        BLOB_LOGGING,
+        "the diagnostic setting is a Microsoft.Insights extension resource of the blob service, "
+        "not a property of it; judging it takes an AuditIfNotExists over related resources "
+        "with an existenceCondition on its logs, outside the conditions the export writes",
+    ),
+    NotExpressible(
+        BACKUP_PROTECTED,
+        "a backup instance is a resource of a Backup vault (Microsoft.DataProtection), not of "
+        "the account; assign Microsoft's built-in AuditIfNotExists '[Preview]: Azure Backup "
+        "should be enabled for Blobs in Storage Accounts' "
+        "(https://learn.microsoft.com/azure/storage/common/policy-reference) instead",
     ),
 )
 """The rules Azure Policy cannot express, each with why."""

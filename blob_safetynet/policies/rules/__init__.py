@@ -44,6 +44,7 @@ from blob_safetynet.policies.rules.data_protection import (
 from blob_safetynet.policies.rules.encryption import CMK_ENCRYPTION, INFRA_ENCRYPTION
 from blob_safetynet.policies.rules.lifecycle import PENDING_LIFECYCLE
 from blob_safetynet.policies.rules.model import Account, Thresholds
+from blob_safetynet.policies.rules.nets import BACKUP_PROTECTED, BLOB_LOGGING, DELETE_LOCK
 from blob_safetynet.policies.rules.network import (
     NETWORK_DEFAULT_DENY,
     PRIVATE_ENDPOINT,
@@ -86,6 +87,9 @@ RULES: Final[tuple[Rule, ...]] = (
     GEO_REDUNDANCY,
     POINT_IN_TIME,
     PROTOCOL_CONTAINER_MUTABLE,
+    DELETE_LOCK,
+    BLOB_LOGGING,
+    BACKUP_PROTECTED,
 )
 
 RULES_BY_ID: Final[dict[str, Rule]] = {rule.id: rule for rule in RULES}

@@ -79,6 +79,9 @@ class Facet(enum.Enum):
     PRIVATE_ENDPOINTS = "private endpoint connections"
     LOCAL_USERS = "local users"
     DEFENDER = "Defender for Storage settings"
+    LOCKS = "management locks"
+    DIAGNOSTICS = "blob service diagnostic settings"
+    BACKUP = "Azure Backup instances"
 
 
 SHARED_KEY_SWITCH: Final = "allowSharedKeyAccessForServices"
@@ -244,6 +247,54 @@ class RoleAssignment:
     """The assignment's ABAC condition (None: a plain grant); `blob_safetynet.policies.rules.roles` parses it."""
 
 
+class LockScope(enum.StrEnum):
+    """Where a management lock sits, from the account up: a lock applies to everything below
+    its scope (https://learn.microsoft.com/azure/azure-resource-manager/management/lock-resources)."""
+
+    ACCOUNT = "the account"
+    RESOURCE_GROUP = "the resource group"
+    SUBSCRIPTION = "the subscription"
+
+
+@dataclass(frozen=True)
+class Lock:
+    """One management lock (`Microsoft.Authorization/locks`) that applies to the account."""
+
+    name: Maybe[str]
+    level: Maybe[str]
+    """"CanNotDelete" or "ReadOnly" (ARM compares them ignoring case)."""
+    scope: LockScope
+
+
+@dataclass(frozen=True)
+class Locks:
+    """The locks found at the scopes read, and the scopes that could not be read, with why."""
+
+    found: tuple[Lock, ...]
+    unread: Mapping[LockScope, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DiagnosticSetting:
+    """One diagnostic setting of the account's blob service."""
+
+    name: Maybe[str]
+    categories: Maybe[frozenset[str]]
+    """The log categories and category groups it enables, folded by `arm_fold`."""
+    has_destination: Maybe[bool]
+    """A workspace, storage account, event hub or partner solution receives the logs."""
+
+
+@dataclass(frozen=True)
+class BackupInstance:
+    """An Azure Backup (Microsoft.DataProtection) backup instance whose data source is the
+    account's blobs."""
+
+    name: Maybe[str]
+    state: Maybe[str | None]
+    """`properties.currentProtectionState` ("ProtectionConfigured", ...), None when absent."""
+
+
 @dataclass(frozen=True)
 class Account:
     """One storage account and everything the rules judge about it."""
@@ -262,6 +313,9 @@ class Account:
     """The names of the account's local users (SFTP and NFSv3 identities outside Entra)."""
     defender_enabled: Maybe[bool] = UNKNOWN
     """Whether Microsoft Defender for Storage protects the account."""
+    locks: Maybe[Locks] = UNKNOWN
+    blob_diagnostics: Maybe[tuple[DiagnosticSetting, ...]] = UNKNOWN
+    backup_instances: Maybe[tuple[BackupInstance, ...]] = UNKNOWN
     unknown_reasons: Mapping[Facet, str] = field(default_factory=dict)
     """Why a facet is UNKNOWN, when there is more to say than "not known yet"."""
     not_held: frozenset[Fact] = frozenset()
@@ -279,5 +333,8 @@ class Account:
             Facet.PRIVATE_ENDPOINTS: self.private_endpoints,
             Facet.LOCAL_USERS: self.local_users,
             Facet.DEFENDER: self.defender_enabled,
+            Facet.LOCKS: self.locks,
+            Facet.DIAGNOSTICS: self.blob_diagnostics,
+            Facet.BACKUP: self.backup_instances,
         }
         return values[facet]

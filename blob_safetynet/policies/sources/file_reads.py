@@ -23,6 +23,7 @@ from blob_safetynet.policies.rules.model import (
     UNKNOWN,
     Facet,
 )
+from blob_safetynet.policies.sources import files_nets
 from blob_safetynet.policies.sources.results import SourceLine
 
 NOT_IN_FILES: Final = {
@@ -67,6 +68,11 @@ class Pieces:
     policy: Mapping[str, Any] | None = None
     local_users: dict[str, Any] | None = None
     connections: dict[str, Any] | None = None
+    locks: list[Mapping[str, Any]] = field(default_factory=list)
+    diagnostics: list[Mapping[str, Any]] = field(default_factory=list)
+    backups: list[Mapping[str, Any]] = field(default_factory=list)
+    scope_locks: list[Mapping[str, Any]] = field(default_factory=list)
+    """Locks at a resource group or subscription, of every file (`files_nets`)."""
 
 
 def reads_of(piece: Pieces) -> arm.ArmReads:
@@ -105,8 +111,9 @@ def reads_of(piece: Pieces) -> arm.ArmReads:
         reads.local_users = list(piece.local_users.values())
     if connections is not None:
         reads.private_endpoint_connections = connections
+    files_nets.fill(reads, piece.account, piece)
     if enum(body.get("kind"), KINDS) in NO_BLOB_KINDS:
-        for facet in BLOB_FACETS:
+        for facet in (*BLOB_FACETS, Facet.DIAGNOSTICS, Facet.BACKUP):
             reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
     return reads
 

@@ -23,7 +23,8 @@ shape, and handed to `blob_safetynet.policies.adapters.arm.account` like a live 
 file of these shapes can hold (role assignments, Defender for Storage; local users and private
 endpoint connections when no file of their own is given; the blob service's shared key switch
 at an api-version before it; a container's read-only immutability flags, which a
-template never holds) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
+template never holds; locks, blob diagnostic settings and backup instances when no file shows
+them: `files_nets.py`) is `not_held`, and a rule short of only that is NOT_IN_FILES; any
 other facet no file holds stays UNKNOWN with a reason naming the file to add, never a default. A file that cannot be read, or holds none of these shapes, is an OfflineError
 naming it. Reading is bounded: at most MAX_FILES files of MAX_FILE_BYTES each (`saved.py`, which
 also keeps each file's digest and the line each resource starts on).
@@ -34,6 +35,7 @@ What the pieces of one account make of the live audit's reads, and what no file 
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -49,6 +51,7 @@ from blob_safetynet.policies.rules.model import (
     Thresholds,
     arm_fold,
 )
+from blob_safetynet.policies.sources import files_nets
 from blob_safetynet.policies.sources.file_reads import Pieces, reads_of
 from blob_safetynet.policies.sources.results import AccountResult, AuditReport, Scope, SourceLine
 from blob_safetynet.policies.sources.saved import MAX_FILE_BYTES, Saved, SavedFileError
@@ -65,7 +68,10 @@ CONTAINER: Final = f"{_PROVIDER}/blobservices/containers"
 POLICY: Final = f"{_PROVIDER}/managementpolicies"
 LOCAL_USER: Final = f"{_PROVIDER}/localusers"
 ENDPOINT_CONNECTION: Final = f"{_PROVIDER}/privateendpointconnections"
-KNOWN_TYPES: Final = (ACCOUNT, BLOB_SERVICE, CONTAINER, POLICY, LOCAL_USER, ENDPOINT_CONNECTION)
+KNOWN_TYPES: Final = (
+    *(ACCOUNT, BLOB_SERVICE, CONTAINER, POLICY, LOCAL_USER, ENDPOINT_CONNECTION),
+    *files_nets.TYPES,
+)
 DEPLOYMENT: Final = "microsoft.resources/deployments"
 _EVALUATION_SCOPES: Final = ("NotSpecified", "Outer", "Inner")
 """`expressionEvaluationOptions.scope` (ExpressionEvaluationOptionsScopeType in the
@@ -150,14 +156,20 @@ def load(path: Path) -> Saved:
 def group(files: Iterable[tuple[Saved, str]], api_version: str | None = None) -> list[Pieces]:
     """The resources of read files (each with its name as given), by account, in name order."""
     accounts: dict[str, Pieces] = {}
+    pool: list[Mapping[str, Any]] = []
     for file, name in files:
         for resource in resources(file.document, printable(name), api_version or ""):
+            if not resource.account:
+                pool += [resource.body] if resource.kind == files_nets.LOCK else []
+                continue
             key = arm_fold(resource.account)
             piece = accounts.setdefault(key, Pieces(resource.account))
             _add(piece, resource)
             line = SourceLine(name, file.line_of(resource.item))
             if piece.where is None or resource.kind == ACCOUNT:
                 piece.where = line
+    for piece in accounts.values():
+        piece.scope_locks = pool
     return [accounts[key] for key in sorted(accounts)]
 
 
@@ -224,13 +236,18 @@ def _declared(
                 )
             kind = f"{parent[0]}/{kind}"
         kind = arm_fold(kind)
-        if not kind.startswith(_PROVIDER):
+        if not kind.startswith(_PROVIDER) and kind not in files_nets.TYPES:
             continue
         text = name if isinstance(name, str) else ""
         if text.startswith("["):
             text = _resolve(text, parameters, source)
         if parent is not None:
             text = f"{parent[1]}/{text}"
+        if kind in files_nets.TYPES:
+            resolver = functools.partial(_resolve, parameters=parameters, source=source)
+            named = files_nets.declared_name(kind, item, text, resolver)
+            declared += [] if named is None else [(item, kind, named)]
+            continue
         declared.append((item, kind, text))
         children = item.get("resources")
         if isinstance(children, list):
@@ -293,7 +310,9 @@ def _resource(
     if kind not in KNOWN_TYPES:
         raise OfflineError(f"{source}: type '{printable(str(item.get('type')))}': {_SHAPES}")
     body = _rest_shape(item, kind)
-    if declared is None:
+    if declared is None and kind in files_nets.TYPES:
+        name = files_nets.saved_account(kind, body)
+    elif declared is None:
         name = _account_name(body, source)
     else:
         if not declared[1]:
@@ -309,7 +328,8 @@ def _resource(
 
 _SHAPES: Final = (
     "not a storage account, blob service properties, management policy, container list, "
-    "local users, private endpoint connection or ARM template export (see docs/policies.md)"
+    "local users, private endpoint connection, lock, diagnostic setting, backup instance or "
+    "ARM template export (see docs/policies.md)"
 )
 
 
@@ -384,6 +404,11 @@ def _add(piece: Pieces, resource: _Resource) -> None:
     body, kind = resource.body, resource.kind
     if resource.source not in piece.sources:
         piece.sources.append(resource.source)
+    if kind in files_nets.TYPES:
+        attribute = {files_nets.BACKUP: "backups", files_nets.LOCK: "locks"}.get(kind)
+        attribute = attribute or ("locks" if "locks" in kind else "diagnostics")
+        getattr(piece, attribute).append(body)
+        return
     if kind in (CONTAINER, LOCAL_USER, ENDPOINT_CONNECTION):
         attribute = {CONTAINER: "containers", LOCAL_USER: "local_users"}.get(kind, "connections")
         listed: dict[str, Any] = getattr(piece, attribute) or {}

@@ -8,7 +8,10 @@ docs/policies.md ("A fleet"). Per account, the fleet reads the blob service, the
 the management policy; the local users only where the account's settings leave its rule to them
 (`Prefetched.local_users_from_settings`); the Defender for Storage setting only where the
 subscription's plan does not report every account covered or none
-(`Prefetched.defender_from_plan`). Each of these leaves the verdicts of the per-account path
+(`Prefetched.defender_from_plan`); the management locks from one lock list per subscription
+(`Prefetched.locks_from_subscription`), the backup instances from the subscription's Backup
+vaults (`Prefetched.backups_from_subscription`), the blob diagnostic settings per account
+(`extensions.py`). Each of these leaves the verdicts of the per-account path
 (`live.run_audit`) unchanged (tests/policies/test_fleet_reads.py).
 
 The subscriptions a scope should hold and Resource Graph does not return are reported before
@@ -277,6 +280,8 @@ def run_fleet_audit(
             connections_in_body=True,
             local_users_from_settings=True,
             defender_from_plan=True,
+            locks_from_subscription=True,
+            backups_from_subscription=True,
         )
         return judge(reader.read(body, prefetched), limits)
 

@@ -2,7 +2,8 @@
 
 Reads per account: the account (from the listing, or get_properties), the Defender for Storage
 setting, the management policy (404 = none), blob service properties, containers, local users,
-and role assignments at the account's scope with their role definitions (cached per run). A
+role assignments at the account's scope with their role definitions (cached per run), and the
+nets beside it (`extensions.py`: locks, blob diagnostic settings, backup instances). A
 read that fails leaves its facet UNKNOWN and is reported as what it is (authentication, missing
 permission, malformed answer, no answer), never as a rule failure. An account that ARM no longer
 has when it is read (deleted after the listing) is reported as deleted, its rules
@@ -35,6 +36,7 @@ from blob_safetynet.policies.sources.connection import (
     classify,
     client_options,
 )
+from blob_safetynet.policies.sources.extensions import ExtensionReader
 from blob_safetynet.policies.sources.reads import (
     AccountRead,
     FetchedOnce,
@@ -131,6 +133,7 @@ class ArmReader:
         self.authorization: AuthorizationManagementClient = AuthorizationManagementClient(
             credential, subscription_id, retry_policy=self.throttle.policy(), **options
         )
+        self.extensions = ExtensionReader(self.storage, subscription_reads=subscription_reads)
         self._definitions: FetchedOnce[dict[str, Any] | None] = (
             FetchedOnce() if definitions is None else definitions
         )
@@ -201,12 +204,13 @@ class ArmReader:
                 reads.management_policy = policy or None
                 presence.maybe_gone = presence.maybe_gone or not policy
         else:
-            for facet in BLOB_FACETS:
+            for facet in (*BLOB_FACETS, Facet.DIAGNOSTICS, Facet.BACKUP):
                 reads.reasons[facet] = f"{facet.value} not read (a {body['kind']} account)"
         self._read_connections(reads, group, name, attempt, known)
         if blob:
             self._read_blob_service(reads, group, name, attempt, known)
         self._read_roles(reads, resource_id, attempt, known)
+        self.extensions.read(reads, resource_id, attempt, known, blob=blob)
         if presence.gone or (
             presence.maybe_gone and not presence.proven and self._gone(group, name)
         ):

@@ -43,6 +43,14 @@ class Prefetched:
     """Take the Defender for Storage state from the subscription's plan when it reports every
     account covered or none (`common.plan_coverage`), read once per subscription; the
     account's own setting is read only where the plan reports a mix or nothing."""
+    locks_from_subscription: bool = False
+    """Read the subscription's lock list first, once per subscription and run: it holds the
+    locks of every resource group and account in it (`extensions.LOCKS_API_VERSION`); the
+    account's and its group's lists are read only when it cannot be."""
+    backups_from_subscription: bool = False
+    """Take the backup instances from the subscription's Backup vaults, listed once per
+    subscription (`ExtensionReader.subscription_backups`); an account they do not name, or all
+    when they cannot be read, has its own list read."""
 
 
 def local_users_settled(body: Mapping[str, Any]) -> bool:
