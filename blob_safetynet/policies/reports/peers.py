@@ -25,6 +25,8 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
+from blob_safetynet.policies.rules.model import Thresholds
+
 
 class Source(enum.StrEnum):
     """Where a peer check comes from; the value is how the table names the source."""
@@ -296,6 +298,8 @@ AVM_ROWS: Final = (
         "blobServices.deleteRetentionPolicyEnabled",
         "Blob soft delete (module default on, 6 days)",
         ("SN-BLOB-SOFT-DELETE",),
+        f"The rule asks for {Thresholds().min_blob_soft_delete_days} days by default "
+        "(`minBlobSoftDeleteDays`): AVM's 6 fail it",
     ),
     PeerCheck(
         Source.AVM,
