@@ -6,9 +6,17 @@ code's own telemetry becomes in Application Insights: custom events (`customEven
 `message`), per Microsoft's mapping of OpenTelemetry to those tables
 (https://learn.microsoft.com/azure/azure-monitor/app/opentelemetry-add-modify?tabs=python).
 
-Only the operators the rules use are understood: `where` with `==`, `>` and `has`, `extend` with
-`parse_json`, `tostring` and `toint`. Anything else raises `UnsupportedQueryError`, so a query
-that grows beyond what this evaluator checks fails its test instead of passing unchecked.
+The same evaluator runs docs/operations.md's query over the storage account's resource logs
+(`StorageBlobLogs`), over rows shaped like that table's columns
+(https://learn.microsoft.com/azure/azure-monitor/reference/tables/storagebloblogs).
+
+Only the operators those queries use are understood: `where` with `==`, `>`, `has` and `in` (a
+list of strings, compared case-sensitively as KQL's `in` is), `extend` with `parse_json`,
+`tostring` and `toint`, `project` of columns, and `sort by` one column (descending unless `asc`,
+nulls last when descending and first when ascending, as KQL sorts them:
+https://learn.microsoft.com/kusto/query/sort-operator). Anything else raises
+`UnsupportedQueryError`, so a query that grows beyond what this evaluator checks fails its test
+instead of passing unchecked.
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ from typing import Any, Final
 Row = dict[str, Any]
 _STRING: Final = r'"((?:[^"\\]|\\.)*)"'
 _WHERE: Final = re.compile(rf"where (.+?) (==|>|has) ({_STRING}|-?[0-9]+)")
+_WHERE_IN: Final = re.compile(rf"where (\w+) in \(({_STRING}(?:, {_STRING})*)\)")
 _EXTEND: Final = re.compile(r"extend (.+)")
+_PROJECT: Final = re.compile(r"project (\w+(?:, \w+)*)")
+_SORT: Final = re.compile(r"sort by (\w+)(?: (asc|desc))?")
 _ASSIGN: Final = re.compile(r"(\w+) = (.+)")
 
 
@@ -41,6 +52,17 @@ def run_query(query: str, tables: Mapping[str, Iterable[Row]]) -> list[Row]:
 
 
 def _step(step: str, rows: list[Row]) -> list[Row]:
+    listed = _WHERE_IN.fullmatch(step)
+    if listed is not None:
+        names = {json.loads(f'"{item}"') for item in re.findall(_STRING, listed[2])}
+        return [row for row in rows if row.get(listed[1]) in names]
+    project = _PROJECT.fullmatch(step)
+    if project is not None:
+        columns = project[1].split(", ")
+        return [{column: row.get(column) for column in columns} for row in rows]
+    sort = _SORT.fullmatch(step)
+    if sort is not None:
+        return _sorted(rows, sort[1], descending=sort[2] != "asc")
     where = _WHERE.fullmatch(step)
     if where is not None:
         left, operator, literal = where[1], where[2], where[3]
@@ -57,6 +79,13 @@ def _step(step: str, rows: list[Row]) -> list[Row]:
                 row[assignment[1]] = _value(assignment[2], row)
         return rows
     raise UnsupportedQueryError(f"unsupported step: {step!r}")
+
+
+def _sorted(rows: list[Row], column: str, *, descending: bool) -> list[Row]:
+    present = [row for row in rows if row.get(column) is not None]
+    empty = [row for row in rows if row.get(column) is None]
+    ordered = sorted(present, key=lambda row: row[column], reverse=descending)
+    return ordered + empty if descending else empty + ordered
 
 
 def _compare(value: Any, operator: str, wanted: Any) -> bool:
