@@ -32,6 +32,7 @@ finished by running it again.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +43,7 @@ from urllib.parse import quote
 
 from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
-from azure.storage.blob import BlobClient, ContainerClient
+from azure.storage.blob import BlobClient, ContainerClient, StorageStreamDownloader
 
 from blob_safetynet.protocol import blobs
 from blob_safetynet.reconcile.listing import RepairRefusedError, check_binding
@@ -61,6 +62,7 @@ from blob_safetynet.recover.nets import (
 from blob_safetynet.recover.plan import (
     COPIES_DIFFER,
     EXPIRED,
+    MISSING,
     NO_COPY,
     Target,
     check_target,
@@ -77,6 +79,7 @@ SKIPPED = "skipped"
 UNRECOVERABLE = "unrecoverable"
 FAILED = "failed"
 COPY_WAIT_S = 30.0
+IS_COMMITTED = tag_condition(COMMITTED)
 DEFAULT_WORKERS = 8
 """Rows restored at once: each waits on a few round trips of its own (rows are independent:
 one blob name, one row each). Below the SDK's default pool of 10 connections per host, so a
@@ -121,15 +124,26 @@ class _Changed(Exception):
 
 
 def _copy_from_entry(entry: Mapping[str, Any]) -> KeptCopy:
+    md5 = entry.get("md5")
     return KeptCopy(
         str(entry["kind"]),
         str(entry.get("id") or ""),
         int(entry["length"]),
-        None,
+        base64.b64decode(md5) if isinstance(md5, str) else None,
         entry.get("days_left"),
         bool(entry.get("soft_deleted")),
         None,
     )
+
+
+def _is_md5(value: object) -> bool:
+    """None (the listing showed none), or 16 bytes in base64."""
+    if value is None:
+        return True
+    try:
+        return isinstance(value, str) and len(base64.b64decode(value, validate=True)) == 16
+    except ValueError:
+        return False
 
 
 def _check_entries(rows: Sequence[Any]) -> None:
@@ -142,6 +156,7 @@ def _check_entries(rows: Sequence[Any]) -> None:
                 isinstance(c, Mapping)
                 and c.get("kind") in (DELETED, SNAPSHOT, VERSION)
                 and isinstance(c.get("length"), int)
+                and _is_md5(c.get("md5"))
                 for c in entry["copies"]
             )
         ):
@@ -186,7 +201,8 @@ def apply_plan(
 
     def one(entry: Mapping[str, Any]) -> Outcome:
         copies = [_copy_from_entry(c) for c in entry["copies"]]
-        return recover_document(store, container, entry["document"], entry["blob"], copies)
+        missing = entry.get("finding") == MISSING and entry.get("live_etag") is None
+        return recover_document(store, container, entry["document"], entry["blob"], copies, missing)
 
     result.outcomes, result.stopped = _each(planned, one, workers, stop_requested)
     return result
@@ -223,11 +239,13 @@ def recover_document(
     document_id: str,
     blob_name: str,
     copies: Sequence[KeptCopy],
+    planned_missing: bool = False,
 ) -> Outcome:
     """Give one document back from `copies` (tried in order); never raises for one row's
-    service errors: they are its outcome."""
+    service errors: they are its outcome. `planned_missing`: the listing the copies came
+    from showed no live blob of the name."""
     try:
-        return _Restorer(store, container, document_id, blob_name).run(copies)
+        return _Restorer(store, container, document_id, blob_name).run(copies, planned_missing)
     except _Changed as changed:
         return Outcome(document_id, blob_name, SKIPPED, str(changed))
     except HttpResponseError as error:
@@ -255,7 +273,9 @@ def recover_one(store: DocumentStore, container: ContainerClient, document_id: s
         )
     if row.reason is not None:
         return Outcome(document_id, document.blob_name, UNRECOVERABLE, row.reason)
-    return recover_document(store, container, document.id, document.blob_name, row.copies)
+    return recover_document(
+        store, container, document.id, document.blob_name, row.copies, row.finding == MISSING
+    )
 
 
 @dataclass
@@ -290,24 +310,41 @@ class _Restorer:
             return properties.etag, False
         return properties.etag, read_digest(self.client).matches(content)
 
-    def fetched(self, content: Content) -> tuple[str | None, bool]:
-        """`live`, by one Get Blob: after Undelete Blob the blob is expected to hold a copy of
-        the row's length, so its bytes are read at once instead of its properties first."""
+    def fetched(self) -> Fetched:
+        """The live blob's ETag, bytes and state tag by one Get Blob: after Undelete Blob the
+        blob is expected to hold a copy of the row's length, so its bytes are read at once,
+        under `x-ms-if-tags` `"state" = 'committed'` so the same answer proves the tag
+        (https://learn.microsoft.com/rest/api/storageservices/get-blob, x-ms-if-tags; 412 when
+        the tags do not match, then the bytes are read without it)."""
         try:
-            download = self.client.download_blob()
+            try:
+                download = self.client.download_blob(if_tags_match_condition=IS_COMMITTED)
+            except HttpResponseError as error:
+                if error.status_code != 412:
+                    raise
+                return Fetched(*_read(self.client.download_blob()), committed=False)
         except ResourceNotFoundError:
-            return None, False
-        etag = download.properties.etag
-        if download.properties.size != content.length:
-            return etag, False
-        return etag, digest_of(download).matches(content)
+            return Fetched(None, None, committed=False)
+        return Fetched(*_read(download), committed=True)
 
-    def run(self, copies: Sequence[KeptCopy]) -> Outcome:
+    def run(self, copies: Sequence[KeptCopy], planned_missing: bool = False) -> Outcome:
         _, content = self.row()
-        etag, intact = self.live(content)
-        if intact:
-            make_committed(self.client)
-            return self.outcome(INTACT, "the live blob holds the row's bytes; left alone")
+        first = copies[0] if copies else None
+        # Read before acting unless the plan's listing found the blob missing and the first
+        # step is Undelete Blob of its soft-deleted base: that never writes over a live blob
+        # (on one it restores only the snapshots,
+        # https://learn.microsoft.com/rest/api/storageservices/undelete-blob), and the read
+        # after it judges whatever holds the name then. Its listed Content-MD5 tells, should
+        # that read find other bytes, whether they are the copy's own (put back) or a blob
+        # written since the plan (left, as a live blob the read before would have found).
+        blind = planned_missing and first is not None and first.kind == DELETED
+        blind = blind and first is not None and first.md5 is not None
+        etag: str | None = None
+        if not blind:
+            etag, intact = self.live(content)
+            if intact:
+                make_committed(self.client)
+                return self.outcome(INTACT, "the live blob holds the row's bytes; left alone")
         expired = False
         for copy in copies:
             if copy.kind == DELETED and etag is not None:
@@ -320,12 +357,17 @@ class _Restorer:
                     self.client.undelete_blob()
                 except ResourceNotFoundError:
                     expired = True
+                    blind = False
                     continue
-                was, (etag, intact) = etag, self.fetched(content)
-                if intact:
-                    return self.finish(content, DELETED, None, proven=True)
-                if was is None and etag is not None:
-                    self.undeleted_wrong = etag
+                was, read = etag, self.fetched()
+                etag = read.etag
+                if read.digest is not None and read.digest.matches(content):
+                    return self.finish(content, DELETED, None, proven=True, read=read)
+                if was is None and etag is not None and read.digest is not None:
+                    ours = not blind or (copy.md5 is not None and read.digest.md5 == copy.md5)
+                    if ours:
+                        self.undeleted_wrong = etag
+                blind = False
                 if copy.kind == DELETED:
                     expired = expired or etag is None
                     continue
@@ -386,16 +428,35 @@ class _Restorer:
         self.undeleted_wrong = None
 
     def finish(
-        self, content: Content, source: str, digest: Digest | None, proven: bool = False
+        self,
+        content: Content,
+        source: str,
+        digest: Digest | None,
+        proven: bool = False,
+        read: Fetched | None = None,
     ) -> Outcome:
-        """Prove the restored bytes (the listing's Content-MD5 equal to the copy's, else read
-        back), tag the blob committed, and read the row once more."""
+        """Prove the restored bytes (the blob's Content-MD5 equal to the copy's, else read
+        back) and its state tag `committed` (set when it is not), then read the row once more.
+        After a copy, one Get Blob Properties under `x-ms-if-tags` answers both
+        (https://learn.microsoft.com/rest/api/storageservices/get-blob-properties)."""
+        committed = read is not None and read.committed
         if digest is not None:
-            md5 = self.client.get_blob_properties().content_settings.content_md5
+            try:
+                properties = self.client.get_blob_properties(if_tags_match_condition=IS_COMMITTED)
+                committed = True
+            except HttpResponseError as error:
+                if error.status_code != 412:
+                    raise
+                properties = self.client.get_blob_properties()
+            md5 = properties.content_settings.content_md5
             proven = md5 is not None and bytes(md5) == digest.md5
-        if not proven and not read_digest(self.client).matches(content):
-            raise _Changed("the restored blob's bytes changed at once; run again")
-        make_committed(self.client)
+        if not proven:
+            read = self.fetched()
+            if read.digest is None or not read.digest.matches(content):
+                raise _Changed("the restored blob's bytes changed at once; run again")
+            committed = read.committed
+        if not committed:
+            make_committed(self.client)
         try:
             self.row()
         except _Changed as changed:
@@ -420,6 +481,20 @@ class _Restorer:
 
     def outcome(self, status: str, detail: str, source: str | None = None) -> Outcome:
         return Outcome(self.document_id, self.blob_name, status, detail, source)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What one Get Blob of the base blob showed: None, None when it is missing."""
+
+    etag: str | None
+    digest: Digest | None
+    committed: bool
+    """Its tags matched `"state" = 'committed'` in the same request."""
+
+
+def _read(download: StorageStreamDownloader[bytes]) -> tuple[str, Digest]:
+    return download.properties.etag, digest_of(download)
 
 
 def source_url(source: BlobClient) -> str:
