@@ -5,7 +5,11 @@ For one row, in order:
    the plan is skipped.
 2. The live blob is judged now: holding the row's bytes, it is left alone (only its state tag
    is set to `committed` if it is not); holding other bytes, its ETag is what a restore may
-   replace (`If-Match`); missing, a restore may only create it (`If-None-Match: *`).
+   replace (`If-Match`); missing, a restore may only create it (`If-None-Match: *`). This read
+   is left out when the plan's listing found the blob missing and its first copy is the
+   soft-deleted base blob with a Content-MD5: Undelete Blob never writes over a live blob, so
+   the read after it judges whatever holds the name then (the listed MD5 tells the copy's own
+   bytes from a blob written since the plan, which is left alone).
 3. The plan's copies are tried in its order, each read and compared (length and SHA-256) with
    the row before it is written anywhere:
    - a soft-deleted base blob cannot be read before Undelete Blob
@@ -21,8 +25,13 @@ For one row, in order:
      (https://learn.microsoft.com/azure/storage/blobs/versioning-overview).
    Copy Blob carries the destination's condition and the tags (`x-ms-tags`: Copy Blob does not
    copy tags, https://learn.microsoft.com/rest/api/storageservices/copy-blob).
-4. The restored blob is proven: its Content-MD5 equal to the copy's MD5 read in step 3, else its
-   bytes read back. Its state tag is `committed`, so the sweeper and lifecycle treat it as live.
+4. The restored blob is proven, with its state tag, by one read under `x-ms-if-tags`
+   `"state" = 'committed'` (https://learn.microsoft.com/rest/api/storageservices/get-blob):
+   after Undelete Blob, Get Blob (its bytes hashed); after a copy, Get Blob Properties (its
+   Content-MD5 equal to the copy's MD5 read in step 3, else its bytes read back). A 412 means
+   the tag is not `committed`: the bytes are read without the condition and the tag is set
+   (from `pending` under `x-ms-if-tags`, https://learn.microsoft.com/rest/api/storageservices/set-blob-tags),
+   so the sweeper and lifecycle treat the blob as live.
 5. The row is read once more: a replace or delete that won meanwhile leaves the restored blob
    retired, so its record (or reconcile) deletes it under the tag guard.
 
