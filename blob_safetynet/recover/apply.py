@@ -48,11 +48,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
-from azure.storage.blob import BlobClient, ContainerClient, StorageStreamDownloader
+from azure.storage.blob import BlobClient, ContainerClient
 
 from blob_safetynet.protocol import blobs
 from blob_safetynet.reconcile.listing import RepairRefusedError, check_binding
@@ -64,7 +63,6 @@ from blob_safetynet.recover.nets import (
     BlobNets,
     Digest,
     KeptCopy,
-    digest_of,
     read_digest,
     read_nets,
 )
@@ -78,6 +76,13 @@ from blob_safetynet.recover.plan import (
     judge,
     plan_rows,
 )
+from blob_safetynet.recover.reads import (
+    Fetched,
+    fetch,
+    make_committed,
+    md5_and_committed,
+    source_url,
+)
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG, tag_condition
 from blob_safetynet.store.documents import DocumentStore
 from blob_safetynet.store.tables import Content, Document, Status
@@ -88,7 +93,6 @@ SKIPPED = "skipped"
 UNRECOVERABLE = "unrecoverable"
 FAILED = "failed"
 COPY_WAIT_S = 30.0
-IS_COMMITTED = tag_condition(COMMITTED)
 DEFAULT_WORKERS = 8
 """Rows restored at once: each waits on a few round trips of its own (rows are independent:
 one blob name, one row each). Below the SDK's default pool of 10 connections per host, so a
@@ -319,23 +323,6 @@ class _Restorer:
             return properties.etag, False
         return properties.etag, read_digest(self.client).matches(content)
 
-    def fetched(self) -> Fetched:
-        """The live blob's ETag, bytes and state tag by one Get Blob: after Undelete Blob the
-        blob is expected to hold a copy of the row's length, so its bytes are read at once,
-        under `x-ms-if-tags` `"state" = 'committed'` so the same answer proves the tag
-        (https://learn.microsoft.com/rest/api/storageservices/get-blob, x-ms-if-tags; 412 when
-        the tags do not match, then the bytes are read without it)."""
-        try:
-            try:
-                download = self.client.download_blob(if_tags_match_condition=IS_COMMITTED)
-            except HttpResponseError as error:
-                if error.status_code != 412:
-                    raise
-                return Fetched(*_read(self.client.download_blob()), committed=False)
-        except ResourceNotFoundError:
-            return Fetched(None, None, committed=False)
-        return Fetched(*_read(download), committed=True)
-
     def run(self, copies: Sequence[KeptCopy], planned_missing: bool = False) -> Outcome:
         _, content = self.row()
         first = copies[0] if copies else None
@@ -368,7 +355,7 @@ class _Restorer:
                     expired = True
                     blind = False
                     continue
-                was, read = etag, self.fetched()
+                was, read = etag, fetch(self.client)
                 etag = read.etag
                 if read.digest is not None and read.digest.matches(content):
                     return self.finish(content, DELETED, None, proven=True, read=read)
@@ -450,17 +437,10 @@ class _Restorer:
         (https://learn.microsoft.com/rest/api/storageservices/get-blob-properties)."""
         committed = read is not None and read.committed
         if digest is not None:
-            try:
-                properties = self.client.get_blob_properties(if_tags_match_condition=IS_COMMITTED)
-                committed = True
-            except HttpResponseError as error:
-                if error.status_code != 412:
-                    raise
-                properties = self.client.get_blob_properties()
-            md5 = properties.content_settings.content_md5
-            proven = md5 is not None and bytes(md5) == digest.md5
+            md5, committed = md5_and_committed(self.client)
+            proven = md5 == digest.md5
         if not proven:
-            read = self.fetched()
+            read = fetch(self.client)
             if read.digest is None or not read.digest.matches(content):
                 raise _Changed("the restored blob's bytes changed at once; run again")
             committed = read.committed
@@ -490,43 +470,3 @@ class _Restorer:
 
     def outcome(self, status: str, detail: str, source: str | None = None) -> Outcome:
         return Outcome(self.document_id, self.blob_name, status, detail, source)
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """What one Get Blob of the base blob showed: None, None when it is missing."""
-
-    etag: str | None
-    digest: Digest | None
-    committed: bool
-    """Its tags matched `"state" = 'committed'` in the same request."""
-
-
-def _read(download: StorageStreamDownloader[bytes]) -> tuple[str, Digest]:
-    return download.properties.etag, digest_of(download)
-
-
-def source_url(source: BlobClient) -> str:
-    """The URL Copy Blob reads `source` from: the SDK's `url` names a snapshot but not a
-    version, which Copy Blob takes as `?versionid=`
-    (https://learn.microsoft.com/rest/api/storageservices/copy-blob, x-ms-copy-source)."""
-    if source.version_id and "versionid=" not in source.url:
-        separator = "&" if "?" in source.url else "?"
-        return f"{source.url}{separator}versionid={quote(source.version_id)}"
-    return source.url
-
-
-def make_committed(client: BlobClient) -> None:
-    """The state tag a Ready row's blob carries (`committed`), other tags kept; an untagged
-    blob is tagged under its ETag (a missing tag is no value `x-ms-if-tags` can test)."""
-    tags = dict(client.get_blob_tags())
-    state = tags.get(STATE_TAG, "")
-    if state == COMMITTED:
-        return
-    if state:
-        blobs.transition(client, state, COMMITTED)
-        return
-    etag = client.get_blob_properties().etag
-    client.set_blob_tags(
-        {**tags, STATE_TAG: COMMITTED}, etag=etag, match_condition=MatchConditions.IfNotModified
-    )
