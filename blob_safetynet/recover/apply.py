@@ -352,6 +352,7 @@ class _Restorer:
                 try:
                     self.client.undelete_blob()
                 except ResourceNotFoundError:
+                    # Nothing kept and nothing live: the name is known missing now.
                     expired = True
                     blind = False
                     continue
