@@ -132,6 +132,7 @@ RUNTIME_MODULES = (
     "recover/containers.py",
     "recover/nets.py",
     "recover/plan.py",
+    "recover/reads.py",
     "recover/rollforward.py",
     "recover/rollforward_apply.py",
     "recover/rollforward_bytes.py",
