@@ -130,6 +130,7 @@ RUNTIME_MODULES = (
     "recover/__init__.py",
     "recover/apply.py",
     "recover/containers.py",
+    "recover/inventory.py",
     "recover/nets.py",
     "recover/plan.py",
     "recover/reads.py",
