@@ -107,6 +107,19 @@ def blob_name(number: int) -> str:
     return f"{hashlib.sha256(b'name' + str(number).encode()).hexdigest()[:32]}.bin"
 
 
+def ready_row(number: int, created: datetime, content_sha256: str) -> dict[str, object]:
+    """Document `number`'s Ready row, its blob SIZE bytes under `blob_name(number)`."""
+    return {
+        "id": new_document_id(),
+        "name": f"document-{number}.bin",
+        "blob_name": blob_name(number),
+        "status": Status.READY.value,
+        "created": created,
+        "content_length": SIZE,
+        "content_sha256": content_sha256,
+    }
+
+
 def _serve(azurite_port: int, container: str, lost: int, pipe: Connection) -> None:
     """The child process: the recovery double, its nets holding `lost` soft-deleted blobs of
     `container`, driven by (command, value) pairs on `pipe`."""
@@ -178,15 +191,7 @@ def estate(
     binding.bind(store, container)
     now = datetime.now(UTC)
     rows = [
-        {
-            "id": new_document_id(),
-            "name": f"document-{number}.bin",
-            "blob_name": blob_name(number),
-            "status": Status.READY.value,
-            "created": now,
-            "content_length": SIZE,
-            "content_sha256": hashlib.sha256(body(number)).hexdigest(),
-        }
+        ready_row(number, now, hashlib.sha256(body(number)).hexdigest())
         for number in range(lost + intact)
     ]
     with store.engine.begin() as conn:
