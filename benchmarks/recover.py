@@ -108,6 +108,19 @@ def blob_name(number: int) -> str:
     return f"{hashlib.sha256(b'name' + str(number).encode()).hexdigest()[:32]}.bin"
 
 
+def ready_row(number: int, created: datetime, content_sha256: str) -> dict[str, object]:
+    """Document `number`'s Ready row, its blob SIZE bytes under `blob_name(number)`."""
+    return {
+        "id": new_document_id(),
+        "name": f"document-{number}.bin",
+        "blob_name": blob_name(number),
+        "status": Status.READY.value,
+        "created": created,
+        "content_length": SIZE,
+        "content_sha256": content_sha256,
+    }
+
+
 def _serve(azurite_port: int, container: str, kept: list[int], pipe: Connection) -> None:
     """The child process: the recovery double, its nets holding the soft-deleted blobs of
     `container` numbered `kept`, driven by (command, value) pairs on `pipe`."""
@@ -181,15 +194,7 @@ def estate(
     binding.bind(store, container)
     now = datetime.now(UTC)
     rows = [
-        {
-            "id": new_document_id(),
-            "name": f"document-{number}.bin",
-            "blob_name": blob_name(number),
-            "status": Status.READY.value,
-            "created": now,
-            "content_length": SIZE,
-            "content_sha256": hashlib.sha256(body(number)).hexdigest(),
-        }
+        ready_row(number, now, hashlib.sha256(body(number)).hexdigest())
         for number in range(lost + intact)
     ]
     with store.engine.begin() as conn:
