@@ -29,13 +29,12 @@ from typing import Any, Final
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from benchmarks import machine
-from benchmarks.recover import SIZE, blob_name, estate
+from benchmarks.recover import SIZE, blob_name, estate, ready_row
 from blob_safetynet.embedded.azurite import Azurite, create_unique_container
 from blob_safetynet.recover.inventory import make_plan_from_inventory
 from blob_safetynet.recover.plan import make_plan
 from blob_safetynet.settings.vocabulary import RECOVER_INVENTORY_RULE
 from blob_safetynet.store.documents import DocumentStore
-from blob_safetynet.store.tables import Status, new_document_id
 from testkit.inventory import recover_fields, recover_schema, recover_spec, upload_run
 
 ROWS: Final = int(os.environ.get("SAFETYNET_BENCH_RECOVER_INVENTORY_ROWS", "1000000"))
@@ -118,15 +117,7 @@ def add_rows(store: DocumentStore, first: int, stop: int) -> None:
             conn.execute(
                 store.table.insert(),
                 [
-                    {
-                        "id": new_document_id(),
-                        "name": f"document-{number}.bin",
-                        "blob_name": blob_name(number),
-                        "status": Status.READY.value,
-                        "created": now,
-                        "content_length": SIZE,
-                        "content_sha256": "0" * 64,
-                    }
+                    ready_row(number, now, "0" * 64)
                     for number in range(start, min(start + INSERT_BATCH, stop))
                 ],
             )

@@ -256,19 +256,24 @@ class RecoveryNets:
                 items = self.copies.get(key, [])
                 base = next((k for k in items if k.kind == "deleted"), None)
             live = self.admin.get_blob_client(*key)
-            exists = live.exists()
-            if base is None and not items and not exists:
+            if base is None and not items and not live.exists():
                 return error(404, "BlobNotFound")
-            if base is not None and not self.versioning and not exists:
-                live.upload_blob(
-                    base.data,
-                    overwrite=False,
-                    tags=base.tags or None,
-                    metadata=base.metadata or None,
-                    content_settings=ContentSettings(content_md5=bytearray(base.md5)),
-                )
-                with self._lock:
-                    items.remove(base)
+            if base is not None and not self.versioning:
+                # Create-only: a live blob of the name answers 409 and keeps its bytes, which
+                # is the check, without a request to Azurite before it.
+                try:
+                    live.upload_blob(
+                        base.data,
+                        overwrite=False,
+                        tags=base.tags or None,
+                        metadata=base.metadata or None,
+                        content_settings=ContentSettings(content_md5=bytearray(base.md5)),
+                    )
+                except ResourceExistsError:
+                    pass
+                else:
+                    with self._lock:
+                        items.remove(base)
             with self._lock:
                 for kept in items:
                     if kept.kind != "deleted":

@@ -44,37 +44,22 @@ RULE_NAME: Final = appsettings.INVENTORY_RULE.default or "safetynet"
 
 
 def inventory_rule(
-    destination: pulumi.Input[str], container: pulumi.Input[str]
+    destination: pulumi.Input[str],
+    container: pulumi.Input[str],
+    *,
+    recover: bool = False,
+    versioning: bool = False,
 ) -> storage.BlobInventoryPolicyRuleArgs:
-    """Daily, Parquet, base block blobs of the protocol container only."""
+    """Daily, Parquet, block blobs of the protocol container: the base blobs reconcile joins, or
+    with `recover` the recover rule's, also the copies the nets keep (with `versioning`, previous
+    versions too), each flag with the fields ARM requires for it."""
+    versions = recover and versioning
+    if recover:
+        fields = [*RECOVER_INVENTORY_SCHEMA_FIELDS, *(RECOVER_VERSION_FIELDS if versions else ())]
+    else:
+        fields = list(INVENTORY_SCHEMA_FIELDS)
     return storage.BlobInventoryPolicyRuleArgs(
-        name=RULE_NAME,
-        enabled=True,
-        destination=destination,
-        definition=storage.BlobInventoryPolicyDefinitionArgs(
-            format=storage.Format.PARQUET,
-            schedule=storage.Schedule.DAILY,
-            object_type=storage.ObjectType.BLOB,
-            schema_fields=list(INVENTORY_SCHEMA_FIELDS),
-            filters=storage.BlobInventoryPolicyFilterArgs(
-                blob_types=["blockBlob"],
-                # "A prefix must be a container name prefix or a container name."
-                prefix_match=[pulumi.Output.concat(container, "/")],
-                include_snapshots=False,
-                include_blob_versions=False,
-                include_deleted=False,
-            ),
-        ),
-    )
-
-
-def recover_rule(
-    destination: pulumi.Input[str], container: pulumi.Input[str], versioning: bool
-) -> storage.BlobInventoryPolicyRuleArgs:
-    """Daily, Parquet, block blobs of the protocol container with the copies the nets keep."""
-    fields = [*RECOVER_INVENTORY_SCHEMA_FIELDS, *(RECOVER_VERSION_FIELDS if versioning else ())]
-    return storage.BlobInventoryPolicyRuleArgs(
-        name=RECOVER_INVENTORY_RULE,
+        name=RECOVER_INVENTORY_RULE if recover else RULE_NAME,
         enabled=True,
         destination=destination,
         definition=storage.BlobInventoryPolicyDefinitionArgs(
@@ -84,10 +69,11 @@ def recover_rule(
             schema_fields=fields,
             filters=storage.BlobInventoryPolicyFilterArgs(
                 blob_types=["blockBlob"],
+                # "A prefix must be a container name prefix or a container name."
                 prefix_match=[pulumi.Output.concat(container, "/")],
-                include_snapshots=True,
-                include_blob_versions=versioning,
-                include_deleted=True,
+                include_snapshots=recover,
+                include_blob_versions=versions,
+                include_deleted=recover,
             ),
         ),
     )
@@ -135,7 +121,12 @@ class Inventory(pulumi.ComponentResource):
                 type=storage.InventoryRuleType.INVENTORY,
                 rules=[
                     inventory_rule(self.container.name, data_container_name),
-                    recover_rule(self.container.name, data_container_name, versioning),
+                    inventory_rule(
+                        self.container.name,
+                        data_container_name,
+                        recover=True,
+                        versioning=versioning,
+                    ),
                 ],
             ),
             # "The destination container must already exist."

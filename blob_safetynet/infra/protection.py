@@ -12,7 +12,7 @@ Azure Blobs using Azure Backup", https://learn.microsoft.com/azure/backup/blob-b
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, TypedDict
 
 import pulumi
 from pulumi_azure_native import authorization, dataprotection, security
@@ -103,6 +103,17 @@ def policy_rules(
     return rules
 
 
+class _Datasource(TypedDict):
+    """What a backup instance's data source and data source set both say of the account."""
+
+    resource_id: pulumi.Input[str]
+    resource_uri: pulumi.Input[str]
+    resource_name: pulumi.Input[str]
+    resource_type: str
+    resource_location: str
+    datasource_type: str
+
+
 def subscription_of(resource_id: str) -> str:
     """`/subscriptions/<id>/resourceGroups/...` -> `/subscriptions/<id>`."""
     return "/".join(resource_id.split("/")[:3])
@@ -179,6 +190,15 @@ class BlobBackup(pulumi.ComponentResource):
             if backup.vaulted
             else None
         )
+        # For blobs the data source and its set are both the account: the two say the same.
+        datasource: _Datasource = {
+            "resource_id": account_id,
+            "resource_uri": account_id,
+            "resource_name": account_name,
+            "resource_type": ACCOUNT_TYPE,
+            "resource_location": location,
+            "datasource_type": BLOB_DATASOURCE,
+        }
         self.instance = dataprotection.BackupInstance(
             f"{name}-instance",
             resource_group_name=resource_group_name,
@@ -186,22 +206,10 @@ class BlobBackup(pulumi.ComponentResource):
             properties=dataprotection.BackupInstanceArgs(
                 object_type="BackupInstance",
                 data_source_info=dataprotection.DatasourceArgs(
-                    object_type="Datasource",
-                    resource_id=account_id,
-                    resource_uri=account_id,
-                    resource_name=account_name,
-                    resource_type=ACCOUNT_TYPE,
-                    resource_location=location,
-                    datasource_type=BLOB_DATASOURCE,
+                    object_type="Datasource", **datasource
                 ),
                 data_source_set_info=dataprotection.DatasourceSetArgs(
-                    object_type="DatasourceSet",
-                    resource_id=account_id,
-                    resource_uri=account_id,
-                    resource_name=account_name,
-                    resource_type=ACCOUNT_TYPE,
-                    resource_location=location,
-                    datasource_type=BLOB_DATASOURCE,
+                    object_type="DatasourceSet", **datasource
                 ),
                 policy_info=dataprotection.PolicyInfoArgs(
                     policy_id=self.policy.id,

@@ -5,7 +5,11 @@ For one row, in order:
    the plan is skipped.
 2. The live blob is judged now: holding the row's bytes, it is left alone (only its state tag
    is set to `committed` if it is not); holding other bytes, its ETag is what a restore may
-   replace (`If-Match`); missing, a restore may only create it (`If-None-Match: *`).
+   replace (`If-Match`); missing, a restore may only create it (`If-None-Match: *`). This read
+   is left out when the plan's listing found the blob missing and its first copy is the
+   soft-deleted base blob with a Content-MD5: Undelete Blob never writes over a live blob, so
+   the read after it judges whatever holds the name then (the listed MD5 tells the copy's own
+   bytes from a blob written since the plan, which is left alone).
 3. The plan's copies are tried in its order, each read and compared (length and SHA-256) with
    the row before it is written anywhere:
    - a soft-deleted base blob cannot be read before Undelete Blob
@@ -21,8 +25,13 @@ For one row, in order:
      (https://learn.microsoft.com/azure/storage/blobs/versioning-overview).
    Copy Blob carries the destination's condition and the tags (`x-ms-tags`: Copy Blob does not
    copy tags, https://learn.microsoft.com/rest/api/storageservices/copy-blob).
-4. The restored blob is proven: its Content-MD5 equal to the copy's MD5 read in step 3, else its
-   bytes read back. Its state tag is `committed`, so the sweeper and lifecycle treat it as live.
+4. The restored blob is proven, with its state tag, by one read under `x-ms-if-tags`
+   `"state" = 'committed'` (https://learn.microsoft.com/rest/api/storageservices/get-blob):
+   after Undelete Blob, Get Blob (its bytes hashed); after a copy, Get Blob Properties (its
+   Content-MD5 equal to the copy's MD5 read in step 3, else its bytes read back). A 412 means
+   the tag is not `committed`: the bytes are read without the condition and the tag is set
+   (from `pending` under `x-ms-if-tags`, https://learn.microsoft.com/rest/api/storageservices/set-blob-tags),
+   so the sweeper and lifecycle treat the blob as live.
 5. The row is read once more: a replace or delete that won meanwhile leaves the restored blob
    retired, so its record (or reconcile) deletes it under the tag guard.
 
@@ -32,13 +41,13 @@ finished by running it again.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
@@ -54,18 +63,25 @@ from blob_safetynet.recover.nets import (
     BlobNets,
     Digest,
     KeptCopy,
-    digest_of,
     read_digest,
     read_nets,
 )
 from blob_safetynet.recover.plan import (
     COPIES_DIFFER,
     EXPIRED,
+    MISSING,
     NO_COPY,
     Target,
     check_target,
     judge,
     plan_rows,
+)
+from blob_safetynet.recover.reads import (
+    Fetched,
+    fetch,
+    make_committed,
+    md5_and_committed,
+    source_url,
 )
 from blob_safetynet.settings.vocabulary import COMMITTED, RETIRED, STATE_TAG, tag_condition
 from blob_safetynet.store.documents import DocumentStore
@@ -121,15 +137,26 @@ class _Changed(Exception):
 
 
 def _copy_from_entry(entry: Mapping[str, Any]) -> KeptCopy:
+    md5 = entry.get("md5")
     return KeptCopy(
         str(entry["kind"]),
         str(entry.get("id") or ""),
         int(entry["length"]),
-        None,
+        base64.b64decode(md5) if isinstance(md5, str) else None,
         entry.get("days_left"),
         bool(entry.get("soft_deleted")),
         None,
     )
+
+
+def _is_md5(value: object) -> bool:
+    """None (the listing showed none), or 16 bytes in base64."""
+    if value is None:
+        return True
+    try:
+        return isinstance(value, str) and len(base64.b64decode(value, validate=True)) == 16
+    except ValueError:
+        return False
 
 
 def _check_entries(rows: Sequence[Any]) -> None:
@@ -142,6 +169,7 @@ def _check_entries(rows: Sequence[Any]) -> None:
                 isinstance(c, Mapping)
                 and c.get("kind") in (DELETED, SNAPSHOT, VERSION)
                 and isinstance(c.get("length"), int)
+                and _is_md5(c.get("md5"))
                 for c in entry["copies"]
             )
         ):
@@ -186,7 +214,8 @@ def apply_plan(
 
     def one(entry: Mapping[str, Any]) -> Outcome:
         copies = [_copy_from_entry(c) for c in entry["copies"]]
-        return recover_document(store, container, entry["document"], entry["blob"], copies)
+        missing = entry.get("finding") == MISSING and entry.get("live_etag") is None
+        return recover_document(store, container, entry["document"], entry["blob"], copies, missing)
 
     result.outcomes, result.stopped = _each(planned, one, workers, stop_requested)
     return result
@@ -223,11 +252,13 @@ def recover_document(
     document_id: str,
     blob_name: str,
     copies: Sequence[KeptCopy],
+    planned_missing: bool = False,
 ) -> Outcome:
     """Give one document back from `copies` (tried in order); never raises for one row's
-    service errors: they are its outcome."""
+    service errors: they are its outcome. `planned_missing`: the listing the copies came
+    from showed no live blob of the name."""
     try:
-        return _Restorer(store, container, document_id, blob_name).run(copies)
+        return _Restorer(store, container, document_id, blob_name).run(copies, planned_missing)
     except _Changed as changed:
         return Outcome(document_id, blob_name, SKIPPED, str(changed))
     except HttpResponseError as error:
@@ -255,7 +286,9 @@ def recover_one(store: DocumentStore, container: ContainerClient, document_id: s
         )
     if row.reason is not None:
         return Outcome(document_id, document.blob_name, UNRECOVERABLE, row.reason)
-    return recover_document(store, container, document.id, document.blob_name, row.copies)
+    return recover_document(
+        store, container, document.id, document.blob_name, row.copies, row.finding == MISSING
+    )
 
 
 @dataclass
@@ -290,24 +323,24 @@ class _Restorer:
             return properties.etag, False
         return properties.etag, read_digest(self.client).matches(content)
 
-    def fetched(self, content: Content) -> tuple[str | None, bool]:
-        """`live`, by one Get Blob: after Undelete Blob the blob is expected to hold a copy of
-        the row's length, so its bytes are read at once instead of its properties first."""
-        try:
-            download = self.client.download_blob()
-        except ResourceNotFoundError:
-            return None, False
-        etag = download.properties.etag
-        if download.properties.size != content.length:
-            return etag, False
-        return etag, digest_of(download).matches(content)
-
-    def run(self, copies: Sequence[KeptCopy]) -> Outcome:
+    def run(self, copies: Sequence[KeptCopy], planned_missing: bool = False) -> Outcome:
         _, content = self.row()
-        etag, intact = self.live(content)
-        if intact:
-            make_committed(self.client)
-            return self.outcome(INTACT, "the live blob holds the row's bytes; left alone")
+        first = copies[0] if copies else None
+        # Read before acting unless the plan's listing found the blob missing and the first
+        # step is Undelete Blob of its soft-deleted base: that never writes over a live blob
+        # (on one it restores only the snapshots,
+        # https://learn.microsoft.com/rest/api/storageservices/undelete-blob), and the read
+        # after it judges whatever holds the name then. Its listed Content-MD5 tells, should
+        # that read find other bytes, whether they are the copy's own (put back) or a blob
+        # written since the plan (left, as a live blob the read before would have found).
+        blind = planned_missing and first is not None and first.kind == DELETED
+        blind = blind and first is not None and first.md5 is not None
+        etag: str | None = None
+        if not blind:
+            etag, intact = self.live(content)
+            if intact:
+                make_committed(self.client)
+                return self.outcome(INTACT, "the live blob holds the row's bytes; left alone")
         expired = False
         for copy in copies:
             if copy.kind == DELETED and etag is not None:
@@ -319,13 +352,19 @@ class _Restorer:
                 try:
                     self.client.undelete_blob()
                 except ResourceNotFoundError:
+                    # Nothing kept and nothing live: the name is known missing now.
                     expired = True
+                    blind = False
                     continue
-                was, (etag, intact) = etag, self.fetched(content)
-                if intact:
-                    return self.finish(content, DELETED, None, proven=True)
-                if was is None and etag is not None:
-                    self.undeleted_wrong = etag
+                was, read = etag, fetch(self.client)
+                etag = read.etag
+                if read.digest is not None and read.digest.matches(content):
+                    return self.finish(content, DELETED, None, proven=True, read=read)
+                if was is None and etag is not None and read.digest is not None:
+                    ours = not blind or (copy.md5 is not None and read.digest.md5 == copy.md5)
+                    if ours:
+                        self.undeleted_wrong = etag
+                blind = False
                 if copy.kind == DELETED:
                     expired = expired or etag is None
                     continue
@@ -386,16 +425,28 @@ class _Restorer:
         self.undeleted_wrong = None
 
     def finish(
-        self, content: Content, source: str, digest: Digest | None, proven: bool = False
+        self,
+        content: Content,
+        source: str,
+        digest: Digest | None,
+        proven: bool = False,
+        read: Fetched | None = None,
     ) -> Outcome:
-        """Prove the restored bytes (the listing's Content-MD5 equal to the copy's, else read
-        back), tag the blob committed, and read the row once more."""
+        """Prove the restored bytes (the blob's Content-MD5 equal to the copy's, else read
+        back) and its state tag `committed` (set when it is not), then read the row once more.
+        After a copy, one Get Blob Properties under `x-ms-if-tags` answers both
+        (https://learn.microsoft.com/rest/api/storageservices/get-blob-properties)."""
+        committed = read is not None and read.committed
         if digest is not None:
-            md5 = self.client.get_blob_properties().content_settings.content_md5
-            proven = md5 is not None and bytes(md5) == digest.md5
-        if not proven and not read_digest(self.client).matches(content):
-            raise _Changed("the restored blob's bytes changed at once; run again")
-        make_committed(self.client)
+            md5, committed = md5_and_committed(self.client)
+            proven = md5 == digest.md5
+        if not proven:
+            read = fetch(self.client)
+            if read.digest is None or not read.digest.matches(content):
+                raise _Changed("the restored blob's bytes changed at once; run again")
+            committed = read.committed
+        if not committed:
+            make_committed(self.client)
         try:
             self.row()
         except _Changed as changed:
@@ -420,29 +471,3 @@ class _Restorer:
 
     def outcome(self, status: str, detail: str, source: str | None = None) -> Outcome:
         return Outcome(self.document_id, self.blob_name, status, detail, source)
-
-
-def source_url(source: BlobClient) -> str:
-    """The URL Copy Blob reads `source` from: the SDK's `url` names a snapshot but not a
-    version, which Copy Blob takes as `?versionid=`
-    (https://learn.microsoft.com/rest/api/storageservices/copy-blob, x-ms-copy-source)."""
-    if source.version_id and "versionid=" not in source.url:
-        separator = "&" if "?" in source.url else "?"
-        return f"{source.url}{separator}versionid={quote(source.version_id)}"
-    return source.url
-
-
-def make_committed(client: BlobClient) -> None:
-    """The state tag a Ready row's blob carries (`committed`), other tags kept; an untagged
-    blob is tagged under its ETag (a missing tag is no value `x-ms-if-tags` can test)."""
-    tags = dict(client.get_blob_tags())
-    state = tags.get(STATE_TAG, "")
-    if state == COMMITTED:
-        return
-    if state:
-        blobs.transition(client, state, COMMITTED)
-        return
-    etag = client.get_blob_properties().etag
-    client.set_blob_tags(
-        {**tags, STATE_TAG: COMMITTED}, etag=etag, match_condition=MatchConditions.IfNotModified
-    )

@@ -12,6 +12,7 @@ https://learn.microsoft.com/azure/storage/blobs/versioning-overview).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ class KeptCopy:
             "length": self.length,
             "days_left": self.days_left,
             "soft_deleted": self.soft_deleted,
+            "md5": None if self.md5 is None else base64.b64encode(self.md5).decode(),
         }
 
 

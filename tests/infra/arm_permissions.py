@@ -2,11 +2,17 @@
 holding one built-in role on the group: one entry a role assignment, each with the role's
 `actions` and `notActions` as Microsoft lists them ("Azure built-in roles",
 https://learn.microsoft.com/azure/role-based-access-control/built-in-roles; the response shape:
-https://learn.microsoft.com/rest/api/authorization/permissions/list-for-resource-group)."""
+https://learn.microsoft.com/rest/api/authorization/permissions/list-for-resource-group).
+
+The roles the rules already know are built from `BUILT_IN_ROLES`, so the two cannot drift;
+Contributor stays written out here because ARM lists more `notActions` for it than the rules
+need."""
 
 from __future__ import annotations
 
 from typing import Any, Final
+
+from blob_safetynet.policies.rules.roles import BUILT_IN_ROLES
 
 
 def entry(actions: list[str], not_actions: list[str] | None = None) -> dict[str, Any]:
@@ -18,7 +24,18 @@ def entry(actions: list[str], not_actions: list[str] | None = None) -> dict[str,
     }
 
 
-OWNER: Final = entry(["*"])
+def built_in(name: str) -> dict[str, Any]:
+    """The entry for the built-in role called `name`, as `BUILT_IN_ROLES` holds it."""
+    role = next(role for role in BUILT_IN_ROLES.values() if role.name == name)
+    return {
+        "actions": list(role.actions),
+        "notActions": list(role.not_actions),
+        "dataActions": list(role.data_actions),
+        "notDataActions": list(role.not_data_actions),
+    }
+
+
+OWNER: Final = built_in("Owner")
 CONTRIBUTOR: Final = entry(
     ["*"],
     [
@@ -35,20 +52,6 @@ CONTRIBUTOR: Final = entry(
         "Microsoft.Subscription/enable/action",
     ],
 )
-USER_ACCESS_ADMINISTRATOR: Final = entry(
-    ["*/read", "Microsoft.Authorization/*", "Microsoft.Support/*"]
-)
-READER: Final = entry(["*/read"])
-STORAGE_ACCOUNT_CONTRIBUTOR: Final = entry(
-    [
-        "Microsoft.Authorization/*/read",
-        "Microsoft.Insights/alertRules/*",
-        "Microsoft.Insights/diagnosticSettings/*",
-        "Microsoft.Network/virtualNetworks/subnets/joinViaServiceEndpoint/action",
-        "Microsoft.ResourceHealth/availabilityStatuses/read",
-        "Microsoft.Resources/deployments/*",
-        "Microsoft.Resources/subscriptions/resourceGroups/read",
-        "Microsoft.Storage/storageAccounts/*",
-        "Microsoft.Support/*",
-    ]
-)
+USER_ACCESS_ADMINISTRATOR: Final = built_in("User Access Administrator")
+READER: Final = built_in("Reader")
+STORAGE_ACCOUNT_CONTRIBUTOR: Final = built_in("Storage Account Contributor")

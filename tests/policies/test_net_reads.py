@@ -6,6 +6,7 @@ subscription."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -62,6 +63,16 @@ def finding(report: AuditReport, rule: str, account: str = "acct") -> Finding:
     return next(f for f in report.findings if f.rule.id == rule and f.account == account)
 
 
+def delete_lock(fake: FakeArm, *, subscription_reads: bool = True) -> Finding:
+    """SN-DELETE-LOCK on `acct` from one audit of the fake."""
+    return finding(audit(fake, subscription_reads=subscription_reads), "SN-DELETE-LOCK")
+
+
+def lock_group(fake: FakeArm, *locks: dict[str, Any]) -> None:
+    """`locks` in GROUP's lock list."""
+    fake.group_locks[f"{SUBSCRIPTION}/{GROUP}".lower()] = list(locks)
+
+
 def test_every_net_passes_on_the_compliant_account(fake: FakeArm) -> None:
     """The recorded lock, diagnostic setting and backup instance pass the three rules."""
     fake.add(compliant_account("acct", GROUP))
@@ -75,8 +86,8 @@ def test_every_net_passes_on_the_compliant_account(fake: FakeArm) -> None:
 def test_a_group_lock_is_reported_at_the_group(fake: FakeArm) -> None:
     """A lock at the account's resource group passes, named as the group's."""
     fake.add(unlocked("acct"))
-    fake.group_locks[f"{SUBSCRIPTION}/{GROUP}".lower()] = [management_lock(GROUP_ID, "rg-keep")]
-    found = finding(audit(fake), "SN-DELETE-LOCK")
+    lock_group(fake, management_lock(GROUP_ID, "rg-keep"))
+    found = delete_lock(fake)
     assert found.outcome is Outcome.PASS
     assert "lock 'rg-keep' at the resource group" in found.message
     assert "locks:subscription" not in fake.served
@@ -87,7 +98,7 @@ def test_a_subscription_lock_is_reported_as_the_subscriptions(fake: FakeArm) -> 
     fake.add(unlocked("acct"))
     sub_id = f"/subscriptions/{SUBSCRIPTION}"
     fake.subscription_locks[SUBSCRIPTION.lower()] = [management_lock(sub_id, "estate", "ReadOnly")]
-    found = finding(audit(fake), "SN-DELETE-LOCK")
+    found = delete_lock(fake)
     assert found.outcome is Outcome.PASS
     assert "ReadOnly lock 'estate' at the subscription" in found.message
     assert "at the account" not in found.message
@@ -100,7 +111,7 @@ def test_no_lock_anywhere_fails(fake: FakeArm) -> None:
     fake.group_locks[f"{SUBSCRIPTION}/rg-other".lower()] = [
         management_lock(other.id.rsplit("/providers/", 1)[0], "theirs")
     ]
-    assert finding(audit(fake), "SN-DELETE-LOCK").outcome is Outcome.FAIL
+    assert delete_lock(fake).outcome is Outcome.FAIL
 
 
 @pytest.mark.parametrize("status", [403, 404])
@@ -123,8 +134,8 @@ def test_a_lock_at_a_readable_scope_passes_though_another_failed(fake: FakeArm) 
     """The account's own lock list refused, its group's lock found: PASS."""
     account = fake.add(unlocked("acct"))
     account.failures["locks"] = Failure(403)
-    fake.group_locks[f"{SUBSCRIPTION}/{GROUP}".lower()] = [management_lock(GROUP_ID)]
-    assert finding(audit(fake), "SN-DELETE-LOCK").outcome is Outcome.PASS
+    lock_group(fake, management_lock(GROUP_ID))
+    assert delete_lock(fake).outcome is Outcome.PASS
 
 
 def test_a_dropped_lock_read_is_a_network_read_error(fake: FakeArm) -> None:
@@ -144,7 +155,7 @@ def test_without_subscription_reads_the_subscription_scope_is_named(fake: FakeAr
     """An identity whose roles stop at the group leaves the subscription's locks unread: with
     no lock below, UNKNOWN says so."""
     fake.add(unlocked("acct"))
-    found = finding(audit(fake, subscription_reads=False), "SN-DELETE-LOCK")
+    found = delete_lock(fake, subscription_reads=False)
     assert found.outcome is Outcome.UNKNOWN
     assert "the subscription: a subscription-scope read" in found.message
     assert "locks:subscription" not in fake.served
@@ -221,7 +232,7 @@ def test_the_fleet_lists_locks_once_per_subscription(fake: FakeArm) -> None:
     for number in range(3):
         fake.add(unlocked(f"a{number}"))
         fake.add(unlocked(f"b{number}", "rg-b", second))
-    fake.group_locks[f"{SUBSCRIPTION}/{GROUP}".lower()] = [management_lock(GROUP_ID, "rg")]
+    lock_group(fake, management_lock(GROUP_ID, "rg"))
     fake.subscription_locks[second] = [management_lock(f"/subscriptions/{second}", "sub")]
     report = fleet(fake)
     assert fake.served["locks:subscription"] == 2

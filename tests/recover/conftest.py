@@ -3,7 +3,12 @@ on it bound to a fresh database, and the protocol writing through it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 from azure.storage.blob import BlobServiceClient, ContainerClient
@@ -13,6 +18,9 @@ from blob_safetynet.embedded.recovery import RecoveryDouble
 from blob_safetynet.protocol import blobs
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.store.documents import DocumentStore
+from tests import tree
+
+KilledThenRerun = Callable[[list[str], int, float, float], "subprocess.CompletedProcess[str]"]
 
 
 @pytest.fixture(params=[False, True], ids=["soft-delete", "versioning"])
@@ -60,3 +68,30 @@ def bound(nets: RecoveryDouble, store: DocumentStore) -> Iterator[ContainerClien
 @pytest.fixture
 def protocol(store: DocumentStore, bound: ContainerClient) -> UploadProtocol:
     return UploadProtocol(store, bound)
+
+
+@pytest.fixture
+def killed_then_rerun() -> KilledThenRerun:
+    """`(args, seed, low, high)`: the CLI with `args` started four times, each killed (SIGKILL)
+    after a pause drawn from [low, high] seconds by `random.Random(seed)` unless it ended
+    first, then run once more to its end (its completed process)."""
+
+    def run(
+        args: list[str], seed: int, low: float, high: float
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [*tree.MODULE, *args]
+        env = tree.environment()
+        rng = random.Random(seed)
+        for _ in range(4):
+            process = subprocess.Popen(
+                argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree.TREE, env=env
+            )
+            time.sleep(rng.uniform(low, high))
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=300, check=False, cwd=tree.TREE, env=env
+        )
+
+    return run

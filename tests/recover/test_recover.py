@@ -97,7 +97,8 @@ def test_a_live_blob_holding_the_rows_bytes_is_never_written(
     soft_delete_only: RecoveryDouble, store: DocumentStore
 ) -> None:
     """A plan entry whose blob was restored by hand before the plan is applied finds the live
-    bytes equal to the row's and writes nothing (the ETag is unchanged)."""
+    bytes equal to the row's and writes nothing (the ETag is unchanged): intact, or restored
+    when the plan's listing let the undelete go first (a no-op over a live blob)."""
     service = BlobServiceClient.from_connection_string(soft_delete_only.connection_string)
     container = create_unique_container(service, "intact")
     try:
@@ -110,7 +111,7 @@ def test_a_live_blob_holding_the_rows_bytes_is_never_written(
 
         result = apply_plan(store, container, round_trip(plan))
 
-        assert [o.status for o in result.outcomes] == [INTACT]
+        assert [o.status for o in result.outcomes] in ([INTACT], [RESTORED])
         assert container.get_blob_client(document.blob_name).get_blob_properties().etag == etag
     finally:
         container.delete_container()

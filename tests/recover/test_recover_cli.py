@@ -3,11 +3,6 @@ random instants, the plan refused elsewhere, and the exit code for copies about 
 
 from __future__ import annotations
 
-import os
-import random
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 from azure.storage.blob import ContainerClient
@@ -17,9 +12,8 @@ from blob_safetynet.embedded.recovery import RecoveryDouble
 from blob_safetynet.protocol.upload import UploadProtocol
 from blob_safetynet.recover.plan import make_plan
 from blob_safetynet.store.documents import DocumentStore
-from tests import tree
 from tests.conftest import RunCli
-from tests.recover.conftest import bound_container
+from tests.recover.conftest import KilledThenRerun, bound_container
 
 
 def options(db_url: str, nets: RecoveryDouble, container: ContainerClient) -> list[str]:
@@ -93,24 +87,14 @@ def test_killed_at_random_instants_and_rerun_it_finishes(
     protocol: UploadProtocol,
     store: DocumentStore,
     bound: ContainerClient,
-    tmp_path: Path,
+    killed_then_rerun: KilledThenRerun,
 ) -> None:
     """`recover --apply` killed (SIGKILL) at random instants, then run again to the end:
     every document holds its bytes and a last plan lists nothing."""
     data = lose(protocol, bound, 24)
-    argv = [*tree.MODULE, "recover", *options(db_url, nets, bound), "--apply"]
-    env = tree.environment()
-    rng = random.Random(44)
-    for _ in range(4):
-        process = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree.TREE, env=env
-        )
-        time.sleep(rng.uniform(0.5, 2.5))
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-    finished = subprocess.run(
-        argv, capture_output=True, text=True, timeout=300, check=False, cwd=tree.TREE, env=env
+
+    finished = killed_then_rerun(
+        ["recover", *options(db_url, nets, bound), "--apply"], 44, 0.5, 2.5
     )
 
     assert finished.returncode == ExitCode.OK, finished.stdout + finished.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from blob_safetynet.recover.inventory import CorruptReportError, make_plan_from_
 from blob_safetynet.recover.plan import NO_COPY, make_plan
 from blob_safetynet.settings.vocabulary import RECOVER_INVENTORY_RULE
 from blob_safetynet.store.documents import DocumentStore
+from blob_safetynet.store.tables import Document
 from testkit.inventory import RunSpec, write_recover_run, write_run
 from tests.recover.conftest import bound_container
 
@@ -35,13 +37,44 @@ def destination(service: BlobServiceClient) -> Iterator[ContainerClient]:
     container.delete_container()
 
 
-def versioned(nets: RecoveryDouble) -> bool:
-    return bool(nets.nets.versioning)
+@dataclass(frozen=True)
+class Estate:
+    """What the tests here plan over: the nets, the protocol writing into the bound container,
+    the table and the inventory's destination."""
+
+    nets: RecoveryDouble
+    protocol: UploadProtocol
+    store: DocumentStore
+    bound: ContainerClient
+    destination: ContainerClient
+
+    @property
+    def versioned(self) -> bool:
+        return bool(self.nets.nets.versioning)
+
+    def lose(self, name: str = "doc.txt", data: bytes = b"right") -> Document:
+        """A document put through the protocol, then its blob deleted behind it."""
+        document = self.protocol.put(name, data, ".txt")
+        self.bound.delete_blob(document.blob_name)
+        return document
+
+    def report(self, spec: RunSpec | None = None) -> str:
+        """A run of the recover rule over `bound` as it is now (with versions when they are on)."""
+        return write_recover_run(self.bound, self.destination, spec, versions=self.versioned)
+
+    def plan(self, rule: str = RECOVER_INVENTORY_RULE) -> dict[str, Any]:
+        return from_inventory(self.store, self.bound, self.destination, rule)
 
 
-def report(nets: RecoveryDouble, bound: ContainerClient, destination: ContainerClient) -> str:
-    """A run of the recover rule over `bound` as it is now (with versions when they are on)."""
-    return write_recover_run(bound, destination, versions=versioned(nets))
+@pytest.fixture
+def estate(
+    nets: RecoveryDouble,
+    protocol: UploadProtocol,
+    store: DocumentStore,
+    bound: ContainerClient,
+    destination: ContainerClient,
+) -> Estate:
+    return Estate(nets, protocol, store, bound, destination)
 
 
 def from_inventory(
@@ -64,23 +97,22 @@ def rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_deleted_and_overwritten_documents_are_planned_as_the_listing_plans_them(
-    nets: RecoveryDouble,
-    protocol: UploadProtocol,
-    store: DocumentStore,
-    bound: ContainerClient,
-    destination: ContainerClient,
+    estate: Estate,
 ) -> None:
     """Deleted and overwritten documents among intact ones: the plan from the report names the
     rows, copies and days the listing's plan names, says where its candidates came from, and
     applying it restores every document."""
-    documents = [protocol.put(f"doc-{n}.txt", f"doc {n}".encode() * 3, ".txt") for n in range(9)]
+    store, bound = estate.store, estate.bound
+    documents = [
+        estate.protocol.put(f"doc-{n}.txt", f"doc {n}".encode() * 3, ".txt") for n in range(9)
+    ]
     for document in documents[:3]:
         bound.delete_blob(document.blob_name)
     for document in documents[3:6]:
         bound.upload_blob(document.blob_name, b"wrong bytes!", overwrite=True)
-    prefix = report(nets, bound, destination)
+    prefix = estate.report()
 
-    plan = from_inventory(store, bound, destination)
+    plan = estate.plan()
 
     assert rows(plan) == rows(json.loads(json.dumps(make_plan(store, bound))))
     assert plan["summary"]["recoverable"] == 6
@@ -92,40 +124,28 @@ def test_deleted_and_overwritten_documents_are_planned_as_the_listing_plans_them
         assert data == f"doc {number}".encode() * 3
 
 
-def test_changes_since_the_run_are_judged_live(
-    nets: RecoveryDouble,
-    protocol: UploadProtocol,
-    store: DocumentStore,
-    bound: ContainerClient,
-    destination: ContainerClient,
-) -> None:
+def test_changes_since_the_run_are_judged_live(estate: Estate) -> None:
     """A blob put back by hand after the run and a row newer than the run are not planned, though
     the report shows both missing."""
-    restored = protocol.put("restored.txt", b"restored by hand", ".txt")
-    bound.delete_blob(restored.blob_name)
-    report(nets, bound, destination)
-    bound.upload_blob(restored.blob_name, b"restored by hand", overwrite=True)
-    protocol.put("newer.txt", b"after the run", ".txt")
+    restored = estate.lose("restored.txt", b"restored by hand")
+    estate.report()
+    estate.bound.upload_blob(restored.blob_name, b"restored by hand", overwrite=True)
+    estate.protocol.put("newer.txt", b"after the run", ".txt")
 
-    assert from_inventory(store, bound, destination)["rows"] == []
+    assert estate.plan()["rows"] == []
 
 
 def test_a_copy_the_report_shows_but_the_service_no_longer_keeps_is_named_never_tried(
-    nets: RecoveryDouble,
-    protocol: UploadProtocol,
-    store: DocumentStore,
-    bound: ContainerClient,
-    destination: ContainerClient,
+    estate: Estate,
 ) -> None:
     """Stale report: the only copy of a deleted document is gone since the run. The row says
     `no kept copy` and names the report's copy as gone; the blob stays missing."""
-    document = protocol.put("doc.txt", b"right", ".txt")
-    bound.delete_blob(document.blob_name)
-    report(nets, bound, destination)
-    key = (bound.container_name, document.blob_name)
-    nets.nets.copies[key] = []
+    bound = estate.bound
+    document = estate.lose()
+    estate.report()
+    estate.nets.nets.copies[(bound.container_name, document.blob_name)] = []
 
-    plan = from_inventory(store, bound, destination)
+    plan = estate.plan()
 
     (row,) = plan["rows"]
     assert row["reason"] == NO_COPY
@@ -137,9 +157,9 @@ def test_a_copy_the_report_shows_but_the_service_no_longer_keeps_is_named_never_
         "snapshot",
         "version",
     }
-    if not versioned(nets):
+    if not estate.versioned:
         assert gone == ["deleted, 7 day(s) left in the report"]
-    assert apply_plan(store, bound, plan).count(RESTORED) == 0
+    assert apply_plan(estate.store, bound, plan).count(RESTORED) == 0
     assert not bound.get_blob_client(document.blob_name).exists()
 
 
@@ -164,19 +184,14 @@ def test_a_copy_whose_retention_ran_out_since_the_run_is_not_promised(
     assert row["gone_since_report"] == ["deleted, 2 day(s) left in the report"]
 
 
-def test_a_run_of_reconciles_rule_is_refused_with_what_it_lacks(
-    protocol: UploadProtocol,
-    store: DocumentStore,
-    bound: ContainerClient,
-    destination: ContainerClient,
-) -> None:
+def test_a_run_of_reconciles_rule_is_refused_with_what_it_lacks(estate: Estate) -> None:
     """A run of the base-blob rule (no deleted blobs, snapshots or versions) is refused, naming
     the flags and fields it lacks and the rule to read instead."""
-    protocol.put("doc.txt", b"right", ".txt")
-    write_run(bound, destination)
+    estate.protocol.put("doc.txt", b"right", ".txt")
+    write_run(estate.bound, estate.destination)
 
     with pytest.raises(InventoryConfigError) as refused:
-        from_inventory(store, bound, destination, rule="safetynet")
+        estate.plan(rule="safetynet")
 
     message = str(refused.value)
     assert "cannot serve recover" in message
@@ -186,44 +201,29 @@ def test_a_run_of_reconciles_rule_is_refused_with_what_it_lacks(
     assert RECOVER_INVENTORY_RULE in message
 
 
-def test_a_report_that_is_not_parquet_is_refused(
-    nets: RecoveryDouble,
-    protocol: UploadProtocol,
-    store: DocumentStore,
-    bound: ContainerClient,
-    destination: ContainerClient,
-) -> None:
+def test_a_report_that_is_not_parquet_is_refused(estate: Estate) -> None:
     """A complete run whose report file is not Parquet is a CorruptReportError naming the run."""
-    document = protocol.put("doc.txt", b"right", ".txt")
-    bound.delete_blob(document.blob_name)
-    spec = RunSpec(rule=RECOVER_INVENTORY_RULE, corrupt=True, files=1)
-    prefix = write_recover_run(bound, destination, spec, versions=versioned(nets))
+    estate.lose()
+    prefix = estate.report(RunSpec(rule=RECOVER_INVENTORY_RULE, corrupt=True, files=1))
 
     with pytest.raises(CorruptReportError, match=prefix):
-        from_inventory(store, bound, destination)
+        estate.plan()
 
 
-def test_the_newest_complete_run_is_read_and_a_stale_one_refused(
-    nets: RecoveryDouble,
-    protocol: UploadProtocol,
-    store: DocumentStore,
-    bound: ContainerClient,
-    destination: ContainerClient,
-) -> None:
+def test_the_newest_complete_run_is_read_and_a_stale_one_refused(estate: Estate) -> None:
     """Of an older complete run and a newer one still running, the complete one is read; once
     older than the maximum age, it is refused."""
-    document = protocol.put("doc.txt", b"right", ".txt")
-    bound.delete_blob(document.blob_name)
+    estate.lose()
     hour_ago = datetime.now(UTC) - timedelta(hours=1)
-    older = write_recover_run(
-        bound, destination, RunSpec(rule=RECOVER_INVENTORY_RULE, started=hour_ago), versioned(nets)
-    )
-    write_recover_run(
-        bound, destination, RunSpec(rule=RECOVER_INVENTORY_RULE, status="Pending"), versioned(nets)
-    )
+    older = estate.report(RunSpec(rule=RECOVER_INVENTORY_RULE, started=hour_ago))
+    estate.report(RunSpec(rule=RECOVER_INVENTORY_RULE, status="Pending"))
 
-    assert from_inventory(store, bound, destination)["candidates"]["run"] == older
+    assert estate.plan()["candidates"]["run"] == older
     with pytest.raises(Exception, match="older than the maximum age"):
         make_plan_from_inventory(
-            store, bound, destination, RECOVER_INVENTORY_RULE, timedelta(minutes=30)
+            estate.store,
+            estate.bound,
+            estate.destination,
+            RECOVER_INVENTORY_RULE,
+            timedelta(minutes=30),
         )

@@ -4,6 +4,7 @@ finishes, and the runs it refuses with the exit code and message that say why.""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,24 +36,42 @@ def target(
     return [*options(db_url, nets, bound), "--inventory", destination.container_name]
 
 
-def versioned(nets: RecoveryDouble) -> bool:
-    return bool(nets.nets.versioning)
+@dataclass(frozen=True)
+class Estate:
+    """The nets, the protocol writing into the bound container, and the inventory's destination."""
+
+    nets: RecoveryDouble
+    protocol: UploadProtocol
+    bound: ContainerClient
+    destination: ContainerClient
+
+    def lose(self, count: int) -> list[bytes]:
+        return lose(self.protocol, self.bound, count)
+
+    def report(self, spec: RunSpec | None = None) -> str:
+        """A run of the recover rule over `bound` as it is now (with versions when they are on)."""
+        versions = bool(self.nets.nets.versioning)
+        return write_recover_run(self.bound, self.destination, spec, versions=versions)
 
 
-def test_a_dry_run_from_the_report_saves_a_plan_that_apply_plan_restores(
-    run_cli: RunCli,
+@pytest.fixture
+def estate(
     nets: RecoveryDouble,
     protocol: UploadProtocol,
     bound: ContainerClient,
     destination: ContainerClient,
-    target: list[str],
-    tmp_path: Path,
+) -> Estate:
+    return Estate(nets, protocol, bound, destination)
+
+
+def test_a_dry_run_from_the_report_saves_a_plan_that_apply_plan_restores(
+    run_cli: RunCli, estate: Estate, target: list[str], tmp_path: Path
 ) -> None:
     """The dry run names the run its candidates came from and exits 1 with the plan saved;
     --apply-plan (without --inventory) restores every document; a second dry run from the same,
     now stale, report finds nothing lost (exit 0)."""
-    lose(protocol, bound, 4)
-    write_recover_run(bound, destination, versions=versioned(nets))
+    estate.lose(4)
+    estate.report()
     plan = tmp_path / "plan.json"
 
     code, out, _ = run_cli("recover", *target, "--write-plan", str(plan), "--expiry-horizon", "0")
@@ -66,19 +85,14 @@ def test_a_dry_run_from_the_report_saves_a_plan_that_apply_plan_restores(
 
 
 def test_a_copy_gone_since_the_run_is_printed_on_its_row(
-    run_cli: RunCli,
-    nets: RecoveryDouble,
-    protocol: UploadProtocol,
-    bound: ContainerClient,
-    destination: ContainerClient,
-    target: list[str],
+    run_cli: RunCli, estate: Estate, target: list[str]
 ) -> None:
     """A deleted document whose only copy the service dropped after the run: exit 1, the row
     says no kept copy and prints the report's copy as no longer kept."""
-    document = protocol.put("doc.txt", b"right", ".txt")
-    bound.delete_blob(document.blob_name)
-    write_recover_run(bound, destination, versions=versioned(nets))
-    nets.nets.copies[(bound.container_name, document.blob_name)] = []
+    document = estate.protocol.put("doc.txt", b"right", ".txt")
+    estate.bound.delete_blob(document.blob_name)
+    estate.report()
+    estate.nets.nets.copies[(estate.bound.container_name, document.blob_name)] = []
 
     code, out, _ = run_cli("recover", *target)
 
@@ -88,15 +102,11 @@ def test_a_copy_gone_since_the_run_is_printed_on_its_row(
 
 
 def test_a_run_of_another_rule_is_refused_with_exit_2(
-    run_cli: RunCli,
-    protocol: UploadProtocol,
-    bound: ContainerClient,
-    destination: ContainerClient,
-    target: list[str],
+    run_cli: RunCli, estate: Estate, target: list[str]
 ) -> None:
     """Reading reconcile's rule (its run has no kept copies) exits 2 with what the rule lacks."""
-    lose(protocol, bound, 2)
-    write_run(bound, destination)
+    estate.lose(2)
+    write_run(estate.bound, estate.destination)
 
     code, _, err = run_cli("recover", *target, "--inventory-rule", "safetynet")
 
@@ -106,18 +116,12 @@ def test_a_run_of_another_rule_is_refused_with_exit_2(
 
 
 def test_a_report_that_is_not_parquet_exits_2(
-    run_cli: RunCli,
-    nets: RecoveryDouble,
-    protocol: UploadProtocol,
-    bound: ContainerClient,
-    destination: ContainerClient,
-    target: list[str],
+    run_cli: RunCli, estate: Estate, target: list[str]
 ) -> None:
     """A complete run whose report file is not Parquet exits 2 naming the run; nothing is
     planned from it."""
-    lose(protocol, bound, 2)
-    spec = RunSpec(rule=RECOVER_INVENTORY_RULE, corrupt=True, files=1)
-    prefix = write_recover_run(bound, destination, spec, versions=versioned(nets))
+    estate.lose(2)
+    prefix = estate.report(RunSpec(rule=RECOVER_INVENTORY_RULE, corrupt=True, files=1))
 
     code, out, err = run_cli("recover", *target)
 

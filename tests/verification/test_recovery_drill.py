@@ -103,8 +103,9 @@ def purge_before_listing(nets: RecoveryDouble, admin: BlobServiceClient) -> None
 
 
 def rewrite_after_undelete(nets: RecoveryDouble, admin: BlobServiceClient) -> None:
-    """Right after Undelete Blob, before the recovery reads the restored blob's tags, its bytes
-    are replaced behind the nets: the restore reports success over other bytes."""
+    """Right after Undelete Blob and the recovery's one read of the restored blob, before the
+    drill reads it, its bytes are replaced behind the nets: the restore reports success over
+    other bytes."""
 
     def replace_bytes() -> None:
         for container in admin.list_containers(name_starts_with="drill"):
@@ -113,7 +114,9 @@ def rewrite_after_undelete(nets: RecoveryDouble, admin: BlobServiceClient) -> No
                 if item.name.endswith(f"/{DRILL_BLOB}"):
                     client.upload_blob(item.name, b"bytes the probe never wrote", overwrite=True)
 
-    nets.once("PUT comp=undelete", lambda: nets.once("GET comp=tags", replace_bytes))
+    nets.once(
+        "PUT comp=undelete", lambda: nets.once("GET", lambda: nets.once("GET", replace_bytes))
+    )
 
 
 @pytest.fixture

@@ -48,19 +48,13 @@ from blob_safetynet.cli.commands.common import (
     fail,
     log_progress,
 )
-from blob_safetynet.cli.commands.interrupt import stop_signals
 from blob_safetynet.cli.commands.reconcile_inventory import (
     add_inventory_options,
     read_inventory_options,
 )
-from blob_safetynet.cli.commands.target import (
-    TARGET_ERRORS,
-    add_target_options,
-    classify,
-    open_target,
-)
+from blob_safetynet.cli.commands.recover_tail import apply_and_report, refusals_and_target_errors
+from blob_safetynet.cli.commands.target import add_target_options, open_target
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.reconcile.listing import RepairRefusedError
 from blob_safetynet.recover.apply import INTACT, RESTORED, Recovery, apply_plan
 from blob_safetynet.recover.plan import expiring, make_plan
 from blob_safetynet.settings import appsettings
@@ -147,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         except SettingsError as error:
             raise UsageError(str(error)) from None
         store, container = open_target(args, container_may_be_gone=True)
-        try:
+        with refusals_and_target_errors(args):
             if saved is not None:
                 plan = saved
             elif inventory is not None:
@@ -163,18 +157,14 @@ def run(args: argparse.Namespace) -> int:
                 plan_file.write(args.write_plan, plan, "--write-plan")
             if saved is None and not args.apply:
                 return _report_plan(plan, args)
-            with stop_signals() as stop:
-                result = apply_plan(store, container, plan, stop.requested)
-        except RepairRefusedError as error:
-            raise UsageError(f"refused: {error}") from None
-        except TARGET_ERRORS as error:
-            raise classify(error, args, started=True) from None
+            return apply_and_report(
+                args,
+                lambda stop: apply_plan(store, container, plan, stop),
+                _report_applied,
+                lambda result: not result.unresolved,
+            )
     except CommandError as error:
         return fail("recover", error.code, str(error), args.json)
-    _report_applied(result, args)
-    if result.stopped is not None:
-        return int(stop.exit_code)
-    return ExitCode.FINDINGS if result.unresolved else ExitCode.OK
 
 
 def _report_plan(plan: dict[str, Any], args: argparse.Namespace) -> int:

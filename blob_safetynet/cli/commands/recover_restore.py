@@ -27,10 +27,9 @@ from blob_safetynet.cli.commands.common import (
     fail,
     log_progress,
 )
-from blob_safetynet.cli.commands.interrupt import stop_signals
-from blob_safetynet.cli.commands.target import TARGET_ERRORS, classify, open_target
+from blob_safetynet.cli.commands.recover_tail import apply_and_report, refusals_and_target_errors
+from blob_safetynet.cli.commands.target import open_target
 from blob_safetynet.cli.exitcodes import ExitCode
-from blob_safetynet.reconcile.listing import RepairRefusedError
 from blob_safetynet.recover.plan import Target
 from blob_safetynet.recover.rollforward import View, judge
 from blob_safetynet.recover.rollforward_apply import DONE, RollForward, roll_forward
@@ -79,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         except SettingsError as error:
             raise UsageError(str(error)) from None
         store, container = open_target(args)
-        try:
+        with refusals_and_target_errors(args):
             plan = saved
             if plan is None:
                 judgement = judge(View.read(store, container), args.reapply_deletes)
@@ -91,18 +90,14 @@ def run(args: argparse.Namespace) -> int:
                     plan_file.write(args.write_plan, plan, "--write-plan")
                 if not args.apply:
                     return _report_plan(plan, args)
-            with stop_signals() as stop:
-                result = roll_forward(store, container, plan=plan, stop_requested=stop.requested)
-        except RepairRefusedError as error:
-            raise UsageError(f"refused: {error}") from None
-        except TARGET_ERRORS as error:
-            raise classify(error, args, started=True) from None
+            return apply_and_report(
+                args,
+                lambda stop: roll_forward(store, container, plan=plan, stop_requested=stop),
+                _report_applied,
+                lambda result: result.agree,
+            )
     except CommandError as error:
         return fail("recover", error.code, str(error), args.json)
-    _report_applied(result, args)
-    if result.stopped is not None:
-        return int(stop.exit_code)
-    return ExitCode.OK if result.agree else ExitCode.FINDINGS
 
 
 def _step_line(step: dict[str, Any]) -> str:

@@ -7,9 +7,9 @@ plain dicts, so this adapter is tested on recorded documents and imports no SDK.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from blob_safetynet.policies.adapters import common, nets
 from blob_safetynet.policies.rules.model import (
@@ -25,6 +25,8 @@ from blob_safetynet.policies.rules.model import (
     RoleAssignment,
     arm_fold,
 )
+
+T = TypeVar("T")
 
 STORAGE_API_VERSION: Final = "2026-09-01"
 """The Microsoft.Storage api-version the audit reads with (pinned; azure-mgmt-storage 25.3's
@@ -150,9 +152,10 @@ def account(reads: ArmReads) -> Account:
         roles = tuple(
             role_assignment(item, reads.role_definitions) for item in reads.role_assignments
         )
+    account_id = resource_id if isinstance(resource_id, str) else None
     return Account(
         name=name if isinstance(name, str) else "<unnamed>",
-        resource_id=resource_id if isinstance(resource_id, str) else None,
+        resource_id=account_id,
         settings=settings(body, reads.api_version),
         blob_service_properties=(
             UNKNOWN
@@ -170,27 +173,11 @@ def account(reads: ArmReads) -> Account:
             else reads.defender_covered
         ),
         locks=_locks(reads, resource_id),
-        blob_diagnostics=(
-            UNKNOWN
-            if reads.diagnostic_settings is UNKNOWN
-            else tuple(
-                nets.diagnostic_setting(_properties(item), item.get("name"))
-                for item in reads.diagnostic_settings
-            )
-        ),
-        backup_instances=(
-            UNKNOWN
-            if reads.backup_instances is UNKNOWN
-            else tuple(
-                nets.backup_instance(_properties(item), item.get("name"))
-                for item in reads.backup_instances
-                if nets.backs_up(
-                    _properties(item),
-                    resource_id if isinstance(resource_id, str) else None,
-                    str(name),
-                )
-                is not False
-            )
+        blob_diagnostics=_each_named(reads.diagnostic_settings, nets.diagnostic_setting),
+        backup_instances=_each_named(
+            reads.backup_instances,
+            nets.backup_instance,
+            keep=lambda props: nets.backs_up(props, account_id, str(name)) is not False,
         ),
         unknown_reasons=dict(reads.reasons),
         not_held=frozenset(reads.not_held),
@@ -211,6 +198,20 @@ def _locks(reads: ArmReads, resource_id: object) -> Maybe[Locks]:
 
 def _each(items: Maybe[Sequence[Mapping[str, Any]]], read: Any) -> Maybe[tuple[Any, ...]]:
     return UNKNOWN if items is UNKNOWN else tuple(read(item) for item in items)
+
+
+def _each_named(
+    items: Maybe[Sequence[Mapping[str, Any]]],
+    read: Callable[[Mapping[str, Any], object], T],
+    keep: Callable[[Mapping[str, Any]], bool] = lambda props: True,
+) -> Maybe[tuple[T, ...]]:
+    """`read` of each item's `properties` and `name`, for the items whose properties `keep`
+    takes."""
+    if items is UNKNOWN:
+        return UNKNOWN
+    return tuple(
+        read(_properties(item), item.get("name")) for item in items if keep(_properties(item))
+    )
 
 
 def _defender(

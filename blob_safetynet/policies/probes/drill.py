@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobClient
 
 from blob_safetynet.policies.probes.base import (
@@ -37,9 +37,8 @@ from blob_safetynet.policies.probes.base import (
     not_verifiable,
     passed,
     payload,
-    status_and_code,
 )
-from blob_safetynet.policies.probes.recovery import NOT_IMPLEMENTED
+from blob_safetynet.policies.probes.recovery import undelete
 from blob_safetynet.settings.vocabulary import STATE_TAG
 
 DRILL_BLOB = "recovery-drill"
@@ -111,19 +110,11 @@ def check_recovery_drill(target: Target) -> Observation:
     # Nothing came back. Undelete Blob, asked once, tells a target without soft delete (501)
     # from a net that is on but kept nothing, or kept what the recovery code missed.
     said = f"the recovery said {outcome.status}: {outcome.detail}"
-    try:
-        blob.undelete_blob()
-    except HttpResponseError as error:
-        status, code = status_and_code(error)
-        if status == NOT_IMPLEMENTED:
-            return not_verifiable(
-                f"{said}; Undelete Blob answered {status} {code or 'NotImplemented'}: the target "
-                "does not implement soft delete (Azurite accepts the setting but not the operation)"
-            )
-        if status in (401, 403):
-            return not_verifiable(f"{said}; Undelete Blob was refused to this identity: {status}")
-        return failed(
-            f"nothing came back: {said}, and Undelete Blob answered {status} {code}{where}"
+    refused = undelete(blob, said)
+    if refused is not None:
+        return refused.verdict or failed(
+            f"nothing came back: {said}, and Undelete Blob answered {refused.status} "
+            f"{refused.code}{where}"
         )
     again = _bytes(blob)
     _follow(target, blob)

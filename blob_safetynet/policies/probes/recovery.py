@@ -17,7 +17,10 @@ Expected answers, from Microsoft's REST reference:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.storage.blob import BlobClient
 
 from blob_safetynet.policies.probes.base import (
     Observation,
@@ -33,6 +36,48 @@ from blob_safetynet.policies.probes.base import (
 from blob_safetynet.settings.vocabulary import PENDING, tag_condition
 
 NOT_IMPLEMENTED = 501
+
+
+@dataclass(frozen=True)
+class UndeleteRefused:
+    """Undelete Blob answered an error: `verdict` when that alone settles the probe (the target
+    does not implement soft delete, or the identity may not undelete), else None for the
+    caller to judge `status` and `code`."""
+
+    status: int
+    code: str | None
+    verdict: Observation | None
+
+
+def undelete(blob: BlobClient, said: str = "") -> UndeleteRefused | None:
+    """Undelete Blob of `blob`, None when it was answered with success; `said` leads the
+    verdict's detail. Emulators answer 501 (Azurite accepts the soft delete setting, not the
+    operation): nothing about the nets can be verified there."""
+    lead = f"{said}; " if said else ""
+    try:
+        blob.undelete_blob()
+    except HttpResponseError as error:
+        status, code = status_and_code(error)
+        if status == NOT_IMPLEMENTED:
+            return UndeleteRefused(
+                status,
+                code,
+                not_verifiable(
+                    f"{lead}Undelete Blob answered {status} {code or 'NotImplemented'}: the "
+                    "target does not implement soft delete (Azurite accepts the setting but not "
+                    "the operation)"
+                ),
+            )
+        if status in (401, 403):
+            return UndeleteRefused(
+                status,
+                code,
+                not_verifiable(
+                    f"{lead}Undelete Blob was refused to this identity: {status} {code}"
+                ),
+            )
+        return UndeleteRefused(status, code, None)
+    return None
 
 
 def check_soft_delete(target: Target) -> Observation:
@@ -56,17 +101,11 @@ def check_soft_delete(target: Target) -> Observation:
             name_starts_with=blob.blob_name, include=["deleted"]
         )
     )
-    try:
-        blob.undelete_blob()
-    except HttpResponseError as error:
-        status, code = status_and_code(error)
-        if status == NOT_IMPLEMENTED:
-            return not_verifiable(
-                f"Undelete Blob answered {status} {code or 'NotImplemented'}: the target does not "
-                "implement soft delete (Azurite accepts the setting but not the operation)"
-            )
-        if status in (401, 403):
-            return not_verifiable(f"Undelete Blob was refused to this identity: {status} {code}")
+    refused = undelete(blob)
+    if refused is not None:
+        status, code = refused.status, refused.code
+        if refused.verdict is not None:
+            return refused.verdict
         if listed:
             return failed(
                 f"the deleted blob is listed as deleted but Undelete Blob answered {status} {code}"

@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv,
         prog="python -m blob_safetynet.policies.reports.catalogue",
         render=render,
-        replace=replace_between_markers,
+        markers=(START, END),
         table_name="the rule catalogue",
     )
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from blob_safetynet.policies.reports.generated_table import cell, replace_between, table_cli
+from blob_safetynet.policies.reports.generated_table import cell, table_cli
 from blob_safetynet.policies.reports.peers import PEER_CHECKS, PeerCheck, Source
 
 START: Final = "<!-- coverage:start -->"
@@ -39,17 +39,12 @@ def render(checks: Sequence[PeerCheck] = PEER_CHECKS) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replace_between_markers(text: str, table: str) -> str:
-    """`text` with everything between the markers replaced by `table`."""
-    return replace_between(text, table, START, END)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     return table_cli(
         argv,
         prog="python -m blob_safetynet.policies.reports.coverage",
         render=render,
-        replace=replace_between_markers,
+        markers=(START, END),
         table_name="the coverage table",
     )
 

@@ -1,5 +1,6 @@
 """A Markdown table kept between two markers in a document, and the `--write`/`--check` CLI
-that both generated catalogues (rules in docs/policies.md, probes in docs/verification.md) share.
+that the generated tables (rules in docs/policies.md, probes in docs/verification.md, peer
+checks in docs/coverage.md) share.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ def table_cli(
     *,
     prog: str,
     render: Callable[[], str],
-    replace: Callable[[str, str], str],
+    markers: tuple[str, str],
     table_name: str,
 ) -> int:
-    """Print the table, `--write` it into a file, or `--check` (exit 1) that the file's is stale."""
+    """Print the table, `--write` it between the `markers` of a file, or `--check` (exit 1) that
+    the file's is stale."""
     parser = argparse.ArgumentParser(prog=prog)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", type=Path, help="update the table in this Markdown file")
@@ -45,7 +47,7 @@ def table_cli(
         sys.stdout.write(table)
         return 0
     current = target.read_text(encoding="utf-8")
-    updated = replace(current, table)
+    updated = replace_between(current, table, *markers)
     if args.check:
         if updated != current:
             print(f"{target}: {table_name} is stale; run {parser.prog} --write {target}")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from blob_safetynet.policies.probes import PROBES, Probe
-from blob_safetynet.policies.reports.generated_table import cell, replace_between, table_cli
+from blob_safetynet.policies.reports.generated_table import cell, table_cli
 
 START: Final = "<!-- probes:start -->"
 END: Final = "<!-- probes:end -->"
@@ -35,16 +35,12 @@ def render(probes: Sequence[Probe] = PROBES) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replace_between_markers(text: str, table: str) -> str:
-    return replace_between(text, table, START, END)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     return table_cli(
         argv,
         prog="python -m blob_safetynet.policies.reports.probe_catalogue",
         render=render,
-        replace=replace_between_markers,
+        markers=(START, END),
         table_name="the probe table",
     )
 

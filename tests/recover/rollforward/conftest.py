@@ -21,14 +21,6 @@ def bind(store: DocumentStore, container: ContainerClient) -> None:
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[DocumentStore]:
-    documents = DocumentStore.from_url(db_url)
-    documents.init_schema()
-    yield documents
-    documents.engine.dispose()
-
-
-@pytest.fixture
 def bound(store: DocumentStore, container: ContainerClient) -> ContainerClient:
     bind(store, container)
     return container

@@ -5,11 +5,6 @@ apply killed at random instants that a rerun finishes."""
 from __future__ import annotations
 
 import json
-import os
-import random
-import signal
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,8 +18,8 @@ from blob_safetynet.reconcile.listing import list_blobs
 from blob_safetynet.recover.rollforward import View, judge
 from blob_safetynet.store.documents import DocumentStore
 from testkit.restore_point import RestorePoint
-from tests import tree
 from tests.conftest import RunCli
+from tests.recover.conftest import KilledThenRerun
 
 
 def options(db_url: str, azurite: Azurite, container: ContainerClient) -> list[str]:
@@ -163,26 +158,15 @@ def test_killed_at_random_instants_and_rerun_it_finishes(
     store: DocumentStore,
     bound: ContainerClient,
     point: RestorePoint,
+    killed_then_rerun: KilledThenRerun,
 ) -> None:
     """`recover --after-restore --apply` killed (SIGKILL) at random instants, then run to the
     end: every document reads its expected bytes, no committed blob was deleted, and a fresh
     judgement finds nothing."""
     expected = restored(store, bound, point, 36)
     committed = {b.name for b in list_blobs(bound).values() if b.state == "committed"}
-    argv = [*tree.MODULE, *options(db_url, azurite, bound), "--apply"]
-    env = tree.environment()
-    rng = random.Random(45)
-    for _ in range(4):
-        process = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree.TREE, env=env
-        )
-        time.sleep(rng.uniform(0.4, 2.0))
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-    finished = subprocess.run(
-        argv, capture_output=True, text=True, timeout=300, check=False, cwd=tree.TREE, env=env
-    )
+
+    finished = killed_then_rerun([*options(db_url, azurite, bound), "--apply"], 45, 0.4, 2.0)
 
     assert finished.returncode == ExitCode.OK, finished.stdout + finished.stderr
     protocol = UploadProtocol(store, bound)
