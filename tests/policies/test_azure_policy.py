@@ -119,6 +119,9 @@ VARIANTS: list[tuple[str, object]] = [
     ("blob.properties.deleteRetentionPolicy", DELETE),
     ("blob.properties.containerDeleteRetentionPolicy.enabled", False),
     ("blob.properties.containerDeleteRetentionPolicy", DELETE),
+    ("blob.properties.isVersioningEnabled", False),
+    ("blob.properties.isVersioningEnabled", DELETE),
+    ("blob.properties.isVersioningEnabled", "maybe"),
 ]
 """One setting of the fake's recorded-shape compliant account changed (or removed), each an
 edge of an exported rule: the insecure value, the boundary, the absent property, a bad type."""

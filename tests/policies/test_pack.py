@@ -60,6 +60,7 @@ INFRA_GAPS: Mapping[str, tuple[str, ...]] = {
             "SN-CMK-ENCRYPTION",
             "SN-GEO-REDUNDANCY",
             "SN-POINT-IN-TIME-RESTORE",
+            "SN-BLOB-VERSIONING",
         ),
         (DATA, RUNTIME),
     ),

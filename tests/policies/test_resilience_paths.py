@@ -1,5 +1,5 @@
-"""SN-GEO-REDUNDANCY, SN-POINT-IN-TIME-RESTORE, SN-PROTOCOL-CONTAINER-MUTABLE and the
-container soft delete floor on every path a rule is judged on: a live account through the fake
+"""SN-GEO-REDUNDANCY, SN-POINT-IN-TIME-RESTORE, SN-BLOB-VERSIONING,
+SN-PROTOCOL-CONTAINER-MUTABLE and the container soft delete floor on every path a rule is judged on: a live account through the fake
 ARM, the saved files (the CLI's outputs and a template export), the Pulumi program's resources,
 the fleet (Resource Graph rows, then the per-account reads), and the audit's option."""
 
@@ -27,13 +27,14 @@ from tests.conftest import RunCli
 from tests.policies.arm_env import use_fake_arm
 from tests.policies.test_offline_audit import cli_files, live_findings, template_export
 
-GEO, RESTORE, MUTABLE, CONTAINER_DAYS = (
+GEO, RESTORE, VERSIONING, MUTABLE, CONTAINER_DAYS = (
     "SN-GEO-REDUNDANCY",
     "SN-POINT-IN-TIME-RESTORE",
+    "SN-BLOB-VERSIONING",
     "SN-PROTOCOL-CONTAINER-MUTABLE",
     "SN-CONTAINER-SOFT-DELETE",
 )
-NEW = (GEO, RESTORE, MUTABLE, CONTAINER_DAYS)
+NEW = (GEO, RESTORE, VERSIONING, MUTABLE, CONTAINER_DAYS)
 STRING = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 BOOL = "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7"
 """Pulumi's unknown sentinels (a value not known during preview)."""
@@ -48,18 +49,22 @@ def _container(account: FakeAccount) -> dict[str, Any]:
 
 
 def broken(account: FakeAccount) -> None:
-    """Each rule's insecure value: locally redundant, no restore, a legal hold, 3 days."""
+    """Each rule's insecure value: locally redundant, no restore, no versioning, a legal
+    hold, 3 days."""
     account.body["sku"] = {"name": "Standard_LRS", "tier": "Standard"}
     set_path(account.blob_service_properties, "properties.restorePolicy.enabled", False)
+    set_path(account.blob_service_properties, "properties.isVersioningEnabled", False)
     _container(account)["hasLegalHold"] = True
     set_path(account.blob_service_properties, "properties.containerDeleteRetentionPolicy.days", 3)
 
 
 def unreadable(account: FakeAccount) -> None:
-    """Each rule's fact unreadable: no SKU, an odd restore policy, a container without its
-    read-only immutability flags, retention days of the wrong type."""
+    """Each rule's fact unreadable: no SKU, an odd restore policy, a versioning switch that is
+    no boolean, a container without its read-only immutability flags, retention days of the
+    wrong type."""
     account.body.pop("sku")
     set_path(account.blob_service_properties, "properties.restorePolicy", "on")
+    set_path(account.blob_service_properties, "properties.isVersioningEnabled", "yes")
     _container(account).pop("hasLegalHold")
     _container(account).pop("hasImmutabilityPolicy")
     set_path(account.blob_service_properties, "properties.containerDeleteRetentionPolicy.days", "7")
@@ -128,6 +133,7 @@ def test_a_template_export_cannot_hold_a_legal_hold(tmp_path: Path) -> None:
     assert found == {
         GEO: Outcome.PASS,
         RESTORE: Outcome.PASS,
+        VERSIONING: Outcome.PASS,
         CONTAINER_DAYS: Outcome.PASS,
         MUTABLE: Outcome.NOT_IN_FILES,
     }
@@ -171,6 +177,7 @@ def program(
     *,
     sku: object = "Standard_GZRS",
     restore: object = True,
+    versioning: object = True,
     container_days: object = 14,
     policy_on: object = None,
 ) -> list[StackResource]:
@@ -189,7 +196,7 @@ def program(
                 "accountName": "docs",
                 "deleteRetentionPolicy": {"enabled": True, "days": 14},
                 "containerDeleteRetentionPolicy": {"enabled": True, "days": container_days},
-                "isVersioningEnabled": True,
+                "isVersioningEnabled": versioning,
                 "changeFeed": {"enabled": True},
                 "restorePolicy": {"enabled": restore, "days": 7},
             },
@@ -226,13 +233,20 @@ PROGRAMS: dict[str, tuple[dict[str, object], Outcome]] = {
         {
             "sku": "Standard_ZRS",
             "restore": False,
+            "versioning": False,
             "container_days": 3,
             "policy_on": DEFAULT_CONTAINER,
         },
         Outcome.FAIL,
     ),
     "preview": (
-        {"sku": STRING, "restore": BOOL, "container_days": STRING, "policy_on": STRING},
+        {
+            "sku": STRING,
+            "restore": BOOL,
+            "versioning": BOOL,
+            "container_days": STRING,
+            "policy_on": STRING,
+        },
         Outcome.UNKNOWN,
     ),
 }
@@ -257,8 +271,11 @@ def test_the_fleet_judges_each_rule_as_its_account_is_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Over a mixed fleet, each new rule fails exactly the accounts set to fail it and is not
-    applicable to the FileStorage ones."""
+    applicable to the FileStorage ones; versioning off fails point-in-time restore too."""
     accounts = list(mixed_fleet(17, 2))
+    for number, account in enumerate(accounts):
+        if number % 5 == 4:
+            set_path(account.blob_service_properties, "properties.isVersioningEnabled", False)
     with FakeArm(page_size=4) as server:
         for account in accounts:
             server.add(account)
@@ -272,7 +289,12 @@ def test_the_fleet_judges_each_rule_as_its_account_is_set(
     assert not report.all_errors
     found = {(f.resource_id, f.rule.id): f.outcome for f in report.findings}
     for number, account in enumerate(accounts):
-        fails = {GEO: number % 4 == 1, RESTORE: number % 6 == 2, MUTABLE: number % 8 == 3}
+        fails = {
+            GEO: number % 4 == 1,
+            RESTORE: number % 6 == 2 or number % 5 == 4,
+            VERSIONING: number % 5 == 4,
+            MUTABLE: number % 8 == 3,
+        }
         for rule, fail in fails.items():
             expected = Outcome.FAIL if fail else Outcome.PASS
             if number % 7 == 6:

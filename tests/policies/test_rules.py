@@ -567,6 +567,15 @@ CASES: dict[str, dict[Outcome, list[Account]]] = {
             m.account(blob_service_properties=m.blob_service_properties(delete={"days": UNKNOWN})),
         ],
     },
+    "SN-BLOB-VERSIONING": {
+        Outcome.PASS: [m.account()],
+        Outcome.FAIL: [
+            m.account(blob_service_properties=m.blob_service_properties(versioning_enabled=False))
+        ],
+        Outcome.UNKNOWN: [
+            m.account(blob_service_properties=m.blob_service_properties(versioning_enabled=UNKNOWN))
+        ],
+    },
     "SN-PROTOCOL-CONTAINER-MUTABLE": {
         Outcome.PASS: [
             m.account(),

@@ -94,6 +94,14 @@ BLOB_SOFT_DELETE_DAYS: Final = Alias(
 """Listed with its default path and as modifiable by AzAdvertizer from the service's alias data
 (Get-AzPolicyAlias), with `deleteRetentionPolicy.enabled`; Microsoft's built-in 9fbd64e3 sets
 the same property through its deployment template."""
+VERSIONING_ENABLED: Final = _alias(
+    BLOB_SERVICE_TYPE,
+    "isVersioningEnabled",
+    "StorageAccountEnableBlobVersion_Modify.json",
+    modifiable=True,
+)
+"""Microsoft's Modify built-in 978deb5d sets it; its Audit sibling c36a325b "Configure your
+Storage account to enable blob versioning" reads it."""
 SKU_NAME: Final = Alias(
     f"{ACCOUNT_TYPE}/sku.name", "sku.name", _BUILT_INS + "GeoRedundant_StorageAccounts_Audit.json"
 )
@@ -114,6 +122,7 @@ ALIASES: Final[dict[str, Alias]] = {
         KEY_EXPIRATION_DAYS,
         BLOB_SOFT_DELETE_ENABLED,
         BLOB_SOFT_DELETE_DAYS,
+        VERSIONING_ENABLED,
         SKU_NAME,
     )
 }

@@ -63,6 +63,7 @@ from blob_safetynet.policies.rules.network import (
     TRUSTED_SERVICES,
 )
 from blob_safetynet.policies.rules.resilience import (
+    BLOB_VERSIONING,
     GEO_REDUNDANCY,
     GEO_SKUS,
     POINT_IN_TIME,
@@ -227,6 +228,12 @@ FORMS: Final[tuple[PolicyForm, ...]] = (
         GEO_REDUNDANCY,
         a.ACCOUNT_TYPE,
         not_(field(a.SKU_NAME, "in", list(GEO_SKUS))),
+    ),
+    PolicyForm(
+        BLOB_VERSIONING,
+        a.BLOB_SERVICE_TYPE,
+        not_switched(a.VERSIONING_ENABLED, True, absent_means=False),
+        modify=(Operation(a.VERSIONING_ENABLED, True),),
     ),
 )
 """The rules Azure Policy can express, in catalogue order of their rules."""

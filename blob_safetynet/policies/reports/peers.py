@@ -71,7 +71,7 @@ class PeerCheck:
 
 
 VERSIONING: Final = (
-    "Not required: blob soft delete already keeps what an overwrite replaced, as a soft-deleted "
+    "Advisory: blob soft delete already keeps what an overwrite replaced, as a soft-deleted "
     "snapshot `safetynet recover` restores, and the protocol never overwrites (create-only "
     "uploads). Versioning keeps every version until a rule deletes it, so when it is on "
     "`SN-VERSION-EXPIRY` asks for that rule"
@@ -137,7 +137,7 @@ MICROSOFT_ROWS: Final = (
         Source.MICROSOFT,
         "Blob versioning",
         "Every write keeps the previous version",
-        (),
+        ("SN-BLOB-VERSIONING",),
         VERSIONING,
     ),
     PeerCheck(
@@ -175,7 +175,7 @@ CIS_ROWS: Final = (
         Source.CIS, "9.1.5.1", "Microsoft Defender for Storage is On", ("SN-DEFENDER-FOR-STORAGE",)
     ),
     PeerCheck(Source.CIS, "10.2.1", "Soft delete for blobs is Enabled", ("SN-BLOB-SOFT-DELETE",)),
-    PeerCheck(Source.CIS, "10.2.2", "Versioning is Enabled", (), VERSIONING),
+    PeerCheck(Source.CIS, "10.2.2", "Versioning is Enabled", ("SN-BLOB-VERSIONING",), VERSIONING),
     PeerCheck(
         Source.CIS, "10.3.1.1", "Key rotation reminders are enabled", ("SN-KEY-EXPIRATION-POLICY",)
     ),
@@ -433,7 +433,7 @@ PROWLER_ROWS: Final = (
         Source.PROWLER,
         "storage_blob_versioning_is_enabled",
         "Blob versioning is enabled",
-        (),
+        ("SN-BLOB-VERSIONING",),
         VERSIONING,
     ),
     PeerCheck(
@@ -694,7 +694,7 @@ AZURE_POLICY_ROWS: Final = (
         Source.AZURE_POLICY,
         "c36a325b-ae04-4863-ad4f-19c6678f8e08",
         "Configure your Storage account to enable blob versioning",
-        (),
+        ("SN-BLOB-VERSIONING",),
         VERSIONING,
     ),
     PeerCheck(

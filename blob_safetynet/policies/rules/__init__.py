@@ -52,6 +52,7 @@ from blob_safetynet.policies.rules.network import (
     TRUSTED_SERVICES,
 )
 from blob_safetynet.policies.rules.resilience import (
+    BLOB_VERSIONING,
     GEO_REDUNDANCY,
     POINT_IN_TIME,
     PROTOCOL_CONTAINER_MUTABLE,
@@ -86,6 +87,7 @@ RULES: Final[tuple[Rule, ...]] = (
     DEFENDER_FOR_STORAGE,
     GEO_REDUNDANCY,
     POINT_IN_TIME,
+    BLOB_VERSIONING,
     PROTOCOL_CONTAINER_MUTABLE,
     DELETE_LOCK,
     BLOB_LOGGING,

@@ -1,5 +1,5 @@
-"""Copies outside the region, a restore to an earlier moment, and a protocol container the
-protocol can still delete from: the nets beyond soft delete."""
+"""Copies outside the region, earlier versions, a restore to an earlier moment, and a protocol
+container the protocol can still delete from: the nets beyond soft delete."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ POINT_IN_TIME_RESTORE = (
     "https://learn.microsoft.com/azure/storage/blobs/point-in-time-restore-overview"
 )
 IMMUTABLE_STORAGE = "https://learn.microsoft.com/azure/storage/blobs/immutable-storage-overview"
+VERSIONING = "https://learn.microsoft.com/azure/storage/blobs/versioning-overview"
+DATA_PROTECTION = "https://learn.microsoft.com/azure/storage/blobs/data-protection-overview"
 
 GEO_SKUS: Final = (
     "Standard_GRS",
@@ -150,6 +152,45 @@ POINT_IN_TIME = Rule(
     check=_check_point_in_time_restore,
     advisory=True,
     references=(POINT_IN_TIME_RESTORE,),
+)
+
+
+def _check_versioning(account: Account, _: Thresholds) -> Verdict:
+    assert account.blob_service_properties is not UNKNOWN
+    versioning = account.blob_service_properties.versioning_enabled
+    if versioning is UNKNOWN:
+        return unknown("whether versioning is on is not known yet")
+    if not versioning:
+        return failed(
+            "versioning is off: an overwrite or delete keeps no previous version; blob soft "
+            "delete keeps a soft-deleted snapshot for the retention days only"
+        )
+    return passed("versioning is on: every overwrite and delete keeps the previous version")
+
+
+BLOB_VERSIONING = Rule(
+    id="SN-BLOB-VERSIONING",
+    title="Blob versioning is on",
+    severity=Severity.LOW,
+    rationale=(
+        "With versioning each overwrite or delete keeps the previous version as a version a "
+        "client can read and promote back, until a lifecycle rule deletes it; without it, "
+        "blob soft delete's snapshot is the only copy, and only for its retention days. The "
+        "protocol itself never overwrites (create-only uploads), hence advisory; point-in-time "
+        "restore requires versioning."
+    ),
+    remediation=Remediation(
+        account="turn blob versioning on: blob service `isVersioningEnabled: true` (`az storage account blob-service-properties update --account-name <account> -g <group> --enable-versioning true`), then add a lifecycle rule that deletes old versions (SN-VERSION-EXPIRY)",
+        pulumi=(
+            "set Pulumi config `versioning` to true (BlobServiceProperties.isVersioningEnabled); "
+            "SN-VERSION-EXPIRY then wants `versionExpiryDays` set too"
+        ),
+    ),
+    facets=frozenset({Facet.BLOB_SERVICE}),
+    check=_check_versioning,
+    advisory=True,
+    controls=cis4("10.2.2"),
+    references=(VERSIONING, DATA_PROTECTION),
 )
 
 
