@@ -22,7 +22,6 @@ reason a deployment that would succeed cannot run.
 
 from __future__ import annotations
 
-import re
 import ssl
 import urllib.error
 import urllib.request
@@ -33,6 +32,7 @@ from urllib.parse import quote, urlsplit
 
 from blob_safetynet.infra.config import ConfigError
 from blob_safetynet.settings import untrusted
+from blob_safetynet.settings.vocabulary import arm_action_matches
 
 PUBLIC_ARM: Final = "https://management.azure.com"
 PERMISSIONS_API_VERSION: Final = "2022-04-01"
@@ -61,20 +61,14 @@ def permissions_url(endpoint: str, subscription_id: str, resource_group: str) ->
     )
 
 
-def action_matches(pattern: str, action: str) -> bool:
-    """ARM's action match: case-insensitive, `*` standing for any run of characters."""
-    parts = (re.escape(part) for part in pattern.split("*"))
-    return re.fullmatch(".*".join(parts), action, re.IGNORECASE) is not None
-
-
 def allows(permissions: Sequence[Mapping[str, Any]], action: str) -> bool:
     """Whether any one permission entry (one role assignment's) has `action` in its `actions`
     and not in its `notActions`: a role's notActions subtract from that role only."""
     for entry in permissions:
         granted = [str(p) for p in entry.get("actions") or []]
         taken = [str(p) for p in entry.get("notActions") or []]
-        if any(action_matches(p, action) for p in granted) and not any(
-            action_matches(p, action) for p in taken
+        if any(arm_action_matches(p, action) for p in granted) and not any(
+            arm_action_matches(p, action) for p in taken
         ):
             return True
     return False

@@ -97,3 +97,13 @@ def policy_scope_problem(scope: str) -> str | None:
         "/providers/Microsoft.Management/managementGroups/<management group id>, with nothing "
         "after it"
     )
+
+
+def arm_action_matches(pattern: str, action: str) -> bool:
+    """Whether an RBAC action pattern covers `action` as Azure matches them: `*` stands for any
+    run of characters, and case does not count for A-Z only (ARM compares with .NET's ordinal
+    ignore-case, so the long s or the Kelvin sign never equals an ASCII letter;
+    https://learn.microsoft.com/azure/role-based-access-control/role-definitions#actions). The
+    one matcher for the audit's role rules and the deployment's lock pre-flight."""
+    parts = (re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(".*".join(parts), action, re.IGNORECASE | re.ASCII) is not None

@@ -13,11 +13,11 @@ from blob_safetynet.infra.preflight import (
     LOCK_WRITE,
     LockPreflight,
     PermissionsUnread,
-    action_matches,
     allows,
     permissions_url,
     refuse_unless_lock_allowed,
 )
+from blob_safetynet.settings.vocabulary import arm_action_matches
 from testkit.arm_fake import MALFORMED, SUBSCRIPTION, Failure, FakeArm
 from tests.infra.arm_permissions import (
     CONTRIBUTOR,
@@ -50,13 +50,16 @@ def preflight(arm: FakeArm) -> LockPreflight:
         ("*/read", LOCK_WRITE, False),
         ("Microsoft.Authorization/*/read", LOCK_WRITE, False),
         ("Microsoft.Authorization/locks/write", "Microsoft.Authorization/locks/writeX", False),
+        ("Microsoft.Authorization/lock\u017f/write", LOCK_WRITE, False),
+        ("Microsoft.Authorization/locks/write", "Microsoft.Authorization/locks/WRITE", True),
     ],
 )
 def test_an_action_pattern_matches_as_arm_matches_it(
     pattern: str, action: str, expected: bool
 ) -> None:
-    """`*` stands for any run of characters and case does not count; nothing else is a wildcard."""
-    assert action_matches(pattern, action) is expected
+    """`*` stands for any run of characters and ASCII case does not count (the long s is not an s);
+    nothing else is a wildcard."""
+    assert arm_action_matches(pattern, action) is expected
 
 
 @pytest.mark.parametrize(

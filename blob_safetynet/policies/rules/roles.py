@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from blob_safetynet.policies.rules.model import ARM_IGNORECASE, arm_fold
+from blob_safetynet.policies.rules.model import arm_fold
+from blob_safetynet.settings.vocabulary import arm_action_matches
 
 BLOBS: Final = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 TAG_WRITE: Final = f"{BLOBS}/tags/write"
@@ -56,15 +57,11 @@ RESERVED_PREFIX: Final = ".safetynet/"
 verification probes); documents never live there."""
 
 
-def _pattern(action: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in action.split("*")), ARM_IGNORECASE)
-
-
 def grants(allowed: tuple[str, ...], denied: tuple[str, ...], operation: str) -> bool:
     """True when some allowed pattern matches `operation` and no denied pattern does."""
-    if not any(_pattern(action).fullmatch(operation) for action in allowed):
+    if not any(arm_action_matches(action, operation) for action in allowed):
         return False
-    return not any(_pattern(action).fullmatch(operation) for action in denied)
+    return not any(arm_action_matches(action, operation) for action in denied)
 
 
 @dataclass(frozen=True)
@@ -212,7 +209,7 @@ class ActionTest:
     excludes_sub_operation: bool = False
 
     def matches(self, action: str) -> bool:
-        return _pattern(self.pattern).fullmatch(action) is not None
+        return arm_action_matches(self.pattern, action)
 
 
 @dataclass(frozen=True)
