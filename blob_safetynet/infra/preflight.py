@@ -22,6 +22,7 @@ reason a deployment that would succeed cannot run.
 
 from __future__ import annotations
 
+import http.client
 import ssl
 import urllib.error
 import urllib.request
@@ -137,7 +138,10 @@ class LockPreflight:
                 + (" (the resource group does not exist yet)" if missing else ""),
                 missing_group=missing,
             ) from None
-        except (urllib.error.URLError, OSError) as error:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
+            # Every transport failure is an unread list: a refused or reset connection and a
+            # timeout (OSError, URLError), a connection closed before or inside the answer
+            # (RemoteDisconnected, IncompleteRead, BadStatusLine: HTTPException).
             raise PermissionsUnread(f"ARM could not be reached ({error})") from None
         try:
             return untrusted.load_json(data, "the permission list", max_bytes=MAX_BODY_BYTES)

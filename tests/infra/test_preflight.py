@@ -18,7 +18,7 @@ from blob_safetynet.infra.preflight import (
     refuse_unless_lock_allowed,
 )
 from blob_safetynet.settings.vocabulary import arm_action_matches
-from testkit.arm_fake import MALFORMED, SUBSCRIPTION, Failure, FakeArm
+from testkit.arm_fake import MALFORMED, SUBSCRIPTION, Failure, FakeArm, NetworkFault
 from tests.infra.arm_permissions import (
     CONTRIBUTOR,
     OWNER,
@@ -160,3 +160,14 @@ def test_an_unreachable_endpoint_is_reported() -> None:
     """No server on the endpoint: the read reports it rather than hanging or raising."""
     idle = LockPreflight(endpoint="https://127.0.0.1:9", timeout_seconds=2)
     assert idle.check("token", SUBSCRIPTION, GROUP).startswith("not checked: ARM could not")
+
+
+@pytest.mark.parametrize("kind", ["drop", "stall"])
+def test_a_dropped_or_stalled_connection_is_reported_not_raised(arm: FakeArm, kind: str) -> None:
+    """A connection reset with no answer, or an answer held past the read timeout, is an
+    unread list: a note, never an exception out of the preview."""
+    arm.network_faults.append(NetworkFault(kind, lambda method, path: True, seconds=2.0))
+    impatient = LockPreflight(endpoint=arm.endpoint, ca_file=arm.ca_file, timeout_seconds=0.5)
+    assert impatient.check(arm.token, SUBSCRIPTION, GROUP).startswith(
+        "not checked: ARM could not be reached"
+    )
